@@ -1,0 +1,318 @@
+"""Typed, validated hyperparameters loaded from ``params.yaml``.
+
+Every hyperparameter of the method lives in ``params.yaml``; this module only gives it types and
+checks it. Defaults below are the paper's values (Appendix B and C) so that a missing section means
+"as in the paper"; an unknown key, a wrong type or an out-of-range value is a :class:`ConfigError`
+that names the key by its dotted path (``rl.gamma``).
+
+Sections are owned by the stage that reads them; a stage receives its section object explicitly
+(never the raw dict), so ``dvc.yaml`` can list the exact keys each stage depends on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Optional
+
+import yaml
+
+
+class ConfigError(ValueError):
+    """A params file that does not match the schema; the message names the offending key."""
+
+
+# --------------------------------------------------------------------------------------------
+# Sections
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    """Which raw dataset the pipeline ingests."""
+
+    #: Dataset name, used in reports and MLflow run names.
+    dataset: str = "ICEWS14"
+    #: Folder with train.txt, valid.txt, test.txt, entity2id.txt, relation2id.txt.
+    raw_dir: str = "../shared/data/ICEWS14"
+    #: Optional archive URL for online machines (used only when set), and its SHA-256.
+    url: Optional[str] = None
+    sha256: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class IngestConfig:
+    """Raw text -> Parquet."""
+
+    #: Units of one time step in the raw files; null = the gcd of all timestamp differences
+    #: (ICEWS14: 1 day; ICEWS18: 24 hours). Times are divided by it and shifted to start at 0.
+    time_step: Optional[int] = None
+
+
+@dataclass(frozen=True)
+class EnvConfig:
+    """The MDP (paper, Preliminaries)."""
+
+    #: K, the maximum path length (number of actions per episode).
+    max_path_length: int = 3
+    #: Candidate actions kept per state: the most recent ones by timestamp (paper: 150).
+    max_actions: int = 150
+    #: Action window is t_k <= t' < t_q (true, the paper's history H) or t' <= t_q (false).
+    strict_history: bool = True
+
+
+@dataclass(frozen=True)
+class LabelingConfig:
+    """Reachable-entity labeling (paper, Algorithm 1)."""
+
+    #: N, in-edges kept per expansion (the most recent ones); null = exact reachability.
+    max_in_edges: Optional[int] = 200
+    #: Only edges with time < t_q (true, consistent with the action space) or <= t_q (false).
+    strict_history: bool = True
+    #: "fast" (default, compiled and parallel) or "reference" (Algorithm 1 as printed; slow).
+    implementation: Literal["fast", "reference"] = "fast"
+    #: Worker threads for the fast implementation; 0 = all cores.
+    workers: int = 0
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Policy network (paper, Methodology and Appendix B)."""
+
+    entity_dim: int = 128
+    #: Relation embedding size including the time encoding (static part = relation_dim - time_dim).
+    relation_dim: int = 128
+    time_dim: int = 48
+    step_dim: int = 32
+    #: Hidden width of the two-layer state MLP and of the critic MLP (not given in the paper).
+    mlp_hidden_dim: int = 256
+
+
+@dataclass(frozen=True)
+class PretrainConfig:
+    """Self-supervised reachability pretraining."""
+
+    epochs: int = 40
+    batch_size: int = 512
+    learning_rate: float = 1.0e-3
+
+
+@dataclass(frozen=True)
+class RLConfig:
+    """Actor-critic fine-tuning (paper, Appendix C)."""
+
+    epochs: int = 400
+    batch_size: int = 512
+    learning_rate: float = 1.0e-3
+    gamma: float = 0.95
+    entropy_beta0: float = 0.01
+    entropy_decay: float = 0.9
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    """Beam-search evaluation and checkpoint selection."""
+
+    beam_size: int = 100
+    #: Validate (beam search on the valid split) every this many epochs.
+    valid_every: int = 20
+    #: How an entity's score is formed from the log-probabilities of the beam paths ending on it.
+    score_rule: Literal["max", "logsumexp"] = "max"
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """What the training stages run and how."""
+
+    seeds: list[int] = field(default_factory=lambda: [0, 1, 2, 3, 4])
+    variants: list[Literal["pure_rl", "raptor"]] = field(
+        default_factory=lambda: ["pure_rl", "raptor"]
+    )
+    #: float32, or bfloat16 autocast on CPUs that support it.
+    precision: Literal["float32", "bfloat16"] = "float32"
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    #: Torch intra-op threads; 0 = all cores.
+    num_threads: int = 0
+
+
+@dataclass(frozen=True)
+class Params:
+    """The whole ``params.yaml``."""
+
+    data: DataConfig = field(default_factory=DataConfig)
+    ingest: IngestConfig = field(default_factory=IngestConfig)
+    env: EnvConfig = field(default_factory=EnvConfig)
+    labeling: LabelingConfig = field(default_factory=LabelingConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    pretrain: PretrainConfig = field(default_factory=PretrainConfig)
+    rl: RLConfig = field(default_factory=RLConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+
+
+# Range checks: dotted key -> (predicate, description). Kept next to the schema, not in stages.
+_CHECKS: dict[str, tuple[Any, str]] = {
+    "ingest.time_step": (lambda v: v is None or v >= 1, "a positive integer or null"),
+    "env.max_path_length": (lambda v: v >= 1, ">= 1"),
+    "env.max_actions": (lambda v: v >= 1, ">= 1"),
+    "labeling.max_in_edges": (lambda v: v is None or v >= 1, "a positive integer or null"),
+    "labeling.workers": (lambda v: v >= 0, ">= 0"),
+    "model.entity_dim": (lambda v: v >= 1, ">= 1"),
+    "model.relation_dim": (lambda v: v >= 2, ">= 2"),
+    "model.time_dim": (lambda v: v >= 1, ">= 1"),
+    "model.step_dim": (lambda v: v >= 1, ">= 1"),
+    "model.mlp_hidden_dim": (lambda v: v >= 1, ">= 1"),
+    "pretrain.epochs": (lambda v: v >= 0, ">= 0"),
+    "pretrain.batch_size": (lambda v: v >= 1, ">= 1"),
+    "pretrain.learning_rate": (lambda v: v > 0, "> 0"),
+    "rl.epochs": (lambda v: v >= 0, ">= 0"),
+    "rl.batch_size": (lambda v: v >= 1, ">= 1"),
+    "rl.learning_rate": (lambda v: v > 0, "> 0"),
+    "rl.gamma": (lambda v: 0 < v <= 1, "in (0, 1]"),
+    "rl.entropy_beta0": (lambda v: v >= 0, ">= 0"),
+    "rl.entropy_decay": (lambda v: 0 < v <= 1, "in (0, 1]"),
+    "eval.beam_size": (lambda v: v >= 1, ">= 1"),
+    "eval.valid_every": (lambda v: v >= 1, ">= 1"),
+    "train.seeds": (lambda v: len(v) >= 1 and len(set(v)) == len(v), "a non-empty list of distinct ints"),
+    "train.variants": (lambda v: len(v) >= 1, "a non-empty list"),
+    "train.num_threads": (lambda v: v >= 0, ">= 0"),
+}
+
+
+def _cross_checks(params: Params) -> None:
+    if params.model.time_dim >= params.model.relation_dim:
+        raise ConfigError(
+            f"model.time_dim ({params.model.time_dim}) must be smaller than model.relation_dim "
+            f"({params.model.relation_dim}): the relation embedding holds a static part and the time encoding"
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# Generic loader
+# --------------------------------------------------------------------------------------------
+
+
+def _type_name(tp: Any) -> str:
+    return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
+
+
+def _coerce(value: Any, tp: Any, key: str) -> Any:
+    """Check ``value`` against annotation ``tp``; return it (ints are accepted for floats)."""
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _coerce(value, arg, key)
+            except ConfigError as exc:
+                errors.append(str(exc))
+        raise ConfigError(f"{key}: expected {_type_name(tp)}, got {value!r}")
+    if origin is Literal:
+        if value not in args:
+            raise ConfigError(f"{key}: expected one of {list(args)}, got {value!r}")
+        return value
+    if origin is list:
+        if not isinstance(value, list):
+            raise ConfigError(f"{key}: expected a list, got {type(value).__name__} {value!r}")
+        return [_coerce(v, args[0], f"{key}[{i}]") for i, v in enumerate(value)]
+    if dataclasses.is_dataclass(tp):
+        return _build(tp, value, key)
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{key}: expected true or false, got {value!r}")
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{key}: expected an integer, got {type(value).__name__} {value!r}")
+        return value
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{key}: expected a number, got {type(value).__name__} {value!r}")
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{key}: expected a string, got {type(value).__name__} {value!r}")
+        return value
+    raise ConfigError(f"{key}: unsupported annotation {tp!r}")  # a schema bug, not a user error
+
+
+def _build(cls: type, raw: Any, prefix: str) -> Any:
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        where = prefix or "params"
+        raise ConfigError(f"{where}: expected a mapping, got {type(raw).__name__} {raw!r}")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(raw) - set(fields))
+    if unknown:
+        key = f"{prefix}.{unknown[0]}" if prefix else unknown[0]
+        raise ConfigError(f"{key}: unknown key (known keys here: {', '.join(sorted(fields))})")
+    kwargs = {}
+    for name, value in raw.items():
+        key = f"{prefix}.{name}" if prefix else name
+        value = _coerce(value, hints[name], key)
+        check = _CHECKS.get(key)
+        if check is not None and not check[0](value):
+            raise ConfigError(f"{key}: must be {check[1]}, got {value!r}")
+        kwargs[name] = value
+    return cls(**kwargs)
+
+
+def params_from_dict(raw: Any) -> Params:
+    """Validate a parsed params mapping; raises :class:`ConfigError` naming the bad key."""
+    params = _build(Params, raw, "")
+    _cross_checks(params)
+    return params
+
+
+def load_params(path: str | Path = "params.yaml", overrides: Optional[dict[str, Any]] = None) -> Params:
+    """Load and validate ``params.yaml``.
+
+    ``overrides`` maps dotted keys to values (``{"rl.epochs": 2}``) applied before validation,
+    so a command line can change one value without editing the file.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise ConfigError(f"params file not found: {path}")
+    try:
+        raw = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+    for dotted, value in (overrides or {}).items():
+        node = raw
+        parts = dotted.split(".")
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"{dotted}: cannot override inside a non-mapping")
+        node[parts[-1]] = value
+    try:
+        return params_from_dict(raw)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+
+
+def params_to_dict(params: Params) -> dict[str, Any]:
+    """Plain nested dict (for logging to MLflow and for run metadata)."""
+    return dataclasses.asdict(params)
+
+
+def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"rl": {"gamma": 0.95}}`` -> ``{"rl.gamma": 0.95}``."""
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        key = f"{prefix}.{k}" if prefix else k
+        if isinstance(v, dict):
+            out.update(flatten(v, key))
+        else:
+            out[key] = v
+    return out
