@@ -1,0 +1,376 @@
+"""Ingest raw ICEWS splits (the RE-NET / RE-GCN id format) into validated Parquet.
+
+Input layout (one folder)::
+
+    train.txt valid.txt test.txt   subject<TAB>relation<TAB>object<TAB>timestamp[<TAB>extra]
+    entity2id.txt relation2id.txt  name<TAB>id   (the id is the last tab-separated field)
+
+Output (one folder, written atomically: it appears complete or not at all)::
+
+    train.parquet valid.parquet test.parquet   int32 subject, relation, object, time
+    entities.parquet relations.parquet          int32 id, string name
+    meta.json                                   counts, time step/offset, SHA-256 of every raw file
+
+Times are normalised to ``(raw - time_offset) // time_step`` so the earliest timestamp is 0 and one
+unit is one step (a day on ICEWS); ``raw = time * time_step + time_offset`` recovers the original.
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+import tarfile
+import tempfile
+import time as _time
+import urllib.request
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+
+from .constants import ID_DTYPE, QUAD_COLUMNS, SPLITS
+from .io import atomic_dir, atomic_write_json, sha256_file
+
+DICTIONARIES = ("entity2id.txt", "relation2id.txt")
+INGEST_FORMAT_VERSION = 1
+
+#: Where the complete published datasets can be obtained, for the missing-split message.
+PUBLISHED_SOURCES = (
+    "the published splits are distributed with RE-NET's and RE-GCN's data releases "
+    "(github.com/INK-USC/RE-Net, folder data/; github.com/Lee-zix/RE-GCN, data-release.tar.gz); "
+    "pass the folder with --raw, or an archive with --url and --sha256"
+)
+
+
+class IngestError(ValueError):
+    """Invalid raw input; the message names the file (and line, where there is one)."""
+
+
+@dataclass(frozen=True)
+class IngestResult:
+    out_dir: Path
+    counts: dict[str, int]
+    num_entities: int
+    num_relations: int
+    time_step: int
+    time_offset: int
+    seconds: float
+
+
+# ------------------------------------------------------------------------------------ parsing
+
+
+def _lines(path: Path) -> list[str]:
+    """Decoded lines with CR/LF endings removed; trailing blank lines dropped."""
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise IngestError(f"{path}: not UTF-8 text ({exc})") from None
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    while lines and not lines[-1].strip():
+        lines.pop()
+    return lines
+
+
+def read_dictionary(path: Path, kind: str) -> list[str]:
+    """Names indexed by id from ``name<TAB>id`` lines; ids must be exactly 0..n-1."""
+    if not path.exists():
+        raise IngestError(f"missing dictionary file: {path}")
+    names: dict[int, str] = {}
+    for lineno, line in enumerate(_lines(path), start=1):
+        if not line.strip():
+            raise IngestError(f"{path}, line {lineno}: empty line")
+        if "\t" not in line:
+            raise IngestError(f"{path}, line {lineno}: expected 'name<TAB>id', got {line!r}")
+        name, _, raw_id = line.rpartition("\t")
+        raw_id = raw_id.strip()
+        try:
+            idx = int(raw_id)
+        except ValueError:
+            raise IngestError(f"{path}, line {lineno}: {kind} id {raw_id!r} is not an integer") from None
+        if idx < 0:
+            raise IngestError(f"{path}, line {lineno}: negative {kind} id {idx}")
+        if idx in names:
+            raise IngestError(f"{path}, line {lineno}: duplicate {kind} id {idx} (also {names[idx]!r})")
+        names[idx] = name
+    if not names:
+        raise IngestError(f"{path}: no {kind}s")
+    n = len(names)
+    if max(names) != n - 1:
+        missing = sorted(set(range(max(names) + 1)) - set(names))[:5]
+        raise IngestError(f"{path}: {kind} ids are not contiguous 0..{n - 1} (missing e.g. {missing})")
+    return [names[i] for i in range(n)]
+
+
+def _diagnose_quadruples(path: Path) -> None:
+    """Slow line-by-line pass that raises an IngestError naming the first bad line."""
+    width = None
+    for lineno, line in enumerate(_lines(path), start=1):
+        fields = line.split("\t") if "\t" in line else line.split()
+        fields = [f.strip() for f in fields]
+        if len(fields) not in (4, 5):
+            raise IngestError(
+                f"{path}, line {lineno}: expected 4 or 5 tab-separated fields "
+                f"(subject, relation, object, timestamp[, extra]), got {len(fields)}: {line!r}"
+            )
+        if width is None:
+            width = len(fields)
+        elif len(fields) != width:
+            raise IngestError(f"{path}, line {lineno}: {len(fields)} fields, but earlier lines have {width}")
+        for name, value in zip(QUAD_COLUMNS, fields[:4]):
+            try:
+                int(value)
+            except ValueError:
+                raise IngestError(f"{path}, line {lineno}: {name} {value!r} is not an integer") from None
+
+
+def read_quadruples(path: Path) -> np.ndarray:
+    """int64 ``[n, 4]`` (subject, relation, object, raw timestamp) of one split file."""
+    if not path.exists():
+        raise IngestError(f"missing split file: {path}")
+    if path.stat().st_size == 0:
+        raise IngestError(f"{path}: empty split file")
+    try:
+        table = pacsv.read_csv(
+            path,
+            read_options=pacsv.ReadOptions(autogenerate_column_names=True),
+            parse_options=pacsv.ParseOptions(delimiter="\t"),
+            convert_options=pacsv.ConvertOptions(),
+        )
+    except (pa.ArrowInvalid, pa.ArrowException):
+        _diagnose_quadruples(path)
+        raise IngestError(f"{path}: could not be parsed as tab-separated integers") from None
+    if table.num_columns not in (4, 5) or table.num_rows == 0 or any(
+        not pa.types.is_integer(table.column(i).type) or table.column(i).null_count for i in range(4)
+    ):
+        _diagnose_quadruples(path)
+        raise IngestError(f"{path}: expected 4 or 5 integer columns, got {table.num_columns} columns")
+    return np.stack([table.column(i).to_numpy().astype(np.int64) for i in range(4)], axis=1)
+
+
+def _check_ids(path: Path, quads: np.ndarray, num_entities: int, num_relations: int) -> None:
+    limits = (num_entities, num_relations, num_entities)
+    dicts = ("entity2id.txt", "relation2id.txt", "entity2id.txt")
+    for col, (name, limit, dic) in enumerate(zip(QUAD_COLUMNS[:3], limits, dicts)):
+        bad = np.flatnonzero((quads[:, col] < 0) | (quads[:, col] >= limit))
+        if bad.size:
+            i = int(bad[0])
+            raise IngestError(
+                f"{path}, line {i + 1}: {name} id {int(quads[i, col])} is not in {dic} "
+                f"(ids 0..{limit - 1}); {bad.size} such line(s) in this file"
+            )
+
+
+def _check_temporal_order(paths: dict[str, Path], splits: dict[str, np.ndarray]) -> None:
+    """Extrapolation: train ends no later than valid starts, valid no later than test starts."""
+    for earlier, later in zip(SPLITS[:-1], SPLITS[1:]):
+        latest = int(splits[earlier][:, 3].max())
+        too_early = np.flatnonzero(splits[later][:, 3] < latest)
+        if too_early.size:
+            i = int(too_early[0])
+            j = int(np.argmax(splits[earlier][:, 3]))
+            raise IngestError(
+                f"{paths[later]}, line {i + 1}: timestamp {int(splits[later][i, 3])} is earlier than the latest "
+                f"{earlier} timestamp {latest} ({paths[earlier]}, line {j + 1}); splits must be in temporal order "
+                f"for extrapolation ({' <= '.join(SPLITS)})"
+            )
+
+
+def infer_time_step(raw_times: np.ndarray) -> int:
+    """The gcd of all differences to the earliest timestamp (1 if there is only one timestamp)."""
+    diffs = np.unique(raw_times - raw_times.min())
+    step = 0
+    for d in diffs.tolist():
+        step = math.gcd(step, d)
+        if step == 1:
+            break
+    return step or 1
+
+
+# ------------------------------------------------------------------------------------ fetching
+
+
+def fetch_archive(url: str, sha256: str, workdir: Path) -> Path:
+    """Download ``url`` (any scheme urllib knows, file:// included), check its SHA-256, unpack it.
+
+    Returns the unpacked folder that holds ``train.txt`` (searched recursively).
+    """
+    archive = workdir / "archive"
+    with urllib.request.urlopen(url) as resp, open(archive, "wb") as fh:  # noqa: S310 (user-given URL)
+        shutil.copyfileobj(resp, fh)
+    got = sha256_file(archive)
+    if got.lower() != sha256.lower():
+        raise IngestError(f"{url}: SHA-256 mismatch: expected {sha256}, got {got}")
+    unpacked = workdir / "unpacked"
+    unpacked.mkdir()
+    if zipfile.is_zipfile(archive):
+        with zipfile.ZipFile(archive) as zf:
+            for member in zf.namelist():
+                if Path(member).is_absolute() or ".." in Path(member).parts:
+                    raise IngestError(f"{url}: unsafe path in archive: {member}")
+            zf.extractall(unpacked)
+    elif tarfile.is_tarfile(archive):
+        with tarfile.open(archive) as tf:
+            tf.extractall(unpacked, filter="data")
+    else:
+        raise IngestError(f"{url}: not a zip or tar archive")
+    found = sorted(unpacked.rglob("valid.txt"))
+    if not found:
+        raise IngestError(f"{url}: the archive holds no valid.txt")
+    return found[0].parent
+
+
+# ------------------------------------------------------------------------------------ checksums
+
+
+def verify_checksums(raw_dir: Path, sums_file: Optional[Path]) -> dict[str, str]:
+    """Check the raw files against a ``SHA256SUMS`` list (``sha256  relative/path`` lines).
+
+    Without an explicit file, ``raw_dir/SHA256SUMS`` or ``raw_dir/../SHA256SUMS`` is used when it
+    exists. Returns ``{file name: sha256}`` of the files that were checked.
+    """
+    candidates = [sums_file] if sums_file else [raw_dir / "SHA256SUMS", raw_dir.parent / "SHA256SUMS"]
+    for sums in candidates:
+        if sums is None or not sums.exists():
+            if sums_file is not None:
+                raise IngestError(f"checksum file not found: {sums_file}")
+            continue
+        checked = {}
+        for lineno, line in enumerate(_lines(sums), start=1):
+            if not line.strip():
+                continue
+            parts = line.split(maxsplit=1)
+            if len(parts) != 2:
+                raise IngestError(f"{sums}, line {lineno}: expected 'sha256  path'")
+            digest, rel = parts[0], parts[1].strip().lstrip("*")
+            target = (sums.parent / rel).resolve()
+            if target.parent != raw_dir.resolve() or not target.exists():
+                continue
+            got = sha256_file(target)
+            if got != digest.lower():
+                raise IngestError(f"{target}: SHA-256 {got} does not match {sums}, line {lineno} ({digest})")
+            checked[target.name] = got
+        return checked
+    return {}
+
+
+# ------------------------------------------------------------------------------------ ingest
+
+
+def ingest(
+    raw_dir: str | Path,
+    out_dir: str | Path,
+    time_step: Optional[int] = None,
+    dataset: Optional[str] = None,
+    sums_file: Optional[str | Path] = None,
+) -> IngestResult:
+    """Validate the raw splits in ``raw_dir`` and write the Parquet dataset to ``out_dir`` atomically.
+
+    Args:
+        raw_dir: folder in the published layout (see module docstring).
+        out_dir: output folder; replaced as a whole only when everything is valid.
+        time_step: raw units per step; None infers it (gcd of timestamp differences).
+        dataset: name recorded in meta.json (default: the folder's name).
+        sums_file: optional SHA256SUMS file to check the raw files against (see verify_checksums).
+
+    Raises:
+        IngestError: on any invalid input; nothing is written then.
+    """
+    started = _time.perf_counter()
+    raw_dir = Path(raw_dir)
+    if not raw_dir.is_dir():
+        raise IngestError(f"raw data folder not found: {raw_dir}")
+    paths = {s: raw_dir / f"{s}.txt" for s in SPLITS}
+    missing = [p for p in list(paths.values()) + [raw_dir / d for d in DICTIONARIES] if not p.exists()]
+    if missing:
+        names = ", ".join(p.name for p in missing)
+        raise IngestError(
+            f"{raw_dir}: missing {names} ({', '.join(str(p) for p in missing)}). A dataset is ingested only "
+            f"when all of {', '.join(f'{s}.txt' for s in SPLITS)} and the dictionaries are present, never "
+            f"partially; {PUBLISHED_SOURCES}."
+        )
+    checked = verify_checksums(raw_dir, Path(sums_file) if sums_file else None)
+
+    entities = read_dictionary(raw_dir / "entity2id.txt", "entity")
+    relations = read_dictionary(raw_dir / "relation2id.txt", "relation")
+    raw = {s: read_quadruples(p) for s, p in paths.items()}
+    for s in SPLITS:
+        _check_ids(paths[s], raw[s], len(entities), len(relations))
+    _check_temporal_order(paths, raw)
+
+    all_times = np.concatenate([raw[s][:, 3] for s in SPLITS])
+    offset = int(all_times.min())
+    if time_step is None:
+        step = infer_time_step(all_times)
+    else:
+        step = int(time_step)
+        bad = np.flatnonzero((all_times - offset) % step)
+        if bad.size:
+            raise IngestError(f"{raw_dir}: timestamp {int(all_times[bad[0]])} is not a multiple of time_step {step} "
+                              f"after subtracting the earliest timestamp {offset}")
+
+    normalised = {}
+    for s in SPLITS:
+        q = raw[s].copy()
+        q[:, 3] = (q[:, 3] - offset) // step
+        if q.max() > np.iinfo(ID_DTYPE).max:
+            raise IngestError(f"{paths[s]}: values do not fit in int32")
+        normalised[s] = q.astype(ID_DTYPE)
+
+    file_hashes = {p.name: checked.get(p.name) or sha256_file(p) for p in list(paths.values())}
+    for d in DICTIONARIES:
+        file_hashes[d] = checked.get(d) or sha256_file(raw_dir / d)
+
+    meta = {
+        "format_version": INGEST_FORMAT_VERSION,
+        "dataset": dataset or raw_dir.name,
+        "source": str(raw_dir),
+        "num_entities": len(entities),
+        "num_relations": len(relations),
+        "counts": {s: int(len(normalised[s])) for s in SPLITS},
+        "time_step": step,
+        "time_offset": offset,
+        "time_formula": "raw_timestamp = time * time_step + time_offset",
+        "num_timestamps": int(len(np.unique(all_times))),
+        "time_range": {
+            s: [int(normalised[s][:, 3].min()), int(normalised[s][:, 3].max())] for s in SPLITS
+        },
+        "duplicate_quadruples": {
+            s: int(len(normalised[s]) - len(np.unique(normalised[s], axis=0))) for s in SPLITS
+        },
+        "sha256": file_hashes,
+        "sha256_verified_against_sums": sorted(checked),
+    }
+
+    out_dir = Path(out_dir)
+    with atomic_dir(out_dir) as tmp:
+        for s in SPLITS:
+            table = pa.table({c: pa.array(normalised[s][:, i], pa.int32()) for i, c in enumerate(QUAD_COLUMNS)})
+            pq.write_table(table, tmp / f"{s}.parquet")
+        for fname, names in (("entities.parquet", entities), ("relations.parquet", relations)):
+            table = pa.table({"id": pa.array(np.arange(len(names)), pa.int32()), "name": pa.array(names, pa.string())})
+            pq.write_table(table, tmp / fname)
+        atomic_write_json(tmp / "meta.json", meta)
+    return IngestResult(
+        out_dir=out_dir,
+        counts=meta["counts"],
+        num_entities=len(entities),
+        num_relations=len(relations),
+        time_step=step,
+        time_offset=offset,
+        seconds=_time.perf_counter() - started,
+    )
+
+
+def ingest_from_url(url: str, sha256: str, out_dir: str | Path, **kwargs) -> IngestResult:
+    """Fetch an archive, check its SHA-256, and ingest the folder in it that holds the splits."""
+    if not sha256:
+        raise IngestError("--url needs --sha256: downloaded data is always checked")
+    with tempfile.TemporaryDirectory(prefix="raptor-fetch-") as work:
+        raw_dir = fetch_archive(url, sha256, Path(work))
+        return ingest(raw_dir, out_dir, **kwargs)

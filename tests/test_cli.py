@@ -1,0 +1,35 @@
+import subprocess
+import sys
+from pathlib import Path
+
+from raptor.cli import build_parser, main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_help_lists_every_stage(capsys):
+    parser = build_parser()
+    text = parser.format_help()
+    for stage in ("ingest", "graph"):
+        assert stage in text
+
+
+def test_ingest_and_graph_cli(tiny_raw, tmp_path, capsys):
+    assert main(["ingest", "--raw", str(tiny_raw), "--out", str(tmp_path / "d"), "--params", str(ROOT / "params.yaml")]) == 0
+    assert main(["graph", "--data", str(tmp_path / "d"), "--out", str(tmp_path / "g.npz")]) == 0
+    out = capsys.readouterr().out
+    assert "train 4" in out and "16 edges" in out
+
+
+def test_cli_error_is_one_clear_line(tiny_raw, tmp_path, capsys):
+    (tiny_raw / "train.txt").unlink()
+    rc = main(["ingest", "--raw", str(tiny_raw), "--out", str(tmp_path / "d"), "--params", str(ROOT / "params.yaml")])
+    err = capsys.readouterr().err
+    assert rc == 1 and err.startswith("raptor ingest: error:") and "train.txt" in err
+    assert "Traceback" not in err
+
+
+def test_console_script_runs():
+    exe = Path(sys.executable).with_name("raptor")
+    out = subprocess.run([str(exe), "--help"], capture_output=True, text=True, check=True).stdout
+    assert "ingest" in out

@@ -1,0 +1,62 @@
+from pathlib import Path
+
+import pytest
+
+from raptor.config import ConfigError, load_params, params_from_dict
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_repo_params_are_the_paper_defaults():
+    p = load_params(ROOT / "params.yaml")
+    assert (p.model.entity_dim, p.model.relation_dim, p.model.time_dim, p.model.step_dim) == (128, 128, 48, 32)
+    assert (p.env.max_path_length, p.env.max_actions) == (3, 150)
+    assert p.labeling.max_in_edges == 200
+    assert (p.pretrain.epochs, p.rl.epochs, p.rl.batch_size, p.pretrain.batch_size) == (40, 400, 512, 512)
+    assert (p.rl.learning_rate, p.rl.gamma, p.rl.entropy_beta0, p.rl.entropy_decay) == (1e-3, 0.95, 0.01, 0.9)
+    assert (p.eval.beam_size, p.eval.valid_every) == (100, 20)
+    assert len(p.train.seeds) == 5
+
+
+def test_unknown_key_is_named():
+    with pytest.raises(ConfigError, match=r"rl\.gama: unknown key"):
+        params_from_dict({"rl": {"gama": 0.9}})
+    with pytest.raises(ConfigError, match=r"^modle: unknown key"):
+        params_from_dict({"modle": {}})
+
+
+def test_wrong_type_is_named():
+    with pytest.raises(ConfigError, match=r"rl\.batch_size: expected an integer, got str"):
+        params_from_dict({"rl": {"batch_size": "512"}})
+    with pytest.raises(ConfigError, match=r"env\.strict_history: expected true or false"):
+        params_from_dict({"env": {"strict_history": 1}})
+    with pytest.raises(ConfigError, match=r"eval\.score_rule: expected one of"):
+        params_from_dict({"eval": {"score_rule": "mean"}})
+    with pytest.raises(ConfigError, match=r"train\.seeds\[1\]: expected an integer"):
+        params_from_dict({"train": {"seeds": [1, "b"]}})
+
+
+def test_range_checks():
+    with pytest.raises(ConfigError, match=r"rl\.gamma: must be in \(0, 1\]"):
+        params_from_dict({"rl": {"gamma": 1.5}})
+    with pytest.raises(ConfigError, match=r"model\.time_dim \(128\) must be smaller"):
+        params_from_dict({"model": {"time_dim": 128}})
+    with pytest.raises(ConfigError, match=r"train\.seeds: must be a non-empty list of distinct ints"):
+        params_from_dict({"train": {"seeds": [1, 1]}})
+
+
+def test_int_accepted_for_float_and_null_for_optional():
+    p = params_from_dict({"rl": {"learning_rate": 1}, "labeling": {"max_in_edges": None}})
+    assert p.rl.learning_rate == 1.0 and isinstance(p.rl.learning_rate, float)
+    assert p.labeling.max_in_edges is None
+
+
+def test_overrides_and_file_errors(tmp_path):
+    f = tmp_path / "params.yaml"
+    f.write_text("rl:\n  epochs: 3\n")
+    assert load_params(f, {"rl.epochs": 5}).rl.epochs == 5
+    with pytest.raises(ConfigError, match="params file not found"):
+        load_params(tmp_path / "nope.yaml")
+    f.write_text("rl: [1, 2\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_params(f)
