@@ -15,6 +15,7 @@ from .config import ConfigError
 
 #: Stage modules, in pipeline order.
 COMMAND_MODULES: list[str] = [
+    "raptor.commands.synthetic",
     "raptor.commands.ingest",
     "raptor.commands.graph",
 ]

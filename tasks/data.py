@@ -1,0 +1,28 @@
+"""Tasks of the data stages: ingest and graph."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from raptor.graph import build_graph
+from raptor.ingest import IngestResult, ingest, ingest_from_url
+
+
+@task(name="ingest", cache_policy=NO_CACHE)
+def ingest_task(raw_dir: str, out_dir: str, time_step: Optional[int], dataset: Optional[str]) -> IngestResult:
+    return ingest(raw_dir, out_dir, time_step=time_step, dataset=dataset)
+
+
+# Downloads can fail transiently; validation errors cannot, and are not retried.
+@task(name="ingest-from-url", cache_policy=NO_CACHE, retries=3, retry_delay_seconds=[5, 30, 120],
+      retry_condition_fn=lambda task, run, state: "SHA-256" not in str(state.message or ""))
+def ingest_url_task(url: str, sha256: str, out_dir: str, time_step: Optional[int], dataset: Optional[str]) -> IngestResult:
+    return ingest_from_url(url, sha256, out_dir, time_step=time_step, dataset=dataset)
+
+
+@task(name="graph", cache_policy=NO_CACHE)
+def graph_task(data_dir: str, out_path: str) -> dict:
+    return build_graph(data_dir, out_path)
