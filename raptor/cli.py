@@ -18,6 +18,11 @@ COMMAND_MODULES: list[str] = [
     "raptor.commands.synthetic",
     "raptor.commands.ingest",
     "raptor.commands.graph",
+    "raptor.commands.label",
+    "raptor.commands.train",
+    "raptor.commands.evaluate",
+    "raptor.commands.report",
+    "raptor.commands.explain",
 ]
 
 

@@ -41,6 +41,8 @@ class DataConfig:
     #: Optional archive URL for online machines (used only when set), and its SHA-256.
     url: Optional[str] = None
     sha256: Optional[str] = None
+    #: Calendar date (YYYY-MM-DD) of time step 0 after ingest, for explanations in dates.
+    start_date: Optional[str] = "2014-01-01"
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,9 @@ class EnvConfig:
     max_actions: int = 150
     #: Action window is t_k <= t' < t_q (true, the paper's history H) or t' <= t_q (false).
     strict_history: bool = True
+    #: true: the cap keeps the ``max_actions`` most recent edges among those whose target is not
+    #: visited (the cap applies to A_s); false: the most recent edges first, then the visited mask.
+    mask_before_cap: bool = True
 
 
 @dataclass(frozen=True)
@@ -98,6 +103,9 @@ class PretrainConfig:
     epochs: int = 40
     batch_size: int = 512
     learning_rate: float = 1.0e-3
+    #: When no candidate is reachable: sample from the policy over all valid candidates ("policy")
+    #: or take STOP ("stop"). The paper does not say; see docs/pretraining.md.
+    no_reachable: Literal["policy", "stop"] = "policy"
 
 
 @dataclass(frozen=True)
@@ -134,14 +142,26 @@ class TrainConfig:
     #: float32, or bfloat16 autocast on CPUs that support it.
     precision: Literal["float32", "bfloat16"] = "float32"
     device: Literal["auto", "cpu", "cuda"] = "auto"
-    #: Torch intra-op threads; 0 = all cores.
+    #: Torch intra-op threads; 0 = all cores (divided among the runs that train at once).
     num_threads: int = 0
+    #: (variant, seed) runs trained at the same time by a stage (mapped Prefect tasks).
+    parallel_runs: int = 1
+
+
+@dataclass(frozen=True)
+class AblationConfig:
+    """The paper's pretraining-epochs ablation (ICEWS14; RL budget fixed at ``rl.epochs``)."""
+
+    pretrain_epochs: list[int] = field(default_factory=lambda: [0, 10, 20, 30, 40, 50])
+    seeds: list[int] = field(default_factory=lambda: [0])
 
 
 @dataclass(frozen=True)
 class Params:
-    """The whole ``params.yaml``."""
+    """The whole ``params.yaml`` (after the selected profile's overrides are applied)."""
 
+    #: Name of the profile whose overrides were applied ("paper" = none, the paper's values).
+    profile: str = "paper"
     data: DataConfig = field(default_factory=DataConfig)
     ingest: IngestConfig = field(default_factory=IngestConfig)
     env: EnvConfig = field(default_factory=EnvConfig)
@@ -151,6 +171,7 @@ class Params:
     rl: RLConfig = field(default_factory=RLConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
+    ablation: AblationConfig = field(default_factory=AblationConfig)
 
 
 # Range checks: dotted key -> (predicate, description). Kept next to the schema, not in stages.
@@ -179,6 +200,9 @@ _CHECKS: dict[str, tuple[Any, str]] = {
     "train.seeds": (lambda v: len(v) >= 1 and len(set(v)) == len(v), "a non-empty list of distinct ints"),
     "train.variants": (lambda v: len(v) >= 1, "a non-empty list"),
     "train.num_threads": (lambda v: v >= 0, ">= 0"),
+    "train.parallel_runs": (lambda v: v >= 1, ">= 1"),
+    "ablation.pretrain_epochs": (lambda v: len(v) >= 1 and min(v) >= 0, "a non-empty list of epochs >= 0"),
+    "ablation.seeds": (lambda v: len(v) >= 1 and len(set(v)) == len(v), "a non-empty list of distinct ints"),
 }
 
 
@@ -267,8 +291,58 @@ def _build(cls: type, raw: Any, prefix: str) -> Any:
     return cls(**kwargs)
 
 
-def params_from_dict(raw: Any) -> Params:
-    """Validate a parsed params mapping; raises :class:`ConfigError` naming the bad key."""
+def _set_dotted(raw: dict, dotted: str, value: Any, where: str) -> None:
+    node = raw
+    parts = dotted.split(".")
+    for part in parts[:-1]:
+        node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"{where}: cannot set {dotted!r} inside a non-mapping")
+    node[parts[-1]] = value
+
+
+def apply_profile(raw: dict) -> dict:
+    """Resolve ``profile`` / ``profiles``: a copy of ``raw`` with the selected profile's overrides.
+
+    ``profiles`` maps a name to ``{dotted.key: value}`` overrides; ``profile`` names the one to
+    apply (``paper``, the default, applies none unless ``profiles.paper`` exists).
+    """
+    import copy
+
+    raw = copy.deepcopy(raw)
+    profiles = raw.pop("profiles", None) or {}
+    name = raw.get("profile", "paper")
+    if not isinstance(profiles, dict):
+        raise ConfigError(f"profiles: expected a mapping of profile name -> overrides, got {profiles!r}")
+    if not isinstance(name, str):
+        raise ConfigError(f"profile: expected a profile name, got {name!r}")
+    if name not in profiles and name != "paper":
+        raise ConfigError(f"profile: unknown profile {name!r} (known: {', '.join(sorted(set(profiles) | {'paper'}))})")
+    overrides = profiles.get(name) or {}
+    if not isinstance(overrides, dict):
+        raise ConfigError(f"profiles.{name}: expected a mapping of dotted keys to values")
+    for dotted, value in overrides.items():
+        if dotted in ("profile", "profiles"):
+            raise ConfigError(f"profiles.{name}.{dotted}: a profile cannot set {dotted}")
+        _set_dotted(raw, dotted, value, f"profiles.{name}")
+    return raw
+
+
+def params_from_dict(raw: Any, overrides: Optional[dict[str, Any]] = None) -> Params:
+    """Validate a parsed params mapping; raises :class:`ConfigError` naming the bad key.
+
+    The selected profile's overrides are applied first, then ``overrides`` (``{"rl.epochs": 2}``),
+    so a command line wins over the profile.
+    """
+    if raw is None:
+        raw = {}
+    if isinstance(raw, dict):
+        overrides = dict(overrides or {})
+        if "profile" in overrides:  # choosing the profile happens before its overrides apply
+            raw = {**raw, "profile": overrides.pop("profile")}
+        raw = apply_profile(raw)
+        for dotted, value in overrides.items():
+            _set_dotted(raw, dotted, value, "override")
     params = _build(Params, raw, "")
     _cross_checks(params)
     return params
@@ -287,16 +361,8 @@ def load_params(path: str | Path = "params.yaml", overrides: Optional[dict[str, 
         raw = yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
-    for dotted, value in (overrides or {}).items():
-        node = raw
-        parts = dotted.split(".")
-        for part in parts[:-1]:
-            node = node.setdefault(part, {})
-            if not isinstance(node, dict):
-                raise ConfigError(f"{dotted}: cannot override inside a non-mapping")
-        node[parts[-1]] = value
     try:
-        return params_from_dict(raw)
+        return params_from_dict(raw, overrides)
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from None
 

@@ -30,6 +30,11 @@ _MAX_PARAM_LEN = 6000
 _BATCH = 100
 
 
+def metric_name(key: str) -> str:
+    """MLflow accepts only ``[A-Za-z0-9_-. :/]`` in metric names: ``hits@10`` -> ``hits_at_10``."""
+    return key.replace("@", "_at_")
+
+
 def code_version(root: Path = PROJECT_ROOT) -> dict[str, str]:
     """Git commit of the code and whether the work tree had uncommitted changes."""
     def git(*args: str) -> str:
@@ -85,7 +90,7 @@ class Run:
         import time
 
         ts = int(time.time() * 1000)
-        items = [Metric(k, float(v), ts, int(step)) for k, v in metrics.items() if v is not None]
+        items = [Metric(metric_name(k), float(v), ts, int(step)) for k, v in metrics.items() if v is not None]
         if items:
             client().log_batch(self.run_id, metrics=items)
 

@@ -60,3 +60,26 @@ def test_overrides_and_file_errors(tmp_path):
     f.write_text("rl: [1, 2\n")
     with pytest.raises(ConfigError, match="not valid YAML"):
         load_params(f)
+
+
+def test_profiles_override_and_command_line_wins():
+    raw = {"profile": "quick", "profiles": {"quick": {"rl.epochs": 7, "train.seeds": [0, 1]}}}
+    p = params_from_dict(raw)
+    assert p.profile == "quick" and p.rl.epochs == 7 and p.train.seeds == [0, 1]
+    assert params_from_dict(raw, {"rl.epochs": 2}).rl.epochs == 2
+    assert params_from_dict({"profiles": raw["profiles"]}).rl.epochs == 400  # default profile: paper
+
+
+def test_profile_errors_are_named():
+    with pytest.raises(ConfigError, match=r"profile: unknown profile 'fast' \(known: paper, quick\)"):
+        params_from_dict({"profile": "fast", "profiles": {"quick": {}}})
+    with pytest.raises(ConfigError, match=r"rl\.gama: unknown key"):
+        params_from_dict({"profile": "quick", "profiles": {"quick": {"rl.gama": 1}}})
+
+
+def test_repo_profiles_are_valid():
+    for name in ("paper", "quick", "smoke"):
+        p = load_params(ROOT / "params.yaml", {"profile": name})
+        assert p.profile == name
+    assert load_params(ROOT / "params.yaml", {"profile": "quick"}).rl.epochs < 400
+    assert load_params(ROOT / "params.yaml", {"profile": "smoke"}).model.entity_dim == 16

@@ -1,0 +1,206 @@
+"""Benchmark: the agent's hot paths at the paper's configuration on ICEWS14.
+
+* training: seconds per RL epoch (149,690 queries with inverses, batch 512, K = 3, 150 actions,
+  128-dim embeddings), measured over ``--batches`` batches after a warm-up and extrapolated to the
+  293 batches of an epoch (``--full-epoch`` times a real one);
+* evaluation: milliseconds per test query of beam search (beam 100), over ``--queries`` test queries
+  (both directions) searched ``--chunk`` at a time.
+
+Both for float32 and bfloat16 autocast. Records wall and process CPU time, the thread count and the
+``uptime`` load average before and after (the cores are shared). Writes
+``benchmarks/results/agent.json``.
+
+Run: ``.venv/bin/python benchmarks/bench_agent.py [--threads 2] [--batches 40] [--queries 1024]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from raptor.beam import beam_search
+from raptor.config import EnvConfig, EvalConfig, ModelConfig, RLConfig
+from raptor.data import with_inverse_queries
+from raptor.env import TemporalEnv
+from raptor.graph import TemporalGraph
+from raptor.io import atomic_write_json
+from raptor.policy import Policy
+from raptor.rl import actor_critic_loss, autocast, configure_runtime, make_optimizer, rollout
+
+RAW = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "ICEWS14"
+
+
+def load_raw(raw: Path):
+    """ICEWS14 straight from the published text files (times shifted to start at 0)."""
+    splits = {s: np.loadtxt(raw / f"{s}.txt", dtype=np.int64, usecols=(0, 1, 2, 3)) for s in ("train", "valid", "test")}
+    tmin = min(int(a[:, 3].min()) for a in splits.values())
+    for a in splits.values():
+        a[:, 3] -= tmin
+    E = sum(1 for _ in open(raw / "entity2id.txt"))
+    R = sum(1 for _ in open(raw / "relation2id.txt"))
+    return splits, E, R
+
+
+def load_avg() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def bench_train(env, policy, queries, precision, batches, warmup, full_epoch, seed=0):
+    rl = RLConfig()
+    opt = make_optimizer(policy, rl)
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(len(queries))
+    gen = torch.Generator().manual_seed(seed)
+    bs = rl.batch_size
+    n_batches = int(np.ceil(len(queries) / bs))
+
+    def step(i):
+        b = queries[order[(i % n_batches) * bs:((i % n_batches) + 1) * bs]]
+        with autocast(precision):
+            ro = rollout(policy, env, b, gen)
+        loss, parts = actor_critic_loss(ro, rl.gamma, rl.entropy_beta0)
+        opt.zero_grad(set_to_none=False)
+        loss.backward()
+        opt.step()
+        return parts["reward"]
+
+    for i in range(warmup):
+        step(i)
+    n = n_batches if full_epoch else batches
+    t, c = time.perf_counter(), time.process_time()
+    rewards = [step(warmup + i) for i in range(n)]
+    wall, cpu = time.perf_counter() - t, time.process_time() - c
+    return {
+        "batches_timed": n,
+        "ms_per_batch": 1e3 * wall / n,
+        "cpu_ms_per_batch": 1e3 * cpu / n,
+        "seconds_per_epoch": wall / n * n_batches,
+        "cpu_seconds_per_epoch": cpu / n * n_batches,
+        "batches_per_epoch": n_batches,
+        "mean_reward": float(np.mean(rewards)),
+        "extrapolated": not full_epoch,
+    }
+
+
+def bench_beam(env, policy, queries, precision, chunk, beam):
+    cfg = EvalConfig(beam_size=beam)
+    beam_search(policy, env, queries[:chunk], cfg, precision=precision, chunk_size=chunk)  # warm-up
+    t, c = time.perf_counter(), time.process_time()
+    res = beam_search(policy, env, queries, cfg, precision=precision, chunk_size=chunk)
+    wall, cpu = time.perf_counter() - t, time.process_time() - c
+    reached = (res.cand_entity >= 0).sum(1)
+    hit = (res.cand_entity == queries[:, 2:3]).any(1)
+    return {
+        "queries": len(queries),
+        "chunk": chunk,
+        "ms_per_query": 1e3 * wall / len(queries),
+        "cpu_ms_per_query": 1e3 * cpu / len(queries),
+        "mean_candidates": float(reached.mean()),
+        "gold_reached": float(hit.mean()),
+    }
+
+
+def bench_compare(env, splits, E, R, precisions, epochs, valid_queries, beam, seed=0):
+    """Train ``epochs`` full epochs from the same initialisation in each precision; report seconds per
+    epoch (measured, not extrapolated) and the validation metrics (time-aware filtered, beam search)."""
+    from raptor.ranking import build_filter, filtered_ranks, metrics_from_ranks
+    from raptor.rl import train
+
+    train_q = with_inverse_queries(splits["train"], R).astype(np.int64)
+    valid_q = with_inverse_queries(splits["valid"], R).astype(np.int64)
+    valid_q = valid_q[np.random.default_rng(1).permutation(len(valid_q))[:valid_queries]]
+    filt = build_filter(np.concatenate(list(splits.values())), R)
+    out = {}
+    for precision in precisions:
+        torch.manual_seed(seed)
+        policy = Policy(E, R, ModelConfig(), 3)
+
+        def evaluate(p):
+            res = beam_search(p, env, valid_q, EvalConfig(beam_size=beam), precision=precision)
+            ranks = filtered_ranks(res.cand_entity, res.cand_score, valid_q[:, 2], valid_q[:, [0, 1, 3]], filt, E)
+            return metrics_from_ranks(ranks)
+
+        res = train(policy, env, train_q, RLConfig(epochs=epochs), EvalConfig(beam_size=beam, valid_every=epochs),
+                    seed=seed, precision=precision, evaluate_fn=evaluate, progress=False)
+        out[precision] = {
+            "epochs": epochs,
+            "seconds_per_epoch": [h["seconds"] for h in res.history],
+            "reward": [h["reward"] for h in res.history],
+            "val_mrr": res.history[-1]["val_mrr"],
+            "val_hits@1": res.history[-1].get("val_hits@1"),
+            "val_hits@10": res.history[-1].get("val_hits@10"),
+            "valid_queries": len(valid_q),
+            "load_after": load_avg(),
+        }
+        print(precision, "compare", json.dumps(out[precision]), flush=True)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--raw", type=Path, default=RAW)
+    ap.add_argument("--threads", type=int, default=0, help="torch threads (0 = all cores)")
+    ap.add_argument("--batches", type=int, default=40)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--full-epoch", action="store_true")
+    ap.add_argument("--queries", type=int, default=1024, help="test queries for beam search")
+    ap.add_argument("--chunk", type=int, default=128)
+    ap.add_argument("--beam", type=int, default=100)
+    ap.add_argument("--precision", nargs="+", default=["float32", "bfloat16"])
+    ap.add_argument("--skip-train", action="store_true")
+    ap.add_argument("--skip-beam", action="store_true")
+    ap.add_argument("--compare-epochs", type=int, default=0,
+                    help="also train this many full epochs per precision and compare validation MRR")
+    ap.add_argument("--valid-queries", type=int, default=2000)
+    ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results" / "agent.json")
+    args = ap.parse_args()
+
+    configure_runtime(args.threads)
+    splits, E, R = load_raw(args.raw)
+    graph = TemporalGraph.from_quadruples(np.concatenate(list(splits.values())), E, R)
+    env = TemporalEnv(graph, EnvConfig())
+    train_q = with_inverse_queries(splits["train"], R).astype(np.int64)
+    test_q = with_inverse_queries(splits["test"], R).astype(np.int64)
+    test_q = test_q[np.random.default_rng(0).permutation(len(test_q))[: args.queries]]
+
+    result = {
+        "benchmark": "agent",
+        "dataset": "ICEWS14",
+        "config": {"max_actions": 150, "K": 3, "batch_size": 512, "model": ModelConfig().__dict__, "beam": args.beam},
+        "machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
+                    "torch_threads": torch.get_num_threads(), "torch": torch.__version__,
+                    "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY"),
+                    "GOMP_SPINCOUNT": os.environ.get("GOMP_SPINCOUNT")},
+        "load_before": load_avg(),
+        "train_queries": len(train_q),
+        "runs": {},
+    }
+    for precision in args.precision:
+        torch.manual_seed(0)
+        policy = Policy(E, R, ModelConfig(), 3)
+        run = {}
+        if not args.skip_train:
+            run["train"] = bench_train(env, policy, train_q, precision, args.batches, args.warmup, args.full_epoch)
+            print(precision, "train", json.dumps(run["train"]), "load", load_avg(), flush=True)
+        if not args.skip_beam:
+            run["beam"] = bench_beam(env, policy, test_q, precision, args.chunk, args.beam)
+            print(precision, "beam", json.dumps(run["beam"]), "load", load_avg(), flush=True)
+        result["runs"][precision] = run
+    if args.compare_epochs:
+        result["precision_comparison"] = bench_compare(env, splits, E, R, args.precision, args.compare_epochs,
+                                                       args.valid_queries, args.beam)
+    result["load_after"] = load_avg()
+    result["uptime"] = os.popen("uptime").read().strip()
+    atomic_write_json(args.out, result)
+    print(f"-> {args.out}")
+
+
+if __name__ == "__main__":
+    main()

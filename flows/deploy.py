@@ -1,0 +1,100 @@
+"""Serve the whole pipeline as a scheduled Prefect deployment.
+
+    export PREFECT_API_URL=http://127.0.0.1:4200/api     # a running `prefect server start`
+    python -m flows.deploy --cron "0 3 * * *"             # every day at 03:00 (UTC unless --timezone)
+    python -m flows.deploy --interval 3600 --params params.yaml --root /srv/raptor
+
+The process stays in the foreground: it registers the deployment ``raptor-pipeline/<name>`` with the
+server, polls for scheduled runs and executes each in a subprocess (working directory ``--root``).
+Stop it with Ctrl-C (the deployment's schedule is paused on shutdown). Runs can also be started by
+hand: ``prefect deployment run raptor-pipeline/<name>``. By default at most one run executes at a
+time (``--limit``), so a long run is never overlapped by the next scheduled one.
+
+A server is needed: Prefect's temporary local API has no scheduler, so no run would ever be
+created. See docs/deployment.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+from ._env import apply_defaults
+
+DEFAULT_NAME = "raptor-scheduled"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m flows.deploy",
+        description="Serve the whole pipeline (flows.pipeline.pipeline_flow) as a scheduled Prefect deployment.",
+    )
+    when = p.add_mutually_exclusive_group(required=True)
+    when.add_argument("--cron", help='cron expression, e.g. "0 3 * * *" (03:00 every day)')
+    when.add_argument("--interval", type=float, help="seconds between runs, e.g. 86400")
+    p.add_argument("--timezone", default="UTC", help="timezone of the schedule (default UTC)")
+    p.add_argument("--params", default="params.yaml", help="params file, relative to --root (default params.yaml)")
+    p.add_argument("--root", default=".", help="project directory the runs work in (default: current)")
+    p.add_argument("--name", default=DEFAULT_NAME, help=f"deployment name (default {DEFAULT_NAME})")
+    p.add_argument("--limit", type=int, default=1, help="most runs executing at once (default 1)")
+    p.add_argument("--tag", action="append", default=[], help="deployment tag (repeatable)")
+    return p
+
+
+def schedule_from_args(args: argparse.Namespace):
+    from prefect.schedules import Cron, Interval
+
+    if args.cron is not None:
+        return Cron(args.cron, timezone=args.timezone)
+    if args.interval <= 0:
+        raise SystemExit("--interval: must be > 0 seconds")
+    return Interval(timedelta(seconds=args.interval), timezone=args.timezone)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    root = Path(args.root).resolve()
+    params = Path(args.params) if Path(args.params).is_absolute() else root / args.params
+    if not params.is_file():
+        print(f"flows.deploy: params file not found: {params}", file=sys.stderr)
+        return 2
+    if args.limit < 1:
+        print("flows.deploy: --limit must be >= 1", file=sys.stderr)
+        return 2
+    if not os.environ.get("PREFECT_API_URL"):
+        print(
+            "flows.deploy: PREFECT_API_URL is not set. A schedule needs a Prefect server:\n"
+            "  prefect server start --host 127.0.0.1 --port 4200 &\n"
+            "  export PREFECT_API_URL=http://127.0.0.1:4200/api",
+            file=sys.stderr,
+        )
+        return 2
+
+    # Runs execute in subprocesses that inherit this working directory: relative paths in
+    # params.yaml (data.raw_dir) resolve against the project root, as with `dvc repro`.
+    os.chdir(root)
+    apply_defaults()
+    from prefect.deployments.runner import EntrypointType
+
+    from .pipeline import pipeline_flow
+
+    schedule = schedule_from_args(args)
+    pipeline_flow.serve(
+        name=args.name,
+        schedules=[schedule],
+        parameters={"params_path": str(params), "root": str(root)},
+        description=f"The raptor-tkg pipeline on {params}, scheduled "
+        + (f"by cron '{args.cron}' ({args.timezone})" if args.cron else f"every {args.interval:g} s"),
+        tags=["raptor", *args.tag],
+        limit=args.limit,
+        # Import the flow as a module (flows.pipeline) in each run: its relative imports need it.
+        entrypoint_type=EntrypointType.MODULE_PATH,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,111 @@
+"""Where mapped Prefect tasks run: threads in this process (default) or a Dask cluster.
+
+The training fan-out (variants x seeds) is a set of independent Prefect tasks. :func:`task_runner`
+picks the runner that executes them; :func:`fan_out` submits one task per keyword-argument dict and
+returns the results in order.
+
+Choosing the runner (first match wins):
+
+- ``kind="thread"``: Prefect's :class:`~prefect.task_runners.ThreadPoolTaskRunner` in this process
+  (``max_workers`` from the argument or ``RAPTOR_MAX_WORKERS``; default: Prefect's).
+- ``kind="dask"`` or an ``address`` (argument, else ``RAPTOR_DASK_ADDRESS``, e.g.
+  ``tcp://10.0.0.5:8786``): a :class:`prefect_dask.DaskTaskRunner` connected to that scheduler; with
+  ``kind="dask"`` and no address, a temporary ``distributed.LocalCluster`` on 127.0.0.1 with
+  ``RAPTOR_DASK_WORKERS`` workers (default 2) of ``RAPTOR_DASK_THREADS`` threads (default 1), in worker
+  processes unless ``RAPTOR_DASK_PROCESSES=false``; its dashboard listens on a free loopback port.
+- ``kind=None``: ``RAPTOR_TASK_RUNNER`` (``thread`` | ``dask``) if set, else ``dask`` when an address is
+  known, else ``thread``.
+
+On Dask the task function and its arguments are pickled to the workers (cloudpickle): define tasks at
+module level and pass paths, not open handles. Set ``PREFECT_API_URL`` to a Prefect server when tasks
+run in other processes: without one, every worker process starts its own temporary local API. Workers must see the same files (shared filesystem)
+and have the project installed (same image or ``scripts/setup.sh``).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
+
+from ._env import apply_defaults
+
+apply_defaults()
+
+from prefect import Task, flow, task  # noqa: E402
+from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner  # noqa: E402
+
+KINDS = ("thread", "dask")
+
+
+def _int_env(name: str, default: Optional[int]) -> Optional[int]:
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return default
+    try:
+        n = int(value)
+    except ValueError:
+        raise ValueError(f"{name}={value!r}: must be a positive integer") from None
+    if n < 1:
+        raise ValueError(f"{name}={value!r}: must be a positive integer")
+    return n
+
+
+def task_runner(kind: Optional[str] = None, address: Optional[str] = None, max_workers: Optional[int] = None) -> TaskRunner:
+    """A Prefect task runner: threads (default) or Dask (a scheduler address, or a local cluster)."""
+    address = address or os.environ.get("RAPTOR_DASK_ADDRESS") or None
+    if kind is None:
+        kind = os.environ.get("RAPTOR_TASK_RUNNER") or ("dask" if address else "thread")
+    kind = kind.strip().lower()
+    if kind not in KINDS:
+        raise ValueError(f"task runner kind {kind!r}: must be one of {', '.join(KINDS)}")
+
+    if kind == "thread":
+        return ThreadPoolTaskRunner(max_workers=max_workers or _int_env("RAPTOR_MAX_WORKERS", None))
+
+    from prefect_dask import DaskTaskRunner  # imported late: dask is only needed for this runner
+
+    if address:
+        return DaskTaskRunner(address=address)
+    n_workers = max_workers or _int_env("RAPTOR_DASK_WORKERS", 2)
+    return DaskTaskRunner(
+        cluster_class="distributed.LocalCluster",
+        cluster_kwargs={
+            "n_workers": n_workers,
+            "threads_per_worker": _int_env("RAPTOR_DASK_THREADS", 1),
+            "processes": os.environ.get("RAPTOR_DASK_PROCESSES", "true").lower() not in ("0", "false", "no"),
+            "protocol": "tcp://",                  # also with processes=False (inproc cannot take a host)
+            "host": "127.0.0.1",                   # loopback only
+            "dashboard_address": "127.0.0.1:0",    # loopback, a free port (the default is :8787)
+        },
+    )
+
+
+def fan_out(
+    task_fn: Callable[..., Any] | Task,
+    kwargs_list: Iterable[Mapping[str, Any]],
+    runner: Optional[TaskRunner] = None,
+    name: str = "fan-out",
+) -> list[Any]:
+    """Run ``task_fn(**kwargs)`` for every dict in ``kwargs_list`` as mapped Prefect tasks; results in order.
+
+    The tasks run in a subflow (or a flow, if called outside one) named ``name`` on ``runner``
+    (default: :func:`task_runner`). A plain function is wrapped as a task. If any task fails, the
+    first failure is raised after all have finished.
+    """
+    calls: Sequence[Mapping[str, Any]] = [dict(kw) for kw in kwargs_list]
+    the_task = task_fn if isinstance(task_fn, Task) else task(task_fn)
+    runner = runner if runner is not None else task_runner()
+
+    @flow(name=name, task_runner=runner, validate_parameters=False)
+    def _fan_out() -> list[Any]:
+        futures = [the_task.submit(**kw) for kw in calls]
+        for f in futures:
+            f.wait()
+        failed = [f.state for f in futures if not f.state.is_completed()]
+        if failed:
+            failed[0].result()  # raises the first failed task's exception
+        return [f.result() for f in futures]
+
+    if not calls:
+        return []
+    return _fan_out()

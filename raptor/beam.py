@@ -1,0 +1,223 @@
+"""Beam search over ``K`` steps, batched over many queries at once, and per-query explanations.
+
+For each query the search keeps the ``beam_size`` most probable partial paths (by the sum of the
+policy's log-probabilities ``log pi(a_k | s_k)`` of their actions). Every kept path is expanded by all
+its candidate actions (STOP included, so a path can stay where it is); the ``beam_size`` best of the
+expansions of the query survive. After ``K`` steps every surviving path ends on an entity ``e_K``.
+
+Entity scores (``EvalConfig.score_rule``) from the log-probabilities ``l_p`` of the final paths ``p``
+ending on entity ``e``:
+
+* ``max``: ``score(e) = max_p l_p`` (the most probable path reaching ``e``);
+* ``logsumexp``: ``score(e) = log sum_p exp(l_p)`` (the beam's estimate of the probability of ending
+  on ``e``).
+
+Entities not reached by a final path are not candidates (score ``-inf`` for the ranking).
+
+Output (:class:`BeamResult`): per query the reached entities and their scores as padded arrays
+``cand_entity [Q, C]`` (pad ``-1``) and ``cand_score [Q, C]`` (pad ``-inf``), sorted by decreasing
+score, with ``C = beam_size``; and the best path of each query (entities, relations and times of its
+``K`` hops, STOP hops included) for explanations.
+
+All queries of a chunk are searched together: the rows of a step are ``[queries x beams]``; the
+candidate construction, the policy forward and the top-k selection are batched over all of them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import numba
+import numpy as np
+import torch
+
+from .config import EvalConfig
+from .env import TemporalEnv
+from .policy import Policy
+from .rl import autocast, candidate_tensors, query_context
+
+
+@dataclass(frozen=True)
+class BeamResult:
+    cand_entity: np.ndarray  # int64 [Q, C], -1 = padding
+    cand_score: np.ndarray  # float32 [Q, C], -inf = padding
+    path_entity: np.ndarray  # int64 [Q, K] best path: entity after each hop
+    path_relation: np.ndarray  # int64 [Q, K] relation of each hop (2R = STOP)
+    path_time: np.ndarray  # int64 [Q, K] timestamp of each hop's edge (STOP keeps t_k)
+    path_score: np.ndarray  # float32 [Q] log-probability of the best path
+
+
+@dataclass(frozen=True)
+class Beams:
+    """All final beams of a set of queries: ``[Q, W]`` (rows with ``score = -inf`` are dead)."""
+
+    score: np.ndarray  # float32 [Q, W]
+    entity: np.ndarray  # int64 [Q, W, K] entity after each hop
+    relation: np.ndarray  # int64 [Q, W, K]
+    time: np.ndarray  # int64 [Q, W, K]
+
+
+@numba.njit(cache=True, nogil=True)
+def _aggregate(final_entity, score, use_lse, out_ent, out_score):  # pragma: no cover - compiled
+    Q, W = final_entity.shape
+    for q in range(Q):
+        order = np.argsort(final_entity[q])
+        n = 0
+        prev = -1
+        for i in range(W):
+            j = order[i]
+            s = score[q, j]
+            if not np.isfinite(s):
+                continue
+            e = final_entity[q, j]
+            if n > 0 and e == prev:
+                cur = out_score[q, n - 1]
+                if use_lse:
+                    hi = max(cur, s)
+                    out_score[q, n - 1] = hi + np.log(np.exp(cur - hi) + np.exp(s - hi))
+                else:
+                    out_score[q, n - 1] = max(cur, s)
+            else:
+                out_ent[q, n] = e
+                out_score[q, n] = s
+                prev = e
+                n += 1
+        # sort the n candidates by decreasing score (stable on entity id)
+        idx = np.argsort(-out_score[q, :n], kind="mergesort")
+        ent_sorted = out_ent[q, :n][idx].copy()
+        sc_sorted = out_score[q, :n][idx].copy()
+        out_ent[q, :n] = ent_sorted
+        out_score[q, :n] = sc_sorted
+
+
+def aggregate_scores(final_entity: np.ndarray, score: np.ndarray, score_rule: str = "max") -> tuple[np.ndarray, np.ndarray]:
+    """Entity candidates ``[Q, W]`` from final beams (see the module docstring for the rules)."""
+    if score_rule not in ("max", "logsumexp"):
+        raise ValueError(f"unknown score_rule {score_rule!r}")
+    Q, W = final_entity.shape
+    out_ent = np.full((Q, W), -1, dtype=np.int64)
+    out_score = np.full((Q, W), -np.inf, dtype=np.float32)
+    _aggregate(np.ascontiguousarray(final_entity, dtype=np.int64), np.ascontiguousarray(score, dtype=np.float32),
+               score_rule == "logsumexp", out_ent, out_score)
+    return out_ent, out_score
+
+
+@torch.inference_mode()
+def search_beams(policy: Policy, env: TemporalEnv, queries: np.ndarray, beam_size: int,
+                 precision: str = "float32", device="cpu") -> Beams:
+    """Final beams of ``[Q, >=3]`` queries ``(e_q, r_q, [o_q,] t_q)`` (one chunk, all at once)."""
+    queries = np.asarray(queries, dtype=np.int64)
+    state = env.reset(queries, with_answer=False)
+    Q = state.batch_size
+    K = env.K
+    policy.eval()
+    with autocast(precision, device):
+        q_all = query_context(policy, state, device)
+        h, c = policy.initial_path_state(Q)
+        width = 1
+        beam_score = torch.zeros(Q, 1, device=device)
+        row_query = np.arange(Q)  # query of each row
+        for k in range(K):
+            cands = env.candidates(state)
+            ct = candidate_tensors(state, cands, device)
+            if k == 0:
+                q = q_all
+            else:
+                q = policy.select_rows(q_all, torch.from_numpy(row_query).to(device))
+            s, _ = policy.heads(q, h, k, critic=False)
+            z = policy.candidate_logits(s, ct.entity, ct.relation, ct.dt, ct.mask)
+            logp = torch.log_softmax(z.float(), dim=1)  # [N, A]
+            A = logp.shape[1]
+            total = (beam_score.reshape(-1, 1) + logp).reshape(Q, width * A)
+            new_width = min(beam_size, width * A)
+            top_score, top_idx = torch.topk(total, new_width, dim=1)  # sorted, best first
+            top_idx = top_idx.cpu()
+            parent = (top_idx // A).numpy()
+            slot = (top_idx % A).numpy()
+            rows = (np.arange(Q)[:, None] * width + parent).reshape(-1)
+            slot = slot.reshape(-1)
+            dead = ~np.isfinite(top_score.cpu().numpy().reshape(-1))
+            slot[dead] = 0  # dead beams follow STOP of their parent (always valid), score stays -inf
+            e = cands.entity[rows, slot]
+            r = cands.relation[rows, slot]
+            t = cands.time[rows, slot]
+            state = env.move(state.take(rows), e, r, t)
+            beam_score = top_score
+            width = new_width
+            row_query = np.repeat(np.arange(Q), width)
+            if k < K - 1:
+                rows_t = torch.from_numpy(rows).to(device)
+                if h.stride(0) == 0:  # still the shared h_0: keep it shared (cheaper LSTM step)
+                    h, c = h[:1].expand(len(rows), -1), c[:1].expand(len(rows), -1)
+                else:
+                    h, c = h[rows_t], c[rows_t]
+                dt = torch.from_numpy(state.query_time - state.time).to(device)
+                h, c = policy.advance_path((h, c), torch.from_numpy(e).to(device), torch.from_numpy(r).to(device), dt)
+    return Beams(
+        score=beam_score.float().cpu().numpy().reshape(Q, width),
+        entity=state.path_entity.reshape(Q, width, K),
+        relation=state.path_relation.reshape(Q, width, K),
+        time=state.path_time.reshape(Q, width, K),
+    )
+
+
+def beam_search(policy: Policy, env: TemporalEnv, queries: np.ndarray, eval_cfg: EvalConfig = EvalConfig(),
+                precision: str = "float32", device="cpu", chunk_size: int = 128,
+                progress: bool = False) -> BeamResult:
+    """Beam search for every query; see the module docstring for the output."""
+    from tqdm.auto import tqdm
+
+    queries = np.asarray(queries, dtype=np.int64)
+    Q, K, W = len(queries), env.K, eval_cfg.beam_size
+    cand_entity = np.full((Q, W), -1, dtype=np.int64)
+    cand_score = np.full((Q, W), -np.inf, dtype=np.float32)
+    path_entity = np.full((Q, K), -1, dtype=np.int64)
+    path_relation = np.full((Q, K), -1, dtype=np.int64)
+    path_time = np.full((Q, K), -1, dtype=np.int64)
+    path_score = np.full(Q, -np.inf, dtype=np.float32)
+    for lo in tqdm(range(0, Q, chunk_size), desc="beam search", disable=not progress, leave=False):
+        hi = min(Q, lo + chunk_size)
+        beams = search_beams(policy, env, queries[lo:hi], W, precision, device)
+        ent, sc = aggregate_scores(beams.entity[:, :, -1], beams.score, eval_cfg.score_rule)
+        w = ent.shape[1]
+        cand_entity[lo:hi, :w] = ent
+        cand_score[lo:hi, :w] = sc
+        # topk returns beams sorted by score: beam 0 is the best path.
+        path_entity[lo:hi] = beams.entity[:, 0]
+        path_relation[lo:hi] = beams.relation[:, 0]
+        path_time[lo:hi] = beams.time[:, 0]
+        path_score[lo:hi] = beams.score[:, 0]
+    return BeamResult(cand_entity, cand_score, path_entity, path_relation, path_time, path_score)
+
+
+def explain(policy: Policy, env: TemporalEnv, query, eval_cfg: EvalConfig = EvalConfig(), top_k: int = 10,
+            paths_per_entity: int = 3, precision: str = "float32", device="cpu") -> list[dict]:
+    """Predicted top-``k`` entities of one query ``(e_q, r_q, t_q)`` (or ``(e_q, r_q, o_q, t_q)``), each
+    with its score and up to ``paths_per_entity`` supporting paths (most probable first).
+
+    Returns ``[{"entity", "score", "paths": [{"log_prob", "hops": [{"from", "relation", "to",
+    "time"}, ...]}, ...]}, ...]``; STOP hops are kept (relation ``2R``, ``from == to``).
+    """
+    q = np.asarray(query, dtype=np.int64).reshape(1, -1)
+    beams = search_beams(policy, env, q, eval_cfg.beam_size, precision, device)
+    ent, sc = aggregate_scores(beams.entity[:, :, -1], beams.score, eval_cfg.score_rule)
+    out = []
+    e_q = int(q[0, 0])
+    for i in range(ent.shape[1]):
+        if ent[0, i] < 0 or len(out) >= top_k:
+            break
+        e = int(ent[0, i])
+        paths = []
+        for w in np.flatnonzero((beams.entity[0, :, -1] == e) & np.isfinite(beams.score[0])):
+            hops, prev = [], e_q
+            for k in range(env.K):
+                nxt = int(beams.entity[0, w, k])
+                hops.append({"from": prev, "relation": int(beams.relation[0, w, k]), "to": nxt,
+                             "time": int(beams.time[0, w, k])})
+                prev = nxt
+            paths.append({"log_prob": float(beams.score[0, w]), "hops": hops})
+            if len(paths) >= paths_per_entity:
+                break
+        out.append({"entity": e, "score": float(sc[0, i]), "paths": paths})
+    return out

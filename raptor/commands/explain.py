@@ -1,0 +1,65 @@
+"""`raptor explain`: answer one query given in names, with the paths that support each answer."""
+
+from __future__ import annotations
+
+import argparse
+
+NAME = "explain"
+HELP = ("Answer a query typed in names and a date (subject, relation, date) with a trained model: "
+        "the top answers and the temporal paths that support them, in names and dates.")
+
+
+def register(p: argparse.ArgumentParser) -> None:
+    p.add_argument("subject", help='subject entity name, e.g. "Barack Obama" (or an id)')
+    p.add_argument("relation", help='relation name, e.g. "Make statement"; prefix "inverse:" for r^-1 (or an id)')
+    p.add_argument("date", help="query date YYYY-MM-DD (or a time step); only history before it is used")
+    p.add_argument("--model", required=True, help="trained model (.pt: best.pt of a training run)")
+    p.add_argument("--data", required=True, help="ingested dataset folder")
+    p.add_argument("--graph", required=True, help="graph file")
+    p.add_argument("--params", default="params.yaml", help="params file (default: %(default)s)")
+    p.add_argument("--top", type=int, default=10, help="answers to show (default: %(default)s)")
+    p.add_argument("--paths", type=int, default=2, help="supporting paths per answer (default: %(default)s)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..beam import explain
+    from ..config import load_params
+    from ..constants import inverse_relation, stop_relation
+    from ..experiment import load_context
+    from ..names import date_to_step, resolve, step_to_date
+    from ..rl import load_model
+
+    params = load_params(args.params)
+    ctx = load_context(args.data, args.graph, params)
+    ds = ctx.dataset
+    R = ds.num_relations
+    s = resolve(args.subject, ds.entity_names, "entity")
+    inverse = args.relation.lower().startswith("inverse:")
+    r = resolve(args.relation.split(":", 1)[1] if inverse else args.relation, ds.relation_names, "relation")
+    if inverse:
+        r = inverse_relation(r, R)
+    t = date_to_step(args.date, params.data.start_date)
+    policy, _ = load_model(args.model)
+    policy.eval()
+    answers = explain(policy, ctx.env, (s, r, t), params.eval, top_k=args.top, paths_per_entity=args.paths)
+
+    def rel_name(rel: int) -> str:
+        if rel == stop_relation(R):
+            return "(stay)"
+        return ds.relation_names[rel] if rel < R else f"inverse of {ds.relation_names[rel - R]}"
+
+    rname = rel_name(r)
+    print(f"query: ({ds.entity_names[s]}, {rname}, ?, {step_to_date(t, params.data.start_date)})")
+    if not answers:
+        print("no answer: the beam reached no entity (no history before this date?)")
+        return 0
+    for i, a in enumerate(answers, 1):
+        print(f"{i:>2}. {ds.entity_names[a['entity']]}  (score {a['score']:.3f})")
+        for path in a["paths"]:
+            hops = [h for h in path["hops"] if h["relation"] != stop_relation(R)]
+            text = " -> ".join(
+                f"[{rel_name(h['relation'])} @ {step_to_date(h['time'], params.data.start_date)}] {ds.entity_names[h['to']]}"
+                for h in hops
+            ) or "(stays at the subject)"
+            print(f"      p={pow(2.718281828, path['log_prob']):.3f}: {ds.entity_names[s]} {text}")
+    return 0

@@ -1,0 +1,524 @@
+"""The policy network (paper, Methodology, "Policy Network"), with a fast decomposed action scorer.
+
+Embeddings:
+
+* entity ``Emb_E(e)`` in ``R^{d_e}`` (row ``E`` is padding);
+* relation ``r(r, dt) = [Emb_R(r); tau(dt)]`` in ``R^{d_r}``, the static part has ``d_r - d_t`` dims
+  and ``tau(dt) = cos(w dt + b)`` (``w, b`` learnable, ``d_t`` dims, ``dt = t_q - t``);
+* action ``a(e', r', t') = [Emb_E(e'); r(r', t_q - t')]`` in ``R^{d_a}``, ``d_a = d_e + d_r``;
+* step ``Emb_step(k)`` in ``R^{d_step}``.
+
+Path encoder: a single-layer LSTM (hidden size ``d_a``) over ``a_init, a_0, ..., a_{k-1}`` from the
+learnable initial state ``(h_init, c_init)``; ``h_0 = LSTM(a_init, h_init)`` is the same for every
+query, so it is computed once per batch with batch size 1.
+
+State vector ``u = [Emb_E(e_q); r(r_q, 0); h_k; Emb_step(k)]``; actor ``s = MLP(u)`` (two layers, ReLU,
+``d_u -> mlp_hidden_dim -> d_a``); logits ``z(a) = <s, a(a)>``; ``pi = softmax`` over the valid
+candidates; critic ``V = MLP_crt(u)`` (``d_u -> mlp_hidden_dim -> 1``).
+
+Decomposition. With ``s = [s_e; s_r; s_t]`` split like an action embedding,
+
+    <s, [Emb_E(e'); Emb_R(r'); cos(w dt + b)]> = s_e . Emb_E(e') + s_r . Emb_R(r') + s_t . tau(dt)
+
+so no ``[B, A, d_a]`` tensor is ever built:
+
+* relation part: ``(S_r @ Emb_R^T)`` is ``[B, 2R + 2]``, gathered at ``r'``;
+* time part: ``dt`` is an integer day count, so ``tau`` is tabulated once per call for
+  ``dt = 0..max(dt)`` (``[T, d_t]``), ``(S_t @ tau_table^T)`` is ``[B, T]``, gathered at ``dt``;
+* entity part: a compiled gather-dot kernel (numba) computes ``s_e[b] . Emb_E[e'[b, a]]`` directly
+  and its backward (``dS_e`` and the scatter-add into ``dEmb_E``) without materialising the gathered
+  rows (torch's gather + bmm and, above all, the embedding backward were 50x slower on CPU).
+
+:meth:`Policy.candidate_logits_naive` is the literal form (concatenate, then dot); the tests check
+both agree.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .config import ModelConfig
+from .constants import entity_vocab_size, pad_entity, relation_vocab_size
+
+
+# ------------------------------------------------------------------------------------------------
+# Entity gather-dot kernel
+# ------------------------------------------------------------------------------------------------
+
+
+@numba.njit(cache=True, nogil=True, fastmath=True)
+def _gather_dot_fwd(s, table, idx, out):  # pragma: no cover - compiled
+    B, A = idx.shape
+    d = s.shape[1]
+    for b in range(B):
+        for a in range(A):
+            e = idx[b, a]
+            acc = s[b, 0] * 0
+            for j in range(d):
+                acc += s[b, j] * table[e, j]
+            out[b, a] = acc
+
+
+@numba.njit(cache=True, nogil=True, fastmath=True)
+def _gather_dot_bwd(g, s, table, idx, ds, dtable):  # pragma: no cover - compiled
+    B, A = idx.shape
+    d = s.shape[1]
+    acc = np.zeros(d, dtype=ds.dtype)
+    for b in range(B):
+        acc[:] = 0
+        for a in range(A):
+            w = g[b, a]
+            if w == 0:
+                continue
+            e = idx[b, a]
+            for j in range(d):
+                acc[j] += w * table[e, j]
+                dtable[e, j] += w * s[b, j]
+        for j in range(d):
+            ds[b, j] = acc[j]
+
+
+def _accumulate_into_leaf(table: torch.Tensor) -> bool:
+    """Whether a backward may add its gradient straight into ``table.grad`` (a CPU float leaf that
+    requires grad): this skips the dense ``[N, d]`` zero-filled gradient that autograd would
+    otherwise allocate and add for every use of an embedding table (6 per batch, the largest
+    allocation of a training step)."""
+    return table.is_leaf and table.requires_grad and table.device.type == "cpu"
+
+
+def _leaf_grad(table: torch.Tensor) -> torch.Tensor:
+    if table.grad is None:
+        table.grad = torch.zeros_like(table)
+    return table.grad
+
+
+class _GatherDot(torch.autograd.Function):
+    """``out[b, a] = s[b] . table[idx[b, a]]`` on CPU, with a sparse backward."""
+
+    @staticmethod
+    def forward(ctx, s, table, idx):
+        s_ = s.detach().contiguous()
+        t_ = table.detach().contiguous()
+        i_ = idx.contiguous()
+        out = torch.empty(i_.shape, dtype=s_.dtype)
+        _gather_dot_fwd(s_.numpy(), t_.numpy(), i_.numpy(), out.numpy())
+        ctx.save_for_backward(s_, t_, i_)
+        ctx.table = table
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        s_, t_, i_ = ctx.saved_tensors
+        table = ctx.table
+        g = g.contiguous().to(s_.dtype)
+        ds = torch.empty_like(s_)
+        direct = ctx.needs_input_grad[1] and _accumulate_into_leaf(table) and table.dtype == s_.dtype
+        if direct:
+            dt = _leaf_grad(table)
+        else:
+            dt = torch.zeros_like(t_)
+        _gather_dot_bwd(g.numpy(), s_.numpy(), t_.numpy(), i_.numpy(), ds.numpy(), dt.numpy())
+        if direct or not ctx.needs_input_grad[1]:
+            return ds, None, None
+        return ds, dt.to(table.dtype), None
+
+
+class _Lookup(torch.autograd.Function):
+    """``table[idx]`` (an embedding lookup) whose backward adds into ``table.grad`` directly."""
+
+    @staticmethod
+    def forward(ctx, table, idx):
+        ctx.save_for_backward(idx)
+        ctx.table = table
+        return table.detach().index_select(0, idx.reshape(-1)).reshape(*idx.shape, table.shape[1])
+
+    @staticmethod
+    def backward(ctx, g):
+        (idx,) = ctx.saved_tensors
+        table = ctx.table
+        g = g.reshape(-1, table.shape[1]).to(table.dtype)
+        if _accumulate_into_leaf(table):
+            _leaf_grad(table).index_add_(0, idx.reshape(-1), g)
+            return None, None
+        return torch.zeros_like(table).index_add_(0, idx.reshape(-1), g), None
+
+
+def lookup(table: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    """``table[idx]``, shape ``idx.shape + (d,)``; same values and gradients as ``F.embedding``."""
+    if table.device.type != "cpu" or not torch.is_grad_enabled() or not table.requires_grad:
+        return F.embedding(idx, table)
+    return _Lookup.apply(table, idx)
+
+
+def gather_dot(s: torch.Tensor, table: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    """``[B, A]`` scores ``s[b] . table[idx[b, a]]`` (``s`` ``[B, d]``, ``table`` ``[N, d]``)."""
+    if s.device.type != "cpu" or table.device.type != "cpu":
+        return torch.bmm(F.embedding(idx, table), s.unsqueeze(-1)).squeeze(-1)
+    dtype = table.dtype if table.dtype in (torch.float32, torch.float64) else torch.float32
+    return _GatherDot.apply(s.to(dtype), table, idx)
+
+
+@numba.njit(cache=True, nogil=True, fastmath=True, inline="always")
+def _dot(x, y):  # pragma: no cover - compiled
+    acc = x[0] * 0
+    for j in range(x.shape[0]):
+        acc += x[j] * y[j]
+    return acc
+
+
+@numba.njit(cache=True, nogil=True, fastmath=True, inline="always")
+def _axpy(w, x, y):  # pragma: no cover - compiled
+    for j in range(x.shape[0]):
+        y[j] += w * x[j]
+
+
+# The kernels work on 1-D row views (``s[b, :de]``, ``table[e]``): with 2-D indexing inside the
+# inner loops numba did not vectorise them (5x slower).
+@numba.njit(cache=True, nogil=True, fastmath=True)
+def _action_scores_fwd(s, ent_t, rel_t, time_t, ent, rel, dt, mask, out):  # pragma: no cover
+    B, A = ent.shape
+    de = ent_t.shape[1]
+    dr = rel_t.shape[1]
+    for b in range(B):
+        se = s[b, :de]
+        sr = s[b, de:de + dr]
+        st = s[b, de + dr:]
+        for a in range(A):
+            if not mask[b, a]:
+                out[b, a] = -np.inf
+                continue
+            out[b, a] = _dot(se, ent_t[ent[b, a]]) + _dot(sr, rel_t[rel[b, a]]) + _dot(st, time_t[dt[b, a]])
+
+
+@numba.njit(cache=True, nogil=True, fastmath=True)
+def _action_scores_bwd_s(g, ent_t, rel_t, time_t, ent, rel, dt, mask, ds):  # pragma: no cover
+    """``ds[b] = sum_a g[b, a] [E[ent]; Rel[rel]; T[dt]]`` (rows independent)."""
+    B, A = ent.shape
+    de = ent_t.shape[1]
+    dr = rel_t.shape[1]
+    acc = np.zeros(ds.shape[1], dtype=ds.dtype)  # local accumulator: no aliasing with the tables
+    dse = acc[:de]
+    dsr = acc[de:de + dr]
+    dst = acc[de + dr:]
+    for b in range(B):
+        acc[:] = 0
+        for a in range(A):
+            w = g[b, a]
+            if not mask[b, a] or w == 0:
+                continue
+            _axpy(w, ent_t[ent[b, a]], dse)
+            _axpy(w, rel_t[rel[b, a]], dsr)
+            _axpy(w, time_t[dt[b, a]], dst)
+        ds[b, :] = acc
+
+
+@numba.njit(cache=True, nogil=True, fastmath=True)
+def _action_scores_bwd_tables(g, s, ent, rel, dt, mask, d_ent, d_rel, d_time):  # pragma: no cover
+    """Scatter-add ``g[b, a] s[b]`` (split by blocks) into the rows of the three tables."""
+    B, A = ent.shape
+    de = d_ent.shape[1]
+    dr = d_rel.shape[1]
+    for b in range(B):
+        se = s[b, :de]
+        sr = s[b, de:de + dr]
+        st = s[b, de + dr:]
+        for a in range(A):
+            w = g[b, a]
+            if not mask[b, a] or w == 0:
+                continue
+            _axpy(w, se, d_ent[ent[b, a]])
+            _axpy(w, sr, d_rel[rel[b, a]])
+            _axpy(w, st, d_time[dt[b, a]])
+
+
+_POOL = None
+
+
+def _pool():
+    """Two worker threads for the (GIL-free) scoring kernels when torch runs with >= 2 threads."""
+    global _POOL
+    if _POOL is None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        _POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="raptor-score")
+    return _POOL
+
+
+def _parallel(work: int) -> bool:
+    return torch.get_num_threads() >= 2 and work >= 16384
+
+
+class _ActionScores(torch.autograd.Function):
+    """``z[b, a] = <s[b], [E[ent]; Rel[rel]; T[dt]]>`` (``-inf`` where ``mask`` is false), fused."""
+
+    @staticmethod
+    def forward(ctx, s, ent_t, rel_t, time_t, ent, rel, dt, mask):
+        dtype = ent_t.dtype
+        s_ = s.detach().to(dtype).contiguous()
+        tabs = [x.detach().to(dtype).contiguous() for x in (ent_t, rel_t, time_t)]
+        idx = [x.contiguous() for x in (ent, rel, dt, mask)]
+        out = torch.empty(ent.shape, dtype=dtype)
+        arrs = (s_.numpy(), *(x.numpy() for x in tabs), *(x.numpy() for x in idx), out.numpy())
+        B = ent.shape[0]
+        if _parallel(ent.numel()) and B >= 2:
+            h = B // 2
+            halves = [tuple(x if i in (1, 2, 3) else x[lo:hi] for i, x in enumerate(arrs)) for lo, hi in ((0, h), (h, B))]
+            for f in [_pool().submit(_action_scores_fwd, *args) for args in halves]:
+                f.result()
+        else:
+            _action_scores_fwd(*arrs)
+        ctx.save_for_backward(s_, *tabs, *idx)
+        ctx.leaves = (ent_t, rel_t, time_t)
+        ctx.s_dtype = s.dtype
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        s_, et, rt, tt, ent, rel, dt, mask = ctx.saved_tensors
+        g = g.contiguous().to(s_.dtype)
+        grads, direct = [], []
+        for i, (leaf, tab) in enumerate(zip(ctx.leaves, (et, rt, tt))):
+            if not ctx.needs_input_grad[1 + i]:
+                grads.append(torch.zeros_like(tab))  # scratch, discarded
+                direct.append(True)
+            elif _accumulate_into_leaf(leaf) and leaf.dtype == tab.dtype:
+                grads.append(_leaf_grad(leaf))
+                direct.append(True)
+            else:
+                grads.append(torch.zeros_like(tab))
+                direct.append(False)
+        ds = torch.empty_like(s_)
+        idx = (ent.numpy(), rel.numpy(), dt.numpy(), mask.numpy())
+        args_s = (g.numpy(), et.numpy(), rt.numpy(), tt.numpy(), *idx, ds.numpy())
+        args_t = (g.numpy(), s_.numpy(), *idx, *(x.numpy() for x in grads))
+        if _parallel(ent.numel()):
+            # ds and the table gradients touch disjoint memory: one thread each
+            jobs = [_pool().submit(_action_scores_bwd_s, *args_s), _pool().submit(_action_scores_bwd_tables, *args_t)]
+            for f in jobs:
+                f.result()
+        else:
+            _action_scores_bwd_s(*args_s)
+            _action_scores_bwd_tables(*args_t)
+        out = [ds.to(ctx.s_dtype)]
+        for leaf, gr, dr in zip(ctx.leaves, grads, direct):
+            out.append(None if dr else gr.to(leaf.dtype))
+        return (*out, None, None, None, None)
+
+
+# ------------------------------------------------------------------------------------------------
+# Policy
+# ------------------------------------------------------------------------------------------------
+
+
+def _tanh(x: torch.Tensor) -> torch.Tensor:
+    """``tanh(x) = 2 sigmoid(2x) - 1``: same function, but torch's CPU sigmoid kernel is ~4x faster
+    than its tanh kernel here (profiled in beam search and training)."""
+    return 2.0 * torch.sigmoid(2.0 * x) - 1.0
+
+
+class Policy(nn.Module):
+    """Actor and critic of the paper. All index inputs are int64 tensors."""
+
+    def __init__(self, num_entities: int, num_relations: int, config: ModelConfig = ModelConfig(),
+                 max_path_length: int = 3):
+        super().__init__()
+        self.num_entities = num_entities
+        self.num_relations = num_relations
+        self.config = config
+        de, dr, dt = config.entity_dim, config.relation_dim, config.time_dim
+        self.d_entity, self.d_time, self.d_static = de, dt, dr - dt
+        self.d_action = de + dr
+        self.d_state_input = de + dr + self.d_action + config.step_dim
+        self.max_path_length = max_path_length
+
+        self.entity_emb = nn.Embedding(entity_vocab_size(num_entities), de)
+        self.relation_emb = nn.Embedding(relation_vocab_size(num_relations), self.d_static)
+        # Time encoding initialised as in TiTer: frequencies 1 / 10^linspace(0, 9), phase 0.
+        self.time_w = nn.Parameter(torch.from_numpy(1.0 / 10 ** np.linspace(0, 9, dt)).float())
+        self.time_b = nn.Parameter(torch.zeros(dt))
+        self.step_emb = nn.Embedding(max_path_length, config.step_dim)
+        da = self.d_action
+        self.a_init = nn.Parameter(torch.empty(da))
+        self.h_init = nn.Parameter(torch.zeros(da))
+        self.c_init = nn.Parameter(torch.zeros(da))
+        # LSTM cell as one linear map of [x; h] (gate order i, f, g, o like torch.nn.LSTMCell), so that
+        # it runs as a single GEMM and autocast applies to it.
+        self.lstm = nn.Linear(2 * da, 4 * da)
+        H = config.mlp_hidden_dim
+        self.actor_mlp = nn.Sequential(nn.Linear(self.d_state_input, H), nn.ReLU(), nn.Linear(H, da))
+        self.critic_mlp = nn.Sequential(nn.Linear(self.d_state_input, H), nn.ReLU(), nn.Linear(H, 1))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        nn.init.xavier_uniform_(self.entity_emb.weight)
+        nn.init.xavier_uniform_(self.relation_emb.weight)
+        nn.init.xavier_uniform_(self.step_emb.weight)
+        nn.init.normal_(self.a_init, std=1.0 / math.sqrt(self.d_action))
+        bound = 1.0 / math.sqrt(self.d_action)
+        nn.init.uniform_(self.lstm.weight, -bound, bound)
+        nn.init.uniform_(self.lstm.bias, -bound, bound)
+        with torch.no_grad():
+            self.entity_emb.weight[pad_entity(self.num_entities)].zero_()
+
+    # -------------------------------------------------------------- embeddings
+
+    def time_encoding(self, dt: torch.Tensor) -> torch.Tensor:
+        """``tau(dt) = cos(w dt + b)``, shape ``dt.shape + (d_t,)``."""
+        return torch.cos(dt.to(self.time_w.dtype).unsqueeze(-1) * self.time_w + self.time_b)
+
+    def relation_embedding(self, relation: torch.Tensor, dt: torch.Tensor) -> torch.Tensor:
+        """``r(r, dt) = [Emb_R(r); tau(dt)]``."""
+        return torch.cat([lookup(self.relation_emb.weight, relation), self.time_encoding(dt)], dim=-1)
+
+    def action_embedding(self, entity: torch.Tensor, relation: torch.Tensor, dt: torch.Tensor) -> torch.Tensor:
+        """``a = [Emb_E(e'); r(r', dt)]`` (Eq. 14), shape ``entity.shape + (d_a,)``."""
+        return torch.cat([lookup(self.entity_emb.weight, entity), self.relation_embedding(relation, dt)], dim=-1)
+
+    # -------------------------------------------------------------- path encoder
+
+    def lstm_cell(self, x: torch.Tensor, hc: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        h, c = hc
+        if h.dim() == 2 and h.shape[0] > 1 and h.stride(0) == 0:
+            # every row has the same h (h_0 expanded): W_hh h + b is computed once, for one row
+            da = x.shape[-1]
+            gates = F.linear(x, self.lstm.weight[:, :da]) + F.linear(h[:1], self.lstm.weight[:, da:], self.lstm.bias)
+        else:
+            gates = self.lstm(torch.cat([x, h.to(x.dtype)], dim=-1))
+        # gate nonlinearities in float32 (bfloat16 elementwise ops are slow on CPU)
+        i, f, g, o = gates.float().chunk(4, dim=-1)
+        c = torch.sigmoid(f) * c + torch.sigmoid(i) * _tanh(g)
+        h = torch.sigmoid(o) * _tanh(c)
+        return h, c
+
+    def initial_path_state(self, batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(h_0, c_0) = LSTM(a_init, (h_init, c_init))``, expanded to ``[B, d_a]``."""
+        h, c = self.lstm_cell(self.a_init[None], (self.h_init[None], self.c_init[None]))
+        return h.expand(batch_size, -1), c.expand(batch_size, -1)
+
+    def advance_path(self, hc, entity, relation, dt):
+        """Feed the taken actions (``[B]`` each) to the LSTM: ``h_{k+1} = LSTM(a_k, h_k)``."""
+        return self.lstm_cell(self.action_embedding(entity, relation, dt), hc)
+
+    # -------------------------------------------------------------- heads
+
+    def query_embedding(self, query_entity: torch.Tensor, query_relation: torch.Tensor) -> torch.Tensor:
+        """``[Emb_E(e_q); r(r_q, 0)]``, ``[B, d_e + d_r]`` (the same at every step: compute once)."""
+        return torch.cat([
+            lookup(self.entity_emb.weight, query_entity),
+            self.relation_embedding(query_relation, torch.zeros_like(query_relation)),
+        ], dim=-1)
+
+    def state_input(self, query: torch.Tensor, h: torch.Tensor, step: int) -> torch.Tensor:
+        """``u = [Emb_E(e_q); r(r_q, 0); h_k; Emb_step(k)]``, ``[B, d_u]``; ``query`` from
+        :meth:`query_embedding`."""
+        B = query.shape[0]
+        dtype = query.dtype
+        if torch.is_autocast_enabled(query.device.type):
+            # build u once in the autocast dtype: the actor and critic layers then skip their casts
+            dtype = torch.get_autocast_dtype(query.device.type)
+        k = self.step_emb.weight[step].expand(B, -1)
+        return torch.cat([query.to(dtype), h.to(dtype), k.to(dtype)], dim=-1)
+
+    def actor(self, u: torch.Tensor) -> torch.Tensor:
+        """State vector ``s = MLP(u)``, ``[B, d_a]``."""
+        return self.actor_mlp(u)
+
+    def critic(self, u: torch.Tensor) -> torch.Tensor:
+        """``V(u)``, ``[B]``."""
+        return self.critic_mlp(u).squeeze(-1)
+
+    # -------------------------------------------------------------- action scoring
+
+    def candidate_logits(self, s: torch.Tensor, entity: torch.Tensor, relation: torch.Tensor,
+                         dt: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Logits ``<s, a>`` of ``[B, A]`` candidates, decomposed (see the module docstring).
+
+        Float32 (or float64) ``[B, A]``; entries where ``mask`` is false are ``-inf``.
+        """
+        n_dt = int(dt.max()) + 1 if dt.numel() else 1
+        with torch.autocast(device_type=s.device.type, enabled=False):
+            table = self.time_encoding(torch.arange(n_dt, device=dt.device))
+        E, Rl = self.entity_emb.weight, self.relation_emb.weight
+        if s.device.type == "cpu" and E.dtype in (torch.float32, torch.float64):
+            if mask is None:
+                mask = torch.ones(entity.shape, dtype=torch.bool)
+            return _ActionScores.apply(s, E, Rl, table, entity, relation, dt, mask)
+        de, ds = self.d_entity, self.d_static
+        s_e, s_r, s_t = s[:, :de], s[:, de:de + ds], s[:, de + ds:]
+        z = gather_dot(s_e, E, entity)
+        z = z + (s_r @ Rl.to(s_r.dtype).t()).float().gather(1, relation)
+        z = z + (s_t @ table.to(s_t.dtype).t()).float().gather(1, dt)
+        if mask is not None:
+            z = z.masked_fill(~mask, float("-inf"))
+        return z
+
+    def candidate_logits_naive(self, s, entity, relation, dt, mask=None) -> torch.Tensor:
+        """The literal ``<s, [Emb_E(e'); r(r', dt)]>`` with plain torch ops (materialises
+        ``[B, A, d_a]``; tests only)."""
+        a = torch.cat([self.entity_emb(entity), self.relation_emb(relation), self.time_encoding(dt)], dim=-1)
+        z = (a * s.unsqueeze(1)).sum(-1)
+        if mask is not None:
+            z = z.masked_fill(~mask, float("-inf"))
+        return z
+
+    # -------------------------------------------------------------- fast heads
+
+    def precompute_query(self, query: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Everything of the actor and critic heads that is constant over an episode's steps.
+
+        The first layers are split by the blocks of ``u = [q; h_k; Emb_step(k)]``:
+        ``W1 u + b1 = (W1_q q + b1) + W1_h h_k + W1_s Emb_step(k)``; the query part (``[B, H]``)
+        and the step part (``[K, H]``) are computed once per batch of episodes, and the ``h``
+        blocks are sliced (and cast, under autocast) once instead of at every step. The critic's
+        parts come from a detached ``q`` (its loss trains the critic MLP only).
+        """
+        dq = query.shape[-1]
+        dh = self.d_action
+        a1, c1 = self.actor_mlp[0], self.critic_mlp[0]
+        dtype = query.dtype
+        if torch.is_autocast_enabled(query.device.type):
+            dtype = torch.get_autocast_dtype(query.device.type)
+        steps = self.step_emb.weight
+        return {
+            "actor_q": F.linear(query, a1.weight[:, :dq], a1.bias),
+            "critic_q": F.linear(query.detach(), c1.weight[:, :dq], c1.bias),
+            "actor_h": a1.weight[:, dq:dq + dh].to(dtype),
+            "critic_h": c1.weight[:, dq:dq + dh].to(dtype),
+            "actor_step": F.linear(steps, a1.weight[:, dq + dh:]),
+            "critic_step": F.linear(steps, c1.weight[:, dq + dh:]),
+        }
+
+    def heads(self, pre: dict[str, torch.Tensor], h: torch.Tensor, step: int,
+              critic: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """``(s, V)`` = ``(MLP(u), MLP_crt(u.detach()))`` from :meth:`precompute_query` (same values
+        as :meth:`actor` / :meth:`critic` on :meth:`state_input`)."""
+        hh = h.to(pre["actor_h"].dtype)
+        acc = torch.promote_types(pre["actor_q"].dtype, torch.float32)  # sum the blocks in >= float32
+        x = pre["actor_q"].to(acc) + (hh @ pre["actor_h"].t()).to(acc) + pre["actor_step"][step].to(acc)
+        s = self.actor_mlp[2](torch.relu(x))
+        v = None
+        if critic:
+            y = (pre["critic_q"].to(acc) + (hh.detach() @ pre["critic_h"].t()).to(acc)
+                 + pre["critic_step"][step].to(acc))
+            v = self.critic_mlp[2](torch.relu(y)).squeeze(-1)
+        return s, v
+
+    @staticmethod
+    def select_rows(pre: dict[str, torch.Tensor], rows: torch.Tensor) -> dict[str, torch.Tensor]:
+        """:meth:`precompute_query` output for a subset / repetition of its rows (beam search)."""
+        out = dict(pre)
+        out["actor_q"] = pre["actor_q"][rows]
+        out["critic_q"] = pre["critic_q"][rows]
+        return out
+
+    def forward(self, query_entity, query_relation, h, step, entity, relation, dt, mask=None):
+        """Logits ``[B, A]`` and values ``[B]`` of one step (critic input detached, see docs/agent.md)."""
+        u = self.state_input(self.query_embedding(query_entity, query_relation), h, step)
+        z = self.candidate_logits(self.actor(u), entity, relation, dt, mask)
+        return z, self.critic(u.detach())

@@ -1,0 +1,224 @@
+"""Self-supervised reachability pretraining (paper, "Self-Supervised Pretraining").
+
+For a batch of training queries (both directions) the agent walks ``K`` steps from ``e_q``. At
+every step ``k`` every valid candidate action ``a`` (STOP included) gets the label ``y(a)`` from the
+precomputed label table (:func:`raptor.labeling.action_labels`: reachable iff the table holds
+``(e', t̄, h̄)`` with ``t' <= t̄`` and ``h̄ < K - k``; the target itself is reachable; STOP iff the
+agent already stands on ``o_q``), and the loss is::
+
+    L_k   = - 1/|A_s| sum_{a in A_s} [ y log sigmoid(z(a)) + (1 - y) log(1 - sigmoid(z(a))) ]
+    L_ep  = sum_{k=0}^{K-1} L_k          (averaged over the episodes of a batch)
+
+with ``z(a) = <s, a>`` the same logits the RL phase feeds to its softmax. The next state is sampled
+from the policy's distribution *restricted to the reachable actions* (softmax of ``z`` over
+``{a : y(a) = 1}``). When no candidate is reachable (the answer cannot be reached from here within
+the remaining budget, or was never reachable in the history), the step samples from the policy's
+full distribution over the valid candidates instead; the labels of such states are all 0 and still
+train the policy to score those dead ends low. ``pretrain.no_reachable`` = ``"stop"`` takes STOP
+instead (the agent stays where it is), an alternative reading.
+
+No graph search happens per batch: labels are lookups in the in-memory :class:`LabelTable`.
+The critic is not trained here (there is no reward); fine-tuning starts from the pretrained
+embeddings, time encoding, LSTM path encoder and actor MLP, and from the critic's initial weights.
+
+Checkpoints (atomic, per epoch) make pretraining resumable, bit-identically on the same machine.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from .config import PretrainConfig
+from .env import TemporalEnv
+from .io import atomic_path, atomic_write_json
+from .labeling import LabelTable, action_labels
+from .policy import Policy
+from .rl import (
+    _epoch_seed,
+    advance,
+    autocast,
+    candidate_tensors,
+    query_context,
+    sample_actions,
+    save_model,
+    score_candidates,
+)
+
+PRETRAIN_CHECKPOINT_FORMAT = "raptor.pretrain-checkpoint/v1"
+
+
+@dataclass
+class PretrainBatch:
+    loss: torch.Tensor
+    stats: dict[str, float]
+
+
+def reachability_bce(logits: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Per-row BCE averaged over the valid candidates: ``[B]``.
+
+    Args:
+        logits: ``[B, A]`` raw ``z(a)`` (padding slots may hold ``-inf``; they are ignored).
+        labels: ``[B, A]`` 0/1.
+        mask: bool ``[B, A]``, true for the valid candidates ``A_s``.
+    """
+    z = torch.where(mask, logits.float(), torch.zeros((), dtype=torch.float32, device=logits.device))
+    per = F.binary_cross_entropy_with_logits(z, labels.float(), reduction="none")
+    per = per * mask
+    return per.sum(1) / mask.sum(1).clamp_min(1)
+
+
+def pretrain_batch(
+    policy: Policy,
+    env: TemporalEnv,
+    table: LabelTable,
+    queries: np.ndarray,
+    generator: Optional[torch.Generator] = None,
+    device="cpu",
+    no_reachable: str = "policy",
+) -> PretrainBatch:
+    """Pretraining loss of one batch of ``[B, 4]`` training queries (one labeled walk each)."""
+    state = env.reset(queries)
+    B = state.batch_size
+    q = query_context(policy, state, device)
+    hc = policy.initial_path_state(B)
+    total = torch.zeros((), device=device)
+    n_valid = n_pos = 0.0
+    correct = 0.0
+    any_reachable = 0.0
+    for k in range(env.K):
+        cands = env.candidates(state)
+        ct = candidate_tensors(state, cands, device)
+        z, _ = score_candidates(policy, state, ct, hc[0], q, critic=False)
+        y_np = action_labels(
+            table, state.answer, state.query_time, k, cands.entity, cands.time,
+            current_entity=state.entity, cand_relation=cands.relation,
+            num_relations=env.num_relations, cand_mask=cands.mask,
+        )
+        y = torch.from_numpy(y_np).to(device)
+        total = total + reachability_bce(z, y, ct.mask).mean()
+        with torch.no_grad():
+            m = ct.mask
+            n_valid += float(m.sum())
+            n_pos += float((y.bool() & m).sum())
+            correct += float((((z.float() > 0) == y.bool()) & m).sum())
+            allowed = y.bool() & m
+            any_reachable += float(allowed.any(1).float().mean())
+        if no_reachable == "stop":
+            stuck = ~allowed.any(1)
+            allowed = allowed.clone()
+            allowed[stuck, 0] = True  # slot 0 is STOP
+        choice = sample_actions(z, generator, allowed=allowed)
+        state, hc = advance(policy, env, state, cands, choice, hc, need_path=k < env.K - 1)
+    reached = float(env.reward(state).mean())
+    stats = {
+        "bce": float(total.detach()),
+        "label_positive_rate": n_pos / max(n_valid, 1.0),
+        "label_accuracy": correct / max(n_valid, 1.0),
+        "steps_with_reachable": any_reachable / env.K,
+        "walk_reaches_answer": reached,
+    }
+    return PretrainBatch(loss=total, stats=stats)
+
+
+def _save_checkpoint(path: Path, policy, optimizer, epoch, history, meta) -> None:
+    obj = {"format": PRETRAIN_CHECKPOINT_FORMAT, "epoch": epoch, "policy": policy.state_dict(),
+           "optimizer": optimizer.state_dict(), "history": history, "meta": meta}
+    with atomic_path(path) as tmp:
+        torch.save(obj, tmp)
+
+
+def pretrain(
+    policy: Policy,
+    env: TemporalEnv,
+    table: LabelTable,
+    train_queries: np.ndarray,
+    cfg: PretrainConfig = PretrainConfig(),
+    seed: int = 0,
+    *,
+    precision: str = "float32",
+    device="cpu",
+    out_dir: str | Path | None = None,
+    resume: bool = False,
+    epochs: Optional[int] = None,
+    on_epoch_end: Optional[Callable[[int, dict[str, Any]], None]] = None,
+    meta: Optional[dict] = None,
+    progress: bool = True,
+    snapshots: tuple[int, ...] = (),
+) -> list[dict[str, Any]]:
+    """Pretrain ``policy`` for ``epochs`` (default ``cfg.epochs``) epochs; returns the per-epoch history.
+
+    Writes ``checkpoint.pt`` (after every epoch, atomic), ``pretrained.pt`` (the final weights, in the
+    :func:`raptor.rl.save_model` format that fine-tuning loads) and ``history.json`` to ``out_dir``;
+    plus ``pretrained-e{n}.pt`` after ``n`` epochs for every ``n`` in ``snapshots``. Epoch ``n``'s
+    shuffling and sampling depend on ``(seed, n)`` only, so a snapshot after ``n`` epochs equals a
+    separate ``n``-epoch run: the pretraining-epochs ablation pretrains once per seed.
+    """
+    from tqdm.auto import tqdm
+
+    n_epochs = cfg.epochs if epochs is None else epochs
+    out = Path(out_dir) if out_dir is not None else None
+    meta = dict(meta or {})
+    meta.setdefault("num_entities", policy.num_entities)
+    meta.setdefault("num_relations", policy.num_relations)
+    meta.setdefault("model", asdict(policy.config))
+    meta.setdefault("max_path_length", policy.max_path_length)
+    meta["seed"] = seed
+    meta["phase"] = "pretrain"
+    policy.to(device)
+    optimizer = torch.optim.Adam(policy.parameters(), lr=cfg.learning_rate)
+    history: list[dict[str, Any]] = []
+    start = 0
+    ckpt = out / "checkpoint.pt" if out is not None else None
+    if resume and ckpt is not None and ckpt.exists():
+        ck = torch.load(ckpt, map_location="cpu", weights_only=False)
+        if ck.get("format") != PRETRAIN_CHECKPOINT_FORMAT:
+            raise ValueError(f"{ckpt}: not a RAPTOR pretraining checkpoint")
+        policy.load_state_dict(ck["policy"])
+        optimizer.load_state_dict(ck["optimizer"])
+        history, start = ck["history"], ck["epoch"] + 1
+    queries = np.ascontiguousarray(train_queries, dtype=np.int64)
+    bs = cfg.batch_size
+    n_batches = math.ceil(len(queries) / bs)
+    bar = tqdm(range(start, n_epochs), desc="pretrain", disable=not progress, initial=start, total=n_epochs)
+    for epoch in bar:
+        t0 = time.perf_counter()
+        policy.train()
+        # Streams 2 and 3: distinct from the RL phase's (0, 1) for the same seed.
+        order = np.random.default_rng(_epoch_seed(seed, epoch, 2)).permutation(len(queries))
+        gen = torch.Generator(device=device).manual_seed(_epoch_seed(seed, epoch, 3))
+        sums: dict[str, float] = {}
+        n_total = 0
+        for i in range(n_batches):
+            batch = queries[order[i * bs:(i + 1) * bs]]
+            with autocast(precision, device):
+                pb = pretrain_batch(policy, env, table, batch, gen, device, cfg.no_reachable)
+            optimizer.zero_grad(set_to_none=True)
+            pb.loss.backward()
+            optimizer.step()
+            n = len(batch)
+            n_total += n
+            for key, val in pb.stats.items():
+                sums[key] = sums.get(key, 0.0) + val * n
+        row = {"epoch": epoch, **{k: v / max(n_total, 1) for k, v in sums.items()},
+               "seconds": time.perf_counter() - t0}
+        history.append(row)
+        if out is not None:
+            _save_checkpoint(ckpt, policy, optimizer, epoch, history, meta)
+            atomic_write_json(out / "history.json", history)
+            if epoch + 1 in snapshots:
+                save_model(out / f"pretrained-e{epoch + 1}.pt", policy, {**meta, "epoch": epoch})
+        if on_epoch_end is not None:
+            on_epoch_end(epoch, row)
+        bar.set_postfix(bce=f"{row['bce']:.3f}", acc=f"{row['label_accuracy']:.3f}")
+    if out is not None:
+        save_model(out / "pretrained.pt", policy, {**meta, "epoch": n_epochs - 1})
+        atomic_write_json(out / "history.json", history)
+    return history

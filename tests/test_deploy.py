@@ -1,0 +1,237 @@
+"""The scheduled deployment for real: a Prefect server on loopback, `python -m flows.deploy` serving
+the whole pipeline on a short interval in a throwaway project, a scheduled run that completes."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+import yaml
+
+from raptor.graph import TemporalGraph
+from raptor.synthetic import SyntheticSpec, write_raw
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+NAME = "raptor-test-interval"
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("deploy")]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def api(url: str, path: str, body: dict | None = None, timeout: float = 10):
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(f"{url}{path}", data=data, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=timeout) as resp:
+        return json.loads(resp.read() or b"null")
+
+
+def stop(proc: subprocess.Popen, grace: float = 15) -> None:
+    """SIGTERM the process group (the runner's flow-run subprocesses too), then SIGKILL."""
+    if proc.poll() is not None:
+        return
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def tail(path: Path, n: int = 4000) -> str:
+    return path.read_text(errors="replace")[-n:] if path.exists() else "(no log)"
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    proj = tmp_path / "project"
+    proj.mkdir()
+    raw = write_raw(tmp_path / "raw-synth", SyntheticSpec(seed=5, num_entities=30, num_timestamps=20))
+    for name in ("raptor", "flows", "tasks"):
+        (proj / name).symlink_to(ROOT / name)
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    params["data"].update(dataset="SYNTH", raw_dir=str(raw))
+    # The smallest whole pipeline: the smoke profile, one variant, one seed. This test is about the
+    # schedule; tests/test_pipeline.py covers what the stages compute.
+    params["profile"] = "smoke"
+    params["profiles"]["smoke"].update({"train.variants": ["pure_rl"], "train.seeds": [0], "rl.epochs": 1})
+    (proj / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    return proj
+
+
+def test_scheduled_deployment_completes(project: Path, tmp_path: Path):
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/api"
+    env = dict(os.environ)
+    env.update(
+        PATH=f"{BIN}:{env.get('PATH', '')}",
+        PREFECT_HOME=str(tmp_path / "prefect-home"),
+        PREFECT_API_URL=url,
+        PREFECT_SERVER_SERVICES_SCHEDULER_LOOP_SECONDS="2",
+        PREFECT_RUNNER_POLL_FREQUENCY="2",
+        PREFECT_UI_ENABLED="false",
+        PREFECT_SERVER_ANALYTICS_ENABLED="false",
+        DO_NOT_TRACK="true",
+        MLFLOW_DISABLE_TELEMETRY="true",
+        DVC_NO_ANALYTICS="1",
+        MLFLOW_TRACKING_URI=f"sqlite:///{project / 'mlflow.db'}",
+    )
+    server_log, serve_log = tmp_path / "server.log", tmp_path / "serve.log"
+    procs: list[subprocess.Popen] = []
+    try:
+        t0 = time.monotonic()
+        with open(server_log, "wb") as log:
+            procs.append(subprocess.Popen(
+                [str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+                env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+        deadline = t0 + 60
+        while True:
+            assert procs[0].poll() is None, f"prefect server exited:\n{tail(server_log)}"
+            try:
+                if api(url, "/health", timeout=2) is True:
+                    break
+            except OSError:
+                pass
+            assert time.monotonic() < deadline, f"prefect server not healthy in 60 s:\n{tail(server_log)}"
+            time.sleep(0.5)
+        server_s = time.monotonic() - t0
+
+        with open(serve_log, "wb") as log:
+            procs.append(subprocess.Popen(
+                [sys.executable, "-m", "flows.deploy", "--interval", "5", "--name", NAME,
+                 "--root", str(project), "--params", "params.yaml"],
+                cwd=project, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+
+        query = {"deployments": {"name": {"any_": [NAME]}}, "sort": "EXPECTED_START_TIME_ASC", "limit": 20}
+        deadline = time.monotonic() + 120
+        completed = []
+        while not completed:
+            assert procs[1].poll() is None, f"flows.deploy exited:\n{tail(serve_log)}"
+            runs = api(url, "/flow_runs/filter", query)
+            bad = [r for r in runs if r["state_type"] in ("FAILED", "CRASHED")]
+            assert not bad, f"scheduled run {bad[0]['name']}: {bad[0]['state']}\n{tail(serve_log)}"
+            completed = [r for r in runs if r["state_type"] == "COMPLETED"]
+            assert time.monotonic() < deadline, (
+                f"no scheduled run completed in 120 s; runs: {[(r['name'], r['state_type']) for r in runs]}\n"
+                f"{tail(serve_log)}")
+            time.sleep(1)
+        first_run_s = time.monotonic() - t0
+    finally:
+        for proc in reversed(procs):
+            stop(proc)
+
+    run = completed[0]
+    assert run["parameters"] == {"params_path": str(project / "params.yaml"), "root": str(project)}
+    assert run["auto_scheduled"] is True  # created by the server's scheduler, not by hand
+    ingested = project / "data/SYNTH/ingested"
+    assert (ingested / "meta.json").is_file() and (ingested / "train.parquet").is_file()
+    assert TemporalGraph.load(project / "data/SYNTH/graph.npz").num_edges > 0
+    from raptor import layout
+
+    assert (layout.seed_dir(layout.train_dir(project, "SYNTH", "pure_rl"), 0) / "summary.json").is_file()
+    assert (layout.report(project, "SYNTH") / "report.json").is_file()
+    print(f"prefect server healthy after {server_s:.1f} s; first scheduled run completed after {first_run_s:.1f} s")
+
+
+# --- docker/: no Docker engine here, so the files are checked by reading them -------------------
+
+def _lock() -> dict[str, str]:
+    pins = {}
+    for line in (ROOT / "requirements.lock").read_text().splitlines():
+        if "==" in line and not line.startswith("#"):
+            name, version = line.split("==", 1)
+            pins[name.strip().lower()] = version.strip()
+    return pins
+
+
+def test_compose_file_is_consistent():
+    from flows.deploy import build_parser
+
+    compose = yaml.safe_load((ROOT / "docker/compose.yaml").read_text())
+    services = compose["services"]
+    assert {"postgres", "prefect", "mlflow", "worker"} <= set(services)
+    for name, svc in services.items():
+        for port in svc.get("ports", []):
+            assert str(port).startswith("127.0.0.1:"), f"{name} publishes {port} beyond loopback"
+        build = svc.get("build")
+        if isinstance(build, dict) and "dockerfile" in build:
+            assert (ROOT / "docker" / build["context"] / build["dockerfile"]).resolve().is_file(), name
+
+    # Both servers run on PostgreSQL, in separate databases (both keep an alembic_version table).
+    prefect_db = services["prefect"]["environment"]["PREFECT_API_DATABASE_CONNECTION_URL"]
+    mlflow_db = services["mlflow"]["environment"]["MLFLOW_BACKEND_STORE_URI"]
+    assert prefect_db.startswith("postgresql+asyncpg://") and prefect_db.endswith("@postgres:5432/prefect")
+    assert mlflow_db.startswith("postgresql://") and mlflow_db.endswith("@postgres:5432/mlflow")
+    assert "CREATE DATABASE mlflow" in compose["configs"]["postgres-init"]["content"]
+    assert services["mlflow"]["command"] == ["scripts/mlflow-server.sh"]
+    assert "mlflow:*" in services["mlflow"]["environment"]["MLFLOW_ALLOWED_HOSTS"].split(",")
+
+    # The server image pins exactly the lock's versions.
+    inline = services["prefect"]["build"]["dockerfile_inline"]
+    assert services["mlflow"]["build"] == services["prefect"]["build"]
+    pins = dict(tok.split("==") for tok in inline.split() if "==" in tok)
+    lock = _lock()
+    for name in ("prefect", "mlflow", "asyncpg"):
+        assert pins[name] == lock[name], f"{name}: compose pins {pins[name]}, lock has {lock[name]}"
+    assert "COPY scripts/mlflow-server.sh" in inline and "-c requirements.lock" in inline
+
+    # The workers run the deployment command with arguments it accepts, against the servers.
+    for name in ("worker", "worker-gpu"):
+        cmd = services[name]["command"]
+        assert cmd[:3] == ["python", "-m", "flows.deploy"]
+        args = build_parser().parse_args([a.replace("${RAPTOR_CRON:-0 3 * * *}", "0 3 * * *")
+                                          .replace("${RAPTOR_PARAMS:-params.yaml}", "params.yaml") for a in cmd[3:]])
+        assert args.cron == "0 3 * * *"
+        env = services[name]["environment"]
+        assert env["PREFECT_API_URL"] == "http://prefect:4200/api" and env["MLFLOW_TRACKING_URI"] == "http://mlflow:5000"
+        assert set(services[name]["depends_on"]) == {"prefect", "mlflow"}
+    assert services["worker-gpu"]["build"]["dockerfile"] == "docker/Dockerfile.cuda"
+    assert services["worker-gpu"]["deploy"]["resources"]["reservations"]["devices"][0]["driver"] == "nvidia"
+
+
+def test_cuda_dockerfile_copies_what_exists():
+    text = (ROOT / "docker/Dockerfile.cuda").read_text()
+    assert "FROM ${PYTHON_IMAGE}" in text and "-r requirements.lock" in text
+    assert "torch.version.cuda" in text  # the build fails on a CPU-only torch
+    for line in text.splitlines():
+        if line.startswith("COPY "):
+            for src in line.split()[1:-1]:
+                assert (ROOT / src).exists(), f"Dockerfile.cuda copies missing {src}"
+
+
+def test_compose_config_with_docker_cli():
+    """`docker compose config` when a Compose v2 CLI is installed (it needs no engine)."""
+    import shutil
+
+    candidates = []
+    if shutil.which("docker"):
+        candidates.append(["docker", "compose"])
+    if shutil.which("docker-compose"):
+        candidates.append(["docker-compose"])
+    for cli in candidates:
+        probe = subprocess.run([*cli, "version"], capture_output=True, text=True)
+        major = re.search(r"version v?(\d+)\.", probe.stdout)
+        if probe.returncode == 0 and major and int(major.group(1)) >= 2:  # v1 (Python) lacks the spec's features
+            proc = subprocess.run([*cli, "-f", str(ROOT / "docker/compose.yaml"), "--profile", "gpu",
+                                   "--profile", "dask", "config", "-q"], capture_output=True, text=True)
+            assert proc.returncode == 0, proc.stderr
+            return
+    pytest.skip("no Docker Compose v2 CLI installed")

@@ -1,0 +1,138 @@
+"""The MDP environment against a naive per-row construction from the quadruples."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from raptor.config import EnvConfig
+from raptor.constants import pad_entity, pad_relation, stop_relation
+from raptor.env import NO_ENTITY, TemporalEnv
+from raptor.graph import TemporalGraph
+
+
+def naive_candidates(quads, R, e_k, t_k, t_q, visited, cap, strict, mask_before_cap):
+    """List of (entity, relation, time), most recent first, exactly as the paper defines A_s."""
+    edges = []
+    for s, r, o, t in quads:
+        edges.append((s, r, o, t))
+        edges.append((o, r + R, s, t))
+    hi_ok = (lambda t: t < t_q) if strict else (lambda t: t <= t_q)
+    window = sorted((t, r, o) for s, r, o, t in edges if s == e_k and t_k <= t and hi_ok(t))
+    window = window[::-1]  # most recent first (ties: reverse (relation, neighbor) order)
+    if mask_before_cap:
+        kept = [(o, r, t) for t, r, o in window if o not in visited][:cap]
+    else:
+        kept = [(o, r, t) for t, r, o in window[:cap] if o not in visited]
+    return kept
+
+
+def random_graph(rng, E, R, T, n):
+    quads = np.stack([rng.integers(0, E, n), rng.integers(0, R, n), rng.integers(0, E, n), rng.integers(0, T, n)], 1)
+    quads = np.unique(quads, axis=0)
+    return quads, TemporalGraph.from_quadruples(quads, E, R)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    seed=st.integers(0, 10_000),
+    E=st.integers(2, 12),
+    R=st.integers(1, 4),
+    T=st.integers(1, 8),
+    n=st.integers(0, 80),
+    cap=st.integers(1, 6),
+    K=st.integers(1, 4),
+    strict=st.booleans(),
+    mask_before_cap=st.booleans(),
+)
+def test_candidates_match_naive(seed, E, R, T, n, cap, K, strict, mask_before_cap):
+    rng = np.random.default_rng(seed)
+    quads, graph = random_graph(rng, E, R, T, n)
+    cfg = EnvConfig(max_path_length=K, max_actions=cap, strict_history=strict, mask_before_cap=mask_before_cap)
+    env = TemporalEnv(graph, cfg)
+    B = 16
+    queries = np.stack([rng.integers(0, E, B), rng.integers(0, 2 * R, B), rng.integers(0, E, B),
+                        rng.integers(0, T + 1, B)], 1)
+    state = env.reset(queries)
+    assert np.all(state.time == 0)  # t_0 = 0
+    for k in range(K):
+        cands = env.candidates(state)
+        assert cands.entity.shape == cands.mask.shape and cands.width <= cap + 1
+        for b in range(B):
+            vis = [v for v in state.visited[b] if v != NO_ENTITY]
+            assert state.entity[b] in vis
+            want = naive_candidates(quads.tolist(), R, state.entity[b], state.time[b], state.query_time[b],
+                                    vis, cap, strict, mask_before_cap)
+            c = int(cands.count[b])
+            got = list(zip(cands.entity[b, 1:1 + c].tolist(), cands.relation[b, 1:1 + c].tolist(),
+                           cands.time[b, 1:1 + c].tolist()))
+            assert got == want
+            # STOP in slot 0 keeps e_k and t_k; padding after the kept edges
+            assert (cands.entity[b, 0], cands.relation[b, 0], cands.time[b, 0]) == (
+                state.entity[b], stop_relation(R), state.time[b])
+            assert cands.mask[b, : c + 1].all() and not cands.mask[b, c + 1:].any()
+            assert np.all(cands.entity[b, c + 1:] == pad_entity(E))
+            assert np.all(cands.relation[b, c + 1:] == pad_relation(R))
+        # random valid step (STOP included)
+        choice = np.array([rng.integers(0, int(cands.count[b]) + 1) for b in range(B)])
+        nxt = env.step(state, cands, choice)
+        rows = np.arange(B)
+        assert np.array_equal(nxt.entity, cands.entity[rows, choice])
+        assert np.array_equal(nxt.time, cands.time[rows, choice])
+        stop = choice == 0
+        assert np.array_equal(nxt.entity[stop], state.entity[stop]) and np.array_equal(nxt.time[stop], state.time[stop])
+        # time never decreases along a path; visited gains the new entity
+        assert np.all(nxt.time >= state.time)
+        for b in range(B):
+            assert nxt.entity[b] in nxt.visited[b, : k + 2]
+        assert nxt.step == k + 1 and nxt.path_entity.shape == (B, k + 1)
+        state = nxt
+    with pytest.raises(ValueError):
+        env.candidates(state)
+    r = env.reward(state)
+    assert np.array_equal(r, (state.entity == queries[:, 2]).astype(np.float32))
+
+
+def test_simple_path_and_cap_order_hand_built():
+    # entity 0 has edges to 1 (t=0), 2 (t=1), 1 (t=2), 3 (t=3); query at t=5
+    quads = np.array([[0, 0, 1, 0], [0, 0, 2, 1], [0, 1, 1, 2], [0, 0, 3, 3]])
+    g = TemporalGraph.from_quadruples(quads, 4, 2)
+    q = np.array([[0, 0, 3, 5]])
+    # cap 2 after the mask: visited {0, 1} drops both edges to 1 -> keeps 3 (t=3) and 2 (t=1)
+    env = TemporalEnv(g, EnvConfig(max_actions=2, mask_before_cap=True))
+    s = env.reset(q)
+    c = env.candidates(s)
+    assert c.entity[0, 1:].tolist() == [3, 1]  # nothing visited yet but e_q
+    s1 = env.move(s, np.array([1]), np.array([0]), np.array([0]))
+    # at entity 1, time 0: edges back to 0 (inverse) are visited -> only STOP
+    c1 = env.candidates(s1)
+    assert c1.width == 1 and c1.relation[0, 0] == stop_relation(2)
+    # visited {0, 1} starting again from 0 at t=0 (artificial state): cap 2 applied after the mask
+    s2 = env.move(s1, np.array([0]), np.array([2]), np.array([0]))
+    c2 = env.candidates(s2)
+    assert c2.entity[0, 1:1 + c2.count[0]].tolist() == [3, 2]
+    env_b = TemporalEnv(g, EnvConfig(max_actions=2, mask_before_cap=False))
+    c3 = env_b.candidates(s2)  # cap first: the 2 most recent are (3, t=3), (1, t=2); 1 is visited
+    assert c3.entity[0, 1:1 + c3.count[0]].tolist() == [3]
+
+
+def test_strict_history_excludes_query_time():
+    quads = np.array([[0, 0, 1, 2], [0, 0, 2, 3]])
+    g = TemporalGraph.from_quadruples(quads, 3, 1)
+    q = np.array([[0, 0, 2, 3]])
+    strict = TemporalEnv(g, EnvConfig(strict_history=True)).candidates(TemporalEnv(g).reset(q))
+    loose = TemporalEnv(g, EnvConfig(strict_history=False)).candidates(TemporalEnv(g).reset(q))
+    assert strict.entity[0, 1:1 + strict.count[0]].tolist() == [1]
+    assert loose.entity[0, 1:1 + loose.count[0]].tolist() == [2, 1]
+
+
+def test_step_rejects_padding():
+    quads = np.array([[0, 0, 1, 0]])
+    g = TemporalGraph.from_quadruples(quads, 3, 1)
+    env = TemporalEnv(g)
+    s = env.reset(np.array([[2, 0, 1, 5], [0, 0, 1, 5]]))
+    c = env.candidates(s)
+    assert c.width == 2 and c.count.tolist() == [0, 1]
+    with pytest.raises(ValueError):
+        env.step(s, c, np.array([1, 1]))

@@ -1,0 +1,411 @@
+"""Reachable-entity labeling: exact = brute force, pruned fast = Algorithm 1, action labels, storage."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from raptor import labeling as L
+from raptor.config import LabelingConfig
+from raptor.graph import TemporalGraph
+
+ROOT = Path(__file__).resolve().parents[1]
+SETTINGS = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+# ------------------------------------------------------------------------------------------------
+# Brute force: forward enumeration of temporal simple paths (independent of both implementations)
+# ------------------------------------------------------------------------------------------------
+
+
+def brute_force(quads, num_entities, target, query_time, max_hops, strict=True):
+    """{(entity, hops): latest first-edge time} over simple paths e -> ... -> target of <= max_hops
+    edges (either direction of a quadruple), times non-decreasing, all < t_q (or <= t_q)."""
+    adj: dict[int, list[tuple[int, int]]] = {}
+    for s, _, o, t in quads:
+        adj.setdefault(s, []).append((o, t))
+        adj.setdefault(o, []).append((s, t))
+    allowed = (lambda t: t < query_time) if strict else (lambda t: t <= query_time)
+    out: dict[tuple[int, int], int] = {}
+
+    def walk(start, cur, path, t_prev, first, hops):
+        for nb, t in adj.get(cur, []):
+            if not allowed(t) or t < t_prev or nb in path:
+                continue
+            f = t if first is None else first
+            if nb == target:
+                key = (start, hops + 1)
+                out[key] = max(out.get(key, -1), f)
+            elif hops + 1 < max_hops:
+                walk(start, nb, path | {nb}, t, f, hops + 1)
+
+    for e in range(num_entities):
+        if e != target:
+            walk(e, e, {e}, -1, None, 0)
+    return out
+
+
+@st.composite
+def small_tkg(draw):
+    e = draw(st.integers(2, 9))
+    t = draw(st.integers(1, 6))
+    n = draw(st.integers(0, 30))
+    quad = st.tuples(st.integers(0, e - 1), st.integers(0, 2), st.integers(0, e - 1), st.integers(0, t - 1))
+    quads = draw(st.lists(quad, min_size=n, max_size=n))
+    pairs = draw(st.lists(st.tuples(st.integers(0, e - 1), st.integers(0, t)), min_size=1, max_size=8))
+    return e, np.array(quads, dtype=np.int64).reshape(-1, 4), pairs
+
+
+def _graph(e, quads):
+    return TemporalGraph.from_quadruples(quads, e, 3)
+
+
+def _table(graph, pairs, **kw):
+    tg = np.array([p[0] for p in pairs])
+    tq = np.array([p[1] for p in pairs])
+    return L.compute_labels(graph, tg, tq, **kw).to_dict()
+
+
+# ------------------------------------------------------------------------------------------------
+# Properties on random TKGs
+# ------------------------------------------------------------------------------------------------
+
+
+@SETTINGS
+@given(small_tkg(), st.sampled_from([2, 3, 4]), st.booleans())
+def test_exact_equals_brute_force(tkg, K, strict):
+    e, quads, pairs = tkg
+    g = _graph(e, quads)
+    got = _table(g, pairs, max_path_length=K, max_in_edges=None, strict_history=strict, workers=2, pairs_per_chunk=1)
+    for (o, t), rows in got.items():
+        assert rows == brute_force(quads.tolist(), e, o, t, K - 1, strict), (o, t)
+    if K == 3:  # the general depth-first kernel agrees with the specialised one
+        dfs = _table(g, pairs, max_path_length=K, max_in_edges=None, strict_history=strict, workers=1, kernel="dfs")
+        assert dfs == got
+
+
+@SETTINGS
+@given(small_tkg(), st.sampled_from([2, 3, 4]), st.sampled_from([1, 2, 3, 5]), st.booleans())
+def test_pruned_fast_equals_reference(tkg, K, N, strict):
+    e, quads, pairs = tkg
+    g = _graph(e, quads)
+    kw = dict(max_path_length=K, max_in_edges=N, strict_history=strict)
+    fast = _table(g, pairs, workers=2, pairs_per_chunk=1, **kw)
+    ref = _table(g, pairs, implementation="reference", **kw)
+    assert fast == ref
+    if K == 3:
+        assert _table(g, pairs, workers=1, kernel="dfs", **kw) == fast
+    # Pruning only removes paths: every pruned record is dominated by an exact one.
+    exact = _table(g, pairs, max_path_length=K, max_in_edges=None, strict_history=strict, workers=1)
+    for pair, rows in fast.items():
+        for key, t in rows.items():
+            assert exact[pair][key] >= t
+
+
+@SETTINGS
+@given(small_tkg())
+def test_reference_without_pruning_is_exact(tkg):
+    e, quads, pairs = tkg
+    g = _graph(e, quads)
+    ref = _table(g, pairs, max_path_length=3, max_in_edges=None, implementation="reference")
+    for (o, t), rows in ref.items():
+        assert rows == brute_force(quads.tolist(), e, o, t, 2)
+
+
+# ------------------------------------------------------------------------------------------------
+# Hand-worked cases
+# ------------------------------------------------------------------------------------------------
+
+# Target 0, t_q = 10. Hop 1: 1 (latest 8), 2 (3), 3 (1). Hop 2: 3 -> 1 at 7 <= 8, 2 -> 1 at 6 <= 8,
+# 4 -> 2 at 2 <= 3; 3 -> 2 at 4 > 3 and 4 -> 1 at 9 > 8 are too late. 5 -> 0 at 10 = t_q.
+HAND = np.array(
+    [
+        (1, 0, 0, 5), (1, 0, 0, 8), (2, 0, 0, 3), (3, 0, 1, 7), (3, 0, 2, 4), (4, 0, 2, 2),
+        (4, 0, 1, 9), (5, 0, 0, 10), (2, 0, 1, 6), (0, 0, 3, 1),
+    ]
+)
+HAND_L = {(1, 1): 8, (2, 1): 3, (3, 1): 1, (2, 2): 6, (3, 2): 7, (4, 2): 2}
+
+
+@pytest.fixture(scope="module")
+def hand_graph():
+    return TemporalGraph.from_quadruples(HAND, 6, 1)
+
+
+@pytest.mark.parametrize("implementation", ["fast", "reference"])
+def test_hand_worked_exact(hand_graph, implementation):
+    kw = dict(max_path_length=3, max_in_edges=None, implementation=implementation)
+    assert _table(hand_graph, [(0, 10)], strict_history=True, **kw)[(0, 10)] == HAND_L
+    # Paper-literal <= t_q also admits the edge at t_q itself.
+    assert _table(hand_graph, [(0, 10)], strict_history=False, **kw)[(0, 10)] == {**HAND_L, (5, 1): 10}
+    # K = 2: hop 1 only.
+    got = _table(hand_graph, [(0, 10)], max_path_length=2, max_in_edges=None, implementation=implementation)
+    assert got[(0, 10)] == {k: v for k, v in HAND_L.items() if k[1] == 1}
+
+
+@pytest.mark.parametrize("implementation", ["fast", "reference"])
+def test_hand_worked_pruning_counts_visited_slots(hand_graph, implementation):
+    kw = dict(max_path_length=3, implementation=implementation)
+    # N=1: the root keeps (1, 8); 1's latest in-edge at <= 8 is (0, 8), the visited target: nothing more.
+    assert _table(hand_graph, [(0, 10)], max_in_edges=1, **kw)[(0, 10)] == {(1, 1): 8}
+    # N=2: the root keeps (1, 8), (1, 5); from (1, 8) the window is (0, 8), (3, 7).
+    assert _table(hand_graph, [(0, 10)], max_in_edges=2, **kw)[(0, 10)] == {(1, 1): 8, (3, 2): 7}
+
+
+@pytest.mark.parametrize("implementation", ["fast", "reference"])
+def test_tie_break_prefers_larger_entity_and_collapses_relations(implementation):
+    quads = np.array([(1, 0, 0, 5), (2, 0, 0, 5), (2, 1, 0, 5), (2, 2, 0, 4)])
+    g = TemporalGraph.from_quadruples(quads, 3, 3)
+    got = _table(g, [(0, 9)], max_path_length=2, max_in_edges=1, implementation=implementation)
+    assert got[(0, 9)] == {(2, 1): 5}
+    # (2, 5) via two relations is one element of N_in, so N=2 reaches entity 1 too.
+    got = _table(g, [(0, 9)], max_path_length=2, max_in_edges=2, implementation=implementation)
+    assert got[(0, 9)] == {(2, 1): 5, (1, 1): 5}
+
+
+def test_simple_paths_differ_from_walks():
+    # 1 -(2)-> 2 -(3)-> 1 -(5)-> 0 is a temporal walk of 3 edges but not a simple path: no (1, 3).
+    quads = np.array([(1, 0, 0, 5), (1, 0, 2, 2), (2, 0, 1, 3)])
+    g = TemporalGraph.from_quadruples(quads, 3, 1)
+    for kw in (dict(), dict(implementation="reference")):
+        got = _table(g, [(0, 9)], max_path_length=4, max_in_edges=None, **kw)[(0, 9)]
+        assert got == {(1, 1): 5, (2, 2): 3}
+    assert brute_force(quads.tolist(), 3, 0, 9, 3) == {(1, 1): 5, (2, 2): 3}
+
+
+def test_label_pairs_both_directions():
+    quads = np.array([(0, 0, 1, 3), (2, 1, 1, 3), (1, 0, 0, 4)])
+    tg, tq = L.label_pairs(quads)
+    assert list(zip(tg.tolist(), tq.tolist())) == [(0, 3), (0, 4), (1, 3), (1, 4), (2, 3)]
+    assert tg.dtype == np.int32 and tq.dtype == np.int32
+
+
+# ------------------------------------------------------------------------------------------------
+# Action labels
+# ------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def hand_table(hand_graph):
+    return L.compute_labels(hand_graph, [0, 1], [10, 10], max_path_length=3, max_in_edges=None)
+
+
+def test_action_labels_hand_worked(hand_table):
+    P = 6  # padding entity E
+    ent = np.array(
+        [
+            [1, 1, 3, 4, 0, 5, 2, P],  # k = 0: hops 1 and 2 allowed
+            [3, 3, 2, 2, 0, 1, 1, P],  # k = 1: hop 1 only; current entity = target
+            [1, 0, 1, 2, 2, 0, 0, P],  # k = 2: only the target itself
+        ]
+    )
+    tim = np.array(
+        [
+            [8, 9, 7, 3, 9, 1, 0, 0],
+            [7, 1, 3, 5, 0, 8, 8, 0],
+            [2, 5, 1, 1, 1, 10, 0, 0],  # the target at t_q itself is not a strict-history action
+        ]
+    )
+    stop = np.zeros_like(ent, dtype=bool)
+    stop[:, 6] = True  # column 6 is STOP (its entity is the current one)
+    stop[1, 4] = True
+    mask = np.ones_like(stop)
+    mask[1, 5] = False  # explicit padding of an otherwise reachable candidate
+    cur = np.array([2, 0, 1])
+    y = L.action_labels(hand_table, [0, 0, 0], [10, 10, 10], [0, 1, 2], ent, tim, stop, cur, 3, cand_mask=mask)
+    expected = np.array(
+        [
+            [1, 0, 1, 0, 1, 0, 0, 0],
+            [0, 1, 1, 0, 1, 0, 1, 0],
+            [0, 1, 0, 0, 0, 0, 0, 0],
+        ],
+        dtype=np.uint8,
+    )
+    np.testing.assert_array_equal(y, expected)
+    # Same with relation ids: R = 1, STOP = 2, padding = 3; and a scalar step.
+    rel = np.where(stop, 2, 0)
+    rel[:, 7] = 3
+    ent2 = ent.copy()
+    ent2[:, 7] = 1  # a padding relation wins even over a real entity
+    y2 = L.action_labels(hand_table, [0] * 3, [10] * 3, [0, 1, 2], ent2, tim, None, cur, cand_relation=rel,
+                         num_relations=1, cand_mask=mask)
+    np.testing.assert_array_equal(y2, expected)
+    y0 = L.action_labels(hand_table, [0], [10], 0, ent[:1], tim[:1], stop[:1], cur[:1])
+    np.testing.assert_array_equal(y0, expected[:1])
+
+
+def test_action_labels_target_time_bound(hand_graph):
+    strict = L.compute_labels(hand_graph, [0], [10], max_path_length=3, max_in_edges=None, strict_history=True)
+    loose = L.compute_labels(hand_graph, [0], [10], max_path_length=3, max_in_edges=None, strict_history=False)
+    ent, tim = np.array([[0, 5]]), np.array([[10, 10]])
+    np.testing.assert_array_equal(L.action_labels(strict, [0], [10], 0, ent, tim), [[0, 0]])
+    np.testing.assert_array_equal(L.action_labels(loose, [0], [10], 0, ent, tim), [[1, 1]])
+
+
+def test_action_labels_errors(hand_table):
+    ent = np.array([[1]])
+    with pytest.raises(ValueError, match="not in the label table"):
+        L.action_labels(hand_table, [3], [10], 0, ent, ent)
+    with pytest.raises(ValueError, match="not in the label table"):
+        L.action_labels(hand_table, [0], [11], 0, ent, ent)
+    with pytest.raises(ValueError, match="shape"):
+        L.action_labels(hand_table, [0], [10], 0, ent, np.array([[1, 2]]))
+    with pytest.raises(ValueError, match="current_entity"):
+        L.action_labels(hand_table, [0], [10], 0, ent, ent, np.array([[True]]))
+    with pytest.raises(ValueError, match="step"):
+        L.action_labels(hand_table, [0], [10], -1, ent, ent)
+    assert L.action_labels(hand_table, [], [], 0, np.zeros((0, 4)), np.zeros((0, 4))).shape == (0, 4)
+
+
+@SETTINGS
+@given(small_tkg(), st.integers(0, 2), st.integers(0, 2**31 - 1))
+def test_action_labels_match_definition(tkg, k, seed):
+    e, quads, pairs = tkg
+    g = _graph(e, quads)
+    table = L.compute_labels(g, [p[0] for p in pairs], [p[1] for p in pairs], max_path_length=3, max_in_edges=None)
+    rng = np.random.default_rng(seed)
+    B, A = len(pairs), 6
+    tg = np.array([p[0] for p in pairs])
+    tq = np.array([p[1] for p in pairs])
+    ent = rng.integers(0, e + 1, (B, A))
+    tim = rng.integers(0, 7, (B, A))
+    stop = rng.random((B, A)) < 0.2
+    cur = rng.integers(0, e, B)
+    y = L.action_labels(table, tg, tq, k, ent, tim, stop, cur, 3)
+    for b in range(B):
+        rows = table.get(int(tg[b]), int(tq[b]))
+        for a in range(A):
+            if ent[b, a] == e:
+                want = 0
+            elif stop[b, a]:
+                want = int(cur[b] == tg[b])
+            elif ent[b, a] == tg[b]:
+                want = int(tim[b, a] < tq[b])
+            else:
+                want = int(any(ee == ent[b, a] and tim[b, a] <= t and h < 3 - k for (ee, h), t in rows.items()))
+            assert y[b, a] == want
+
+
+# ------------------------------------------------------------------------------------------------
+# Storage
+# ------------------------------------------------------------------------------------------------
+
+
+def _synthetic_graph():
+    from raptor.synthetic import SyntheticSpec, generate
+
+    spec = SyntheticSpec(num_entities=40, num_timestamps=20, seed=3)
+    splits = generate(spec)
+    quads = np.concatenate(list(splits.values()))
+    return TemporalGraph.from_quadruples(quads, spec.num_entities, spec.num_relations), splits["train"]
+
+
+@pytest.mark.parametrize("max_in_edges", [None, 3])
+def test_write_read_round_trip(tmp_path, max_in_edges):
+    g, train = _synthetic_graph()
+    tg, tq = L.label_pairs(train)
+    cfg = LabelingConfig(max_in_edges=max_in_edges, workers=2)
+    out = tmp_path / "labels"
+    (out).mkdir()
+    (out / "stale.txt").write_text("old")  # replaced as a whole
+    summary = L.write_labels(out, g, tg, tq, max_path_length=3, config=cfg)
+    assert not (out / "stale.txt").exists()
+    loaded = L.load_label_table(out)
+    direct = L.compute_labels(g, tg, tq, max_path_length=3, max_in_edges=max_in_edges, workers=1)
+    assert loaded.to_dict() == direct.to_dict()
+    assert loaded.num_pairs == len(tg) == summary["pairs"] and loaded.num_rows == summary["rows"] > 0
+    assert summary["mode"] == ("exact" if max_in_edges is None else "top3")
+    assert summary["bytes_on_disk"] > 0 and summary["rows_per_pair"]["q100"] >= summary["rows_per_pair"]["q50"]
+    on_disk = json.loads((out / "summary.json").read_text())
+    assert on_disk["rows"] == summary["rows"]
+    import pyarrow.parquet as pq
+
+    t = pq.read_table(out / "labels.parquet")
+    assert t.column_names == list(L.LABEL_COLUMNS)
+    assert all(str(f.type) == "int32" for f in t.schema)
+    cols = [t.column(c).to_numpy().astype(np.int64) for c in ("target", "query_time", "entity", "hops")]
+    key = np.lexsort(cols[::-1])
+    assert np.array_equal(key, np.arange(len(key)))  # sorted by (target, query_time, entity, hops)
+    # Same answers from the loaded table.
+    ent = np.full((len(tg), 1), 0)
+    np.testing.assert_array_equal(
+        L.action_labels(loaded, tg, tq, 0, ent, ent), L.action_labels(direct, tg, tq, 0, ent, ent)
+    )
+
+
+def test_load_errors(tmp_path):
+    with pytest.raises(FileNotFoundError, match="raptor label"):
+        L.load_label_table(tmp_path / "missing")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(FileNotFoundError, match="not a label directory"):
+        L.load_label_table(tmp_path / "empty")
+    g, train = _synthetic_graph()
+    tg, tq = L.label_pairs(train[:20])
+    out = tmp_path / "l"
+    L.write_labels(out, g, tg, tq, max_path_length=3)
+    s = json.loads((out / "summary.json").read_text())
+    s["format_version"] = 999
+    (out / "summary.json").write_text(json.dumps(s))
+    with pytest.raises(ValueError, match="format version"):
+        L.load_label_table(out)
+
+
+def test_bad_inputs():
+    g, _ = _synthetic_graph()
+    with pytest.raises(ValueError, match="target ids"):
+        L.compute_labels(g, [g.num_entities], [1], max_path_length=3)
+    with pytest.raises(ValueError, match="query times"):
+        L.compute_labels(g, [0], [-1], max_path_length=3)
+    with pytest.raises(ValueError, match="same length"):
+        L.compute_labels(g, [0, 1], [1], max_path_length=3)
+    with pytest.raises(ValueError, match="max_path_length"):
+        L.compute_labels(g, [0], [1], max_path_length=0)
+    with pytest.raises(ValueError, match="max_in_edges"):
+        L.compute_labels(g, [0], [1], max_path_length=3, max_in_edges=0)
+    with pytest.raises(ValueError, match="implementation"):
+        L.compute_labels(g, [0], [1], max_path_length=3, implementation="slow")
+    with pytest.raises(ValueError, match=r"\[n, 4\]"):
+        L.label_pairs(np.zeros((3, 3)))
+    assert L.compute_labels(g, [], [], max_path_length=3).num_pairs == 0
+
+
+# ------------------------------------------------------------------------------------------------
+# CLI
+# ------------------------------------------------------------------------------------------------
+
+
+def test_label_cli(tiny_raw, tmp_path, capsys):
+    from raptor.cli import main
+
+    params = str(ROOT / "params.yaml")
+    assert main(["ingest", "--raw", str(tiny_raw), "--out", str(tmp_path / "d"), "--params", params]) == 0
+    rc = main(["label", "--data", str(tmp_path / "d"), "--out", str(tmp_path / "l"), "--params", params,
+               "--exact", "--no-progress"])
+    assert rc == 0
+    assert "exact" in capsys.readouterr().out
+    table = L.load_label_table(tmp_path / "l")
+    assert table.max_in_edges is None and table.max_path_length == 3
+    # Train (days shifted to 0): (0,0,1,0) (1,1,2,1) (2,2,3,2) (0,1,3,2); pair (3, 2): 2 -> 3 and
+    # 0 -> 3 are at t_q itself, so nothing reaches 3 strictly before day 2.
+    assert table.get(3, 2) == {}
+    assert table.get(2, 1) == {}
+    assert table.get(2, 2) == {(1, 1): 1, (0, 2): 0}  # 0 -(0)-> 1 -(1)-> 2
+    rc = main(["label", "--data", str(tmp_path / "d"), "--out", str(tmp_path / "l2"), "--params", params,
+               "--no-strict-history", "--max-in-edges", "5", "--workers", "1", "--no-progress"])
+    assert rc == 0
+    assert L.load_label_table(tmp_path / "l2").get(3, 2) == {(2, 1): 2, (0, 1): 2, (1, 2): 1}
+
+
+def test_label_cli_missing_input_is_one_clear_line(tmp_path, capsys):
+    from raptor.cli import main
+
+    rc = main(["label", "--data", str(tmp_path / "nope"), "--out", str(tmp_path / "l"), "--params",
+               str(ROOT / "params.yaml"), "--no-progress"])
+    err = capsys.readouterr().err
+    assert rc == 1 and err.startswith("raptor label: error:") and "raptor ingest" in err
+    assert "Traceback" not in err

@@ -1,0 +1,165 @@
+"""Policy network: shapes, masking, LSTM cell, and the decomposed scorer against the literal one."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from raptor.config import ModelConfig
+from raptor.policy import Policy, gather_dot, lookup
+
+SMALL = ModelConfig(entity_dim=16, relation_dim=12, time_dim=5, step_dim=4, mlp_hidden_dim=24)
+
+
+def make_batch(rng, E, R, B=7, A=9, max_dt=30):
+    ent = torch.from_numpy(rng.integers(0, E + 1, (B, A)))
+    rel = torch.from_numpy(rng.integers(0, 2 * R + 2, (B, A)))
+    dt = torch.from_numpy(rng.integers(0, max_dt, (B, A)))
+    mask = torch.from_numpy(rng.random((B, A)) < 0.7)
+    mask[:, 0] = True
+    return ent, rel, dt, mask
+
+
+@pytest.mark.parametrize("dtype,tol", [(torch.float64, 1e-12), (torch.float32, 1e-4)])
+def test_decomposed_logits_equal_naive_values_and_gradients(dtype, tol):
+    torch.manual_seed(0)
+    rng = np.random.default_rng(0)
+    E, R = 11, 3
+    pol = Policy(E, R, SMALL, max_path_length=3).to(dtype)
+    ent, rel, dt, mask = make_batch(rng, E, R)
+    s = torch.randn(ent.shape[0], pol.d_action, dtype=dtype, requires_grad=True)
+    w = torch.randn(ent.shape, dtype=dtype)
+
+    def run(fn):
+        pol.zero_grad(set_to_none=True)
+        s.grad = None
+        z = fn(s, ent, rel, dt, mask)
+        (torch.where(mask, z, 0) * w).sum().backward()
+        grads = {n: (p.grad.clone() if p.grad is not None else torch.zeros_like(p)) for n, p in pol.named_parameters()}
+        return z.detach(), s.grad.clone(), grads
+
+    z1, gs1, g1 = run(pol.candidate_logits)
+    z2, gs2, g2 = run(pol.candidate_logits_naive)
+    assert z1.dtype == dtype
+    assert torch.isinf(z1[~mask]).all() and (z1[~mask] < 0).all()
+    torch.testing.assert_close(z1[mask], z2[mask], rtol=tol, atol=tol)
+    torch.testing.assert_close(gs1, gs2, rtol=tol, atol=tol)
+    for n in g1:
+        torch.testing.assert_close(g1[n], g2[n], rtol=tol, atol=tol, msg=n)
+
+
+def test_gather_dot_and_lookup_match_torch_including_non_leaf_tables():
+    torch.manual_seed(1)
+    table = torch.randn(13, 6, dtype=torch.float64, requires_grad=True)
+    idx = torch.randint(0, 13, (5, 7))
+    s = torch.randn(5, 6, dtype=torch.float64, requires_grad=True)
+    for make in (lambda: table, lambda: table * 2.0):  # leaf (direct accumulation) and non-leaf
+        table.grad = None
+        s.grad = None
+        (gather_dot(s, make(), idx) ** 2).sum().backward()
+        ga, gs = table.grad.clone(), s.grad.clone()
+        table.grad = None
+        s.grad = None
+        ((nn.functional.embedding(idx, make()) * s[:, None, :]).sum(-1) ** 2).sum().backward()
+        torch.testing.assert_close(ga, table.grad)
+        torch.testing.assert_close(gs, s.grad)
+        table.grad = None
+        (lookup(make(), idx) ** 3).sum().backward()
+        gl = table.grad.clone()
+        table.grad = None
+        (nn.functional.embedding(idx, make()) ** 3).sum().backward()
+        torch.testing.assert_close(gl, table.grad)
+
+
+def test_lstm_cell_matches_torch_lstmcell():
+    torch.manual_seed(2)
+    pol = Policy(5, 2, SMALL).double()
+    da = pol.d_action
+    ref = nn.LSTMCell(da, da).double()
+    with torch.no_grad():
+        ref.weight_ih.copy_(pol.lstm.weight[:, :da])
+        ref.weight_hh.copy_(pol.lstm.weight[:, da:])
+        ref.bias_ih.copy_(pol.lstm.bias)
+        ref.bias_hh.zero_()
+    x, h, c = (torch.randn(4, da, dtype=torch.float64) for _ in range(3))
+    h1, c1 = pol.lstm_cell(x, (h, c))
+    h2, c2 = ref(x, (h, c))
+    torch.testing.assert_close(h1, h2)
+    torch.testing.assert_close(c1, c2)
+
+
+def test_shapes_masking_and_softmax():
+    torch.manual_seed(3)
+    rng = np.random.default_rng(3)
+    E, R, K = 9, 2, 3
+    pol = Policy(E, R, SMALL, max_path_length=K)
+    ent, rel, dt, mask = make_batch(rng, E, R, B=6, A=8)
+    qe = torch.from_numpy(rng.integers(0, E, 6))
+    qr = torch.from_numpy(rng.integers(0, 2 * R, 6))
+    h, c = pol.initial_path_state(6)
+    assert h.shape == (6, pol.d_action) and torch.equal(h[0], h[5])  # h_0 shared by all queries
+    for k in range(K):
+        z, v = pol(qe, qr, h, k, ent, rel, dt, mask)
+        assert z.shape == (6, 8) and v.shape == (6,)
+        p = torch.softmax(z, 1)
+        assert torch.all(p[~mask] == 0)
+        torch.testing.assert_close(p.sum(1), torch.ones(6))
+        h, c = pol.advance_path((h, c), ent[:, 0], rel[:, 0], dt[:, 0])
+    u = pol.state_input(pol.query_embedding(qe, qr), h, 1)
+    assert u.shape == (6, SMALL.entity_dim + SMALL.relation_dim + pol.d_action + SMALL.step_dim)
+    # query relation embedding uses dt = 0: r(r_q, 0) = [Emb_R(r_q); cos(b)]
+    q = pol.query_embedding(qe, qr)
+    torch.testing.assert_close(q[:, -SMALL.time_dim:], torch.cos(pol.time_b).expand(6, -1))
+
+
+def test_bfloat16_autocast_logits_close_to_float32():
+    torch.manual_seed(4)
+    rng = np.random.default_rng(4)
+    pol = Policy(40, 5, ModelConfig(), max_path_length=3)
+    ent, rel, dt, mask = make_batch(rng, 40, 5, B=32, A=20)
+    qe = torch.from_numpy(rng.integers(0, 40, 32))
+    qr = torch.from_numpy(rng.integers(0, 10, 32))
+    h, _ = pol.initial_path_state(32)
+    z32, v32 = pol(qe, qr, h, 0, ent, rel, dt, mask)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        z16, v16 = pol(qe, qr, h, 0, ent, rel, dt, mask)
+    assert z16.dtype == torch.float32
+    p32, p16 = torch.softmax(z32, 1), torch.softmax(z16, 1)
+    assert (p32 - p16).abs().max() < 0.02
+    # the fast heads under autocast agree with the float32 reference too
+    pre = pol.precompute_query(pol.query_embedding(qe, qr))
+    s32, _ = pol.heads(pre, h, 0)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        pre16 = pol.precompute_query(pol.query_embedding(qe, qr))
+        s16, v16b = pol.heads(pre16, h, 0)
+        zf = pol.candidate_logits(s16, ent, rel, dt, mask)
+    torch.testing.assert_close(s32, pol.actor(pol.state_input(pol.query_embedding(qe, qr), h, 0)))
+    assert (torch.softmax(zf, 1) - p32).abs().max() < 0.02
+    assert (v16b.float() - v32).abs().max() < 0.05
+
+
+def test_fast_heads_equal_mlp_on_u_and_shared_h_lstm_path():
+    torch.manual_seed(5)
+    rng = np.random.default_rng(5)
+    E, R = 9, 2
+    pol = Policy(E, R, SMALL, max_path_length=3).double()
+    qe = torch.from_numpy(rng.integers(0, E, 6))
+    qr = torch.from_numpy(rng.integers(0, 2 * R, 6))
+    q = pol.query_embedding(qe, qr)
+    pre = pol.precompute_query(q)
+    h = torch.randn(6, pol.d_action, dtype=torch.float64)
+    for k in range(3):
+        s, v = pol.heads(pre, h, k)
+        u = pol.state_input(q, h, k)
+        torch.testing.assert_close(s, pol.actor(u))
+        torch.testing.assert_close(v, pol.critic(u))
+    # h_0 shared by all rows (expanded) takes the one-row path for W_hh h + b
+    h0, c0 = pol.initial_path_state(6)
+    assert h0.stride(0) == 0
+    x = torch.randn(6, pol.d_action, dtype=torch.float64)
+    h1, c1 = pol.lstm_cell(x, (h0, c0))
+    h2, c2 = pol.lstm_cell(x, (h0.contiguous(), c0.contiguous()))
+    torch.testing.assert_close(h1, h2)
+    torch.testing.assert_close(c1, c2)

@@ -1,0 +1,99 @@
+import csv
+import json
+
+import numpy as np
+import pytest
+
+from raptor.io import atomic_write_json
+from raptor.ranking import evaluation_metrics, write_metrics, write_predictions
+from raptor.report import epochs_to_reward, seed_metrics, significance, summarize, write_report
+
+R = 3
+
+
+def _fake_eval(folder, seed, ranks):
+    q = len(ranks)
+    d = folder / f"seed{seed}"
+    d.mkdir(parents=True)
+    rel = np.arange(q) % (2 * R)
+    metrics = evaluation_metrics(np.asarray(ranks, float), rel, R)
+    write_metrics(d / "metrics.json", metrics)
+    ent = np.full((q, 2), -1)
+    ent[:, 0] = 0
+    sc = np.full((q, 2), -np.inf, dtype=np.float32)
+    sc[:, 0] = 0.0
+    write_predictions(d / "predictions.parquet", np.arange(q) % 5, rel, np.zeros(q, int), np.arange(q),
+                      ent, sc, ranks)
+    return metrics
+
+
+def _fake_train(folder, seed, rewards):
+    d = folder / f"seed{seed}" / "rl"
+    d.mkdir(parents=True)
+    hist = [{"epoch": i, "reward": r, "val_mrr": (0.1 * r if i % 2 else None)} for i, r in enumerate(rewards)]
+    atomic_write_json(d / "history.json", hist)
+
+
+@pytest.fixture
+def runs(tmp_path):
+    rng = np.random.default_rng(0)
+    base = rng.integers(1, 30, size=200).astype(float)
+    out = {}
+    for variant, shift in (("pure_rl", 0.0), ("raptor", 1.0)):
+        for seed in (0, 1, 2):
+            better = np.maximum(1.0, base - shift * (1 + seed % 2) - rng.integers(0, 2, size=200))
+            out[(variant, seed)] = _fake_eval(tmp_path / "eval" / variant, seed, better)
+            _fake_train(tmp_path / "train" / variant, seed, [0.1 + 0.05 * i + 0.1 * shift for i in range(6)])
+    return tmp_path, out
+
+
+def test_summary_and_significance(runs):
+    root, metrics = runs
+    per_seed = seed_metrics(root / "eval/raptor")
+    s = summarize(per_seed)
+    vals = [metrics[("raptor", k)]["mrr"] for k in (0, 1, 2)]
+    assert s["mrr"]["mean"] == pytest.approx(np.mean(vals))
+    assert s["mrr"]["std"] == pytest.approx(np.std(vals, ddof=1))
+    sig = significance({"raptor": root / "eval/raptor", "pure_rl": root / "eval/pure_rl"}, n_resamples=2000)
+    assert sig["seeds"] == [0, 1, 2]
+    assert sig["seed_level"]["mrr"]["mean_diff"] > 0  # raptor's ranks are better by construction
+    assert sig["seed_level"]["mrr"]["significant_one_sided"]
+    assert sig["per_query"]
+    json.dumps(sig)  # serialisable
+
+
+def test_significance_needs_both_variants(runs):
+    root, _ = runs
+    with pytest.raises(ValueError, match="no evaluation of variant 'pure_rl'"):
+        significance({"raptor": root / "eval/raptor"})
+
+
+def test_epochs_to_reward():
+    hist = [{"epoch": 0, "reward": 0.1}, {"epoch": 1, "reward": 0.33}, {"epoch": 2, "reward": 0.4}]
+    assert epochs_to_reward(hist, 0.325) == 2
+    assert epochs_to_reward(hist, 0.9) is None
+
+
+def test_write_report(runs):
+    root, metrics = runs
+    evals = {"pure_rl": root / "eval/pure_rl", "raptor": root / "eval/raptor"}
+    sig = significance(evals, n_resamples=500)
+    atomic_write_json(root / "sig.json", sig)
+    write_report("ICEWS14", {"pure_rl": root / "train/pure_rl", "raptor": root / "train/raptor"}, evals,
+                 root / "report", root / "sig.json")
+    out = root / "report"
+    for f in ("main_table.md", "main_table.csv", "training_efficiency.png", "validation_mrr.png", "efficiency.csv",
+              "README.md", "report.json"):
+        assert (out / f).exists(), f
+    rows = list(csv.DictReader((out / "main_table.csv").open()))
+    paper = {r["model"]: r for r in rows if r["source"] == "paper"}
+    assert paper["RL-RAPTOR"]["mrr"] == "42.86" and paper["Pure-RL"]["hits@10"] == "59.46"
+    ours = [r for r in rows if r["source"] == "this run"]
+    assert len(ours) == 2
+    raptor_row = next(r for r in ours if r["model"].startswith("RL-RAPTOR"))
+    mean = 100 * np.mean([metrics[("raptor", s)]["mrr"] for s in (0, 1, 2)])
+    assert raptor_row["mrr"].startswith(f"{mean:.2f}") and raptor_row["mrr"].endswith("*")
+    eff = list(csv.DictReader((out / "efficiency.csv").open()))
+    # raptor's rewards are 0.2 + 0.05 i: reaches 0.325 at epoch index 3 -> 4 epochs.
+    assert {r["epochs_to_reward_0.325"] for r in eff if r["variant"] == "raptor"} == {"4"}
+    assert (out / "training_efficiency.png").read_bytes()[:4] == b"\x89PNG"

@@ -1,0 +1,212 @@
+"""Actor-critic training: loss definition, reproducibility, resume, and learning a planted pattern."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from raptor.beam import beam_search
+from raptor.config import EnvConfig, EvalConfig, ModelConfig, RLConfig
+from raptor.data import with_inverse_queries
+from raptor.env import TemporalEnv
+from raptor.graph import TemporalGraph
+from raptor.policy import Policy
+from raptor.rl import Rollout, actor_critic_loss, load_model, rollout, sample_actions, train
+from raptor.synthetic import SyntheticSpec, generate
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_torch_thread():
+    """Tiny models: one thread is faster, and immune to OpenMP spin-waiting on a shared machine."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+SMALL = ModelConfig(entity_dim=32, relation_dim=32, time_dim=8, step_dim=8, mlp_hidden_dim=64)
+
+
+def simple_mrr(res, queries, num_entities):
+    """Raw MRR from beam candidates (unreached gold: mean rank among the unreached)."""
+    gold = queries[:, 2]
+    hit = res.cand_entity == gold[:, None]
+    gs = np.where(hit.any(1), res.cand_score[np.arange(len(queries)), hit.argmax(1)], -np.inf)
+    n_reached = (res.cand_entity >= 0).sum(1)
+    greater = (res.cand_score > gs[:, None]).sum(1)
+    rank = np.where(np.isfinite(gs), 1 + greater, n_reached + 1 + (num_entities - n_reached - 1) / 2)
+    return float(np.mean(1.0 / rank))
+
+
+@pytest.fixture(scope="module")
+def synthetic():
+    spec = SyntheticSpec()
+    splits = generate(spec)
+    E, R = spec.num_entities, spec.num_relations
+    graph = TemporalGraph.from_quadruples(np.concatenate(list(splits.values())), E, R)
+    env = TemporalEnv(graph, EnvConfig(max_path_length=3, max_actions=50))
+    q = {k: with_inverse_queries(v, R).astype(np.int64) for k, v in splits.items()}
+    return env, q, E, R
+
+
+def test_actor_critic_loss_matches_appendix_c():
+    B, K = 2, 3
+    logp = torch.tensor([[-1.0, -0.5, -0.2], [-2.0, -0.1, -0.3]], requires_grad=True)
+    ent = torch.tensor([[1.0, 0.5, 0.2], [0.3, 0.2, 0.1]], requires_grad=True)
+    val = torch.tensor([[0.1, 0.2, 0.3], [0.4, 0.5, 0.6]], requires_grad=True)
+    reward = torch.tensor([1.0, 0.0])
+    ro = Rollout(logp, ent, val, None, reward)
+    gamma, beta = 0.9, 0.05
+    loss, parts = actor_critic_loss(ro, gamma, beta)
+    g = torch.stack([reward * gamma ** (K - 1 - k) for k in range(K)], 1)  # g_k = gamma^(K-1-k) R
+    adv = g - val.detach()
+    want = (-(logp * adv).sum(1) - beta * ent.sum(1) + ((val - g) ** 2).sum(1)).mean()
+    assert float(loss.detach()) == pytest.approx(float(want.detach()))
+    assert parts["reward"] == 0.5
+    loss.backward()
+    # actor gradient uses the detached advantage; critic gradient is 2 (V - g) / B
+    torch.testing.assert_close(logp.grad, -adv / B)
+    torch.testing.assert_close(val.grad, 2 * (val.detach() - g) / B)
+    torch.testing.assert_close(ent.grad, torch.full_like(ent, -beta / B))
+
+
+def test_sample_actions_respects_mask_and_allowed():
+    torch.manual_seed(0)
+    z = torch.tensor([[0.0, 1.0, float("-inf"), 2.0], [0.0, float("-inf"), float("-inf"), float("-inf")]])
+    gen = torch.Generator().manual_seed(0)
+    c = sample_actions(z.repeat(4000, 1), gen).reshape(4000, 2)
+    assert torch.all(c[:, 1] == 0)
+    counts = np.bincount(c[:, 0].numpy(), minlength=4)
+    assert counts[2] == 0
+    p = torch.softmax(z[0], 0).numpy()
+    np.testing.assert_allclose(counts / counts.sum(), p, atol=0.04)
+    allowed = torch.tensor([[True, False, False, False], [False, True, False, False]])
+    for _ in range(50):
+        c = sample_actions(z, gen, allowed)
+        assert c[0] == 0 and c[1] == 0  # row 1: nothing allowed is valid -> falls back to valid
+
+
+def test_rollout_is_reproducible_and_rewards_are_terminal(synthetic):
+    env, q, E, R = synthetic
+    torch.manual_seed(0)
+    pol = Policy(E, R, SMALL, 3)
+    a = rollout(pol, env, q["train"][:64], torch.Generator().manual_seed(7))
+    b = rollout(pol, env, q["train"][:64], torch.Generator().manual_seed(7))
+    assert np.array_equal(a.final.path_entity, b.final.path_entity)
+    torch.testing.assert_close(a.log_prob, b.log_prob)
+    assert a.log_prob.shape == (64, 3) and torch.all(a.log_prob <= 0)
+    assert torch.equal(a.reward, torch.from_numpy((a.final.entity == q["train"][:64, 2]).astype(np.float32)))
+
+
+def test_resume_gives_the_same_run(synthetic, tmp_path):
+    env, q, E, R = synthetic
+    rl = RLConfig(epochs=3, batch_size=256)
+    ev = EvalConfig(valid_every=2, beam_size=5)
+    evaluate = lambda p: {"mrr": simple_mrr(beam_search(p, env, q["valid"][:50], ev), q["valid"][:50], E)}
+
+    torch.manual_seed(0)
+    full = train(Policy(E, R, SMALL, 3), env, q["train"], rl, ev, seed=3, out_dir=tmp_path / "a",
+                 evaluate_fn=evaluate, progress=False)
+
+    class Interrupt(Exception):
+        pass
+
+    def stop_after_first(epoch, metrics):
+        if epoch == 0:
+            raise Interrupt
+
+    torch.manual_seed(0)
+    with pytest.raises(Interrupt):
+        train(Policy(E, R, SMALL, 3), env, q["train"], rl, ev, seed=3, out_dir=tmp_path / "b",
+              evaluate_fn=evaluate, on_epoch_end=stop_after_first, progress=False)
+    torch.manual_seed(123)  # a different init: everything must come from the checkpoint
+    seen = []
+    resumed = train(Policy(E, R, SMALL, 3), env, q["train"], rl, ev, seed=3, out_dir=tmp_path / "b",
+                    evaluate_fn=evaluate, resume=True, on_epoch_end=lambda e, m: seen.append(e), progress=False)
+    assert seen == [1, 2]
+    for x, y in zip(full.history, resumed.history):
+        for key in ("reward", "actor_loss", "critic_loss", "entropy", "val_mrr"):
+            assert x[key] == y[key], key
+    pa, _ = load_model(tmp_path / "a" / "final.pt")
+    pb, meta = load_model(tmp_path / "b" / "final.pt")
+    for (n, ta), tb in zip(pa.state_dict().items(), pb.state_dict().values()):
+        assert torch.equal(ta, tb), n
+    assert meta["seed"] == 3
+    for name in ("checkpoint.pt", "best.pt", "final.pt", "history.json", "history.csv"):
+        assert (tmp_path / "b" / name).exists()
+    hist = json.loads((tmp_path / "b" / "history.json").read_text())
+    assert [h["epoch"] for h in hist] == [0, 1, 2]
+    assert hist[1]["val_mrr"] is not None and hist[0]["val_mrr"] is None  # validated after epoch 2 and last
+    assert full.best_epoch in (1, 2)
+    # entropy coefficient decays per epoch, not per batch
+    assert [h["entropy_beta"] for h in hist] == pytest.approx([0.01, 0.009, 0.0081])
+
+
+def test_training_learns_planted_pattern(synthetic):
+    env, q, E, R = synthetic
+    torch.manual_seed(0)
+    pol = Policy(E, R, SMALL, 3)
+    ev = EvalConfig(beam_size=20)
+    random_mrr = simple_mrr(beam_search(pol, env, q["test"], ev), q["test"], E)
+    res = train(pol, env, q["train"], RLConfig(epochs=30, batch_size=128), ev, seed=0, progress=False)
+    rewards = [h["reward"] for h in res.history]
+    assert np.mean(rewards[-5:]) > 2.5 * np.mean(rewards[:3])
+    trained_mrr = simple_mrr(beam_search(pol, env, q["test"], ev), q["test"], E)
+    assert trained_mrr > random_mrr + 0.08, (random_mrr, trained_mrr)
+
+
+def test_fused_sample_step_matches_torch_reference():
+    from raptor.rl import sample_step
+
+    torch.manual_seed(0)
+    z = torch.randn(64, 9, dtype=torch.float32) * 3
+    mask = torch.rand(64, 9) < 0.6
+    mask[:, 0] = True
+    z = z.masked_fill(~mask, float("-inf")).requires_grad_(True)
+    gl, ge = torch.randn(64), torch.randn(64)
+    choice, logp_c, ent = sample_step(z, mask, torch.Generator().manual_seed(3))
+    assert torch.all(mask[torch.arange(64), choice])
+    (logp_c * gl + ent * ge).sum().backward()
+    g1 = z.grad.clone()
+    z.grad = None
+    logp = torch.log_softmax(z, 1)
+    ref_lp = logp.gather(1, choice[:, None]).squeeze(1)
+    ref_ent = -(logp.exp() * logp.masked_fill(~mask, 0.0)).sum(1)
+    torch.testing.assert_close(logp_c, ref_lp.detach(), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(ent, ref_ent.detach(), rtol=1e-5, atol=1e-5)
+    (ref_lp * gl + ref_ent * ge).sum().backward()
+    torch.testing.assert_close(g1, z.grad, rtol=1e-4, atol=1e-5)
+    # sampling frequencies follow softmax(z)
+    zz = torch.tensor([[0.0, 1.0, 2.0, float("-inf")]]).repeat(20000, 1)
+    m = torch.isfinite(zz)
+    c, _, _ = sample_step(zz, m, torch.Generator().manual_seed(1))
+    freq = np.bincount(c.numpy(), minlength=4) / 20000
+    np.testing.assert_allclose(freq, torch.softmax(zz[0], 0).numpy(), atol=0.015)
+
+
+def test_train_command_end_to_end(tmp_path):
+    from raptor.cli import main
+    from raptor.synthetic import write_raw
+
+    raw = write_raw(tmp_path / "raw", SyntheticSpec())
+    params = tmp_path / "p.yaml"
+    params.write_text(
+        "env: {max_actions: 30}\n"
+        "model: {entity_dim: 16, relation_dim: 16, time_dim: 4, step_dim: 4, mlp_hidden_dim: 32}\n"
+        "rl: {epochs: 3, batch_size: 256}\n"
+        "eval: {valid_every: 2, beam_size: 10}\n"
+        "train: {num_threads: 1}\n"
+    )
+    assert main(["ingest", "--raw", str(raw), "--out", str(tmp_path / "ing"), "--params", str(params)]) == 0
+    assert main(["graph", "--data", str(tmp_path / "ing"), "--out", str(tmp_path / "g.npz")]) == 0
+    args = ["train", "--data", str(tmp_path / "ing"), "--graph", str(tmp_path / "g.npz"), "--out",
+            str(tmp_path / "run"), "--seed", "2", "--params", str(params), "--no-progress"]
+    assert main(args + ["--epochs", "2"]) == 0
+    assert main(args + ["--resume"]) == 0
+    hist = json.loads((tmp_path / "run" / "history.json").read_text())
+    assert [h["epoch"] for h in hist] == [0, 1, 2]
+    assert hist[1]["val_mrr"] is not None and 0 < hist[2]["val_mrr"] <= 1
+    policy, meta = load_model(tmp_path / "run" / "best.pt")
+    assert meta["seed"] == 2 and meta["variant"] == "pure_rl"
