@@ -50,7 +50,7 @@ def schedule_from_args(args: argparse.Namespace):
     if args.cron is not None:
         return Cron(args.cron, timezone=args.timezone)
     if args.interval <= 0:
-        raise SystemExit("--interval: must be > 0 seconds")
+        raise ValueError("--interval: must be > 0 seconds")
     return Interval(timedelta(seconds=args.interval), timezone=args.timezone)
 
 
@@ -63,6 +63,18 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.limit < 1:
         print("flows.deploy: --limit must be >= 1", file=sys.stderr)
+        return 2
+    try:
+        schedule = schedule_from_args(args)
+    except ValueError as exc:
+        print(f"flows.deploy: {exc}", file=sys.stderr)
+        return 2
+    from raptor.config import load_params
+
+    try:
+        load_params(params)  # a broken params file fails now, not at 03:00
+    except Exception as exc:  # noqa: BLE001 - any load error is reported the same way
+        print(f"flows.deploy: {exc}", file=sys.stderr)
         return 2
     if not os.environ.get("PREFECT_API_URL"):
         print(
@@ -81,7 +93,6 @@ def main(argv: list[str] | None = None) -> int:
 
     from .pipeline import pipeline_flow
 
-    schedule = schedule_from_args(args)
     pipeline_flow.serve(
         name=args.name,
         schedules=[schedule],

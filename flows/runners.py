@@ -9,17 +9,19 @@ Choosing the runner (first match wins):
 - ``kind="thread"``: Prefect's :class:`~prefect.task_runners.ThreadPoolTaskRunner` in this process
   (``max_workers`` from the argument or ``RAPTOR_MAX_WORKERS``; default: Prefect's).
 - ``kind="dask"`` or an ``address`` (argument, else ``RAPTOR_DASK_ADDRESS``, e.g.
-  ``tcp://10.0.0.5:8786``): a :class:`prefect_dask.DaskTaskRunner` connected to that scheduler; with
-  ``kind="dask"`` and no address, a temporary ``distributed.LocalCluster`` on 127.0.0.1 with
-  ``RAPTOR_DASK_WORKERS`` workers (default 2) of ``RAPTOR_DASK_THREADS`` threads (default 1), in worker
-  processes unless ``RAPTOR_DASK_PROCESSES=false``; its dashboard listens on a free loopback port.
-- ``kind=None``: ``RAPTOR_TASK_RUNNER`` (``thread`` | ``dask``) if set, else ``dask`` when an address is
-  known, else ``thread``.
+  ``tcp://10.0.0.5:8786``): a :class:`prefect_dask.DaskTaskRunner` connected to that scheduler.
+  With ``kind="dask"`` and no address: a temporary ``distributed.LocalCluster`` on 127.0.0.1 with
+  ``max_workers`` workers (else ``RAPTOR_DASK_WORKERS``, default 2) of ``RAPTOR_DASK_THREADS``
+  threads (default 1), in worker processes unless ``RAPTOR_DASK_PROCESSES=false``; its dashboard
+  listens on a free loopback port.
+- ``kind=None``: ``RAPTOR_TASK_RUNNER`` (``thread`` | ``dask``) if set, else ``dask`` when an address
+  is known, else ``thread``.
 
-On Dask the task function and its arguments are pickled to the workers (cloudpickle): define tasks at
-module level and pass paths, not open handles. Set ``PREFECT_API_URL`` to a Prefect server when tasks
-run in other processes: without one, every worker process starts its own temporary local API. Workers must see the same files (shared filesystem)
-and have the project installed (same image or ``scripts/setup.sh``).
+On Dask the task function and its arguments are pickled to the workers (cloudpickle): define tasks
+at module level and pass paths, not open handles. Workers must see the same files (shared
+filesystem) and have the project installed (same image or ``scripts/setup.sh``). Set
+``PREFECT_API_URL`` to a Prefect server when tasks run in other processes: without one, every
+worker process starts its own temporary local API.
 """
 
 from __future__ import annotations

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Optional
 
 from prefect import flow, unmapped
-from prefect.task_runners import ThreadPoolTaskRunner
 
 from raptor import layout
 from raptor.config import load_params
@@ -55,8 +54,11 @@ def label_flow(params_path: str = "params.yaml", root: str = ".") -> dict:
                       params_path)
 
 
-def _runner(parallel_runs: int) -> ThreadPoolTaskRunner:
-    return ThreadPoolTaskRunner(max_workers=parallel_runs)
+def _runner(parallel_runs: int):
+    """Threads by default; Dask when ``RAPTOR_DASK_ADDRESS`` names a scheduler (flows/runners.py)."""
+    from .runners import task_runner
+
+    return task_runner(max_workers=parallel_runs)
 
 
 @flow(name="finetune")

@@ -178,63 +178,49 @@ def _axpy(w, x, y):  # pragma: no cover - compiled
         y[j] += w * x[j]
 
 
-# The kernels work on 1-D row views (``s[b, :de]``, ``table[e]``): with 2-D indexing inside the
-# inner loops numba did not vectorise them (5x slower).
+# The kernels work on 1-D row views (``s[b]``, ``table[e]``): with 2-D indexing inside the inner
+# loops numba did not vectorise them (5x slower).
 @numba.njit(cache=True, nogil=True, fastmath=True)
-def _action_scores_fwd(s, ent_t, rel_t, time_t, ent, rel, dt, mask, out):  # pragma: no cover
+def _action_scores_fwd(s, ent_t, g_rel, g_time, ent, rel, dt, mask, out):  # pragma: no cover
+    """``out[b, a] = s[b] . E[ent] + G_rel[b, rel] + G_time[b, dt]`` (``-inf`` off the mask)."""
     B, A = ent.shape
-    de = ent_t.shape[1]
-    dr = rel_t.shape[1]
     for b in range(B):
-        se = s[b, :de]
-        sr = s[b, de:de + dr]
-        st = s[b, de + dr:]
+        sb = s[b]
         for a in range(A):
             if not mask[b, a]:
                 out[b, a] = -np.inf
                 continue
-            out[b, a] = _dot(se, ent_t[ent[b, a]]) + _dot(sr, rel_t[rel[b, a]]) + _dot(st, time_t[dt[b, a]])
+            out[b, a] = _dot(sb, ent_t[ent[b, a]]) + g_rel[b, rel[b, a]] + g_time[b, dt[b, a]]
 
 
 @numba.njit(cache=True, nogil=True, fastmath=True)
-def _action_scores_bwd_s(g, ent_t, rel_t, time_t, ent, rel, dt, mask, ds):  # pragma: no cover
-    """``ds[b] = sum_a g[b, a] [E[ent]; Rel[rel]; T[dt]]`` (rows independent)."""
+def _action_scores_bwd_s(g, ent_t, ent, rel, dt, mask, ds, dg_rel, dg_time):  # pragma: no cover
+    """``ds[b] = sum_a g[b, a] E[ent[b, a]]``; ``dG_rel[b, rel] += g``, ``dG_time[b, dt] += g``."""
     B, A = ent.shape
-    de = ent_t.shape[1]
-    dr = rel_t.shape[1]
-    acc = np.zeros(ds.shape[1], dtype=ds.dtype)  # local accumulator: no aliasing with the tables
-    dse = acc[:de]
-    dsr = acc[de:de + dr]
-    dst = acc[de + dr:]
+    acc = np.zeros(ds.shape[1], dtype=ds.dtype)  # local accumulator: no aliasing with the table
     for b in range(B):
         acc[:] = 0
         for a in range(A):
             w = g[b, a]
             if not mask[b, a] or w == 0:
                 continue
-            _axpy(w, ent_t[ent[b, a]], dse)
-            _axpy(w, rel_t[rel[b, a]], dsr)
-            _axpy(w, time_t[dt[b, a]], dst)
+            _axpy(w, ent_t[ent[b, a]], acc)
+            dg_rel[b, rel[b, a]] += w
+            dg_time[b, dt[b, a]] += w
         ds[b, :] = acc
 
 
 @numba.njit(cache=True, nogil=True, fastmath=True)
-def _action_scores_bwd_tables(g, s, ent, rel, dt, mask, d_ent, d_rel, d_time):  # pragma: no cover
-    """Scatter-add ``g[b, a] s[b]`` (split by blocks) into the rows of the three tables."""
+def _action_scores_bwd_table(g, s, ent, mask, d_ent):  # pragma: no cover
+    """Scatter-add ``g[b, a] s[b]`` into ``dE[ent[b, a]]``."""
     B, A = ent.shape
-    de = d_ent.shape[1]
-    dr = d_rel.shape[1]
     for b in range(B):
-        se = s[b, :de]
-        sr = s[b, de:de + dr]
-        st = s[b, de + dr:]
+        sb = s[b]
         for a in range(A):
             w = g[b, a]
             if not mask[b, a] or w == 0:
                 continue
-            _axpy(w, se, d_ent[ent[b, a]])
-            _axpy(w, sr, d_rel[rel[b, a]])
-            _axpy(w, st, d_time[dt[b, a]])
+            _axpy(w, sb, d_ent[ent[b, a]])
 
 
 _POOL = None
@@ -255,60 +241,60 @@ def _parallel(work: int) -> bool:
 
 
 class _ActionScores(torch.autograd.Function):
-    """``z[b, a] = <s[b], [E[ent]; Rel[rel]; T[dt]]>`` (``-inf`` where ``mask`` is false), fused."""
+    """``z[b, a] = s_e[b] . E[ent] + G_rel[b, rel] + G_time[b, dt]`` (``-inf`` off the mask), fused.
+
+    ``G_rel = S_r Rel^T`` (``[B, 2R+2]``) and ``G_time = S_t tau_table^T`` (``[B, T]``) are small
+    GEMMs done by torch (their backward too); the kernel gathers them and does the entity dot
+    products, whose backward scatter-adds straight into ``E.grad`` when ``E`` is a leaf.
+    """
 
     @staticmethod
-    def forward(ctx, s, ent_t, rel_t, time_t, ent, rel, dt, mask):
+    def forward(ctx, s_e, ent_t, g_rel, g_time, ent, rel, dt, mask):
         dtype = ent_t.dtype
-        s_ = s.detach().to(dtype).contiguous()
-        tabs = [x.detach().to(dtype).contiguous() for x in (ent_t, rel_t, time_t)]
+        s_ = s_e.detach().to(dtype).contiguous()
+        et = ent_t.detach().contiguous()
+        gr = g_rel.detach().to(dtype).contiguous()
+        gt = g_time.detach().to(dtype).contiguous()
         idx = [x.contiguous() for x in (ent, rel, dt, mask)]
         out = torch.empty(ent.shape, dtype=dtype)
-        arrs = (s_.numpy(), *(x.numpy() for x in tabs), *(x.numpy() for x in idx), out.numpy())
+        arrs = (s_.numpy(), et.numpy(), gr.numpy(), gt.numpy(), *(x.numpy() for x in idx), out.numpy())
         B = ent.shape[0]
         if _parallel(ent.numel()) and B >= 2:
             h = B // 2
-            halves = [tuple(x if i in (1, 2, 3) else x[lo:hi] for i, x in enumerate(arrs)) for lo, hi in ((0, h), (h, B))]
+            halves = [tuple(x if i == 1 else x[lo:hi] for i, x in enumerate(arrs)) for lo, hi in ((0, h), (h, B))]
             for f in [_pool().submit(_action_scores_fwd, *args) for args in halves]:
                 f.result()
         else:
             _action_scores_fwd(*arrs)
-        ctx.save_for_backward(s_, *tabs, *idx)
-        ctx.leaves = (ent_t, rel_t, time_t)
-        ctx.s_dtype = s.dtype
+        ctx.save_for_backward(s_, et, *idx)
+        ctx.table = ent_t
+        ctx.shapes = (g_rel.shape, g_time.shape, g_rel.dtype, g_time.dtype, s_e.dtype)
         return out
 
     @staticmethod
     def backward(ctx, g):
-        s_, et, rt, tt, ent, rel, dt, mask = ctx.saved_tensors
+        s_, et, ent, rel, dt, mask = ctx.saved_tensors
+        shape_r, shape_t, dtype_r, dtype_t, dtype_s = ctx.shapes
+        table = ctx.table
         g = g.contiguous().to(s_.dtype)
-        grads, direct = [], []
-        for i, (leaf, tab) in enumerate(zip(ctx.leaves, (et, rt, tt))):
-            if not ctx.needs_input_grad[1 + i]:
-                grads.append(torch.zeros_like(tab))  # scratch, discarded
-                direct.append(True)
-            elif _accumulate_into_leaf(leaf) and leaf.dtype == tab.dtype:
-                grads.append(_leaf_grad(leaf))
-                direct.append(True)
-            else:
-                grads.append(torch.zeros_like(tab))
-                direct.append(False)
         ds = torch.empty_like(s_)
-        idx = (ent.numpy(), rel.numpy(), dt.numpy(), mask.numpy())
-        args_s = (g.numpy(), et.numpy(), rt.numpy(), tt.numpy(), *idx, ds.numpy())
-        args_t = (g.numpy(), s_.numpy(), *idx, *(x.numpy() for x in grads))
+        dgr = torch.zeros(shape_r, dtype=s_.dtype)
+        dgt = torch.zeros(shape_t, dtype=s_.dtype)
+        direct = ctx.needs_input_grad[1] and _accumulate_into_leaf(table) and table.dtype == s_.dtype
+        de = _leaf_grad(table) if direct else torch.zeros_like(et)
+        n = (ent.numpy(), rel.numpy(), dt.numpy(), mask.numpy())
+        args_s = (g.numpy(), et.numpy(), *n, ds.numpy(), dgr.numpy(), dgt.numpy())
+        args_t = (g.numpy(), s_.numpy(), n[0], n[3], de.numpy())
         if _parallel(ent.numel()):
-            # ds and the table gradients touch disjoint memory: one thread each
-            jobs = [_pool().submit(_action_scores_bwd_s, *args_s), _pool().submit(_action_scores_bwd_tables, *args_t)]
+            # ds / dG and the table gradient touch disjoint memory: one thread each
+            jobs = [_pool().submit(_action_scores_bwd_s, *args_s), _pool().submit(_action_scores_bwd_table, *args_t)]
             for f in jobs:
                 f.result()
         else:
             _action_scores_bwd_s(*args_s)
-            _action_scores_bwd_tables(*args_t)
-        out = [ds.to(ctx.s_dtype)]
-        for leaf, gr, dr in zip(ctx.leaves, grads, direct):
-            out.append(None if dr else gr.to(leaf.dtype))
-        return (*out, None, None, None, None)
+            _action_scores_bwd_table(*args_t)
+        d_table = None if (direct or not ctx.needs_input_grad[1]) else de.to(table.dtype)
+        return ds.to(dtype_s), d_table, dgr.to(dtype_r), dgt.to(dtype_t), None, None, None, None
 
 
 # ------------------------------------------------------------------------------------------------
@@ -317,9 +303,44 @@ class _ActionScores(torch.autograd.Function):
 
 
 def _tanh(x: torch.Tensor) -> torch.Tensor:
-    """``tanh(x) = 2 sigmoid(2x) - 1``: same function, but torch's CPU sigmoid kernel is ~4x faster
-    than its tanh kernel here (profiled in beam search and training)."""
+    """``tanh``; without autograd as ``2 sigmoid(2x) - 1`` (same function, but torch's CPU sigmoid
+    kernel was ~4x faster than its tanh kernel on the large beam-search tensors). With autograd the
+    plain ``tanh`` is cheaper (one fused backward)."""
+    if x.requires_grad:
+        return torch.tanh(x)
     return 2.0 * torch.sigmoid(2.0 * x) - 1.0
+
+
+class BlockLinear(nn.Module):
+    """``nn.Linear`` over ``u = [q; h; k]`` whose weight is stored as three column blocks.
+
+    ``forward(u)`` is the ordinary linear layer (``W = [W_q W_h W_k]``); keeping the blocks as
+    separate parameters lets :meth:`Policy.precompute_query` use them without slicing a weight
+    (whose backward allocated and zero-filled a full-size gradient per slice).
+    """
+
+    def __init__(self, in_blocks: tuple[int, int, int], out_features: int):
+        super().__init__()
+        self.in_blocks = in_blocks
+        self.in_features = sum(in_blocks)
+        self.out_features = out_features
+        self.weight_q = nn.Parameter(torch.empty(out_features, in_blocks[0]))
+        self.weight_h = nn.Parameter(torch.empty(out_features, in_blocks[1]))
+        self.weight_k = nn.Parameter(torch.empty(out_features, in_blocks[2]))
+        self.bias = nn.Parameter(torch.empty(out_features))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        bound = 1.0 / math.sqrt(self.in_features)  # as nn.Linear's default init over the full fan-in
+        for p in (self.weight_q, self.weight_h, self.weight_k, self.bias):
+            nn.init.uniform_(p, -bound, bound)
+
+    @property
+    def weight(self) -> torch.Tensor:
+        return torch.cat([self.weight_q, self.weight_h, self.weight_k], dim=1)
+
+    def forward(self, u: torch.Tensor) -> torch.Tensor:
+        return F.linear(u, self.weight, self.bias)
 
 
 class Policy(nn.Module):
@@ -347,12 +368,15 @@ class Policy(nn.Module):
         self.a_init = nn.Parameter(torch.empty(da))
         self.h_init = nn.Parameter(torch.zeros(da))
         self.c_init = nn.Parameter(torch.zeros(da))
-        # LSTM cell as one linear map of [x; h] (gate order i, f, g, o like torch.nn.LSTMCell), so that
-        # it runs as a single GEMM and autocast applies to it.
-        self.lstm = nn.Linear(2 * da, 4 * da)
+        # LSTM cell (gate order i, f, g, o like torch.nn.LSTMCell, one bias) written with F.linear so
+        # that autocast applies to it.
+        self.lstm_weight_ih = nn.Parameter(torch.empty(4 * da, da))
+        self.lstm_weight_hh = nn.Parameter(torch.empty(4 * da, da))
+        self.lstm_bias = nn.Parameter(torch.empty(4 * da))
         H = config.mlp_hidden_dim
-        self.actor_mlp = nn.Sequential(nn.Linear(self.d_state_input, H), nn.ReLU(), nn.Linear(H, da))
-        self.critic_mlp = nn.Sequential(nn.Linear(self.d_state_input, H), nn.ReLU(), nn.Linear(H, 1))
+        blocks = (de + dr, da, config.step_dim)  # u = [q; h_k; Emb_step(k)]
+        self.actor_mlp = nn.Sequential(BlockLinear(blocks, H), nn.ReLU(), nn.Linear(H, da))
+        self.critic_mlp = nn.Sequential(BlockLinear(blocks, H), nn.ReLU(), nn.Linear(H, 1))
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -361,8 +385,8 @@ class Policy(nn.Module):
         nn.init.xavier_uniform_(self.step_emb.weight)
         nn.init.normal_(self.a_init, std=1.0 / math.sqrt(self.d_action))
         bound = 1.0 / math.sqrt(self.d_action)
-        nn.init.uniform_(self.lstm.weight, -bound, bound)
-        nn.init.uniform_(self.lstm.bias, -bound, bound)
+        for p in (self.lstm_weight_ih, self.lstm_weight_hh, self.lstm_bias):
+            nn.init.uniform_(p, -bound, bound)
         with torch.no_grad():
             self.entity_emb.weight[pad_entity(self.num_entities)].zero_()
 
@@ -385,11 +409,8 @@ class Policy(nn.Module):
     def lstm_cell(self, x: torch.Tensor, hc: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         h, c = hc
         if h.dim() == 2 and h.shape[0] > 1 and h.stride(0) == 0:
-            # every row has the same h (h_0 expanded): W_hh h + b is computed once, for one row
-            da = x.shape[-1]
-            gates = F.linear(x, self.lstm.weight[:, :da]) + F.linear(h[:1], self.lstm.weight[:, da:], self.lstm.bias)
-        else:
-            gates = self.lstm(torch.cat([x, h.to(x.dtype)], dim=-1))
+            h = h[:1]  # every row has the same h (h_0 expanded): W_hh h + b is computed for one row
+        gates = F.linear(x, self.lstm_weight_ih) + F.linear(h.to(x.dtype), self.lstm_weight_hh, self.lstm_bias)
         # gate nonlinearities in float32 (bfloat16 elementwise ops are slow on CPU)
         i, f, g, o = gates.float().chunk(4, dim=-1)
         c = torch.sigmoid(f) * c + torch.sigmoid(i) * _tanh(g)
@@ -445,12 +466,14 @@ class Policy(nn.Module):
         with torch.autocast(device_type=s.device.type, enabled=False):
             table = self.time_encoding(torch.arange(n_dt, device=dt.device))
         E, Rl = self.entity_emb.weight, self.relation_emb.weight
+        de, ds = self.d_entity, self.d_static
+        s_e, s_r, s_t = s[:, :de], s[:, de:de + ds], s[:, de + ds:]
         if s.device.type == "cpu" and E.dtype in (torch.float32, torch.float64):
             if mask is None:
                 mask = torch.ones(entity.shape, dtype=torch.bool)
-            return _ActionScores.apply(s, E, Rl, table, entity, relation, dt, mask)
-        de, ds = self.d_entity, self.d_static
-        s_e, s_r, s_t = s[:, :de], s[:, de:de + ds], s[:, de + ds:]
+            g_rel = s_r @ Rl.to(s_r.dtype).t()  # [B, 2R+2]
+            g_time = s_t @ table.to(s_t.dtype).t()  # [B, T]
+            return _ActionScores.apply(s_e, E, g_rel, g_time, entity, relation, dt, mask)
         z = gather_dot(s_e, E, entity)
         z = z + (s_r @ Rl.to(s_r.dtype).t()).float().gather(1, relation)
         z = z + (s_t @ table.to(s_t.dtype).t()).float().gather(1, dt)
@@ -478,20 +501,18 @@ class Policy(nn.Module):
         blocks are sliced (and cast, under autocast) once instead of at every step. The critic's
         parts come from a detached ``q`` (its loss trains the critic MLP only).
         """
-        dq = query.shape[-1]
-        dh = self.d_action
         a1, c1 = self.actor_mlp[0], self.critic_mlp[0]
         dtype = query.dtype
         if torch.is_autocast_enabled(query.device.type):
             dtype = torch.get_autocast_dtype(query.device.type)
         steps = self.step_emb.weight
         return {
-            "actor_q": F.linear(query, a1.weight[:, :dq], a1.bias),
-            "critic_q": F.linear(query.detach(), c1.weight[:, :dq], c1.bias),
-            "actor_h": a1.weight[:, dq:dq + dh].to(dtype),
-            "critic_h": c1.weight[:, dq:dq + dh].to(dtype),
-            "actor_step": F.linear(steps, a1.weight[:, dq + dh:]),
-            "critic_step": F.linear(steps, c1.weight[:, dq + dh:]),
+            "actor_q": F.linear(query, a1.weight_q, a1.bias),
+            "critic_q": F.linear(query.detach(), c1.weight_q, c1.bias),
+            "actor_h": a1.weight_h.to(dtype),
+            "critic_h": c1.weight_h.to(dtype),
+            "actor_step": F.linear(steps, a1.weight_k),
+            "critic_step": F.linear(steps, c1.weight_k),
         }
 
     def heads(self, pre: dict[str, torch.Tensor], h: torch.Tensor, step: int,
@@ -499,13 +520,13 @@ class Policy(nn.Module):
         """``(s, V)`` = ``(MLP(u), MLP_crt(u.detach()))`` from :meth:`precompute_query` (same values
         as :meth:`actor` / :meth:`critic` on :meth:`state_input`)."""
         hh = h.to(pre["actor_h"].dtype)
-        acc = torch.promote_types(pre["actor_q"].dtype, torch.float32)  # sum the blocks in >= float32
-        x = pre["actor_q"].to(acc) + (hh @ pre["actor_h"].t()).to(acc) + pre["actor_step"][step].to(acc)
+        # addmm adds the constant blocks inside the GEMM (one rounding under bfloat16, like the
+        # single GEMM on u)
+        x = torch.addmm(pre["actor_q"] + pre["actor_step"][step], hh, pre["actor_h"].t())
         s = self.actor_mlp[2](torch.relu(x))
         v = None
         if critic:
-            y = (pre["critic_q"].to(acc) + (hh.detach() @ pre["critic_h"].t()).to(acc)
-                 + pre["critic_step"][step].to(acc))
+            y = torch.addmm(pre["critic_q"] + pre["critic_step"][step], hh.detach(), pre["critic_h"].t())
             v = self.critic_mlp[2](torch.relu(y)).squeeze(-1)
         return s, v
 

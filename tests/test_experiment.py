@@ -73,3 +73,23 @@ def test_errors_are_clear(ctx, tmp_path):
         run_variant(c, "raptor", 0, tmp_path / "y", progress=False)
     with pytest.raises(FileNotFoundError, match="model not found"):
         evaluate_model(c, tmp_path / "missing.pt", tmp_path / "z")
+
+
+def test_explain_cli_prints_named_answers_and_paths(ctx, tmp_path, capsys):
+    import yaml
+
+    from raptor.cli import main
+
+    c, root = ctx
+    summary = run_variant(c, "pure_rl", 2, root / "runs/explain", progress=False, rl_epochs=1)
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump({**PARAMS, "data": {"start_date": "2018-01-01"}}))
+    args = ["explain", "Entity 3 (Synthetic)", "Make statement", "2018-02-05", "--model", summary["model"],
+            "--data", str(root / "data"), "--graph", str(root / "graph.npz"), "--params", str(params), "--top", "3"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("query: (Entity 3 (Synthetic), Make statement, ?, 2018-02-05)")
+    assert " 1. Entity" in out and "@ 2018-" in out
+    args[1] = "Entty 3 (Synthetc)"
+    assert main(args) == 1
+    assert "did you mean: 'Entity 3 (Synthetic)'" in capsys.readouterr().err

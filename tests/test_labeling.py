@@ -396,7 +396,7 @@ def test_label_cli(tiny_raw, tmp_path, capsys):
     assert table.get(2, 1) == {}
     assert table.get(2, 2) == {(1, 1): 1, (0, 2): 0}  # 0 -(0)-> 1 -(1)-> 2
     rc = main(["label", "--data", str(tmp_path / "d"), "--out", str(tmp_path / "l2"), "--params", params,
-               "--no-strict-history", "--max-in-edges", "5", "--workers", "1", "--no-progress"])
+               "--no-strict-history", "--max-in-edges", "5", "--workers", "1"])
     assert rc == 0
     assert L.load_label_table(tmp_path / "l2").get(3, 2) == {(2, 1): 2, (0, 1): 2, (1, 2): 1}
 

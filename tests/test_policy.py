@@ -79,9 +79,9 @@ def test_lstm_cell_matches_torch_lstmcell():
     da = pol.d_action
     ref = nn.LSTMCell(da, da).double()
     with torch.no_grad():
-        ref.weight_ih.copy_(pol.lstm.weight[:, :da])
-        ref.weight_hh.copy_(pol.lstm.weight[:, da:])
-        ref.bias_ih.copy_(pol.lstm.bias)
+        ref.weight_ih.copy_(pol.lstm_weight_ih)
+        ref.weight_hh.copy_(pol.lstm_weight_hh)
+        ref.bias_ih.copy_(pol.lstm_bias)
         ref.bias_hh.zero_()
     x, h, c = (torch.randn(4, da, dtype=torch.float64) for _ in range(3))
     h1, c1 = pol.lstm_cell(x, (h, c))

@@ -1,0 +1,29 @@
+import pytest
+
+from raptor.names import UnknownNameError, date_to_step, resolve, step_to_date
+
+NAMES = ["Barack Obama", "Angela Merkel", "Make_statement", "China"]
+
+
+def test_resolve_is_forgiving_about_case_spaces_and_underscores():
+    assert resolve("barack  obama", NAMES, "entity") == 0
+    assert resolve("Make statement", NAMES, "relation") == 2
+    assert resolve("3", NAMES, "entity") == 3
+
+
+def test_unknown_name_suggests_the_closest():
+    with pytest.raises(UnknownNameError, match=r"unknown entity 'Barak Obama'; did you mean: 'Barack Obama'"):
+        resolve("Barak Obama", NAMES, "entity")
+    with pytest.raises(UnknownNameError, match="outside 0..3"):
+        resolve("9", NAMES, "entity")
+
+
+def test_dates():
+    assert date_to_step("2014-01-01", "2014-01-01") == 0
+    assert date_to_step("2014-03-01", "2014-01-01") == 59
+    assert date_to_step("17", None) == 17
+    assert step_to_date(59, "2014-01-01") == "2014-03-01"
+    with pytest.raises(ValueError, match="not a date"):
+        date_to_step("March 1", "2014-01-01")
+    with pytest.raises(ValueError, match="start_date"):
+        date_to_step("2014-03-01", None)
