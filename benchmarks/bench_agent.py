@@ -10,7 +10,9 @@ Both for float32 and bfloat16 autocast. Records wall and process CPU time, the t
 ``uptime`` load average before and after (the cores are shared). Writes
 ``benchmarks/results/agent.json``.
 
-Run: ``.venv/bin/python benchmarks/bench_agent.py [--threads 2] [--batches 40] [--queries 1024]``
+Run: ``.venv/bin/python benchmarks/bench_agent.py [--threads 2] [--batches 40] [--queries 1024]
+[--compare-epochs 3 --compare-seeds 0 1]`` (the last part trains full epochs in both precisions from
+the same initialisation and compares validation MRR: the bfloat16 check).
 """
 
 from __future__ import annotations
@@ -139,7 +141,7 @@ def bench_compare(env, splits, E, R, precisions, epochs, valid_queries, beam, se
             "valid_queries": len(valid_q),
             "load_after": load_avg(),
         }
-        print(precision, "compare", json.dumps(out[precision]), flush=True)
+        print(precision, f"seed {seed} compare", json.dumps(out[precision]), flush=True)
     return out
 
 
@@ -159,6 +161,7 @@ def main() -> None:
     ap.add_argument("--compare-epochs", type=int, default=0,
                     help="also train this many full epochs per precision and compare validation MRR")
     ap.add_argument("--valid-queries", type=int, default=2000)
+    ap.add_argument("--compare-seeds", type=int, nargs="+", default=[0])
     ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results" / "agent.json")
     args = ap.parse_args()
 
@@ -194,8 +197,11 @@ def main() -> None:
             print(precision, "beam", json.dumps(run["beam"]), "load", load_avg(), flush=True)
         result["runs"][precision] = run
     if args.compare_epochs:
-        result["precision_comparison"] = bench_compare(env, splits, E, R, args.precision, args.compare_epochs,
-                                                       args.valid_queries, args.beam)
+        result["precision_comparison"] = {
+            f"seed{seed}": bench_compare(env, splits, E, R, args.precision, args.compare_epochs, args.valid_queries,
+                                         args.beam, seed=seed)
+            for seed in args.compare_seeds
+        }
     result["load_after"] = load_avg()
     result["uptime"] = os.popen("uptime").read().strip()
     atomic_write_json(args.out, result)

@@ -26,7 +26,6 @@ candidate construction, the policy forward and the top-k selection are batched o
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
 import numba
 import numpy as np

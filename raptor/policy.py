@@ -224,15 +224,21 @@ def _action_scores_bwd_table(g, s, ent, mask, d_ent):  # pragma: no cover
 
 
 _POOL = None
+_POOL_PID = None
 
 
 def _pool():
-    """Two worker threads for the (GIL-free) scoring kernels when torch runs with >= 2 threads."""
-    global _POOL
-    if _POOL is None:
+    """Two worker threads for the (GIL-free) scoring kernels when torch runs with >= 2 threads.
+
+    Re-created in a forked child (the parent's worker threads do not exist there)."""
+    global _POOL, _POOL_PID
+    import os
+
+    if _POOL is None or _POOL_PID != os.getpid():
         from concurrent.futures import ThreadPoolExecutor
 
         _POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="raptor-score")
+        _POOL_PID = os.getpid()
     return _POOL
 
 

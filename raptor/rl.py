@@ -30,10 +30,9 @@ from __future__ import annotations
 import contextlib
 import csv
 import io as _io
-import json
 import math
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -41,7 +40,7 @@ import numba
 import numpy as np
 import torch
 
-from .config import EvalConfig, RLConfig, TrainConfig
+from .config import EvalConfig, RLConfig
 from .env import Candidates, State, TemporalEnv
 from .io import atomic_path, atomic_write_json, atomic_write_text
 from .policy import Policy
@@ -496,6 +495,9 @@ def train(
     ckpt_path = out / "checkpoint.pt" if out is not None else None
     if resume and ckpt_path is not None and ckpt_path.exists():
         ck = load_checkpoint(ckpt_path)
+        if ck["meta"].get("seed", seed) != seed:
+            raise ValueError(f"{ckpt_path} was written with seed {ck['meta'].get('seed')}, not {seed}: "
+                             "use another --out or the same seed")
         policy.load_state_dict(ck["policy"])
         optimizer.load_state_dict(ck["optimizer"])
         history, best_mrr, best_epoch = ck["history"], ck["best_mrr"], ck["best_epoch"]
