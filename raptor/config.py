@@ -146,6 +146,9 @@ class TrainConfig:
     num_threads: int = 0
     #: (variant, seed) runs trained at the same time by a stage (mapped Prefect tasks).
     parallel_runs: int = 1
+    #: Give Pure-RL ``pretrain.epochs + rl.epochs`` RL epochs, the same total as RAPTOR's
+    #: pretraining + RL (false: both get ``rl.epochs`` RL epochs, as the paper's 400 vs 40 + 400).
+    equal_total_epochs: bool = False
 
 
 @dataclass(frozen=True)

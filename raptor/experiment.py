@@ -132,6 +132,8 @@ def run_variant(
     n_pre = p.pretrain.epochs if pretrain_epochs is None else pretrain_epochs
     n_rl = p.rl.epochs if rl_epochs is None else rl_epochs
     if variant == "pure_rl":
+        if rl_epochs is None and p.train.equal_total_epochs:
+            n_rl += n_pre  # the same total epoch budget as pretraining + RL
         n_pre = 0
     meta = {"variant": variant, "dataset": ctx.dataset.meta.get("dataset"), "params": params_to_dict(p),
             "pretrain_epochs": n_pre, "rl_epochs": n_rl}

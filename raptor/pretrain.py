@@ -45,6 +45,7 @@ from .rl import (
     _epoch_seed,
     advance,
     autocast,
+    make_optimizer,
     candidate_tensors,
     query_context,
     sample_actions,
@@ -173,7 +174,7 @@ def pretrain(
     meta["seed"] = seed
     meta["phase"] = "pretrain"
     policy.to(device)
-    optimizer = torch.optim.Adam(policy.parameters(), lr=cfg.learning_rate)
+    optimizer = make_optimizer(policy, cfg)  # any config with learning_rate
     history: list[dict[str, Any]] = []
     start = 0
     ckpt = out / "checkpoint.pt" if out is not None else None
@@ -200,7 +201,7 @@ def pretrain(
             batch = queries[order[i * bs:(i + 1) * bs]]
             with autocast(precision, device):
                 pb = pretrain_batch(policy, env, table, batch, gen, device, cfg.no_reachable)
-            optimizer.zero_grad(set_to_none=True)
+            optimizer.zero_grad(set_to_none=False)  # keep the .grad buffers the fused kernels add into
             pb.loss.backward()
             optimizer.step()
             n = len(batch)

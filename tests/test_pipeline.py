@@ -169,8 +169,9 @@ def test_dvc_repro_end_to_end(project):
     assert "changed" in status  # profiles changed: every learning stage lists it (documented)
     params["profiles"]["smoke"].pop("pretrain.learning_rate")
     (proj / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    status = _run(["dvc", "status"], proj, env)
-    assert "finetune_raptor" in status and "finetune_pure_rl" not in status and "label" not in status
+    status = json.loads(_run(["dvc", "status", "--json"], proj, env).strip().splitlines()[-1])
+    assert "finetune_raptor" in status, status
+    assert "finetune_pure_rl" not in status and "label" not in status and "ingest" not in status, status
 
 
 def test_ablation_pipeline(project):

@@ -204,9 +204,11 @@ def test_train_command_end_to_end(tmp_path):
     args = ["train", "--data", str(tmp_path / "ing"), "--graph", str(tmp_path / "g.npz"), "--out",
             str(tmp_path / "run"), "--seed", "2", "--params", str(params), "--no-progress"]
     assert main(args + ["--epochs", "2"]) == 0
-    assert main(args + ["--resume"]) == 0
-    hist = json.loads((tmp_path / "run" / "history.json").read_text())
+    assert main(args) == 0  # resumes from the checkpoint of the 2-epoch run
+    hist = json.loads((tmp_path / "run" / "rl" / "history.json").read_text())
     assert [h["epoch"] for h in hist] == [0, 1, 2]
     assert hist[1]["val_mrr"] is not None and 0 < hist[2]["val_mrr"] <= 1
-    policy, meta = load_model(tmp_path / "run" / "best.pt")
+    policy, meta = load_model(tmp_path / "run" / "rl" / "best.pt")
     assert meta["seed"] == 2 and meta["variant"] == "pure_rl"
+    # RAPTOR needs the label tables: a clear one-line error, not a traceback.
+    assert main(args[:-1] + ["--variant", "raptor", "--fresh", "--no-progress"]) == 1
