@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -46,6 +46,7 @@ from .rl import (
     advance,
     autocast,
     make_optimizer,
+    model_meta,
     candidate_tensors,
     query_context,
     sample_actions,
@@ -166,12 +167,7 @@ def pretrain(
 
     n_epochs = cfg.epochs if epochs is None else epochs
     out = Path(out_dir) if out_dir is not None else None
-    meta = dict(meta or {})
-    meta.setdefault("num_entities", policy.num_entities)
-    meta.setdefault("num_relations", policy.num_relations)
-    meta.setdefault("model", asdict(policy.config))
-    meta.setdefault("max_path_length", policy.max_path_length)
-    meta["seed"] = seed
+    meta = model_meta(policy, meta, seed)
     meta["phase"] = "pretrain"
     policy.to(device)
     optimizer = make_optimizer(policy, cfg)  # any config with learning_rate

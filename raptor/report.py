@@ -10,7 +10,6 @@ from __future__ import annotations
 import csv
 import io as _io
 import json
-import math
 import re
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence

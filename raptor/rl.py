@@ -380,6 +380,17 @@ def train_epoch(policy: Policy, optimizer: torch.optim.Optimizer, env: TemporalE
     return out
 
 
+def model_meta(policy: Policy, meta: Optional[dict], seed: int) -> dict:
+    """``meta`` plus what :func:`load_model` needs to rebuild ``policy`` (sizes, model config) and the seed."""
+    meta = dict(meta or {})
+    meta.setdefault("num_entities", policy.num_entities)
+    meta.setdefault("num_relations", policy.num_relations)
+    meta.setdefault("model", asdict(policy.config))
+    meta.setdefault("max_path_length", policy.max_path_length)
+    meta["seed"] = seed
+    return meta
+
+
 def make_optimizer(policy: Policy, rl: RLConfig) -> torch.optim.Optimizer:
     """Adam (fused single-kernel update where torch supports it for the device)."""
     try:
@@ -480,12 +491,7 @@ def train(
 
     n_epochs = rl.epochs if epochs is None else epochs
     out = Path(out_dir) if out_dir is not None else None
-    meta = dict(meta or {})
-    meta.setdefault("num_entities", policy.num_entities)
-    meta.setdefault("num_relations", policy.num_relations)
-    meta.setdefault("model", asdict(policy.config))
-    meta.setdefault("max_path_length", policy.max_path_length)
-    meta["seed"] = seed
+    meta = model_meta(policy, meta, seed)
     policy.to(device)
     optimizer = make_optimizer(policy, rl)
     history: list[dict[str, Any]] = []

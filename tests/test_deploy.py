@@ -3,18 +3,16 @@ the whole pipeline on a short interval in a throwaway project, a scheduled run t
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
+from helpers import free_port, http_json
 import yaml
 
 from raptor.graph import TemporalGraph
@@ -27,17 +25,9 @@ NAME = "raptor-test-interval"
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("deploy")]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 def api(url: str, path: str, body: dict | None = None, timeout: float = 10):
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(f"{url}{path}", data=data, headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=timeout) as resp:
-        return json.loads(resp.read() or b"null")
+    return http_json(f"{url}{path}", body, timeout)
 
 
 def stop(proc: subprocess.Popen, grace: float = 15) -> None:

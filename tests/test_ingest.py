@@ -1,6 +1,5 @@
 import json
 import tarfile
-from pathlib import Path
 
 import numpy as np
 import pytest

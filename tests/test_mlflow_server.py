@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -15,6 +14,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from helpers import free_port, http_json
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -22,21 +22,9 @@ BIN = Path(sys.executable).parent
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("mlflow-server")]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 def rest(url: str, path: str, body: dict | None = None, timeout: float = 10):
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(f"{url}{path}", data=data, headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=timeout) as resp:
-        raw = resp.read()
-    try:
-        return json.loads(raw)
-    except ValueError:
-        return raw.decode()
+    return http_json(f"{url}{path}", body, timeout)
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ import csv
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -15,6 +14,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from helpers import free_port, http_json
 import yaml
 
 from raptor.data import load_dataset
@@ -25,12 +25,6 @@ ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("pipeline")]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _env(project: Path, api_url: str) -> dict:
@@ -70,7 +64,7 @@ def project(tmp_path_factory):
     params["profile"] = "smoke"
     (proj / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
 
-    port = _free_port()
+    port = free_port()
     api = f"http://127.0.0.1:{port}/api"
     env = _env(proj, api)
     server = subprocess.Popen([str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
@@ -94,8 +88,7 @@ def project(tmp_path_factory):
 
 
 def _flow_runs(api: str) -> list[dict]:
-    req = urllib.request.Request(f"{api}/flow_runs/filter", data=b"{}", headers={"Content-Type": "application/json"})
-    return json.loads(urllib.request.urlopen(req, timeout=10).read())
+    return http_json(f"{api}/flow_runs/filter", {})
 
 
 def test_dvc_repro_end_to_end(project):

@@ -16,7 +16,7 @@ def register(p: argparse.ArgumentParser) -> None:
     defaults = SyntheticSpec()
     for f in dataclasses.fields(SyntheticSpec):
         p.add_argument(f"--{f.name.replace('_', '-')}", type=type(getattr(defaults, f.name)),
-                       default=getattr(defaults, f.name), help=f"(default: %(default)s)")
+                       default=getattr(defaults, f.name), help="(default: %(default)s)")
 
 
 def run(args: argparse.Namespace) -> int:
