@@ -16,9 +16,15 @@ def ingest_task(raw_dir: str, out_dir: str, time_step: Optional[int], dataset: O
     return ingest(raw_dir, out_dir, time_step=time_step, dataset=dataset)
 
 
+def retry_on_io_errors(task, task_run, state) -> bool:
+    """Prefect retry condition: retry a download that failed on I/O, never invalid data
+    (an ``IngestError``: a wrong checksum or a malformed file fails the same way every time)."""
+    return "IngestError" not in str(state.message or "")
+
+
 # Downloads can fail transiently; validation errors cannot, and are not retried.
 @task(name="ingest-from-url", cache_policy=NO_CACHE, retries=3, retry_delay_seconds=[5, 30, 120],
-      retry_condition_fn=lambda task, run, state: "SHA-256" not in str(state.message or ""))
+      retry_condition_fn=retry_on_io_errors)
 def ingest_url_task(url: str, sha256: str, out_dir: str, time_step: Optional[int], dataset: Optional[str]) -> IngestResult:
     return ingest_from_url(url, sha256, out_dir, time_step=time_step, dataset=dataset)
 

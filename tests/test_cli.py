@@ -33,3 +33,19 @@ def test_console_script_runs():
     exe = Path(sys.executable).with_name("raptor")
     out = subprocess.run([str(exe), "--help"], capture_output=True, text=True, check=True).stdout
     assert "ingest" in out
+
+
+def test_report_where_lists_every_output(tmp_path, capsys):
+    (tmp_path / "data" / "ICEWS14" / "ingested").mkdir(parents=True)
+    assert main(["report", "--where", "--params", str(ROOT / "params.yaml"), "--root", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "ingested dataset" in out and "data/ICEWS14/ingested\n" in out  # exists: no marker
+    assert "runs/ICEWS14/raptor/train  (not yet produced)" in out
+    assert "reports/ICEWS14/report" in out and "mlflow.db" in out
+
+
+def test_help_of_every_stage(capsys):
+    parser = build_parser()
+    for stage in ("synthetic", "ingest", "graph", "label", "train", "evaluate", "report", "explain"):
+        text = parser._subparsers._group_actions[0].choices[stage].format_help()
+        assert "usage: raptor " + stage in text
