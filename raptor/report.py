@@ -191,7 +191,7 @@ def plot_curves(curves: Mapping[str, Mapping[int, list[dict]]], key: str, ylabel
         x, m, s = _curve_band(hists, key)
         if len(x) == 0:
             continue
-        ax.plot(x, m, label=f"{label} ({len(hists)} seeds)", marker="o" if len(x) < 30 else None, markersize=3)
+        ax.plot(x, m, label=f"{label} ({len(hists)} seed{'s' if len(hists) != 1 else ''})", marker="o" if len(x) < 30 else None, markersize=3)
         ax.fill_between(x, m - s, m + s, alpha=0.2)
     if threshold is not None:
         ax.axhline(threshold, color="grey", linestyle="--", linewidth=1, label=f"reward {threshold}")
