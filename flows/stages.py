@@ -40,7 +40,6 @@ def graph_flow(data_dir: str, out_path: str) -> dict:
     return graph_task(data_dir, out_path)
 
 
-
 def experiment_name(dataset: str, purpose: str = "") -> str:
     return f"raptor/{dataset}" + (f"/{purpose}" if purpose else "")
 
