@@ -42,6 +42,17 @@ def write_raw_dataset(
     return directory
 
 
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """Tiny models: one torch thread is faster, and immune to OpenMP spin-waiting on a shared machine."""
+    import torch
+
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
 @pytest.fixture
 def tiny_raw(tmp_path: Path) -> Path:
     return write_raw_dataset(tmp_path / "raw")

@@ -13,13 +13,7 @@ from raptor.graph import TemporalGraph
 from raptor.policy import Policy
 from raptor.rl import candidate_tensors, query_embedding
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    """Tiny models: one thread is faster, and immune to OpenMP spin-waiting on a shared machine."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 SMALL = ModelConfig(entity_dim=16, relation_dim=12, time_dim=5, step_dim=4, mlp_hidden_dim=24)

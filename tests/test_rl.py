@@ -17,13 +17,7 @@ from raptor.policy import Policy
 from raptor.rl import Rollout, actor_critic_loss, load_model, rollout, sample_actions, train
 from raptor.synthetic import SyntheticSpec, generate
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    """Tiny models: one thread is faster, and immune to OpenMP spin-waiting on a shared machine."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 SMALL = ModelConfig(entity_dim=32, relation_dim=32, time_dim=8, step_dim=8, mlp_hidden_dim=64)
