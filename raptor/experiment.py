@@ -14,6 +14,8 @@ resumes where it stopped when started again on the same folder.
 
 from __future__ import annotations
 
+import json
+import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +25,7 @@ import numpy as np
 import torch
 
 from .beam import beam_search
-from .config import Params, params_to_dict
+from .config import Params, flatten, params_to_dict
 from .data import Dataset, load_dataset, with_inverse_queries
 from .env import TemporalEnv
 from .graph import TemporalGraph
@@ -97,6 +99,26 @@ def make_validator(ctx: Context, split: str = "valid", precision: str = "float32
     return validate
 
 
+#: Written into a run folder: what a checkpoint there may be continued with.
+RUN_CONFIG_FILE = "run_config.json"
+
+#: Settings that do not change a run's trajectory, so a checkpoint stays valid when they change:
+#: more RL epochs continue a run; threads, validation spacing and orchestration are irrelevant.
+_RESUMABLE_KEYS = ("profile", "rl.epochs", "eval.valid_every", "train.seeds", "train.variants",
+                   "train.num_threads", "train.parallel_runs", "train.equal_total_epochs", "ablation", "data.url",
+                   "data.sha256", "data.raw_dir", "data.start_date")
+
+
+def run_fingerprint(params: Params, variant: str, seed: int, pretrain_epochs: int,
+                    init_model: Optional[str | Path] = None) -> dict[str, Any]:
+    """What determines a run's trajectory (resolved params, variant, seed, pretraining epochs)."""
+    ignored = _RESUMABLE_KEYS + (("pretrain", "labeling") if variant == "pure_rl" else ())
+    flat = {k: v for k, v in flatten(params_to_dict(params)).items()
+            if not any(k == r or k.startswith(r + ".") for r in ignored)}
+    return {"variant": variant, "seed": int(seed), "pretrain_epochs": int(pretrain_epochs),
+            "init_model": str(init_model) if init_model else None, "params": flat}
+
+
 def run_variant(
     ctx: Context,
     variant: str,
@@ -119,7 +141,11 @@ def run_variant(
 
     Outputs: ``out_dir/pretrain/`` (raptor only: ``pretrained.pt``, history, checkpoint) and
     ``out_dir/rl/`` (``best.pt`` = best validation MRR, ``final.pt``, ``history.json/csv``,
-    ``checkpoint.pt``).
+    ``checkpoint.pt``), ``out_dir/run_config.json`` (:func:`run_fingerprint`).
+
+    Resuming: with ``resume`` a run continues from the checkpoints in ``out_dir`` when they were
+    written with the same :func:`run_fingerprint` (more ``rl.epochs`` extend a finished run); a
+    folder from any other configuration is emptied first, so stale checkpoints are never continued.
     """
     if variant not in VARIANTS:
         raise ValueError(f"unknown variant {variant!r} (known: {', '.join(VARIANTS)})")
@@ -137,6 +163,13 @@ def run_variant(
         n_pre = 0
     meta = {"variant": variant, "dataset": ctx.dataset.meta.get("dataset"), "params": params_to_dict(p),
             "pretrain_epochs": n_pre, "rl_epochs": n_rl}
+    fingerprint = run_fingerprint(p, variant, seed, n_pre, init_model)
+    marker = out / RUN_CONFIG_FILE
+    if marker.exists() and (not resume or json.loads(marker.read_text()) != fingerprint):
+        # Checkpoints of another configuration cannot be continued: start this run afresh.
+        for child in out.iterdir():
+            shutil.rmtree(child) if child.is_dir() else child.unlink()
+    atomic_write_json(marker, fingerprint)
     started = time.perf_counter()
     torch.manual_seed(seed)
     policy = Policy(ctx.dataset.num_entities, ctx.dataset.num_relations, p.model, p.env.max_path_length)

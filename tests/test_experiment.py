@@ -93,3 +93,23 @@ def test_explain_cli_prints_named_answers_and_paths(ctx, tmp_path, capsys):
     args[1] = "Entty 3 (Synthetc)"
     assert main(args) == 1
     assert "did you mean: 'Entity 3 (Synthetic)'" in capsys.readouterr().err
+
+
+def test_resume_only_continues_the_same_configuration(ctx, tmp_path):
+    import dataclasses
+
+    c, root = ctx
+    out = tmp_path / "run"
+    run_variant(c, "pure_rl", 4, out, rl_epochs=1, progress=False)
+    first = json.loads((out / "rl/history.json").read_text())
+    # More RL epochs with the same configuration extend the run: epoch 0 is not trained again.
+    run_variant(c, "pure_rl", 4, out, rl_epochs=2, progress=False)
+    extended = json.loads((out / "rl/history.json").read_text())
+    assert [h["epoch"] for h in extended] == [0, 1] and extended[0] == first[0]
+    # A changed hyperparameter makes the checkpoints stale: the run starts afresh.
+    other = dataclasses.replace(c, params=dataclasses.replace(
+        c.params, rl=dataclasses.replace(c.params.rl, gamma=0.5)))
+    run_variant(other, "pure_rl", 4, out, rl_epochs=1, progress=False)
+    fresh = json.loads((out / "rl/history.json").read_text())
+    assert [h["epoch"] for h in fresh] == [0]
+    assert json.loads((out / "run_config.json").read_text())["params"]["rl.gamma"] == 0.5

@@ -96,7 +96,10 @@ def test_resume_repeats_the_uninterrupted_run(synthetic, tmp_path):
     pretrain(b, env, table, sub, cfg, seed=3, out_dir=tmp_path / "b", epochs=1, progress=False)
     torch.manual_seed(1)  # a fresh process would build different initial weights: the checkpoint wins
     c = Policy(spec.num_entities, spec.num_relations, SMALL)
-    hist = pretrain(c, env, table, sub, cfg, seed=3, out_dir=tmp_path / "b", resume=True, progress=False)
+    reported = []
+    hist = pretrain(c, env, table, sub, cfg, seed=3, out_dir=tmp_path / "b", resume=True, progress=False,
+                    on_epoch_end=lambda e, m: reported.append(e))
     assert [h["epoch"] for h in hist] == [0, 1]
+    assert reported == [0, 1]  # the restored epoch is reported again, then the new one
     for pa, pc in zip(a.parameters(), c.parameters()):
         torch.testing.assert_close(pa, pc)
