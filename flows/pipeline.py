@@ -6,7 +6,6 @@ scheduled run and ``dvc repro`` produce the same artifacts, in the layout of :mo
 
 from __future__ import annotations
 
-from pathlib import Path
 
 from prefect import flow, unmapped
 
@@ -26,11 +25,6 @@ from .stages import (
     significance_flow,
     with_runner,
 )
-
-
-def stage_paths(dataset: str, root: str | Path = ".") -> dict[str, Path]:
-    """Artifact paths of the data stages of one dataset, mirroring ``dvc.yaml``."""
-    return {"ingested": layout.ingested(root, dataset), "graph": layout.graph(root, dataset)}
 
 
 @flow(name="raptor-pipeline")

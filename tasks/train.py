@@ -6,6 +6,7 @@ Each task calls one library function; the MLflow bookkeeping around it (one chil
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -25,6 +26,22 @@ from raptor.report import significance, write_report
 from . import tracking
 
 RUN_FILE = "mlflow_run.json"
+
+
+@functools.lru_cache(maxsize=2)
+def _load_context(root: str, params_path: str, stamp: tuple):
+    params = load_params(params_path)
+    ds = params.data.dataset
+    return load_context(layout.ingested(root, ds), layout.graph(root, ds), params)
+
+
+def _context(root: str, params_path: str):
+    """The dataset, graph, environment and filter of a stage invocation, loaded once and shared by the
+    (read-only) seed tasks in this process; reloaded when the params file or the data change."""
+    ds = load_params(params_path).data.dataset
+    files = (Path(params_path), layout.ingested(root, ds) / "meta.json", layout.graph(root, ds))
+    stamp = tuple(f.stat().st_mtime_ns if f.exists() else None for f in files)
+    return _load_context(root, params_path, stamp)
 
 
 def threads_per_run(num_threads: int, parallel_runs: int) -> int:
@@ -61,9 +78,8 @@ def train_run_task(
     extra_tags: Optional[dict] = None,
 ) -> dict:
     """Train one (variant, seed) with its own MLflow child run; resumes from ``out_dir`` if present."""
-    params = load_params(params_path)
-    ds = params.data.dataset
-    ctx = load_context(layout.ingested(root, ds), layout.graph(root, ds), params)
+    ctx = _context(root, params_path)
+    params, ds = ctx.params, ctx.params.data.dataset
     parent = tracking.Run(parent_run_id, tracking.experiment_id(experiment)) if parent_run_id else None
     tags = {"dataset": ds, "variant": variant, "seed": seed, "stage": "finetune", "profile": params.profile,
             **tracking.data_hashes(layout.ingested(root, ds)), **(extra_tags or {})}
@@ -99,9 +115,8 @@ def train_run_task(
 @task(name="evaluate-run", cache_policy=NO_CACHE, task_run_name="{variant}-seed{seed}")
 def evaluate_run_task(root: str, params_path: str, variant: str, seed: int, split: str, num_threads: int) -> dict:
     """Beam-search evaluation of one trained seed; logs test metrics and predictions to its MLflow run."""
-    params = load_params(params_path)
-    ds = params.data.dataset
-    ctx = load_context(layout.ingested(root, ds), layout.graph(root, ds), params)
+    ctx = _context(root, params_path)
+    ds = ctx.params.data.dataset
     train_seed = layout.seed_dir(layout.train_dir(root, ds, variant), seed)
     out = layout.seed_dir(layout.eval_dir(root, ds, variant), seed)
     metrics = evaluate_model(ctx, train_seed / "rl" / "best.pt", out, split=split, num_threads=num_threads)
@@ -134,10 +149,9 @@ def pretrain_snapshots_task(root: str, params_path: str, seed: int, out_dir: str
     """One pretraining run per seed for the ablation, with a snapshot at each arm's epoch count."""
     from raptor.experiment import pretrain_snapshots
 
-    params = load_params(params_path)
-    ds = params.data.dataset
-    ctx = load_context(layout.ingested(root, ds), layout.graph(root, ds), params)
-    return pretrain_snapshots(ctx, seed, out_dir, epochs, layout.labels(root, ds), num_threads=num_threads)
+    ctx = _context(root, params_path)
+    return pretrain_snapshots(ctx, seed, out_dir, epochs, layout.labels(root, ctx.params.data.dataset),
+                              num_threads=num_threads)
 
 
 @task(name="ablation-report", cache_policy=NO_CACHE)

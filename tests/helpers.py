@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
+import sys
 import urllib.request
+from pathlib import Path
 
 
 def free_port() -> int:
@@ -24,3 +27,21 @@ def http_json(url: str, body: dict | None = None, timeout: float = 10):
         return json.loads(raw or b"null")
     except ValueError:
         return raw.decode()
+
+
+def stack_env(prefect_home: Path, api_url: str, mlflow_db: Path, **extra: str) -> dict:
+    """Environment for a subprocess of the stack: this venv first on PATH, Prefect on ``api_url``,
+    MLflow on a SQLite file, no telemetry; ``extra`` adds or overrides variables."""
+    env = dict(os.environ)
+    env.update(
+        PATH=f"{Path(sys.executable).parent}:{env.get('PATH', '')}",
+        PREFECT_HOME=str(prefect_home),
+        PREFECT_API_URL=api_url,
+        PREFECT_SERVER_ANALYTICS_ENABLED="false",
+        DO_NOT_TRACK="true",
+        MLFLOW_DISABLE_TELEMETRY="true",
+        DVC_NO_ANALYTICS="1",
+        MLFLOW_TRACKING_URI=f"sqlite:///{mlflow_db}",
+        **extra,
+    )
+    return env

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import free_port, http_json
+from helpers import free_port, http_json, stack_env
 import yaml
 
 from raptor.graph import TemporalGraph
@@ -70,20 +70,9 @@ def project(tmp_path: Path) -> Path:
 def test_scheduled_deployment_completes(project: Path, tmp_path: Path):
     port = free_port()
     url = f"http://127.0.0.1:{port}/api"
-    env = dict(os.environ)
-    env.update(
-        PATH=f"{BIN}:{env.get('PATH', '')}",
-        PREFECT_HOME=str(tmp_path / "prefect-home"),
-        PREFECT_API_URL=url,
-        PREFECT_SERVER_SERVICES_SCHEDULER_LOOP_SECONDS="2",
-        PREFECT_RUNNER_POLL_FREQUENCY="2",
-        PREFECT_UI_ENABLED="false",
-        PREFECT_SERVER_ANALYTICS_ENABLED="false",
-        DO_NOT_TRACK="true",
-        MLFLOW_DISABLE_TELEMETRY="true",
-        DVC_NO_ANALYTICS="1",
-        MLFLOW_TRACKING_URI=f"sqlite:///{project / 'mlflow.db'}",
-    )
+    env = stack_env(tmp_path / "prefect-home", url, project / "mlflow.db",
+                    PREFECT_SERVER_SERVICES_SCHEDULER_LOOP_SECONDS="2", PREFECT_RUNNER_POLL_FREQUENCY="2",
+                    PREFECT_UI_ENABLED="false")
     server_log, serve_log = tmp_path / "server.log", tmp_path / "serve.log"
     procs: list[subprocess.Popen] = []
     try:

@@ -14,7 +14,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from helpers import free_port, http_json
+from helpers import free_port, http_json, stack_env
 import yaml
 
 from raptor.data import load_dataset
@@ -28,19 +28,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("pipeline")]
 
 
 def _env(project: Path, api_url: str) -> dict:
-    env = dict(os.environ)
-    env.update(
-        PATH=f"{BIN}:{env.get('PATH', '')}",
-        PREFECT_HOME=str(project / ".prefect"),
-        PREFECT_API_URL=api_url,
-        PREFECT_SERVER_ANALYTICS_ENABLED="false",
-        DO_NOT_TRACK="true",
-        MLFLOW_DISABLE_TELEMETRY="true",
-        DVC_NO_ANALYTICS="1",
-        MLFLOW_TRACKING_URI=f"sqlite:///{project / 'mlflow.db'}",
-        GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@t",
-    )
-    return env
+    return stack_env(project / ".prefect", api_url, project / "mlflow.db", GIT_AUTHOR_NAME="t",
+                     GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@t")
 
 
 def _run(cmd: list[str], cwd: Path, env: dict) -> str:
