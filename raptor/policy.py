@@ -518,7 +518,8 @@ class Policy(nn.Module):
             "actor_h": a1.weight_h.to(dtype),
             "critic_h": c1.weight_h.to(dtype),
             "actor_step": F.linear(steps, a1.weight_k),
-            "critic_step": F.linear(steps, c1.weight_k),
+            # detached like q and h: the critic's loss must not train the step embeddings
+            "critic_step": F.linear(steps.detach(), c1.weight_k),
         }
 
     def heads(self, pre: dict[str, torch.Tensor], h: torch.Tensor, step: int,

@@ -163,3 +163,26 @@ def test_fast_heads_equal_mlp_on_u_and_shared_h_lstm_path():
     h2, c2 = pol.lstm_cell(x, (h0.contiguous(), c0.contiguous()))
     torch.testing.assert_close(h1, h2)
     torch.testing.assert_close(c1, c2)
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_critic_loss_trains_only_the_critic_mlp(fast):
+    """The critic reads a detached state input: its loss reaches no parameter outside ``critic_mlp``
+    (embeddings, time encoding, LSTM, step embeddings and the actor stay untouched)."""
+    torch.manual_seed(3)
+    E, R, B = 9, 3, 6
+    pol = Policy(E, R, SMALL, max_path_length=3)
+    qe, qr = torch.randint(0, E, (B,)), torch.randint(0, R, (B,))
+    hc = pol.initial_path_state(B)
+    hc = pol.advance_path(hc, torch.randint(0, E, (B,)), torch.randint(0, R, (B,)), torch.randint(0, 5, (B,)))
+    query = pol.query_embedding(qe, qr)
+    for step in range(pol.max_path_length):
+        pol.zero_grad(set_to_none=True)
+        if fast:
+            _, v = pol.heads(pol.precompute_query(query), hc[0], step)
+        else:
+            v = pol.critic(pol.state_input(query, hc[0], step).detach())
+        (v ** 2).sum().backward(retain_graph=True)
+        touched = {n for n, p in pol.named_parameters() if p.grad is not None and p.grad.abs().sum() > 0}
+        assert touched, "the critic loss reached no parameter at all"
+        assert all(n.startswith("critic_mlp.") for n in touched), sorted(touched)
