@@ -1,5 +1,9 @@
-"""Prefect flows: the pipeline diagram, one flow per stage, built from the tasks in ``tasks/``."""
+"""Prefect flows: the pipeline diagram, one flow per stage, built from the tasks in ``tasks/``.
 
-from ._env import apply_defaults
+Run from the project root (``python -m flows STAGE``, what dvc.yaml calls); not installed into
+site-packages, so these names never collide with another package's.
+"""
+
+from raptor.runenv import apply_defaults
 
 apply_defaults()

@@ -1,7 +1,10 @@
-"""``python -m flows STAGE ...``: run one pipeline stage as a Prefect flow (what ``dvc.yaml`` calls).
+"""``python -m flows STAGE ...``: run one stage of :mod:`raptor.stages` as a Prefect flow (what
+``dvc.yaml`` calls, with every path given explicitly).
 
-Every stage reads ``params.yaml`` (``--params``) and writes under the project root (``--root``)
-in the layout of :mod:`raptor.layout`.
+    python -m flows label --dataset ICEWS14 --params build/params.json \\
+        --in data=data/ICEWS14/ingested --in graph=data/ICEWS14/graph.npz --out out=data/ICEWS14/labels
+
+``python -m flows pipeline`` runs the whole DVC stage graph (what a scheduled deployment runs).
 """
 
 from __future__ import annotations
@@ -10,59 +13,53 @@ import argparse
 import json
 import sys
 
-STAGES = {
-    "ingest": "raw splits -> data/<dataset>/ingested (Parquet)",
-    "graph": "ingested dataset -> data/<dataset>/graph.npz",
-    "label": "graph + train queries -> data/<dataset>/labels (reachability label tables)",
-    "finetune": "train one variant for every seed -> runs/<dataset>/<variant>/train (needs --variant)",
-    "evaluate": "beam-search test evaluation of every seed -> runs/<dataset>/<variant>/eval (needs --variant)",
-    "significance": "RL-RAPTOR vs Pure-RL tests -> reports/<dataset>/significance.json",
-    "report": "tables and figures -> reports/<dataset>/report/",
-    "ablation": "pretraining-epochs ablation -> runs/<dataset>/ablation, reports/<dataset>/ablation/",
-    "pipeline": "every stage above in order, in one flow (what a scheduled deployment runs)",
-}
+
+def _pairs(values: list[str], flag: str, parser: argparse.ArgumentParser) -> dict[str, str]:
+    out = {}
+    for v in values or []:
+        name, sep, path = v.partition("=")
+        if not sep or not name or not path:
+            parser.error(f"{flag} {v!r}: expected NAME=PATH")
+        out[name] = path
+    return out
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from raptor import variants
+    from raptor.stages import PARAMS_FILE, ablation_stages, main_stages
+
+    parser = argparse.ArgumentParser(prog="python -m flows", description="Run one pipeline stage as a Prefect flow.")
+    sub = parser.add_subparsers(dest="stage", required=True)
+    kinds: dict[str, str] = {}
+    for s in main_stages(list(variants.VARIANTS)) + ablation_stages():
+        if s.per_dataset:
+            kinds.setdefault(s.flow, s.help if not s.variant else s.help.split(": ", 1)[-1])
+    for kind, help_ in kinds.items():
+        p = sub.add_parser(kind, help=help_, description=help_)
+        p.add_argument("--dataset", required=True, help="dataset name (a key of `datasets` in params.yaml)")
+        p.add_argument("--params", default=PARAMS_FILE, help="resolved params file (default: %(default)s)")
+        p.add_argument("--in", dest="inputs", action="append", metavar="NAME=PATH", help="an input of the stage")
+        p.add_argument("--out", dest="outputs", action="append", metavar="NAME=PATH", help="an output of the stage")
+        if kind in ("finetune", "evaluate"):
+            p.add_argument("--variant", required=True, choices=list(variants.VARIANTS))
+    p = sub.add_parser("pipeline", help="every stage of dvc.yaml that DVC reports as changed, in order, "
+                       "then `dvc commit` (what a scheduled deployment runs)")
+    p.add_argument("--root", default=".", help="project root (default: %(default)s)")
+    return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m flows", description="Run one pipeline stage as a Prefect flow.")
-    sub = parser.add_subparsers(dest="stage", required=True)
-    for name, help_ in STAGES.items():
-        p = sub.add_parser(name, help=help_, description=help_)
-        p.add_argument("--params", default="params.yaml", help="params file (default: %(default)s)")
-        p.add_argument("--root", default=".", help="project root for the artifact layout (default: %(default)s)")
-        if name in ("finetune", "evaluate"):
-            p.add_argument("--variant", required=True, choices=["pure_rl", "raptor"])
-        if name == "ingest":
-            p.add_argument("--raw", default=None, help="override data.raw_dir")
+    parser = build_parser()
     args = parser.parse_args(argv)
+    if args.stage == "pipeline":
+        from .pipeline import pipeline_flow
 
-    from raptor import layout
-    from raptor.config import load_params
-
-    from . import stages
-    from .pipeline import ablation_flow, pipeline_flow
-
-    ds = load_params(args.params).data.dataset
-    if args.stage == "ingest":
-        result = stages.ingest_flow(out_dir=str(layout.ingested(args.root, ds)), params_path=args.params,
-                                    raw_dir=args.raw)
-    elif args.stage == "graph":
-        result = stages.graph_flow(data_dir=str(layout.ingested(args.root, ds)),
-                                   out_path=str(layout.graph(args.root, ds)))
-    elif args.stage == "label":
-        result = stages.label_flow(params_path=args.params, root=args.root)
-    elif args.stage == "finetune":
-        result = stages.with_runner(stages.finetune_flow, args.params)(args.variant, args.params, args.root)
-    elif args.stage == "evaluate":
-        result = stages.with_runner(stages.evaluate_flow, args.params)(args.variant, args.params, args.root)
-    elif args.stage == "significance":
-        result = stages.significance_flow(params_path=args.params, root=args.root)
-    elif args.stage == "report":
-        result = stages.report_flow(params_path=args.params, root=args.root)
-    elif args.stage == "ablation":
-        result = stages.with_runner(ablation_flow, args.params)(args.params, args.root)
+        result = pipeline_flow(root=args.root)
     else:
-        result = pipeline_flow(args.params, args.root)
+        from .stages import run_stage
+
+        result = run_stage(args.stage, args.dataset, args.params, _pairs(args.inputs, "--in", parser),
+                           _pairs(args.outputs, "--out", parser), getattr(args, "variant", None))
     print(json.dumps(result, default=str)[:2000])
     return 0
 

@@ -2,10 +2,12 @@
 
     export PREFECT_API_URL=http://127.0.0.1:4200/api     # a running `prefect server start`
     python -m flows.deploy --cron "0 3 * * *"             # every day at 03:00 (UTC unless --timezone)
-    python -m flows.deploy --interval 3600 --params params.yaml --root /srv/raptor
+    python -m flows.deploy --interval 3600 --root /srv/raptor
 
 The process stays in the foreground: it registers the deployment ``raptor-pipeline/<name>`` with the
 server, polls for scheduled runs and executes each in a subprocess (working directory ``--root``).
+Each run is :func:`flows.pipeline.pipeline_flow`: DVC's stage graph, where only changed stages run
+(a run on unchanged inputs retrains nothing) and ``dvc.lock`` records what ran.
 Stop it with Ctrl-C (the deployment's schedule is paused on shutdown). Runs can also be started by
 hand: ``prefect deployment run raptor-pipeline/<name>``. By default at most one run executes at a
 time (``--limit``), so a long run is never overlapped by the next scheduled one.
@@ -22,7 +24,7 @@ import sys
 from datetime import timedelta
 from pathlib import Path
 
-from ._env import apply_defaults
+from raptor.runenv import apply_defaults
 
 DEFAULT_NAME = "raptor-scheduled"
 
@@ -36,7 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
     when.add_argument("--cron", help='cron expression, e.g. "0 3 * * *" (03:00 every day)')
     when.add_argument("--interval", type=float, help="seconds between runs, e.g. 86400")
     p.add_argument("--timezone", default="UTC", help="timezone of the schedule (default UTC)")
-    p.add_argument("--params", default="params.yaml", help="params file, relative to --root (default params.yaml)")
+    p.add_argument("--params", default="params.yaml", help="params file to check before serving, relative to "
+                   "--root (default params.yaml; params.local.yaml beside it applies too)")
     p.add_argument("--root", default=".", help="project directory the runs work in (default: current)")
     p.add_argument("--name", default=DEFAULT_NAME, help=f"deployment name (default {DEFAULT_NAME})")
     p.add_argument("--limit", type=int, default=1, help="most runs executing at once (default 1)")
@@ -69,10 +72,10 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"flows.deploy: {exc}", file=sys.stderr)
         return 2
-    from raptor.config import load_params
+    from raptor.config import LOCAL_PARAMS, load_params
 
     try:
-        load_params(params)  # a broken params file fails now, not at 03:00
+        load_params(params, local=params.parent / LOCAL_PARAMS)  # a broken params file fails now, not at 03:00
     except Exception as exc:  # noqa: BLE001 - any load error is reported the same way
         print(f"flows.deploy: {exc}", file=sys.stderr)
         return 2
@@ -86,9 +89,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     # Runs execute in subprocesses that inherit this working directory: relative paths in
-    # params.yaml (data.raw_dir) resolve against the project root, as with `dvc repro`.
+    # params.yaml (datasets.*.raw_dir) resolve against the project root, as with `dvc repro`.
     os.chdir(root)
-    apply_defaults()
+    apply_defaults(root)
     from prefect.deployments.runner import EntrypointType
 
     from .pipeline import pipeline_flow
@@ -96,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     pipeline_flow.serve(
         name=args.name,
         schedules=[schedule],
-        parameters={"params_path": str(params), "root": str(root)},
+        parameters={"root": str(root)},
         description=f"The raptor-tkg pipeline on {params}, scheduled "
         + (f"by cron '{args.cron}' ({args.timezone})" if args.cron else f"every {args.interval:g} s"),
         tags=["raptor", *args.tag],

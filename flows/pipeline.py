@@ -1,83 +1,89 @@
-"""The whole pipeline as one Prefect flow (what a scheduled deployment runs), and the ablation.
+"""The whole pipeline as one Prefect flow (what a scheduled deployment runs), driven by DVC's stage graph.
 
-It reads like the pipeline diagram; each step is the same stage flow that ``dvc.yaml`` runs, so a
-scheduled run and ``dvc repro`` produce the same artifacts, in the layout of :mod:`raptor.layout`.
+DVC decides, Prefect runs, DVC records: for every stage of ``dvc.yaml`` in dependency order the flow
+asks DVC whether it changed (``dvc status`` for that stage), runs the changed ones in this process
+(the same argv as the stage's DVC command, so each shows as a named subflow: ``label-ICEWS14``,
+``finetune-ICEWS14-raptor``, ...) and then ``dvc commit``s it, so ``dvc.lock`` holds what ran. A
+second run on unchanged inputs runs nothing (only the ``params`` stage, which resolves params in a
+fraction of a second), and ``dvc repro`` afterwards agrees. A stage that fails blocks the stages
+that depend on it; the others (another dataset's, say) still run, and the flow fails at the end.
 """
 
 from __future__ import annotations
 
+import shlex
+import time
+from pathlib import Path
+from typing import Optional
 
-from prefect import flow, unmapped
+from prefect import flow, get_run_logger
 
-from raptor import layout
-from raptor.config import load_params
-from tasks import tracking
-from tasks.train import ablation_report_task, pretrain_snapshots_task, threads_per_run, train_run_task
-
-from .stages import (
-    evaluate_flow,
-    experiment_name,
-    finetune_flow,
-    graph_flow,
-    ingest_flow,
-    label_flow,
-    report_flow,
-    significance_flow,
-    with_runner,
-)
+FLOWS_CMD = ["python", "-m", "flows"]
+STAGES_CMD = ["python", "-m", "raptor.stages"]
 
 
-@flow(name="raptor-pipeline")
-def pipeline_flow(params_path: str = "params.yaml", root: str = ".") -> dict:
-    """ingest -> graph -> label -> finetune (variants x seeds) -> evaluate -> significance -> report."""
-    p = load_params(params_path)
-    ds = p.data.dataset
-    summary = {"ingest": ingest_flow(out_dir=str(layout.ingested(root, ds)), params_path=params_path)}
-    summary["graph"] = graph_flow(data_dir=str(layout.ingested(root, ds)), out_path=str(layout.graph(root, ds)))
-    if "raptor" in p.train.variants:
-        summary["label"] = label_flow(params_path, root)
-    for variant in p.train.variants:
-        with_runner(finetune_flow, params_path)(variant, params_path, root)
-        summary[f"evaluate-{variant}"] = with_runner(evaluate_flow, params_path)(variant, params_path, root)
-    if {"raptor", "pure_rl"} <= set(p.train.variants):
-        significance_flow(params_path, root)
-    summary["report"] = report_flow(params_path, root)
-    return summary
+def _run_command(cmd: str) -> None:
+    """Run a stage's DVC command in this process (only the two kinds dvc.yaml holds)."""
+    argv = shlex.split(cmd)
+    if argv[:3] == FLOWS_CMD:
+        from .__main__ import main
+    elif argv[:3] == STAGES_CMD:
+        from raptor.stages import main
+    else:
+        raise ValueError(f"not a stage command of this project: {cmd!r}")
+    rc = main(argv[3:])
+    if rc:
+        raise RuntimeError(f"{cmd!r} exited with {rc}")
 
 
-@flow(name="ablation-pretrain-epochs")
-def ablation_flow(params_path: str = "params.yaml", root: str = ".") -> dict:
-    """The paper's ablation: RL-RAPTOR with ``ablation.pretrain_epochs`` pretraining epochs and a fixed
-    RL budget (``rl.epochs``), one MLflow experiment whose runs compare side by side.
+@flow(name="raptor-pipeline", flow_run_name="pipeline")
+def pipeline_flow(root: str = ".", dvcfile: str = "dvc.yaml", targets: Optional[list[str]] = None) -> dict:
+    """Run every changed stage of ``dvcfile`` (or of ``targets`` and what they depend on) in order.
 
-    Pretraining runs once per seed (snapshots at every arm's epoch count); the RL arms fan out as
-    mapped tasks.
+    Returns ``{"ran": [...], "skipped": [...], "blocked": [...], "failed": {...}, "seconds": s}``.
     """
-    p = load_params(params_path)
-    ds = p.data.dataset
-    base = layout.ablation_dir(root, ds)
-    threads = threads_per_run(p.train.num_threads, p.train.parallel_runs)
-    epochs = sorted(set(p.ablation.pretrain_epochs))
-    snaps = pretrain_snapshots_task.map(unmapped(root), unmapped(params_path), p.ablation.seeds,
-                                        [str(base / "pretrain" / f"seed{s}") for s in p.ablation.seeds],
-                                        unmapped(epochs), unmapped(threads))
-    snapshots = {s: f.result() for s, f in zip(p.ablation.seeds, snaps)}
-    exp = experiment_name(ds, "ablation-pretrain-epochs")
-    parent = tracking.start_run(exp, f"ablation-{ds}", params={"pretrain_epochs": epochs, "seeds": p.ablation.seeds,
-                                                                "rl.epochs": p.rl.epochs, "profile": p.profile},
-                                tags={"dataset": ds, "stage": "ablation"})
-    jobs = [(n, s) for n in epochs for s in p.ablation.seeds]
-    try:
-        futures = train_run_task.map(
-            unmapped(root), unmapped(params_path), unmapped("raptor"), [s for _, s in jobs],
-            [str(base / f"p{n}" / f"seed{s}") for n, s in jobs], unmapped(exp), unmapped(parent.run_id),
-            unmapped(threads), [n for n, _ in jobs], [snapshots[s].get(n) for n, s in jobs],
-            [f"{ds}-pretrain{n}-seed{s}" for n, s in jobs], [{"pretrain_epochs": n} for n, _ in jobs],
-        )
-        [f.result() for f in futures]
-    except BaseException:
-        parent.finish("FAILED")
-        raise
-    parent.finish()
-    return ablation_report_task(ds, {n: str(base / f"p{n}") for n in epochs},
-                                str(layout.report(root, ds).parent / "ablation"))
+    import networkx as nx
+    from dvc.repo import Repo
+
+    log = get_run_logger()
+    started = time.perf_counter()
+    ran, skipped, blocked, failed = [], [], [], {}
+    with Repo(str(Path(root).resolve())) as repo:
+        graph = repo.index.graph
+        stages = [s for s in reversed(list(nx.topological_sort(graph))) if s.dvcfile.relpath == dvcfile]
+        if targets:
+            wanted = {s for s in stages if s.addressing in targets}
+            missing = set(targets) - {s.addressing for s in wanted}
+            if missing:
+                raise ValueError(f"no stage named {', '.join(sorted(missing))} in {dvcfile}")
+            for s in list(wanted):
+                wanted |= nx.descendants(graph, s)  # what they depend on
+            stages = [s for s in stages if s in wanted]
+        bad: set = set()
+        for stage in stages:
+            name = stage.addressing
+            if bad & nx.descendants(graph, stage):
+                blocked.append(name)
+                log.warning("%s: blocked (a stage it depends on failed)", name)
+                continue
+            if not repo.status(targets=[name]):
+                skipped.append(name)
+                log.info("%s: up to date, skipped", name)
+                continue
+            log.info("%s: running `%s`", name, stage.cmd)
+            try:
+                _run_command(stage.cmd)
+            except Exception as exc:  # noqa: BLE001 - recorded, reported at the end
+                failed[name] = f"{type(exc).__name__}: {exc}"
+                bad.add(stage)
+                log.error("%s failed: %s", name, failed[name])
+                continue
+            repo.commit(name, force=True)
+            ran.append(name)
+    result = {"ran": ran, "skipped": skipped, "blocked": blocked, "failed": failed,
+              "seconds": round(time.perf_counter() - started, 2)}
+    log.info("pipeline: %d ran, %d up to date, %d failed, %d blocked in %.1f s",
+             len(ran), len(skipped), len(failed), len(blocked), result["seconds"])
+    if failed:
+        raise RuntimeError(f"stages failed: {failed} (blocked: {blocked})")
+    return result

@@ -1,20 +1,29 @@
-"""One Prefect flow per pipeline stage; ``dvc.yaml`` runs each through ``python -m flows STAGE``."""
+"""One Prefect flow per stage of :mod:`raptor.stages`; ``dvc.yaml`` runs each through ``python -m flows``.
+
+Every flow takes the dataset, the resolved params file and its stage's paths (``inputs`` and
+``outputs``, named as in the declaration) and calls tasks that call the library. No path is built
+here.
+"""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Optional
 
 from prefect import flow, unmapped
 
-from raptor import layout
-from raptor.config import load_params
+from raptor import variants
 from raptor.io import atomic_write_json
+from raptor.experiment import snapshot_path
 from raptor.report import summarize
+from raptor.config import load_resolved
 from tasks import tracking
 from tasks.data import graph_task, ingest_task, ingest_url_task
 from tasks.train import (
+    ablation_report_task,
     evaluate_run_task,
     label_task,
+    pretrain_run_task,
     report_task,
     significance_task,
     threads_per_run,
@@ -22,62 +31,91 @@ from tasks.train import (
 )
 
 
-@flow(name="ingest")
-def ingest_flow(out_dir: str, params_path: str = "params.yaml", raw_dir: Optional[str] = None) -> dict:
-    """Raw splits -> Parquet. ``raw_dir`` overrides ``data.raw_dir``; ``data.url`` fetches instead."""
-    params = load_params(params_path)
-    d = params.data
-    if d.url and not raw_dir:
-        result = ingest_url_task(d.url, d.sha256, out_dir, params.ingest.time_step, d.dataset)
-    else:
-        result = ingest_task(raw_dir or d.raw_dir, out_dir, params.ingest.time_step, d.dataset)
-    return {"counts": result.counts, "time_step": result.time_step, "seconds": result.seconds}
-
-
-@flow(name="graph")
-def graph_flow(data_dir: str, out_path: str) -> dict:
-    """Parquet dataset -> inverse-augmented CSR graph."""
-    return graph_task(data_dir, out_path)
-
-
 def experiment_name(dataset: str, purpose: str = "") -> str:
     return f"raptor/{dataset}" + (f"/{purpose}" if purpose else "")
 
 
-@flow(name="label")
-def label_flow(params_path: str = "params.yaml", root: str = ".") -> dict:
-    """Reachability label tables of the training queries."""
-    p = load_params(params_path)
-    ds = p.data.dataset
-    return label_task(str(layout.ingested(root, ds)), str(layout.graph(root, ds)), str(layout.labels(root, ds)),
-                      params_path)
+def seed_dir(folder: str, seed: int) -> str:
+    return str(Path(folder) / f"seed{seed}")
 
 
-def _runner(parallel_runs: int):
+def _runner(params_path: str):
     """Threads by default; Dask when ``RAPTOR_DASK_ADDRESS`` names a scheduler (flows/runners.py)."""
     from .runners import task_runner
 
-    return task_runner(max_workers=parallel_runs)
+    return task_runner(max_workers=load_resolved(params_path).train.parallel_runs)
 
 
-@flow(name="finetune")
-def finetune_flow(variant: str, params_path: str = "params.yaml", root: str = ".") -> list[dict]:
-    """Train one variant for every seed (mapped tasks), each with an MLflow child run under a parent
-    run for this invocation."""
-    p = load_params(params_path)
-    ds = p.data.dataset
-    exp = experiment_name(ds)
-    parent = tracking.start_run(exp, f"finetune-{ds}-{variant}", params={"variant": variant, "seeds": p.train.seeds,
-                                                                           "profile": p.profile},
-                                tags={"dataset": ds, "variant": variant, "stage": "finetune"})
+@flow(name="ingest", flow_run_name="ingest-{dataset}")
+def ingest_flow(dataset: str, params: str, inputs: dict, outputs: dict) -> dict:
+    """Raw splits -> Parquet (``datasets.<name>.url`` fetches an archive instead)."""
+    _, d = load_resolved(params).dataset(dataset)
+    if d.url:
+        result = ingest_url_task(d.url, d.sha256, outputs["out"], d.time_step, dataset)
+    else:
+        result = ingest_task(inputs["raw"], outputs["out"], d.time_step, dataset)
+    return {"counts": result.counts, "time_step": result.time_step, "seconds": result.seconds}
+
+
+@flow(name="graph", flow_run_name="graph-{dataset}")
+def graph_flow(dataset: str, params: str, inputs: dict, outputs: dict) -> dict:
+    """Parquet dataset -> inverse-augmented CSR graph."""
+    return graph_task(inputs["data"], outputs["out"])
+
+
+@flow(name="label", flow_run_name="label-{dataset}")
+def label_flow(dataset: str, params: str, inputs: dict, outputs: dict) -> dict:
+    """Reachability label tables of the training queries."""
+    return label_task(params, inputs["data"], inputs["graph"], outputs["out"])
+
+
+def _pretrain(dataset: str, params: str, inputs: dict, out: str, seeds: list[int], epochs: list[int],
+              experiment: str) -> list[dict]:
+    p = load_resolved(params)
     threads = threads_per_run(p.train.num_threads, p.train.parallel_runs)
-    train_dir = layout.train_dir(root, ds, variant)
+    futures = pretrain_run_task.map(
+        unmapped(params), unmapped(dataset), unmapped(inputs["data"]), unmapped(inputs["graph"]),
+        unmapped(inputs["labels"]), seeds, [seed_dir(out, s) for s in seeds], unmapped(epochs),
+        unmapped(threads), unmapped(experiment))
+    return [f.result() for f in futures]
+
+
+@flow(name="pretrain", flow_run_name="pretrain-{dataset}")
+def pretrain_flow(dataset: str, params: str, inputs: dict, outputs: dict) -> list[dict]:
+    """Reachability pretraining, one run per seed (mapped tasks), kept after ``pretrain.epochs``."""
+    p = load_resolved(params)
+    return _pretrain(dataset, params, inputs, outputs["out"], p.train.seeds, [p.pretrain.epochs],
+                     experiment_name(dataset))
+
+
+@flow(name="ablation-pretrain", flow_run_name="ablation-pretrain-{dataset}")
+def ablation_pretrain_flow(dataset: str, params: str, inputs: dict, outputs: dict) -> list[dict]:
+    """The same pretraining for the ablation's seeds, with a snapshot at every arm's epoch count."""
+    p = load_resolved(params)
+    return _pretrain(dataset, params, inputs, outputs["out"], p.ablation.seeds, sorted(set(p.ablation.pretrain_epochs)),
+                     experiment_name(dataset, "ablation-pretrain-epochs"))
+
+
+@flow(name="finetune", flow_run_name="finetune-{dataset}-{variant}")
+def finetune_flow(dataset: str, params: str, inputs: dict, outputs: dict, variant: str) -> list[dict]:
+    """Train one variant for every seed (mapped tasks), each with an MLflow run under a parent run
+    for this invocation."""
+    p = load_resolved(params)
+    v = variants.get(variant)
+    exp = experiment_name(dataset)
+    parent = tracking.start_run(exp, f"finetune-{dataset}-{variant}",
+                                params={"variant": variant, "seeds": p.train.seeds, "profile": p.profile},
+                                tags={"dataset": dataset, "variant": variant, "stage": "finetune"})
+    seeds = p.train.seeds
+    init = [str(snapshot_path(seed_dir(inputs["pretrain"], s), p.pretrain.epochs)) if v.pretrained else None
+            for s in seeds]
     try:
         futures = train_run_task.map(
-            unmapped(root), unmapped(params_path), unmapped(variant), p.train.seeds,
-            [str(layout.seed_dir(train_dir, s)) for s in p.train.seeds], unmapped(exp), unmapped(parent.run_id),
-            unmapped(threads),
-        )
+            unmapped(params), unmapped(dataset), unmapped(inputs["data"]), unmapped(inputs["graph"]),
+            unmapped(variant), seeds, [seed_dir(outputs["out"], s) for s in seeds], unmapped(exp),
+            unmapped(parent.run_id), unmapped(threads_per_run(p.train.num_threads, p.train.parallel_runs)),
+            [f"{dataset}-{variant}-seed{s}" for s in seeds], init,
+            unmapped(p.pretrain.epochs if v.pretrained else 0))
         results = [f.result() for f in futures]
     except BaseException:
         parent.finish("FAILED")
@@ -86,49 +124,83 @@ def finetune_flow(variant: str, params_path: str = "params.yaml", root: str = ".
     return results
 
 
-@flow(name="evaluate")
-def evaluate_flow(variant: str, params_path: str = "params.yaml", root: str = ".", split: str = "test") -> dict:
+@flow(name="evaluate", flow_run_name="evaluate-{dataset}-{variant}")
+def evaluate_flow(dataset: str, params: str, inputs: dict, outputs: dict, variant: str,
+                  split: str = "test") -> dict:
     """Beam-search evaluation of every seed of a variant; writes the variant's mean/std metrics."""
-    p = load_params(params_path)
-    ds = p.data.dataset
+    p = load_resolved(params)
     threads = threads_per_run(p.train.num_threads, p.train.parallel_runs)
-    futures = evaluate_run_task.map(unmapped(root), unmapped(params_path), unmapped(variant), p.train.seeds,
-                                    unmapped(split), unmapped(threads))
-    per_seed = {s: f.result() for s, f in zip(p.train.seeds, futures)}
-    summary = summarize(per_seed)
-    summary["split"] = split
-    flat = {"variant": variant, "seeds": summary["seeds"]}
+    seeds = p.train.seeds
+    futures = evaluate_run_task.map(
+        unmapped(params), unmapped(inputs["data"]), unmapped(inputs["graph"]), unmapped(variant), seeds,
+        [seed_dir(inputs["train"], s) for s in seeds], [seed_dir(outputs["out"], s) for s in seeds],
+        unmapped(split), unmapped(threads))
+    summary = summarize({s: f.result() for s, f in zip(seeds, futures)})
+    flat = {"variant": variant, "split": split, "seeds": summary["seeds"]}
     for m in ("mrr", "hits@1", "hits@3", "hits@10"):
         flat[m] = summary[m]["mean"]
         flat[f"{m}_std"] = summary[m]["std"]
-    atomic_write_json(layout.variant_dir(root, ds, variant) / "metrics.json", flat)
+    atomic_write_json(outputs["metrics"], flat)
     return flat
 
 
-@flow(name="significance")
-def significance_flow(params_path: str = "params.yaml", root: str = ".") -> dict:
-    p = load_params(params_path)
-    ds = p.data.dataset
-    evals = {v: str(layout.eval_dir(root, ds, v)) for v in p.train.variants}
-    return significance_task(evals, str(layout.significance(root, ds)))
+def _per_variant(inputs: dict, prefix: str) -> dict[str, str]:
+    return {k[len(prefix):]: v for k, v in inputs.items() if k.startswith(prefix)}
 
 
-@flow(name="report")
-def report_flow(params_path: str = "params.yaml", root: str = ".") -> dict:
-    p = load_params(params_path)
-    ds = p.data.dataset
-    sig = layout.significance(root, ds)
-    result = report_task(
-        ds,
-        {v: str(layout.train_dir(root, ds, v)) for v in p.train.variants},
-        {v: str(layout.eval_dir(root, ds, v)) for v in p.train.variants},
-        str(layout.report(root, ds)),
-        str(sig) if sig.exists() else None,
-    )
-    return {"report": str(layout.report(root, ds)), "variants": sorted(result["summaries"])}
+@flow(name="significance", flow_run_name="significance-{dataset}")
+def significance_flow(dataset: str, params: str, inputs: dict, outputs: dict) -> dict:
+    """Every variant against the baseline: paired tests over seeds and per query."""
+    return significance_task(_per_variant(inputs, "eval_"), outputs["out"])
 
 
-def with_runner(flow_fn, params_path: str = "params.yaml"):
-    """``flow_fn`` with the task runner the params ask for (threads, ``train.parallel_runs`` at once)."""
-    p = load_params(params_path)
-    return flow_fn.with_options(task_runner=_runner(p.train.parallel_runs))
+@flow(name="report", flow_run_name="report-{dataset}")
+def report_flow(dataset: str, params: str, inputs: dict, outputs: dict) -> dict:
+    result = report_task(dataset, _per_variant(inputs, "train_"), _per_variant(inputs, "eval_"), outputs["out"],
+                         inputs.get("significance"))
+    return {"report": outputs["out"], "variants": sorted(result["summaries"])}
+
+
+@flow(name="ablation-pretrain-epochs", flow_run_name="ablation-{dataset}")
+def ablation_flow(dataset: str, params: str, inputs: dict, outputs: dict) -> dict:
+    """The paper's ablation: RL-RAPTOR from each arm's pretraining snapshot (``ablation.pretrain_epochs``;
+    0 = a random initialisation) with a fixed RL budget (``rl.epochs``), one MLflow experiment whose
+    runs compare side by side; then its report."""
+    p = load_resolved(params)
+    epochs = sorted(set(p.ablation.pretrain_epochs))
+    exp = experiment_name(dataset, "ablation-pretrain-epochs")
+    parent = tracking.start_run(exp, f"ablation-{dataset}", params={"arms": epochs, "seeds": p.ablation.seeds,
+                                                                     "rl.epochs": p.rl.epochs, "profile": p.profile},
+                                tags={"dataset": dataset, "stage": "ablation"})
+    jobs = [(n, s) for n in epochs for s in p.ablation.seeds]
+    arms = {n: str(Path(outputs["out"]) / f"p{n}") for n in epochs}
+    try:
+        futures = train_run_task.map(
+            unmapped(params), unmapped(dataset), unmapped(inputs["data"]), unmapped(inputs["graph"]),
+            unmapped("raptor"), [s for _, s in jobs], [seed_dir(arms[n], s) for n, s in jobs], unmapped(exp),
+            unmapped(parent.run_id), unmapped(threads_per_run(p.train.num_threads, p.train.parallel_runs)),
+            [f"{dataset}-pretrain{n}-seed{s}" for n, s in jobs],
+            [str(snapshot_path(seed_dir(inputs["pretrain"], s), n)) if n else None for n, s in jobs],
+            [n for n, _ in jobs], [{"stage": "ablation", "pretrain_epochs": n} for n, _ in jobs])
+        [f.result() for f in futures]
+    except BaseException:
+        parent.finish("FAILED")
+        raise
+    parent.finish()
+    return ablation_report_task(dataset, arms, outputs["report"])
+
+
+#: ``Stage.flow`` -> the flow that runs it.
+FLOWS = {"ingest": ingest_flow, "graph": graph_flow, "label": label_flow, "pretrain": pretrain_flow,
+         "ablation-pretrain": ablation_pretrain_flow,
+         "finetune": finetune_flow, "evaluate": evaluate_flow, "significance": significance_flow,
+         "report": report_flow, "ablation": ablation_flow}
+
+
+def run_stage(kind: str, dataset: str, params: str, inputs: dict, outputs: dict, variant: Optional[str] = None):
+    """Run the flow of one stage (with the task runner the params ask for)."""
+    fn = FLOWS[kind]
+    if kind in ("pretrain", "ablation-pretrain", "finetune", "evaluate", "ablation"):
+        fn = fn.with_options(task_runner=_runner(params))
+    kwargs = {"variant": variant} if variant else {}
+    return fn(dataset=dataset, params=params, inputs=inputs, outputs=outputs, **kwargs)

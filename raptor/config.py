@@ -12,6 +12,7 @@ Sections are owned by the stage that reads them; a stage receives its section ob
 from __future__ import annotations
 
 import dataclasses
+import re
 import types
 import typing
 from dataclasses import dataclass, field
@@ -31,27 +32,28 @@ class ConfigError(ValueError):
 
 
 @dataclass(frozen=True)
-class DataConfig:
-    """Which raw dataset the pipeline ingests."""
+class DatasetConfig:
+    """Where one dataset's raw splits are and how to read them (an entry of ``datasets``)."""
 
-    #: Dataset name, used in reports and MLflow run names.
-    dataset: str = "ICEWS14"
-    #: Folder with train.txt, valid.txt, test.txt, entity2id.txt, relation2id.txt.
+    #: Folder with train.txt, valid.txt, test.txt, entity2id.txt, relation2id.txt (a DVC dependency).
     raw_dir: str = "../shared/data/ICEWS14"
     #: Optional archive URL for online machines (used only when set), and its SHA-256.
     url: Optional[str] = None
     sha256: Optional[str] = None
     #: Calendar date (YYYY-MM-DD) of time step 0 after ingest, for explanations in dates.
-    start_date: Optional[str] = "2014-01-01"
-
-
-@dataclass(frozen=True)
-class IngestConfig:
-    """Raw text -> Parquet."""
-
+    start_date: Optional[str] = None
     #: Units of one time step in the raw files; null = the gcd of all timestamp differences
     #: (ICEWS14: 1 day; ICEWS18: 24 hours). Times are divided by it and shifted to start at 0.
     time_step: Optional[int] = None
+
+
+def _default_datasets() -> dict[str, DatasetConfig]:
+    return {"ICEWS14": DatasetConfig(raw_dir="../shared/data/ICEWS14", start_date="2014-01-01")}
+
+
+#: Metadata of a field whose value never changes a run's results (orchestration, speed, which
+#: seeds/variants a stage runs): run fingerprints leave these out (:func:`result_params`).
+NO_EFFECT = {"affects_results": False}
 
 
 @dataclass(frozen=True)
@@ -77,10 +79,11 @@ class LabelingConfig:
     max_in_edges: Optional[int] = 200
     #: Only edges with time < t_q (true, consistent with the action space) or <= t_q (false).
     strict_history: bool = True
-    #: "fast" (default, compiled and parallel) or "reference" (Algorithm 1 as printed; slow).
-    implementation: Literal["fast", "reference"] = "fast"
+    #: "fast" (default, compiled and parallel) or "reference" (Algorithm 1 as printed; slow); both
+    #: give the same table (tests).
+    implementation: Literal["fast", "reference"] = field(default="fast", metadata=NO_EFFECT)
     #: Worker threads for the fast implementation; 0 = all cores.
-    workers: int = 0
+    workers: int = field(default=0, metadata=NO_EFFECT)
 
 
 @dataclass(frozen=True)
@@ -135,17 +138,16 @@ class EvalConfig:
 class TrainConfig:
     """What the training stages run and how."""
 
-    seeds: list[int] = field(default_factory=lambda: [0, 1, 2, 3, 4])
-    variants: list[Literal["pure_rl", "raptor"]] = field(
-        default_factory=lambda: ["pure_rl", "raptor"]
-    )
+    seeds: list[int] = field(default_factory=lambda: [0, 1, 2, 3, 4], metadata=NO_EFFECT)
+    #: The systems the pipeline trains and compares (names of :data:`raptor.variants.VARIANTS`).
+    variants: list[str] = field(default_factory=lambda: ["pure_rl", "raptor"], metadata=NO_EFFECT)
     #: float32, or bfloat16 autocast on CPUs that support it.
     precision: Literal["float32", "bfloat16"] = "float32"
     device: Literal["auto", "cpu", "cuda"] = "auto"
     #: Torch intra-op threads; 0 = all cores (divided among the runs that train at once).
-    num_threads: int = 0
+    num_threads: int = field(default=0, metadata=NO_EFFECT)
     #: (variant, seed) runs trained at the same time by a stage (mapped Prefect tasks).
-    parallel_runs: int = 1
+    parallel_runs: int = field(default=1, metadata=NO_EFFECT)
     #: Give Pure-RL ``pretrain.epochs + rl.epochs`` RL epochs, the same total as RAPTOR's
     #: pretraining + RL (false: both get ``rl.epochs`` RL epochs, as the paper's 400 vs 40 + 400).
     equal_total_epochs: bool = False
@@ -164,9 +166,10 @@ class Params:
     """The whole ``params.yaml`` (after the selected profile's overrides are applied)."""
 
     #: Name of the profile whose overrides were applied ("paper" = none, the paper's values).
-    profile: str = "paper"
-    data: DataConfig = field(default_factory=DataConfig)
-    ingest: IngestConfig = field(default_factory=IngestConfig)
+    profile: str = field(default="paper", metadata=NO_EFFECT)
+    #: The datasets the pipeline runs: name -> where its raw splits are (DVC's ``foreach``). A run
+    #: fingerprint holds the content hash of the ingested data instead of these paths.
+    datasets: dict[str, DatasetConfig] = field(default_factory=_default_datasets, metadata=NO_EFFECT)
     env: EnvConfig = field(default_factory=EnvConfig)
     labeling: LabelingConfig = field(default_factory=LabelingConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -174,12 +177,32 @@ class Params:
     rl: RLConfig = field(default_factory=RLConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
-    ablation: AblationConfig = field(default_factory=AblationConfig)
+    ablation: AblationConfig = field(default_factory=AblationConfig, metadata=NO_EFFECT)
+
+    def dataset(self, name: Optional[str] = None) -> tuple[str, DatasetConfig]:
+        """``(name, config)`` of dataset ``name``; without a name, the only dataset listed."""
+        if name is None:
+            if len(self.datasets) != 1:
+                raise ConfigError(f"datasets: {len(self.datasets)} datasets are listed "
+                                  f"({', '.join(self.datasets)}): say which one (--dataset)")
+            name = next(iter(self.datasets))
+        if name not in self.datasets:
+            raise ConfigError(f"datasets: no dataset {name!r} (listed: {', '.join(self.datasets) or 'none'})")
+        return name, self.datasets[name]
+
+
+#: Keys that shape DVC's stage list (``foreach`` over datasets, one stage per variant): read by DVC
+#: from params.yaml itself, so a profile or a local override file may not change them.
+STAGE_GRAPH_KEYS = ("datasets", "train.variants")
+
+#: A dataset name becomes a folder name and a DVC stage key.
+DATASET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
 
 
 # Range checks: dotted key -> (predicate, description). Kept next to the schema, not in stages.
 _CHECKS: dict[str, tuple[Any, str]] = {
-    "ingest.time_step": (lambda v: v is None or v >= 1, "a positive integer or null"),
+    "datasets": (lambda v: len(v) >= 1 and all(DATASET_NAME.match(k) for k in v),
+                 "a non-empty mapping of dataset names (letters, digits, _ -) to their raw data"),
     "env.max_path_length": (lambda v: v >= 1, ">= 1"),
     "env.max_actions": (lambda v: v >= 1, ">= 1"),
     "labeling.max_in_edges": (lambda v: v is None or v >= 1, "a positive integer or null"),
@@ -210,6 +233,15 @@ _CHECKS: dict[str, tuple[Any, str]] = {
 
 
 def _cross_checks(params: Params) -> None:
+    for name, ds in params.datasets.items():
+        if ds.time_step is not None and ds.time_step < 1:
+            raise ConfigError(f"datasets.{name}.time_step: must be a positive integer or null, got {ds.time_step!r}")
+    from .variants import VARIANTS
+
+    unknown = [v for v in params.train.variants if v not in VARIANTS]
+    if unknown or len(set(params.train.variants)) != len(params.train.variants):
+        raise ConfigError(f"train.variants: expected distinct names among {', '.join(VARIANTS)}, "
+                          f"got {params.train.variants!r}")
     if params.model.time_dim >= params.model.relation_dim:
         raise ConfigError(
             f"model.time_dim ({params.model.time_dim}) must be smaller than model.relation_dim "
@@ -246,6 +278,10 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
         if value not in args:
             raise ConfigError(f"{key}: expected one of {list(args)}, got {value!r}")
         return value
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{key}: expected a mapping, got {type(value).__name__} {value!r}")
+        return {_coerce(k, args[0], key): _coerce(v, args[1], f"{key}.{k}") for k, v in value.items()}
     if origin is list:
         if not isinstance(value, list):
             raise ConfigError(f"{key}: expected a list, got {type(value).__name__} {value!r}")
@@ -327,8 +363,16 @@ def apply_profile(raw: dict) -> dict:
     for dotted, value in overrides.items():
         if dotted in ("profile", "profiles"):
             raise ConfigError(f"profiles.{name}.{dotted}: a profile cannot set {dotted}")
+        _check_not_stage_graph(dotted, f"profiles.{name}.{dotted}")
         _set_dotted(raw, dotted, value, f"profiles.{name}")
     return raw
+
+
+def _check_not_stage_graph(dotted: str, where: str) -> None:
+    for key in STAGE_GRAPH_KEYS:
+        if dotted == key or dotted.startswith(key + ".") or key.startswith(dotted + "."):
+            raise ConfigError(f"{where}: {key} shapes DVC's stage list, which DVC reads from params.yaml "
+                              f"itself; set it there")
 
 
 def params_from_dict(raw: Any, overrides: Optional[dict[str, Any]] = None) -> Params:
@@ -351,23 +395,111 @@ def params_from_dict(raw: Any, overrides: Optional[dict[str, Any]] = None) -> Pa
     return params
 
 
-def load_params(path: str | Path = "params.yaml", overrides: Optional[dict[str, Any]] = None) -> Params:
-    """Load and validate ``params.yaml``.
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a key given twice in one mapping (PyYAML keeps the last one
+    silently; DVC refuses such a file)."""
 
-    ``overrides`` maps dotted keys to values (``{"rl.epochs": 2}``) applied before validation,
-    so a command line can change one value without editing the file.
-    """
+    def construct_mapping(self, node, deep=False):
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            line = key_node.start_mark.line + 1
+            if key in seen:
+                raise ConfigError(f"line {line}: key {key!r} is given twice (first on line {seen[key]})")
+            seen[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
+def read_yaml(path: str | Path) -> Any:
+    """Parse a YAML file strictly (duplicate keys refused); errors name the file."""
     path = Path(path)
     if not path.exists():
         raise ConfigError(f"params file not found: {path}")
     try:
-        raw = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
-    try:
-        return params_from_dict(raw, overrides)
+        return yaml.load(path.read_text(), Loader=_UniqueKeyLoader)
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+
+
+#: Untracked overrides beside params.yaml (git-ignored): ``profile: NAME`` and dotted keys.
+LOCAL_PARAMS = "params.local.yaml"
+
+
+def local_overrides(path: str | Path) -> dict[str, Any]:
+    """Overrides from a local params file (``profile`` and dotted keys, or nested mappings); ``{}``
+    when the file does not exist. Keys that shape DVC's stage list are refused."""
+    path = Path(path)
+    if not path.exists():
+        return {}
+    raw = read_yaml(path) or {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: expected a mapping of keys to values")
+    flat = flatten(raw)
+    for dotted in flat:
+        if dotted == "profiles":
+            raise ConfigError(f"{path}: profiles are defined in params.yaml; select one with `profile: NAME`")
+        try:
+            _check_not_stage_graph(dotted, dotted)
+        except ConfigError as exc:
+            raise ConfigError(f"{path}: {exc}") from None
+    return flat
+
+
+def load_params(path: str | Path = "params.yaml", overrides: Optional[dict[str, Any]] = None,
+                local: Optional[str | Path] = None) -> Params:
+    """Load and validate ``params.yaml``.
+
+    ``local`` names an optional overrides file (:data:`LOCAL_PARAMS`; missing = none) applied on
+    top of the file, then ``overrides`` (dotted keys, ``{"rl.epochs": 2}``), so a command line wins.
+    """
+    path = Path(path)
+    raw = read_yaml(path) or {}
+    merged = {**(local_overrides(local) if local is not None else {}), **(overrides or {})}
+    try:
+        return params_from_dict(raw, merged)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+
+
+def load_resolved(path: str | Path) -> Params:
+    """The :class:`Params` of a resolved params file (JSON of :func:`params_to_dict`, written by
+    the ``params`` stage, :func:`raptor.stages.resolve_params`): no profile is applied again."""
+    import json
+
+    path = Path(path)
+    if not path.exists():
+        raise ConfigError(f"resolved params not found: {path} (the `params` stage writes it: dvc repro params)")
+    try:
+        params = _build(Params, json.loads(path.read_text()), "")
+        _cross_checks(params)
+    except (ValueError, ConfigError) as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    return params
+
+
+def result_params(params: Params) -> dict[str, Any]:
+    """Flat ``{dotted key: value}`` of every field that can change a run's results (fields marked
+    :data:`NO_EFFECT` in the schema are left out): what a run fingerprint compares."""
+    out: dict[str, Any] = {}
+
+    def walk(obj: Any, prefix: str) -> None:
+        for f in dataclasses.fields(obj):
+            if not f.metadata.get("affects_results", True):
+                continue
+            key = f"{prefix}.{f.name}" if prefix else f.name
+            value = getattr(obj, f.name)
+            if dataclasses.is_dataclass(value):
+                walk(value, key)
+            elif isinstance(value, dict):
+                for k, v in value.items():
+                    out.update(flatten({k: dataclasses.asdict(v) if dataclasses.is_dataclass(v) else v}, key))
+            else:
+                out[key] = value
+
+    walk(params, "")
+    return out
 
 
 def params_to_dict(params: Params) -> dict[str, Any]:

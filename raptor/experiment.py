@@ -1,42 +1,43 @@
 """One training run of a variant and the evaluation of a trained model: what the stages call.
 
-Variants (``train.variants``):
+Variants (:mod:`raptor.variants`): every variant is actor-critic RL for ``rl.epochs`` epochs,
+from a random initialisation (``pure_rl``) or from the weights of a reachability pretraining run
+(``raptor``: :func:`raptor.pretrain.pretrain_run` writes them; embeddings, time encoding, LSTM path
+encoder and actor MLP carry over, the critic keeps its initial weights, Adam starts afresh).
 
-* ``pure_rl``: actor-critic from a random initialisation for ``rl.epochs`` epochs;
-* ``raptor``: ``pretrain.epochs`` epochs of reachability pretraining (:mod:`raptor.pretrain`), then
-  the same RL phase starting from the pretrained weights (embeddings, time encoding, LSTM path
-  encoder, actor MLP; the critic keeps its initial weights, since pretraining does not train it;
-  Adam starts afresh).
-
-A run writes to its own folder (``pretrain/`` and ``rl/`` inside), checkpoints as it goes and
-resumes where it stopped when started again on the same folder.
+A run writes to its own folder, checkpoints as it goes and resumes where it stopped when started
+again on the same folder, but only from a checkpoint whose fingerprint (:func:`run_fingerprint`:
+resolved params, the content of its inputs, the code) equals its own; otherwise it starts afresh
+and says why. A finished result is never reused for inputs it was not computed from.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 import torch
 
+from . import variants
 from .beam import beam_search
-from .config import Params, flatten, params_to_dict
+from .config import Params, params_to_dict, result_params
 from .data import Dataset, load_dataset, with_inverse_queries
 from .env import TemporalEnv
 from .graph import TemporalGraph
 from .io import atomic_write_json
-from .labeling import LabelTable, load_label_table
 from .policy import Policy
-from .pretrain import pretrain
+from .provenance import code_hash, content_hash
 from .ranking import FilterIndex, build_filter, evaluation_metrics, filtered_ranks, write_metrics, write_predictions
 from .rl import configure_runtime, load_model, resolve_device, train
 
-VARIANTS = ("pure_rl", "raptor")
+log = logging.getLogger("raptor")
+
 
 #: ``(phase, epoch, metrics)``: phase is "pretrain" or "rl".
 EpochHook = Callable[[str, int, dict[str, Any]], None]
@@ -51,7 +52,17 @@ class Context:
     env: TemporalEnv
     params: Params
     train_queries: np.ndarray
+    data_dir: Optional[Path] = None
+    graph_path: Optional[Path] = None
     _filter: Optional[FilterIndex] = field(default=None, repr=False)
+    _hashes: Optional[dict[str, str]] = field(default=None, repr=False)
+
+    def input_hashes(self) -> dict[str, Optional[str]]:
+        """Content hashes of the ingested data and the graph (computed once)."""
+        if self._hashes is None:
+            self._hashes = {"data": content_hash(self.data_dir) if self.data_dir else None,
+                            "graph": content_hash(self.graph_path) if self.graph_path else None}
+        return self._hashes
 
     @property
     def filter(self) -> FilterIndex:
@@ -76,7 +87,8 @@ def load_context(data_dir: str | Path, graph_path: str | Path, params: Params) -
         )
     env = TemporalEnv(graph, params.env)
     train_q = with_inverse_queries(dataset.splits["train"], dataset.num_relations)
-    return Context(dataset=dataset, graph=graph, env=env, params=params, train_queries=train_q)
+    return Context(dataset=dataset, graph=graph, env=env, params=params, train_queries=train_q,
+                   data_dir=Path(data_dir), graph_path=Path(graph_path))
 
 
 def rank_queries(ctx: Context, policy: Policy, queries: np.ndarray, precision: str = "float32", device="cpu"):
@@ -99,24 +111,72 @@ def make_validator(ctx: Context, split: str = "valid", precision: str = "float32
     return validate
 
 
-#: Written into a run folder: what a checkpoint there may be continued with.
+def snapshot_path(run_dir: str | Path, epochs: int) -> Path:
+    """Where a pretraining run (:func:`raptor.pretrain.pretrain_run`) keeps its weights after
+    ``epochs`` epochs: what a pretrained variant's RL phase starts from."""
+    return Path(run_dir) / f"pretrained-e{epochs}.pt"
+
+
+#: Written into a run folder: the fingerprint of the run whose checkpoints are there.
 RUN_CONFIG_FILE = "run_config.json"
 
-#: Settings that do not change a run's trajectory, so a checkpoint stays valid when they change:
-#: more RL epochs continue a run; threads, validation spacing and orchestration are irrelevant.
-_RESUMABLE_KEYS = ("profile", "rl.epochs", "eval.valid_every", "train.seeds", "train.variants",
-                   "train.num_threads", "train.parallel_runs", "train.equal_total_epochs", "ablation", "data.url",
-                   "data.sha256", "data.raw_dir", "data.start_date")
+
+def run_fingerprint(params: Params, kind: str, seed: int, inputs: dict[str, Optional[str]], code: str,
+                    continued: Sequence[str] = (), ignored_sections: Sequence[str] = (),
+                    **extra: Any) -> dict[str, Any]:
+    """Everything that changes a run's results: every params field that can (the schema marks the
+    others, :func:`raptor.config.result_params`) except ``continued`` (epoch counts: more epochs
+    continue a run) and ``ignored_sections`` (those whose effect reaches the run through an input,
+    e.g. pretraining through its weights), the content hashes of its ``inputs`` and the ``code``
+    hash of the modules it runs."""
+    flat = {k: v for k, v in result_params(params).items()
+            if k not in continued and not any(k.startswith(s + ".") for s in ignored_sections)}
+    return {"kind": kind, "seed": int(seed), "params": flat, "inputs": dict(inputs), "code": code, **extra}
 
 
-def run_fingerprint(params: Params, variant: str, seed: int, pretrain_epochs: int,
-                    init_model: Optional[str | Path] = None) -> dict[str, Any]:
-    """What determines a run's trajectory (resolved params, variant, seed, pretraining epochs)."""
-    ignored = _RESUMABLE_KEYS + (("pretrain", "labeling") if variant == "pure_rl" else ())
-    flat = {k: v for k, v in flatten(params_to_dict(params)).items()
-            if not any(k == r or k.startswith(r + ".") for r in ignored)}
-    return {"variant": variant, "seed": int(seed), "pretrain_epochs": int(pretrain_epochs),
-            "init_model": str(init_model) if init_model else None, "params": flat}
+def _differences(old: dict, new: dict, prefix: str = "") -> list[str]:
+    out = []
+    for key in sorted(set(old) | set(new)):
+        a, b = old.get(key), new.get(key)
+        name = f"{prefix}{key}"
+        if isinstance(a, dict) and isinstance(b, dict):
+            out += _differences(a, b, name + ".")
+        elif a != b:
+            out.append(name if prefix.startswith(("inputs", "code")) or name == "code"
+                       else f"{name}: {a!r} -> {b!r}")
+    return out
+
+
+def prepare_run_dir(out: Path, fingerprint: dict[str, Any], resume: bool = True,
+                    cannot_continue: Optional[Callable[[Path], Optional[str]]] = None) -> Optional[str]:
+    """Make ``out`` hold only checkpoints of this ``fingerprint``: a folder written by any other
+    configuration (or any folder, without ``resume``, or one that ``cannot_continue(out)`` gives a
+    reason against) is emptied. Returns why it was emptied (also logged), or ``None`` when the
+    folder was new or is continued."""
+    out.mkdir(parents=True, exist_ok=True)
+    marker = out / RUN_CONFIG_FILE
+    reason = None
+    if marker.exists():
+        try:
+            old = json.loads(marker.read_text())
+        except ValueError:
+            old = {}
+        if not resume:
+            reason = "asked to start afresh"
+        elif old != fingerprint:
+            diff = _differences(old, fingerprint)
+            reason = "changed since its checkpoints were written: " + "; ".join(diff[:8]) + (
+                f" (+{len(diff) - 8} more)" if len(diff) > 8 else "")
+    elif any(out.iterdir()):
+        reason = "holds files of an unknown run (no run_config.json)" if resume else "asked to start afresh"
+    if reason is None and cannot_continue is not None:
+        reason = cannot_continue(out)
+    if reason is not None:
+        log.warning("%s: starting afresh, %s", out, reason)
+        for child in out.iterdir():
+            shutil.rmtree(child) if child.is_dir() else child.unlink()
+    atomic_write_json(marker, fingerprint)
+    return reason
 
 
 def run_variant(
@@ -125,84 +185,62 @@ def run_variant(
     seed: int,
     out_dir: str | Path,
     *,
-    labels: Optional[LabelTable | str | Path] = None,
-    pretrain_epochs: Optional[int] = None,
+    init_model: Optional[str | Path] = None,
+    pretrain_epochs: int = 0,
     rl_epochs: Optional[int] = None,
     on_epoch_end: Optional[EpochHook] = None,
     resume: bool = True,
     progress: bool = True,
     num_threads: Optional[int] = None,
-    init_model: Optional[str | Path] = None,
 ) -> dict[str, Any]:
-    """Train one (variant, seed); returns a summary (also written to ``out_dir/summary.json``).
+    """Train one (variant, seed) with RL; returns a summary (also written to ``out_dir/summary.json``).
 
-    ``init_model`` starts the RL phase from saved weights instead of pretraining here (the
-    ablation's shared pretraining snapshots); the run then records ``pretrain_epochs`` as given.
+    ``init_model``: the weights the RL phase starts from (a pretrained variant's checkpoint after
+    ``pretrain_epochs`` epochs); ``None`` with ``pretrain_epochs = 0`` starts from a random
+    initialisation (the ablation's 0-epoch arm).
 
-    Outputs: ``out_dir/pretrain/`` (raptor only: ``pretrained.pt``, history, checkpoint) and
-    ``out_dir/rl/`` (``best.pt`` = best validation MRR, ``final.pt``, ``history.json/csv``,
-    ``checkpoint.pt``), ``out_dir/run_config.json`` (:func:`run_fingerprint`).
-
-    Resuming: with ``resume`` a run continues from the checkpoints in ``out_dir`` when they were
-    written with the same :func:`run_fingerprint` (more ``rl.epochs`` extend a finished run); a
-    folder from any other configuration is emptied first, so stale checkpoints are never continued.
+    Outputs in ``out_dir``: ``best.pt`` (best validation MRR), ``final.pt``, ``history.json/csv``,
+    ``checkpoint.pt``, ``summary.json`` and ``run_config.json`` (:func:`run_fingerprint`).
     """
-    if variant not in VARIANTS:
-        raise ValueError(f"unknown variant {variant!r} (known: {', '.join(VARIANTS)})")
+    v = variants.get(variant)
     p = ctx.params
+    if v.pretrained and init_model is None and pretrain_epochs:
+        raise ValueError(f"variant {variant!r} starts from a pretrained checkpoint: give init_model "
+                         "(the pretrain stage writes it)")
     configure_runtime(p.train.num_threads if num_threads is None else num_threads)
     device = resolve_device(p.train.device)
     precision = p.train.precision
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    n_pre = p.pretrain.epochs if pretrain_epochs is None else pretrain_epochs
     n_rl = p.rl.epochs if rl_epochs is None else rl_epochs
-    if variant == "pure_rl":
-        if rl_epochs is None and p.train.equal_total_epochs:
-            n_rl += n_pre  # the same total epoch budget as pretraining + RL
-        n_pre = 0
-    meta = {"variant": variant, "dataset": ctx.dataset.meta.get("dataset"), "params": params_to_dict(p),
-            "pretrain_epochs": n_pre, "rl_epochs": n_rl}
-    fingerprint = run_fingerprint(p, variant, seed, n_pre, init_model)
-    marker = out / RUN_CONFIG_FILE
-    if marker.exists() and (not resume or json.loads(marker.read_text()) != fingerprint):
-        # Checkpoints of another configuration cannot be continued: start this run afresh.
-        for child in out.iterdir():
-            shutil.rmtree(child) if child.is_dir() else child.unlink()
-    atomic_write_json(marker, fingerprint)
+    if not v.pretrained and rl_epochs is None and p.train.equal_total_epochs:
+        n_rl += p.pretrain.epochs  # the same total epoch budget as pretraining + RL
+    if init_model is not None and not Path(init_model).is_file():
+        raise FileNotFoundError(f"initial weights not found: {init_model} (run the pretrain stage first)")
+    inputs = {**ctx.input_hashes(), "init_model": content_hash(init_model) if init_model else None}
+    fingerprint = run_fingerprint(p, "rl", seed, inputs, code_hash([__name__]), continued=("rl.epochs",),
+                                  ignored_sections=("pretrain", "labeling"), variant=variant,
+                                  pretrain_epochs=int(pretrain_epochs))
+    restarted = prepare_run_dir(out, fingerprint, resume)
     started = time.perf_counter()
+
     torch.manual_seed(seed)
     policy = Policy(ctx.dataset.num_entities, ctx.dataset.num_relations, p.model, p.env.max_path_length)
-
-    pre_hist: list[dict] = []
+    meta = {"variant": variant, "dataset": ctx.dataset.meta.get("dataset"), "params": params_to_dict(p),
+            "pretrain_epochs": int(pretrain_epochs), "rl_epochs": n_rl}
     if init_model is not None:
         init, _ = load_model(init_model, device=device)
         policy.load_state_dict(init.state_dict())
         meta["init_model"] = str(init_model)
-    elif n_pre > 0:
-        if labels is None:
-            raise ValueError("variant 'raptor' needs the reachability label table (run `raptor label` first)")
-        table = labels if isinstance(labels, LabelTable) else load_label_table(labels)
-        if table.max_path_length != p.env.max_path_length:
-            raise ValueError(f"label table was built for K = {table.max_path_length}, "
-                             f"but env.max_path_length = {p.env.max_path_length}")
-        hook = (lambda e, m: on_epoch_end("pretrain", e, m)) if on_epoch_end else None
-        pre_hist = pretrain(policy, ctx.env, table, ctx.train_queries, p.pretrain, seed=seed, precision=precision,
-                            device=device, out_dir=out / "pretrain", resume=resume, epochs=n_pre,
-                            on_epoch_end=hook, meta=meta, progress=progress)
-        pre_model, _ = load_model(out / "pretrain" / "pretrained.pt", device=device)
-        policy.load_state_dict(pre_model.state_dict())
 
     hook = (lambda e, m: on_epoch_end("rl", e, m)) if on_epoch_end else None
     result = train(policy, ctx.env, ctx.train_queries, p.rl, p.eval, seed=seed, precision=precision,
-                   device=device, out_dir=out / "rl", evaluate_fn=make_validator(ctx, "valid", precision, device),
+                   device=device, out_dir=out, evaluate_fn=make_validator(ctx, "valid", precision, device),
                    resume=resume, epochs=n_rl, on_epoch_end=hook, meta=meta, progress=progress)
     summary = {
-        "variant": variant, "seed": seed, "pretrain_epochs": n_pre, "rl_epochs": n_rl,
+        "variant": variant, "seed": seed, "pretrain_epochs": int(pretrain_epochs), "rl_epochs": n_rl,
         "best_val_mrr": result.best_mrr, "best_epoch": result.best_epoch,
         "final_reward": result.history[-1]["reward"] if result.history else None,
-        "model": str(out / "rl" / "best.pt"),
-        "pretrain_final": pre_hist[-1] if pre_hist else None,
+        "model": str(out / "best.pt"), "restarted": restarted,
         "seconds": round(time.perf_counter() - started, 2),
     }
     atomic_write_json(out / "summary.json", summary)
@@ -244,40 +282,3 @@ def evaluate_model(
                    "path_times": res.path_time},
     )
     return metrics
-
-
-def pretrain_snapshots(
-    ctx: Context,
-    seed: int,
-    out_dir: str | Path,
-    epochs: list[int],
-    labels: LabelTable | str | Path,
-    *,
-    on_epoch_end: Optional[EpochHook] = None,
-    num_threads: Optional[int] = None,
-    progress: bool = True,
-) -> dict[int, Optional[str]]:
-    """Pretrain once for ``max(epochs)`` epochs, saving the weights after each ``n`` in ``epochs``.
-
-    Returns ``{n: model path}`` (``None`` for ``n = 0``: RL from a random initialisation). Equal to
-    separate ``n``-epoch pretraining runs (see :func:`raptor.pretrain.pretrain`), at the cost of one.
-    """
-    p = ctx.params
-    configure_runtime(p.train.num_threads if num_threads is None else num_threads)
-    device = resolve_device(p.train.device)
-    out = Path(out_dir)
-    wanted = sorted({int(n) for n in epochs if int(n) > 0})
-    paths: dict[int, Optional[str]] = {0: None} if 0 in epochs else {}
-    if not wanted:
-        return paths
-    table = labels if isinstance(labels, LabelTable) else load_label_table(labels)
-    torch.manual_seed(seed)
-    policy = Policy(ctx.dataset.num_entities, ctx.dataset.num_relations, p.model, p.env.max_path_length)
-    hook = (lambda e, m: on_epoch_end("pretrain", e, m)) if on_epoch_end else None
-    pretrain(policy, ctx.env, table, ctx.train_queries, p.pretrain, seed=seed, precision=p.train.precision,
-             device=device, out_dir=out, resume=True, epochs=wanted[-1], on_epoch_end=hook,
-             meta={"variant": "raptor", "dataset": ctx.dataset.meta.get("dataset")}, progress=progress,
-             snapshots=tuple(wanted))
-    for n in wanted:
-        paths[n] = str(out / f"pretrained-e{n}.pt")
-    return paths

@@ -31,8 +31,5 @@ MAIN_TABLE: dict[str, dict[str, tuple[float, float, float, float]]] = {
                   "ICEWS18": (30.25, 21.92, 34.3, 47.45)},
 }
 
-#: Our variant names -> the paper's row names.
-VARIANT_ROWS = {"pure_rl": "Pure-RL", "raptor": "RL-RAPTOR"}
-
 #: The average RL reward the paper uses to compare training efficiency (ablation section).
 REWARD_THRESHOLD = 0.325

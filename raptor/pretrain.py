@@ -26,11 +26,13 @@ Checkpoints (atomic, per epoch) make pretraining resumable, bit-identically on t
 
 from __future__ import annotations
 
+import json
+import logging
 import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 import torch
@@ -38,6 +40,7 @@ import torch.nn.functional as F
 
 from .config import PretrainConfig
 from .env import TemporalEnv
+from .experiment import prepare_run_dir, run_fingerprint, snapshot_path
 from .io import atomic_path, atomic_write_json
 from .labeling import LabelTable, action_labels
 from .policy import Policy
@@ -55,6 +58,8 @@ from .rl import (
 )
 
 PRETRAIN_CHECKPOINT_FORMAT = "raptor.pretrain-checkpoint/v1"
+
+log = logging.getLogger("raptor")
 
 
 @dataclass
@@ -214,7 +219,7 @@ def pretrain(
             _save_checkpoint(ckpt, policy, optimizer, epoch, history, meta)
             atomic_write_json(out / "history.json", history)
             if epoch + 1 in snapshots:
-                save_model(out / f"pretrained-e{epoch + 1}.pt", policy, {**meta, "epoch": epoch})
+                save_model(snapshot_path(out, epoch + 1), policy, {**meta, "epoch": epoch})
         if on_epoch_end is not None:
             on_epoch_end(epoch, row)
         bar.set_postfix(bce=f"{row['bce']:.3f}", acc=f"{row['label_accuracy']:.3f}")
@@ -222,3 +227,60 @@ def pretrain(
         save_model(out / "pretrained.pt", policy, {**meta, "epoch": n_epochs - 1})
         atomic_write_json(out / "history.json", history)
     return history
+
+
+def pretrain_run(
+    ctx,
+    seed: int,
+    out_dir: str | Path,
+    labels: LabelTable | str | Path,
+    epochs: Sequence[int],
+    *,
+    on_epoch_end: Optional[Callable[[str, int, dict[str, Any]], None]] = None,
+    num_threads: Optional[int] = None,
+    progress: bool = True,
+    resume: bool = True,
+) -> dict[int, str]:
+    """One seed's pretraining run for ``max(epochs)`` epochs, saving ``pretrained-e{n}.pt`` after
+    ``n`` epochs for every ``n`` in ``epochs`` (a snapshot after ``n`` epochs equals a separate
+    ``n``-epoch run, see :func:`pretrain`). Returns ``{n: path}`` for ``n > 0``.
+
+    ``ctx`` is a :class:`raptor.experiment.Context`. The folder continues only a run of the same
+    fingerprint (params, content of data, graph and labels, code; more epochs continue a run) that
+    can still write every snapshot asked for; otherwise it starts afresh and says why.
+    """
+    from .labeling import load_label_table
+    from .provenance import code_hash, content_hash
+    from .rl import configure_runtime, resolve_device
+
+    p = ctx.params
+    wanted = sorted({int(n) for n in epochs if int(n) > 0})
+    out = Path(out_dir)
+    if not wanted:
+        return {}
+    configure_runtime(p.train.num_threads if num_threads is None else num_threads)
+    device = resolve_device(p.train.device)
+    label_hash = content_hash(labels) if not isinstance(labels, LabelTable) else None
+    fingerprint = run_fingerprint(p, "pretrain", seed, {**ctx.input_hashes(), "labels": label_hash},
+                                  code_hash([__name__]), continued=("pretrain.epochs",),
+                                  ignored_sections=("rl", "eval", "labeling"))
+    fingerprint["params"].pop("train.equal_total_epochs", None)
+
+    def past_a_snapshot(run: Path) -> Optional[str]:
+        done = len(json.loads((run / "history.json").read_text())) if (run / "history.json").exists() else 0
+        missing = [n for n in wanted if n <= done and not snapshot_path(run, n).exists()]
+        return f"the run is past the snapshots asked for after {missing} epochs" if missing else None
+
+    prepare_run_dir(out, fingerprint, resume, cannot_continue=past_a_snapshot)
+    table = labels if isinstance(labels, LabelTable) else load_label_table(labels)
+    if table.max_path_length != p.env.max_path_length:
+        raise ValueError(f"label table was built for K = {table.max_path_length}, "
+                         f"but env.max_path_length = {p.env.max_path_length}")
+    torch.manual_seed(seed)
+    policy = Policy(ctx.dataset.num_entities, ctx.dataset.num_relations, p.model, p.env.max_path_length)
+    hook = (lambda e, m: on_epoch_end("pretrain", e, m)) if on_epoch_end else None
+    pretrain(policy, ctx.env, table, ctx.train_queries, p.pretrain, seed=seed, precision=p.train.precision,
+             device=device, out_dir=out, resume=True, epochs=wanted[-1], on_epoch_end=hook,
+             meta={"variant": "raptor", "dataset": ctx.dataset.meta.get("dataset")}, progress=progress,
+             snapshots=tuple(wanted))
+    return {n: str(snapshot_path(out, n)) for n in wanted}

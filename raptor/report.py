@@ -1,6 +1,6 @@
 """Significance tests across variants and the report (tables, figures, an index of outputs).
 
-Inputs are the stage outputs (see :mod:`raptor.layout`): per variant, a training folder with
+Inputs are the stage outputs (see :mod:`raptor.stages`): per variant, a training folder with
 ``seed<S>/rl/history.json`` (and ``seed<S>/pretrain/history.json``) and an evaluation folder with
 ``seed<S>/metrics.json`` and ``seed<S>/predictions.parquet``.
 """
@@ -17,7 +17,8 @@ from typing import Any, Mapping, Optional, Sequence
 import numpy as np
 
 from .io import atomic_dir, atomic_path, atomic_write_json, atomic_write_text
-from .paper import MAIN_TABLE, METRICS, REWARD_THRESHOLD, VARIANT_ROWS
+from . import variants
+from .paper import MAIN_TABLE, METRICS, REWARD_THRESHOLD
 from .ranking import read_predictions
 from .stats import per_query_tests, seed_level_tests
 
@@ -61,11 +62,12 @@ def seed_ranks(eval_dir: str | Path) -> dict[int, np.ndarray]:
     return out
 
 
-def histories(train_dir: str | Path, phase: str = "rl") -> dict[int, list[dict]]:
-    """``{seed: per-epoch history}`` of one phase (``rl`` or ``pretrain``); seeds without it are skipped."""
+def histories(runs_dir: str | Path) -> dict[int, list[dict]]:
+    """``{seed: per-epoch history}`` of a folder of runs (``seed<S>/history.json``: a training or a
+    pretraining stage's output); seeds without one yet are skipped."""
     out = {}
-    for seed, d in _seed_dirs(Path(train_dir)).items():
-        f = d / phase / "history.json"
+    for seed, d in _seed_dirs(Path(runs_dir)).items():
+        f = d / "history.json"
         if f.exists():
             out[seed] = json.loads(f.read_text())
     return out
@@ -91,15 +93,28 @@ def epochs_to_reward(history: Sequence[Mapping[str, Any]], threshold: float = RE
     return None
 
 
+def compare_variants(eval_dirs: Mapping[str, str | Path], n_resamples: int = 10_000, seed: int = 0) -> dict:
+    """Every variant against the baseline of :mod:`raptor.variants` (:func:`significance` each):
+    ``{"baseline": name, "comparisons": {treatment: result}}``."""
+    base = [v for v in eval_dirs if variants.get(v).baseline]
+    if len(base) != 1:
+        raise ValueError(f"significance needs exactly one baseline variant among {sorted(eval_dirs)} "
+                         f"(baselines: {', '.join(n for n, v in variants.VARIANTS.items() if v.baseline)})")
+    comparisons = {t: significance(eval_dirs, t, base[0], n_resamples=n_resamples, seed=seed)
+                   for t in eval_dirs if t != base[0]}
+    return {"baseline": base[0], "comparisons": comparisons}
+
+
 def significance(
     eval_dirs: Mapping[str, str | Path],
-    treatment: str = "raptor",
-    baseline: str = "pure_rl",
+    treatment: str,
+    baseline: str,
     n_resamples: int = 10_000,
     seed: int = 0,
 ) -> dict:
-    """RL-RAPTOR vs Pure-RL: paired t-tests over seeds (per metric) and per-query tests on
-    reciprocal ranks (averaged over seeds per query): Wilcoxon signed-rank and a paired bootstrap."""
+    """``treatment`` vs ``baseline`` (e.g. RL-RAPTOR vs Pure-RL): paired t-tests over seeds (per
+    metric) and per-query tests on reciprocal ranks (averaged over seeds per query): Wilcoxon
+    signed-rank and a paired bootstrap."""
     for v in (treatment, baseline):
         if v not in eval_dirs:
             raise ValueError(f"no evaluation of variant {v!r} (have {sorted(eval_dirs)})")
@@ -127,10 +142,10 @@ def significance(
 # ------------------------------------------------------------------------------------------ tables
 
 
-def _mark(sig: Optional[dict], metric: str) -> str:
-    if not sig or not sig.get("seed_level"):
-        return ""
-    r = sig["seed_level"].get(metric)
+def _mark(sig: Optional[dict], variant: str, metric: str) -> str:
+    """``*`` where ``variant`` beats the baseline on ``metric`` (one-sided paired t-test, p < 0.05)."""
+    pair = ((sig or {}).get("comparisons") or {}).get(variant) or {}
+    r = (pair.get("seed_level") or {}).get(metric)
     return "*" if r and r.get("significant_one_sided") else ""
 
 
@@ -142,11 +157,10 @@ def main_table_rows(dataset: str, summaries: Mapping[str, dict], sig: Optional[d
             vals = per_ds[dataset]
             rows.append({"model": model, "source": "paper", **{m: f"{v:.2f}" for m, v in zip(METRICS, vals)}})
     for variant, s in summaries.items():
-        name = f"{VARIANT_ROWS.get(variant, variant)} (ours, {s['n']} seeds)"
+        name = f"{variants.get(variant).label} (ours, {s['n']} seeds)"
         row = {"model": name, "source": "this run"}
         for m in METRICS:
-            mark = _mark(sig, m) if variant == (sig or {}).get("treatment") else ""
-            row[m] = f"{100 * s[m]['mean']:.2f} ± {100 * s[m]['std']:.2f}{mark}"
+            row[m] = f"{100 * s[m]['mean']:.2f} ± {100 * s[m]['std']:.2f}{_mark(sig, variant, m)}"
         rows.append(row)
     return rows
 
@@ -222,7 +236,7 @@ def write_report(
     summaries = {v: summarize(seed_metrics(d)) for v, d in eval_dirs.items()}
     rows = main_table_rows(dataset, summaries, sig)
     cols = ["model", "source", *METRICS]
-    rl_hists = {v: histories(d, "rl") for v, d in train_dirs.items()}
+    rl_hists = {v: histories(d) for v, d in train_dirs.items()}
     eff_rows = []
     for v, hs in rl_hists.items():
         for seed, h in hs.items():
@@ -233,12 +247,13 @@ def write_report(
     with atomic_dir(out) as tmp:
         atomic_write_text(tmp / "main_table.md", f"# {dataset}: time-aware filtered results (%)\n\n"
                           + _markdown_table(rows, cols)
-                          + "\nOurs: mean ± std over seeds. `*`: RL-RAPTOR better than Pure-RL in a paired "
+                          + "\nOurs: mean ± std over seeds. `*`: better than the baseline "
+                            f"({variants.get(sig['baseline']).label if sig else 'none'}) in a paired "
                             "one-sided t-test over seeds, p < 0.05.\n")
         atomic_write_text(tmp / "main_table.csv", _csv(rows, cols))
         eff_cols = ["variant", "seed", "rl_epochs", "final_reward", f"epochs_to_reward_{REWARD_THRESHOLD}"]
         atomic_write_text(tmp / "efficiency.csv", _csv(eff_rows, eff_cols))
-        labels = {VARIANT_ROWS.get(v, v): hs for v, hs in rl_hists.items()}
+        labels = {variants.get(v).label: hs for v, hs in rl_hists.items()}
         plot_curves(labels, "reward", "mean training reward", f"{dataset}: RL reward (±1 std over seeds)",
                     tmp / "training_efficiency.png", threshold=REWARD_THRESHOLD)
         plot_curves(labels, "val_mrr", "validation MRR", f"{dataset}: validation MRR (±1 std over seeds)",
@@ -251,16 +266,18 @@ def write_report(
                  "| validation_mrr.png | validation MRR at each validation, mean ± 1 std over seeds |",
                  f"| efficiency.csv | per seed: RL epochs, final reward, first epoch with reward >= {REWARD_THRESHOLD} |",
                  "| report.json | all of the above as data, with the significance tests |", ""]
-        if sig and sig.get("seed_level"):
-            index += ["## Significance (RL-RAPTOR vs Pure-RL, paired over seeds)", "",
-                      "| metric | mean diff | 95% CI | p (one-sided) | Cohen's d_z |", "|---|---|---|---|---|"]
-            for m, r in sig["seed_level"].items():
-                index.append(f"| {m} | {r['mean_diff']:+.4f} | [{r['ci_low']:+.4f}, {r['ci_high']:+.4f}] | "
-                             f"{r['p_one_sided']:.3g} | {r['cohens_dz'] if r['cohens_dz'] is not None else 'inf'} |")
-            index.append("")
-        if sig and sig.get("per_query"):
-            pq = sig["per_query"]
-            index += ["## Per-query tests on reciprocal ranks", "", "```", json.dumps(pq, indent=2)[:4000], "```", ""]
+        for treatment, pair in ((sig or {}).get("comparisons") or {}).items():
+            names = f"{variants.get(treatment).label} vs {variants.get(sig['baseline']).label}"
+            if pair.get("seed_level"):
+                index += [f"## Significance ({names}, paired over seeds)", "",
+                          "| metric | mean diff | 95% CI | p (one-sided) | Cohen's d_z |", "|---|---|---|---|---|"]
+                for m, r in pair["seed_level"].items():
+                    index.append(f"| {m} | {r['mean_diff']:+.4f} | [{r['ci_low']:+.4f}, {r['ci_high']:+.4f}] | "
+                                 f"{r['p_one_sided']:.3g} | {r['cohens_dz'] if r['cohens_dz'] is not None else 'inf'} |")
+                index.append("")
+            if pair.get("per_query"):
+                index += [f"## Per-query tests on reciprocal ranks ({names})", "", "```",
+                          json.dumps(pair["per_query"], indent=2)[:4000], "```", ""]
         atomic_write_text(tmp / "README.md", "\n".join(index))
     return report
 
@@ -276,7 +293,7 @@ def write_ablation_report(dataset: str, arms: Mapping[int, str | Path], out_dir:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    hists = {int(n): histories(d, "rl") for n, d in sorted(arms.items())}
+    hists = {int(n): histories(d) for n, d in sorted(arms.items())}
     rows = []
     for n, hs in hists.items():
         best = [max((r["val_mrr"] for r in h if r.get("val_mrr") is not None), default=float("nan"))

@@ -2,8 +2,9 @@
 # Set up, then run the main job: the whole pipeline with `dvc repro`.
 #   scripts/run.sh                   quick profile (ICEWS14, both variants, 2 seeds; ~30 min on 2 cores)
 #   scripts/run.sh --profile paper   the paper's budget (5 seeds, 40 + 400 epochs)
-# The profile is written to params.yaml (`profile:`), as `dvc exp run -S profile=...` would; other
-# arguments go to `dvc repro` (a stage name, --force, ...).
+# The profile goes to the untracked params.local.yaml (no tracked file is edited); the `params` stage
+# resolves it, so DVC re-runs exactly the stages whose resolved params changed. Other arguments go to
+# `dvc repro` (a stage name, --keep-going, ...).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 profile=quick
@@ -17,8 +18,6 @@ while [ $# -gt 0 ]; do
 done
 scripts/setup.sh
 source scripts/env.sh
-grep -q '^profile:' params.yaml || { echo "run: params.yaml has no top-level 'profile:' line" >&2; exit 1; }
-sed -i "s/^profile:.*/profile: ${profile}/" params.yaml
-python -c 'from raptor.config import load_params; p = load_params("params.yaml"); print(f"run: profile {p.profile!r}, dataset {p.data.dataset}")'
+python -m raptor.stages profile "$profile"
 dvc repro "${args[@]+"${args[@]}"}"
 raptor report --where

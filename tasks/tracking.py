@@ -17,9 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
-from flows._env import PROJECT_ROOT, apply_defaults
+from raptor.runenv import apply_defaults
 
 apply_defaults()
+PROJECT_ROOT = Path.cwd()  # tasks run in the project root (dvc.yaml's commands, the deployment)
 
 import mlflow  # noqa: E402
 from mlflow.entities import Metric, Param, RunTag  # noqa: E402

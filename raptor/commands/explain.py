@@ -17,6 +17,7 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", required=True, help="ingested dataset folder")
     p.add_argument("--graph", required=True, help="graph file")
     p.add_argument("--params", default="params.yaml", help="params file (default: %(default)s)")
+    p.add_argument("--dataset", help="its entry in params `datasets` gives the calendar (default: the data's name)")
     p.add_argument("--top", type=int, default=10, help="answers to show (default: %(default)s)")
     p.add_argument("--paths", type=int, default=2, help="supporting paths per answer (default: %(default)s)")
 
@@ -38,7 +39,9 @@ def run(args: argparse.Namespace) -> int:
     r = resolve(args.relation.split(":", 1)[1] if inverse else args.relation, ds.relation_names, "relation")
     if inverse:
         r = inverse_relation(r, R)
-    t = date_to_step(args.date, params.data.start_date)
+    name = args.dataset or ds.meta.get("dataset")
+    start_date = params.datasets[name].start_date if name in params.datasets else None  # None: step numbers
+    t = date_to_step(args.date, start_date)
     policy, _ = load_model(args.model)
     policy.eval()
     answers = explain(policy, ctx.env, (s, r, t), params.eval, top_k=args.top, paths_per_entity=args.paths)
@@ -49,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
         return ds.relation_names[rel] if rel < R else f"inverse of {ds.relation_names[rel - R]}"
 
     rname = rel_name(r)
-    print(f"query: ({ds.entity_names[s]}, {rname}, ?, {step_to_date(t, params.data.start_date)})")
+    print(f"query: ({ds.entity_names[s]}, {rname}, ?, {step_to_date(t, start_date)})")
     if not answers:
         print("no answer: the beam reached no entity (no history before this date?)")
         return 0
@@ -58,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
         for path in a["paths"]:
             hops = [h for h in path["hops"] if h["relation"] != stop_relation(R)]
             text = " -> ".join(
-                f"[{rel_name(h['relation'])} @ {step_to_date(h['time'], params.data.start_date)}] {ds.entity_names[h['to']]}"
+                f"[{rel_name(h['relation'])} @ {step_to_date(h['time'], start_date)}] {ds.entity_names[h['to']]}"
                 for h in hops
             ) or "(stays at the subject)"
             print(f"      p={pow(2.718281828, path['log_prob']):.3f}: {ds.entity_names[s]} {text}")

@@ -15,7 +15,8 @@ HELP = (
 
 
 def register(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--raw", help="folder with the raw splits (default: data.raw_dir in params)")
+    p.add_argument("--raw", help="folder with the raw splits (default: the dataset's raw_dir in params)")
+    p.add_argument("--dataset", help="dataset of params `datasets` (default: the only one listed)")
     p.add_argument("--out", required=True, help="output folder (replaced as a whole when valid)")
     p.add_argument("--params", default="params.yaml", help="params file (default: %(default)s)")
     p.add_argument("--url", help="fetch an archive instead of reading --raw (online machines only)")
@@ -26,12 +27,13 @@ def register(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     params = load_params(args.params)
-    url = args.url or params.data.url
-    kwargs = dict(time_step=params.ingest.time_step, dataset=params.data.dataset if not args.raw else None)
+    name, d = params.dataset(args.dataset) if (args.dataset or not args.raw) else (None, None)
+    url = args.url or (d.url if d else None)
+    kwargs = dict(time_step=d.time_step if d else None, dataset=name)
     if url:
-        result = ingest_from_url(url, args.sha256 or params.data.sha256, args.out, **kwargs)
+        result = ingest_from_url(url, args.sha256 or (d.sha256 if d else None), args.out, **kwargs)
     else:
-        result = ingest(args.raw or params.data.raw_dir, args.out, sums_file=args.sums, **kwargs)
+        result = ingest(args.raw or d.raw_dir, args.out, sums_file=args.sums, **kwargs)
     counts = ", ".join(f"{k} {v:,}" for k, v in result.counts.items())
     print(
         f"ingested {result.num_entities:,} entities, {result.num_relations:,} relations; {counts}; "

@@ -1,50 +1,49 @@
-"""`raptor report`: significance tests and the report of a finished pipeline run."""
+"""`raptor report`: where the pipeline's outputs are (``--where``), or significance and report by hand."""
 
 from __future__ import annotations
 
 import argparse
 
 NAME = "report"
-HELP = ("Compare the variants of a dataset (paired t-test over seeds, per-query Wilcoxon and bootstrap) and "
-        "write reports/<dataset>/significance.json and reports/<dataset>/report/ (tables, figures); "
-        "`--where` only prints where every output of the pipeline is.")
+HELP = ("`--where` lists every output of the pipeline (from the stage declaration, raptor/stages.py) and "
+        "whether it exists yet; without it, compare the variants of a dataset (significance) and write its "
+        "report at the pipeline's paths, as the significance and report stages do.")
 
 
 def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--params", default="params.yaml", help="params file (default: %(default)s)")
+    p.add_argument("--local", default="params.local.yaml", help="local overrides (default: %(default)s, if present)")
     p.add_argument("--root", default=".", help="project root (default: %(default)s)")
+    p.add_argument("--dataset", help="dataset (default: the only one in params)")
     p.add_argument("--where", action="store_true", help="only list where the outputs are")
 
 
 def run(args: argparse.Namespace) -> int:
-    from .. import layout
+    from pathlib import Path
+
     from ..config import load_params
     from ..io import atomic_write_json
-    from ..report import significance, write_report
+    from ..report import compare_variants, write_report
+    from ..stages import main_stages, outputs
 
-    params = load_params(args.params)
-    ds, root = params.data.dataset, args.root
-    variants = params.train.variants
+    root = Path(args.root)
+    params = load_params(args.params, local=root / args.local)
     if args.where:
-        rows = [("ingested dataset", layout.ingested(root, ds)), ("graph", layout.graph(root, ds)),
-                ("label tables", layout.labels(root, ds))]
-        for v in variants:
-            rows += [(f"{v}: training runs (checkpoints, histories)", layout.train_dir(root, ds, v)),
-                     (f"{v}: test predictions and metrics per seed", layout.eval_dir(root, ds, v)),
-                     (f"{v}: metrics over seeds", layout.variant_dir(root, ds, v) / "metrics.json")]
-        rows += [("significance tests", layout.significance(root, ds)), ("report", layout.report(root, ds)),
-                 ("ablation report", layout.report(root, ds).parent / "ablation"),
-                 ("MLflow", "mlflow.db (run: mlflow ui --backend-store-uri sqlite:///mlflow.db)"),
-                 ("Prefect", ".prefect/ (run: prefect server start, then open http://127.0.0.1:4200)")]
-        for what, where in rows:
-            exists = "" if isinstance(where, str) else ("" if where.exists() else "  (not yet produced)")
-            print(f"{what:<48} {where}{exists}")
+        for address, what, path in outputs(params):
+            exists = "" if (root / path).exists() else "  (not yet produced)"
+            print(f"{address:<34} {path:<44} {what}{exists}")
+        print(f"{'MLflow':<34} mlflow.db, mlruns/ (mlflow ui --backend-store-uri sqlite:///mlflow.db)")
+        print(f"{'Prefect':<34} .prefect/ (prefect server start, then http://127.0.0.1:4200)")
         return 0
-    evals = {v: layout.eval_dir(root, ds, v) for v in variants}
-    sig_path = None
-    if {"raptor", "pure_rl"} <= set(variants):
-        sig_path = layout.significance(root, ds)
-        atomic_write_json(sig_path, significance(evals))
-    write_report(ds, {v: layout.train_dir(root, ds, v) for v in variants}, evals, layout.report(root, ds), sig_path)
-    print(f"report -> {layout.report(root, ds)}")
+    ds, _ = params.dataset(args.dataset)
+    stage = {s.name: s for s in main_stages(params.train.variants)}
+    report_paths = stage["report"].paths(ds)
+    inputs = {k: root / v for k, v in report_paths["inputs"].items()}
+    evals = {k[5:]: v for k, v in inputs.items() if k.startswith("eval_")}
+    sig_path = inputs.get("significance")
+    if sig_path is not None:
+        atomic_write_json(sig_path, compare_variants(evals))
+    out = root / report_paths["outputs"]["out"]
+    write_report(ds, {k[6:]: v for k, v in inputs.items() if k.startswith("train_")}, evals, out, sig_path)
+    print(f"report -> {out}")
     return 0

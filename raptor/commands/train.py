@@ -8,18 +8,20 @@ import json
 NAME = "train"
 HELP = (
     "Train one seed of a variant on an ingested dataset (--data) and its graph (--graph): pure_rl "
-    "(actor-critic from scratch) or raptor (reachability pretraining from --labels, then RL); writes "
-    "pretrain/ and rl/ (checkpoint.pt, best.pt = best validation MRR, final.pt, history.json/csv) and "
-    "summary.json to --out. Resumes from --out when it holds a checkpoint."
+    "(actor-critic from scratch) or raptor (reachability pretraining from --labels into OUT/pretrain, then "
+    "RL into OUT/rl: checkpoint.pt, best.pt = best validation MRR, final.pt, history.json/csv, summary.json). "
+    "Resumes from --out when its checkpoints were written by the same configuration, data and code."
 )
 
 
 def register(p: argparse.ArgumentParser) -> None:
+    from ..variants import VARIANTS
+
     p.add_argument("--data", required=True, help="ingested dataset folder (output of `raptor ingest`)")
     p.add_argument("--graph", required=True, help="graph file (output of `raptor graph`)")
     p.add_argument("--out", required=True, help="output folder for checkpoints, models and history")
-    p.add_argument("--variant", default="pure_rl", choices=["pure_rl", "raptor"], help="(default: %(default)s)")
-    p.add_argument("--labels", help="label tables (output of `raptor label`); needed by --variant raptor")
+    p.add_argument("--variant", default="pure_rl", choices=list(VARIANTS), help="(default: %(default)s)")
+    p.add_argument("--labels", help="label tables (output of `raptor label`); needed by pretrained variants")
     p.add_argument("--seed", type=int, default=0, help="random seed (initialisation, shuffling, sampling)")
     p.add_argument("--params", default="params.yaml", help="params file (default: params.yaml)")
     p.add_argument("--profile", help="apply this profile of params.yaml (e.g. quick)")
@@ -30,8 +32,11 @@ def register(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from ..config import load_params
     from ..experiment import load_context, run_variant
+    from ..variants import get
 
     overrides = {}
     if args.profile:
@@ -42,10 +47,22 @@ def run(args: argparse.Namespace) -> int:
         overrides["pretrain.epochs"] = args.pretrain_epochs
     params = load_params(args.params, overrides)
     ctx = load_context(args.data, args.graph, params)
-    s = run_variant(ctx, args.variant, args.seed, args.out, labels=args.labels, resume=not args.fresh,
-                    progress=not args.no_progress)
+    out = Path(args.out)
+    init, n_pre = None, 0
+    if get(args.variant).pretrained and params.pretrain.epochs > 0:
+        from ..pretrain import pretrain_run
+
+        if not args.labels:
+            raise ValueError(f"variant {args.variant!r} pretrains on the reachability labels: give --labels")
+        n_pre = params.pretrain.epochs
+        init = pretrain_run(ctx, args.seed, out / "pretrain", args.labels, [n_pre], resume=not args.fresh,
+                            progress=not args.no_progress)[n_pre]
+    s = run_variant(ctx, args.variant, args.seed, out / "rl", init_model=init, pretrain_epochs=n_pre,
+                    resume=not args.fresh, progress=not args.no_progress)
     best = f"{s['best_val_mrr']:.4f} at epoch {s['best_epoch']}" if s["best_val_mrr"] is not None else "n/a"
     print(f"train {args.variant} seed {args.seed}: {s['pretrain_epochs']} pretraining + {s['rl_epochs']} RL epochs "
           f"in {s['seconds']:.1f} s, best validation MRR {best} -> {args.out}")
+    if s["restarted"]:
+        print(f"(started afresh: {s['restarted']})")
     print(json.dumps(s, default=str))
     return 0

@@ -1,0 +1,400 @@
+"""The pipeline's stage graph, declared once.
+
+Every stage names its inputs, outputs, the params keys it reads and the library module it runs;
+``dvc.yaml`` (and ``ablation/dvc.yaml``) are generated from this declaration
+(``python -m raptor.stages write``; ``check`` fails when they are out of date), so
+
+* a stage's code dependencies are the transitive ``raptor`` imports of its module
+  (:func:`raptor.provenance.module_files`), never a hand-typed list;
+* its paths exist only here: the generated command passes every path explicitly
+  (``--in NAME=PATH`` / ``--out NAME=PATH``), and the flows and the library never guess one;
+* the per-dataset stages are DVC ``foreach`` loops over ``datasets`` in params.yaml, one stage per
+  variant of ``train.variants`` (:mod:`raptor.variants`): datasets and variants are data.
+
+Params: the ``params`` stage (always run, a fraction of a second) resolves params.yaml, the selected
+profile and the untracked ``params.local.yaml`` into ``build/params.json``; every other stage lists
+its keys of *that* file, so DVC tracks the values a stage really ran with (a profile's overrides
+included) and choosing a profile edits no tracked file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import sys
+from dataclasses import dataclass, field, fields, is_dataclass
+from pathlib import Path
+from typing import Mapping, Optional, Sequence
+
+from . import variants as variant_registry
+from .config import LOCAL_PARAMS, ConfigError, Params, load_params, load_resolved, params_to_dict  # noqa: F401
+
+#: Resolved params (profile and local overrides applied), written by the ``params`` stage.
+PARAMS_FILE = "build/params.json"
+PARAMS_SOURCE = "params.yaml"
+DVC_FILE = "dvc.yaml"
+ABLATION_DVC_FILE = "ablation/dvc.yaml"
+
+#: Placeholders in path templates; DVC's ``foreach`` fills them (``${key}``, ``${item.raw_dir}``).
+DATASET, RAW_DIR = "{dataset}", "{raw_dir}"
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One stage of the graph (per dataset unless ``per_dataset`` is false)."""
+
+    name: str
+    #: What the stage does, for ``--help`` and the generated dvc.yaml.
+    help: str
+    #: The library module(s) whose functions the stage runs (comma-separated): its code dependencies
+    #: are their ``raptor`` imports, transitively (a test checks them against what the flows call).
+    module: str
+    #: Option name -> path template (``{dataset}``, ``{raw_dir}``).
+    inputs: Mapping[str, str] = field(default_factory=dict)
+    outputs: Mapping[str, str] = field(default_factory=dict)
+    #: Keys of the resolved params the stage reads. A section name stands for its fields that can
+    #: change results (fields marked ``NO_EFFECT`` are left out); a leaf key is kept as named.
+    params: tuple[str, ...] = ()
+    #: The flow that runs it (``python -m flows KIND``); the variant it trains or evaluates.
+    kind: str = ""
+    variant: Optional[str] = None
+    per_dataset: bool = True
+    #: Outputs that survive a re-run (checkpoints an interrupted run resumes from).
+    persist: tuple[str, ...] = ()
+    #: Outputs kept out of DVC's cache (small JSON), and those that are DVC metrics.
+    uncached: tuple[str, ...] = ()
+    metrics: tuple[str, ...] = ()
+    always_changed: bool = False
+
+    @property
+    def flow(self) -> str:
+        return self.kind or self.name
+
+    def address(self, dataset: Optional[str] = None) -> str:
+        """DVC's name of the stage for ``dataset`` (``label@ICEWS14``)."""
+        return f"{self.name}@{dataset}" if self.per_dataset else self.name
+
+    def paths(self, dataset: Optional[str] = None, raw_dir: str = "") -> dict[str, dict[str, str]]:
+        """``{"inputs": {name: path}, "outputs": {name: path}}`` for one dataset."""
+        def fill(t: str) -> str:
+            return t.replace(DATASET, dataset or "").replace(RAW_DIR, raw_dir)
+        return {"inputs": {k: fill(v) for k, v in self.inputs.items()},
+                "outputs": {k: fill(v) for k, v in self.outputs.items()}}
+
+
+def _data(sub: str) -> str:
+    return f"data/{DATASET}/{sub}"
+
+
+def _runs(sub: str) -> str:
+    return f"runs/{DATASET}/{sub}"
+
+
+def main_stages(variants: Sequence[str]) -> list[Stage]:
+    """ingest -> graph -> label -> pretrain -> finetune (per variant) -> evaluate (per variant)
+    -> significance -> report, per dataset; after ``params``, which resolves the params."""
+    vs = [variant_registry.get(v) for v in variants]
+    run_params = ("env", "model", "train.precision", "train.device", "train.seeds")
+    stages = [
+        Stage("params", "resolve params.yaml, its profile and params.local.yaml into one file",
+              "raptor.stages", outputs={"out": PARAMS_FILE}, per_dataset=False, uncached=("out",),
+              always_changed=True),
+        Stage("ingest", "raw splits -> validated Parquet dataset", "raptor.ingest",
+              inputs={"raw": RAW_DIR}, outputs={"out": _data("ingested")}, params=(f"datasets.{DATASET}",)),
+        Stage("graph", "ingested dataset -> inverse-augmented temporal CSR graph", "raptor.graph",
+              inputs={"data": _data("ingested")}, outputs={"out": _data("graph.npz")}),
+        Stage("label", "reachability label tables of the training queries (Algorithm 1)", "raptor.labeling",
+              inputs={"data": _data("ingested"), "graph": _data("graph.npz")}, outputs={"out": _data("labels")},
+              params=("env.max_path_length", "labeling")),
+    ]
+    if any(v.pretrained for v in vs):
+        stages.append(Stage(
+            "pretrain", "reachability pretraining, one run per seed (checkpoint at pretrain.epochs)",
+            "raptor.pretrain",
+            inputs={"data": _data("ingested"), "graph": _data("graph.npz"), "labels": _data("labels")},
+            outputs={"out": _runs("pretrain")}, params=run_params + ("pretrain",), persist=("out",)))
+    for v in vs:
+        inputs = {"data": _data("ingested"), "graph": _data("graph.npz")}
+        extra: tuple[str, ...] = ("pretrain.epochs",)
+        if v.pretrained:
+            inputs["pretrain"] = _runs("pretrain")
+        else:
+            extra += ("train.equal_total_epochs",)
+        stages.append(Stage(
+            f"finetune-{v.name}", f"{v.label}: actor-critic RL for every seed", "raptor.experiment",
+            inputs=inputs, outputs={"out": _runs(f"{v.name}/train")}, params=run_params + ("rl", "eval") + extra,
+            kind="finetune", variant=v.name, persist=("out",)))
+        stages.append(Stage(
+            f"evaluate-{v.name}", f"{v.label}: beam-search test evaluation of every seed",
+            "raptor.experiment,raptor.report",
+            inputs={"data": _data("ingested"), "graph": _data("graph.npz"), "train": _runs(f"{v.name}/train")},
+            outputs={"out": _runs(f"{v.name}/eval"), "metrics": _runs(f"{v.name}/metrics.json")},
+            params=("eval.beam_size", "eval.score_rule", "train.precision", "train.device", "train.seeds"),
+            kind="evaluate", variant=v.name, uncached=("metrics",), metrics=("metrics",)))
+    evals = {f"eval_{v.name}": _runs(f"{v.name}/eval") for v in vs}
+    if len(vs) >= 2:
+        stages.append(Stage(
+            "significance", "paired tests of every variant against the baseline", "raptor.report",
+            inputs=evals, outputs={"out": f"reports/{DATASET}/significance.json"}, uncached=("out",)))
+    report_inputs = {**{f"train_{v.name}": _runs(f"{v.name}/train") for v in vs}, **evals}
+    if len(vs) >= 2:
+        report_inputs["significance"] = f"reports/{DATASET}/significance.json"
+    stages.append(Stage("report", "tables and figures", "raptor.report", inputs=report_inputs,
+                        outputs={"out": f"reports/{DATASET}/report"}))
+    return stages
+
+
+def ablation_stages() -> list[Stage]:
+    """The paper's pretraining-epochs ablation (its own pipeline, ``ablation/dvc.yaml``)."""
+    return [
+        Stage("ablation-pretrain", "one pretraining per ablation seed, snapshots at every arm's epochs",
+              "raptor.pretrain",
+              inputs={"data": _data("ingested"), "graph": _data("graph.npz"), "labels": _data("labels")},
+              outputs={"out": _runs("ablation/pretrain")},
+              params=("env", "model", "pretrain", "train.precision", "train.device", "ablation"),
+              persist=("out",)),
+        Stage("ablation", "RL-RAPTOR with each arm's pretraining and a fixed RL budget, and its report",
+              "raptor.experiment,raptor.report",
+              inputs={"data": _data("ingested"), "graph": _data("graph.npz"),
+                      "pretrain": _runs("ablation/pretrain")},
+              outputs={"out": _runs("ablation/arms"), "report": f"reports/{DATASET}/ablation"},
+              params=("env", "model", "rl", "eval", "train.precision", "train.device", "ablation"),
+              persist=("out",)),
+    ]
+
+
+def stage_by_address(address: str, variants: Sequence[str]) -> tuple[Stage, Optional[str]]:
+    """``(stage, dataset)`` of a DVC stage name such as ``finetune-raptor@ICEWS14``."""
+    name, _, dataset = address.partition("@")
+    for s in main_stages(variants) + ablation_stages():
+        if s.name == name:
+            return s, dataset or None
+    raise ValueError(f"no stage named {name!r}")
+
+
+def outputs(params: Params) -> list[tuple[str, str, str]]:
+    """``(stage address, what, path)`` of every output of the main pipeline and the ablation, for
+    the datasets and variants of ``params``."""
+    rows = []
+    for dataset in params.datasets:
+        for s in main_stages(params.train.variants) + ablation_stages():
+            if not s.per_dataset:
+                continue
+            for name, path in s.paths(dataset)["outputs"].items():
+                rows.append((s.address(dataset), s.help if name == "out" else f"{s.help} ({name})", path))
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------
+# params: expansion of sections and resolution
+# ---------------------------------------------------------------------------------------------
+
+
+def expand_params(keys: Sequence[str], params: Params) -> list[str]:
+    """Dotted leaf keys of ``keys``: a section becomes its result-relevant fields (``NO_EFFECT``
+    fields dropped), a leaf key stays. ``{dataset}`` stays a placeholder."""
+    out: list[str] = []
+    for key in keys:
+        if DATASET in key:
+            out.append(key)
+            continue
+        obj = params
+        for part in key.split("."):
+            obj = getattr(obj, part)
+        if is_dataclass(obj):
+            out.extend(f"{key}.{f.name}" for f in fields(obj) if f.metadata.get("affects_results", True))
+        else:
+            out.append(key)
+    return out
+
+
+def resolve_params(source: str | Path, local: str | Path, out: str | Path) -> Params:
+    """Write the resolved params (profile and local overrides applied) to ``out`` as JSON; the
+    file is rewritten only when its content changes."""
+    from .io import atomic_write_text
+
+    params = load_params(source, local=local)
+    text = json.dumps(params_to_dict(params), indent=1, sort_keys=True) + "\n"
+    out = Path(out)
+    if not out.exists() or out.read_text() != text:
+        atomic_write_text(out, text)
+    return params
+
+
+# ---------------------------------------------------------------------------------------------
+# dvc.yaml generation
+# ---------------------------------------------------------------------------------------------
+
+
+def code_deps(stage: Stage) -> list[str]:
+    """The stage's code: its module's transitive ``raptor`` imports, as paths from the repo root."""
+    from .provenance import PACKAGE_DIR, module_files
+
+    root = PACKAGE_DIR.parent
+    # every stage command loads its params through raptor.config
+    return [str(p.relative_to(root)) for p in module_files(stage.module.split(",") + ["raptor.config"])]
+
+
+def _dvc_path(template: str) -> str:
+    return template.replace(DATASET, "${key}").replace(RAW_DIR, "${item.raw_dir}")
+
+
+def command(stage: Stage, dataset: str = "${key}") -> str:
+    """The shell command of a stage (what DVC runs; the Prefect pipeline runs the same argv)."""
+    if stage.name == "params":
+        return (f"python -m raptor.stages resolve --params {PARAMS_SOURCE} --local {LOCAL_PARAMS} "
+                f"--out {PARAMS_FILE}")
+    paths = stage.paths(dataset, "${item.raw_dir}") if dataset == "${key}" else stage.paths(dataset)
+    parts = ["python -m flows", stage.flow, "--dataset", dataset]
+    if stage.variant:
+        parts += ["--variant", stage.variant]
+    parts += ["--params", PARAMS_FILE]
+    parts += [f"--in {k}={v}" for k, v in paths["inputs"].items()]
+    parts += [f"--out {k}={v}" for k, v in paths["outputs"].items()]
+    return " ".join(parts)
+
+
+def _stage_entry(stage: Stage, params: Params, wdir: Optional[str]) -> dict:
+    entry: dict = {}
+    if wdir:
+        entry["wdir"] = wdir
+    entry["desc"] = stage.help
+    entry["cmd"] = command(stage) if stage.per_dataset else command(stage, "")
+    deps = [_dvc_path(p) for p in stage.inputs.values()] + code_deps(stage)
+    if stage.name == "params":
+        deps = [PARAMS_SOURCE] + code_deps(stage)
+    entry["deps"] = deps
+    if stage.params:
+        keys = [k.replace(DATASET, "${key}") for k in expand_params(stage.params, params)]
+        entry["params"] = [{PARAMS_FILE: keys}]
+    outs = []
+    for name, path in stage.outputs.items():
+        if name in stage.metrics:
+            continue
+        opts = {}
+        if name in stage.persist:
+            opts["persist"] = True
+        if name in stage.uncached:
+            opts["cache"] = False
+        outs.append({_dvc_path(path): opts} if opts else _dvc_path(path))
+    entry["outs"] = outs
+    if stage.metrics:
+        entry["metrics"] = [{_dvc_path(stage.outputs[m]): {"cache": False}} for m in stage.metrics]
+    if stage.always_changed:
+        entry["always_changed"] = True
+    if stage.per_dataset:
+        return {"foreach": "${datasets}", "do": entry}
+    return entry
+
+
+HEADER = """\
+# GENERATED from raptor/stages.py by `python -m raptor.stages write`: do not edit by hand
+# (`python -m raptor.stages check` and the tests fail when this file is out of date).
+# {what}
+# Per-dataset stages loop over `datasets` in params.yaml; one finetune/evaluate stage per variant of
+# `train.variants`. Stages read their params from build/params.json (the `params` stage resolves
+# params.yaml, its profile and the untracked params.local.yaml), so DVC tracks resolved values.
+"""
+
+
+def dvc_yaml(params: Params, ablation: bool = False) -> str:
+    """The text of ``dvc.yaml`` (or of ``ablation/dvc.yaml``) for these params' variants."""
+    import yaml
+
+    if ablation:
+        stages, wdir = ablation_stages(), ".."
+        head = HEADER.format(what="The pretraining-epochs ablation: `dvc repro ablation/dvc.yaml`.")
+        doc = {"vars": ["../params.yaml"]}
+    else:
+        stages, wdir = main_stages(params.train.variants), None
+        head = HEADER.format(what="The main pipeline: `dvc repro` (or scripts/run.sh).")
+        doc = {}
+    doc["stages"] = {s.name: _stage_entry(s, params, wdir) for s in stages}
+    return head + yaml.safe_dump(doc, sort_keys=False, width=120)
+
+
+def check_dvc_files(root: str | Path, params: Params) -> list[str]:
+    """Problems with the generated files under ``root`` (empty when they are up to date)."""
+    problems = []
+    for rel, text in ((DVC_FILE, dvc_yaml(params)), (ABLATION_DVC_FILE, dvc_yaml(params, ablation=True))):
+        path = Path(root) / rel
+        have = path.read_text() if path.exists() else ""
+        if have != text:
+            diff = "".join(list(difflib.unified_diff(have.splitlines(True), text.splitlines(True), rel + " (now)",
+                                                     rel + " (generated)"))[:40])
+            problems.append(f"{rel} is out of date with raptor/stages.py and params.yaml (train.variants): "
+                            f"run `python -m raptor.stages write`\n{diff}")
+    return problems
+
+
+def select_profile(source: str | Path, name: str) -> Path:
+    """Set ``profile: name`` in the local overrides file beside ``source`` (created if missing; its
+    other keys kept), after checking that the profile exists and the result validates."""
+    import yaml
+
+    from .config import local_overrides
+    from .io import atomic_write_text
+
+    local = Path(source).parent / LOCAL_PARAMS
+    current = local_overrides(local)
+    current["profile"] = name
+    load_params(source, overrides=current)  # unknown profile or bad values: an error, nothing written
+    header = "# Local overrides of params.yaml (git-ignored): `profile: NAME` and dotted keys.\n"
+    atomic_write_text(local, header + yaml.safe_dump(current, sort_keys=False))
+    return local
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m raptor.stages", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("resolve", help="resolve params.yaml (+ profile, + params.local.yaml) into one JSON file")
+    r.add_argument("--params", default=PARAMS_SOURCE)
+    r.add_argument("--local", default=LOCAL_PARAMS)
+    r.add_argument("--out", default=PARAMS_FILE)
+    for name, help_ in (("write", "write dvc.yaml and ablation/dvc.yaml from the declaration"),
+                        ("check", "fail if dvc.yaml or ablation/dvc.yaml is out of date")):
+        p = sub.add_parser(name, help=help_)
+        p.add_argument("--params", default=PARAMS_SOURCE)
+        p.add_argument("--root", default=".")
+    sub.add_parser("list", help="list the stages with their code dependencies")
+    pr = sub.add_parser("profile", help=f"select a profile in {LOCAL_PARAMS} (untracked), keeping its other keys")
+    pr.add_argument("name")
+    pr.add_argument("--params", default=PARAMS_SOURCE)
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "resolve":
+            params = resolve_params(args.params, args.local, args.out)
+            # DVC read the stage list from dvc.yaml: it must match these params' variants.
+            problems = check_dvc_files(Path(args.params).parent, params)
+            if problems:
+                print(f"raptor.stages: error: {problems[0]}", file=sys.stderr)
+                return 1
+            print(f"params: profile {params.profile!r}, datasets {', '.join(params.datasets)}, "
+                  f"variants {', '.join(params.train.variants)} -> {args.out}")
+        elif args.command == "write":
+            params = load_params(args.params)
+            for rel, text in ((DVC_FILE, dvc_yaml(params)), (ABLATION_DVC_FILE, dvc_yaml(params, ablation=True))):
+                path = Path(args.root) / rel
+                if not path.exists() or path.read_text() != text:
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    path.write_text(text)
+                    print(f"wrote {path}")
+        elif args.command == "check":
+            problems = check_dvc_files(args.root, load_params(args.params))
+            for p in problems:
+                print(p, file=sys.stderr)
+            return 1 if problems else 0
+        elif args.command == "profile":
+            select_profile(args.params, args.name)
+        else:
+            for s in main_stages(Params().train.variants) + ablation_stages():
+                print(f"{s.name:22s} {s.module:20s} {' '.join(Path(p).name for p in code_deps(s))}")
+    except ConfigError as exc:
+        print(f"raptor.stages: error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

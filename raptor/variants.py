@@ -1,0 +1,39 @@
+"""The systems the pipeline trains and compares: one registry entry each.
+
+A variant is an RL agent trained from some initialisation. Everything the stage graph, the flows,
+significance and the report need to know about it is here; ``train.variants`` in params.yaml picks
+which of them a pipeline runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One trained system."""
+
+    #: Registry key, folder and stage name (``finetune-<name>``).
+    name: str
+    #: Row label in reports and figures (the paper's name for it).
+    label: str
+    #: Starts its RL phase from the reachability pretraining checkpoint (the ``pretrain`` stage).
+    pretrained: bool
+    #: The reference of significance tests: others are compared against it.
+    baseline: bool = False
+
+
+VARIANTS: dict[str, Variant] = {
+    v.name: v for v in (
+        Variant("pure_rl", "Pure-RL", pretrained=False, baseline=True),
+        Variant("raptor", "RL-RAPTOR", pretrained=True),
+    )
+}
+
+
+def get(name: str) -> Variant:
+    try:
+        return VARIANTS[name]
+    except KeyError:
+        raise ValueError(f"unknown variant {name!r} (known: {', '.join(VARIANTS)})") from None

@@ -1,0 +1,182 @@
+"""The stage graph declared once: dvc.yaml is generated from it, and its code deps cover what runs."""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from raptor import stages
+from raptor.config import ConfigError, Params, load_params, params_from_dict
+from raptor.provenance import code_hash, content_hash, module_files
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_committed_dvc_files_are_the_generated_ones():
+    """The repo's dvc.yaml and ablation/dvc.yaml equal what the declaration generates (default
+    variants; the files are generated, not typed)."""
+    assert stages.check_dvc_files(ROOT, Params()) == []
+
+
+def test_check_names_a_stale_file(tmp_path):
+    (tmp_path / "ablation").mkdir()
+    (tmp_path / "dvc.yaml").write_text(stages.dvc_yaml(Params()).replace("raptor/labeling.py", "raptor/x.py"))
+    (tmp_path / "ablation" / "dvc.yaml").write_text(stages.dvc_yaml(Params(), ablation=True))
+    problems = stages.check_dvc_files(tmp_path, Params())
+    assert len(problems) == 1 and "dvc.yaml is out of date" in problems[0] and "python -m raptor.stages write" in problems[0]
+
+
+def test_variants_come_from_params():
+    one = params_from_dict({"train": {"variants": ["pure_rl"]}})
+    doc = yaml.safe_load(stages.dvc_yaml(one))["stages"]
+    assert "finetune-pure_rl" in doc and "finetune-raptor" not in doc
+    assert "pretrain" not in doc and "significance" not in doc  # nothing pretrained, nothing to compare
+    both = yaml.safe_load(stages.dvc_yaml(Params()))["stages"]
+    assert {"pretrain", "finetune-raptor", "evaluate-raptor", "significance"} <= set(both)
+    assert both["finetune-raptor"]["do"]["deps"][2] == "runs/${key}/pretrain"
+    assert "runs/${key}/pretrain" not in both["finetune-pure_rl"]["do"]["deps"]
+    with pytest.raises(ConfigError, match="train.variants"):
+        params_from_dict({"train": {"variants": ["pure_rl", "titer"]}})
+
+
+def _calls(fn: ast.AST) -> set[str]:
+    return {n.func.id if isinstance(n.func, ast.Name) else n.func.attr
+            for n in ast.walk(fn) if isinstance(n, ast.Call) and isinstance(n.func, (ast.Name, ast.Attribute))}
+
+
+def _raptor_imports(tree: ast.Module) -> dict[str, str]:
+    """name -> raptor module it is imported from (module-level and in-function ``from raptor... import``)."""
+    out = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("raptor"):
+            for a in node.names:
+                out[a.asname or a.name] = node.module
+        if isinstance(node, ast.ImportFrom) and node.module == "raptor":
+            for a in node.names:
+                out[a.asname or a.name] = f"raptor.{a.name}"
+    return out
+
+
+def _library_modules_used(kind: str) -> set[str]:
+    """The raptor modules whose names the flow of ``kind`` and the tasks it calls use (by AST)."""
+    flows_tree = ast.parse((ROOT / "flows/stages.py").read_text())
+    tasks_trees = {p.stem: ast.parse(p.read_text()) for p in (ROOT / "tasks").glob("*.py")}
+    flow_funcs = {n.name: n for n in flows_tree.body if isinstance(n, ast.FunctionDef)}
+    task_funcs = {n.name: (n, t) for t in tasks_trees.values() for n in t.body if isinstance(n, ast.FunctionDef)}
+    from flows.stages import FLOWS
+
+    todo, seen, used = [FLOWS[kind].fn.__name__], set(), set()
+    imports = {"flows": _raptor_imports(flows_tree), **{k: _raptor_imports(t) for k, t in tasks_trees.items()}}
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        if name in flow_funcs:
+            node, imp = flow_funcs[name], imports["flows"]
+        elif name in task_funcs:
+            node, tree = task_funcs[name]
+            imp = next(v for k, v in imports.items() if tasks_trees.get(k) is tree)
+        else:
+            continue
+        names = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} | _calls(node)
+        used |= {imp[n] for n in names if n in imp}
+        todo.extend(n for n in names if n in flow_funcs or n in task_funcs)
+    return used
+
+
+@pytest.mark.parametrize("stage", [s for s in stages.main_stages(["pure_rl", "raptor"]) + stages.ablation_stages()
+                                   if s.per_dataset], ids=lambda s: s.name)
+def test_stage_code_deps_cover_the_library_code_its_flow_calls(stage):
+    """Independent of the declaration: read the flow and its tasks, collect every raptor module
+    they take a name from, and check each one's source files are among the stage's DVC deps."""
+    used = _library_modules_used(stage.flow)
+    assert used, f"{stage.name}: found no library call in its flow (the AST walk is broken)"
+    deps = set(stages.code_deps(stage))
+    for module in used:
+        files = {str(p.relative_to(ROOT)) for p in module_files([module])}
+        assert files <= deps, f"{stage.name} runs {module} but its deps miss {sorted(files - deps)}"
+
+
+def test_labeling_reaches_label_and_pretraining_but_not_pure_rl():
+    doc = yaml.safe_load(stages.dvc_yaml(Params()))["stages"]
+    with_labeling = {name for name, s in doc.items() if "raptor/labeling.py" in s.get("do", s)["deps"]}
+    assert with_labeling == {"label", "pretrain"}
+
+
+def test_stage_params_are_resolved_values_of_the_declared_keys(tmp_path):
+    src = tmp_path / "params.yaml"
+    src.write_text(yaml.safe_dump({"datasets": {"D": {"raw_dir": "raw"}},
+                                   "profiles": {"small": {"rl.epochs": 3, "labeling.workers": 1}}}))
+    out = tmp_path / "build" / "params.json"
+    p = stages.resolve_params(src, tmp_path / "params.local.yaml", out)  # no local file: the paper's values
+    assert p.rl.epochs == 400 and json.loads(out.read_text())["rl"]["epochs"] == 400
+    (tmp_path / "params.local.yaml").write_text("profile: small\nrl.gamma: 0.5\n")
+    stamp = out.stat().st_mtime_ns
+    p = stages.resolve_params(src, tmp_path / "params.local.yaml", out)
+    resolved = json.loads(out.read_text())
+    assert (resolved["profile"], resolved["rl"]["epochs"], resolved["rl"]["gamma"]) == ("small", 3, 0.5)
+    assert out.stat().st_mtime_ns != stamp
+    stamp = out.stat().st_mtime_ns
+    stages.resolve_params(src, tmp_path / "params.local.yaml", out)
+    assert out.stat().st_mtime_ns == stamp  # unchanged content: not rewritten
+    assert stages.load_resolved(out) == p
+    # Keys tracked per stage: NO_EFFECT fields of a section are left out, named leaves stay.
+    label = next(s for s in stages.main_stages(["pure_rl", "raptor"]) if s.name == "label")
+    keys = stages.expand_params(label.params, p)
+    assert "labeling.max_in_edges" in keys and "labeling.workers" not in keys
+
+
+def test_local_overrides_and_profiles_cannot_change_the_stage_graph(tmp_path):
+    src = tmp_path / "params.yaml"
+    src.write_text("profile: paper\n")
+    (tmp_path / "params.local.yaml").write_text("train:\n  variants: [pure_rl]\n")
+    with pytest.raises(ConfigError, match="train.variants shapes DVC's stage list"):
+        load_params(src, local=tmp_path / "params.local.yaml")
+    (tmp_path / "params.local.yaml").write_text("datasets.X.raw_dir: y\n")
+    with pytest.raises(ConfigError, match="datasets shapes DVC's stage list"):
+        load_params(src, local=tmp_path / "params.local.yaml")
+
+
+def test_select_profile_keeps_other_local_keys_and_refuses_unknown(tmp_path):
+    src = tmp_path / "params.yaml"
+    src.write_text("profiles:\n  quick: {rl.epochs: 5}\n")
+    local = tmp_path / "params.local.yaml"
+    local.write_text("rl.gamma: 0.5\n")
+    stages.select_profile(src, "quick")
+    p = load_params(src, local=local)
+    assert (p.profile, p.rl.epochs, p.rl.gamma) == ("quick", 5, 0.5)
+    before = local.read_text()
+    with pytest.raises(ConfigError, match="unknown profile 'fast'"):
+        stages.select_profile(src, "fast")
+    assert local.read_text() == before
+
+
+def test_resolve_fails_when_dvc_yaml_is_stale(tmp_path, capsys):
+    (tmp_path / "params.yaml").write_text("train:\n  variants: [pure_rl]\n")
+    (tmp_path / "dvc.yaml").write_text(stages.dvc_yaml(Params()))  # generated for both variants
+    rc = stages.main(["resolve", "--params", str(tmp_path / "params.yaml"), "--local", str(tmp_path / "l.yaml"),
+                      "--out", str(tmp_path / "p.json")])
+    assert rc == 1 and "out of date" in capsys.readouterr().err
+
+
+def test_provenance_hashes_change_with_content(tmp_path):
+    d = tmp_path / "d"
+    d.mkdir()
+    (d / "a").write_text("1")
+    h1 = content_hash(d)
+    (d / "a").write_text("2")
+    assert content_hash(d) != h1
+    (d / "a").write_text("1")
+    assert content_hash(d) == h1
+    (d / "b").write_text("")
+    assert content_hash(d) != h1
+    with pytest.raises(FileNotFoundError):
+        content_hash(tmp_path / "nope")
+    files = {p.name for p in module_files(["raptor.graph"])}
+    assert {"graph.py", "data.py", "io.py", "constants.py"} <= files and "labeling.py" not in files
+    assert len(code_hash(["raptor.graph"])) == 64
