@@ -168,7 +168,7 @@ def prepare_run_dir(out: Path, fingerprint: dict[str, Any], resume: bool = True,
             reason = "changed since its checkpoints were written: " + "; ".join(diff[:8]) + (
                 f" (+{len(diff) - 8} more)" if len(diff) > 8 else "")
     elif any(out.iterdir()):
-        reason = "holds files of an unknown run (no run_config.json)" if resume else "asked to start afresh"
+        reason = f"holds files of an unknown run (no {RUN_CONFIG_FILE})" if resume else "asked to start afresh"
     if reason is None and cannot_continue is not None:
         reason = cannot_continue(out)
     if reason is not None:

@@ -61,13 +61,16 @@ def _numeric(metrics: dict[str, Any]) -> dict[str, float]:
             if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(float(v))}
 
 
-def _tracked_run(experiment: str, run_name: str, params: dict, tags: dict, parent_run_id: Optional[str],
-                 out: Path) -> tracking.Run:
+def _tracked_run(experiment: str, run_name: str, params: dict, tags: dict,
+                 parent_run_id: Optional[str]) -> tracking.Run:
     parent = tracking.Run(parent_run_id, tracking.experiment_id(experiment)) if parent_run_id else None
-    run = tracking.start_run(experiment, run_name, params=params, tags=tags, parent=parent)
-    out.mkdir(parents=True, exist_ok=True)
+    return tracking.start_run(experiment, run_name, params=params, tags=tags, parent=parent)
+
+
+def _remember_run(out: Path, run: tracking.Run, experiment: str) -> None:
+    """Where the evaluation logs its metrics: written into the run folder once the run is done
+    (before, the library's run-folder check would take it for a stranger's file)."""
     atomic_write_json(out / RUN_FILE, {"run_id": run.run_id, "experiment": experiment})
-    return run
 
 
 @task(name="pretrain-run", cache_policy=NO_CACHE, task_run_name="pretrain-{dataset}-seed{seed}")
@@ -79,7 +82,7 @@ def pretrain_run_task(params_path: str, dataset: str, data_dir: str, graph_path:
     run = _tracked_run(experiment, f"{dataset}-pretrain-seed{seed}",
                        {**flatten(params_to_dict(ctx.params)), "seed": seed, "pretrain_epochs": max(epochs)},
                        {"dataset": dataset, "seed": seed, "stage": "pretrain", "profile": ctx.params.profile,
-                        **tracking.data_hashes(data_dir)}, None, out)
+                        **tracking.data_hashes(data_dir)}, None)
 
     def on_epoch_end(phase: str, epoch: int, metrics: dict) -> None:
         run.log_metrics({f"{phase}/{k}": v for k, v in _numeric(metrics).items() if k != "epoch"}, step=epoch)
@@ -87,6 +90,7 @@ def pretrain_run_task(params_path: str, dataset: str, data_dir: str, graph_path:
     try:
         snaps = pretrain_run(ctx, seed, out, labels_dir, epochs, on_epoch_end=on_epoch_end, num_threads=num_threads)
         run.log_artifact(out / "history.json", "history")
+        _remember_run(out, run, experiment)
         run.finish()
     except BaseException:
         run.finish("FAILED")
@@ -118,7 +122,7 @@ def train_run_task(
     tags = {"dataset": dataset, "variant": variant, "seed": seed, "stage": "finetune", "profile": params.profile,
             **tracking.data_hashes(data_dir), **(extra_tags or {})}
     run = _tracked_run(experiment, run_name, {**flatten(params_to_dict(params)), "variant": variant, "seed": seed,
-                                              "pretrain_epochs": pretrain_epochs}, tags, parent_run_id, out)
+                                              "pretrain_epochs": pretrain_epochs}, tags, parent_run_id)
 
     def on_epoch_end(phase: str, epoch: int, metrics: dict) -> None:
         run.log_metrics({f"{phase}/{k}": v for k, v in _numeric(metrics).items() if k != "epoch"}, step=epoch)
@@ -130,6 +134,7 @@ def train_run_task(
                                   "train_seconds": summary["seconds"]}), step=0)
         run.log_artifact(out / "best.pt", "model")
         run.log_artifact(out / "history.csv", "history")
+        _remember_run(out, run, experiment)
         run.finish()
     except BaseException:
         run.finish("FAILED")

@@ -36,12 +36,16 @@ def test_console_script_runs():
 
 
 def test_report_where_lists_every_output(tmp_path, capsys):
-    (tmp_path / "data" / "ICEWS14" / "ingested").mkdir(parents=True)
-    assert main(["report", "--where", "--params", str(ROOT / "params.yaml"), "--root", str(tmp_path)]) == 0
-    out = capsys.readouterr().out
-    assert "ingested dataset" in out and "data/ICEWS14/ingested\n" in out  # exists: no marker
-    assert "runs/ICEWS14/raptor/train  (not yet produced)" in out
-    assert "reports/ICEWS14/report" in out and "mlflow.db" in out
+    params = tmp_path / "params.yaml"
+    params.write_text("datasets:\n  A: {raw_dir: raw}\n  B: {raw_dir: raw}\n")
+    (tmp_path / "data" / "A" / "ingested").mkdir(parents=True)
+    assert main(["report", "--where", "--params", str(params), "--root", str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    ingest_a = next(line for line in lines if line.startswith("ingest@A "))
+    assert "data/A/ingested" in ingest_a and "not yet produced" not in ingest_a  # exists: no marker
+    assert any(line.startswith("finetune-raptor@B ") and "runs/B/raptor/train" in line
+               and line.endswith("(not yet produced)") for line in lines)
+    assert any("reports/A/report" in line for line in lines) and any("mlflow.db" in line for line in lines)
 
 
 def test_help_of_every_stage(capsys):

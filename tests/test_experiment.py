@@ -1,12 +1,15 @@
 """A whole run of each variant and its evaluation, on a tiny synthetic dataset."""
 
 import json
+import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from raptor.config import params_from_dict
 from raptor.experiment import evaluate_model, load_context, run_variant
+from raptor.pretrain import pretrain_run
 from raptor.graph import build_graph
 from raptor.ingest import ingest
 from raptor.labeling import label_dataset
@@ -38,12 +41,14 @@ def ctx(tmp_path_factory):
 def test_raptor_variant_pretrains_then_finetunes(ctx):
     c, root = ctx
     seen = []
-    summary = run_variant(c, "raptor", 0, root / "runs/raptor/0", labels=root / "labels",
-                          on_epoch_end=lambda phase, e, m: seen.append((phase, e)), progress=False)
+    hook = lambda phase, e, m: seen.append((phase, e))  # noqa: E731
+    snaps = pretrain_run(c, 0, root / "runs/pretrain/0", root / "labels", [1, 2], on_epoch_end=hook, progress=False)
+    assert sorted(snaps) == [1, 2] and all(Path(p).is_file() for p in snaps.values())
+    summary = run_variant(c, "raptor", 0, root / "runs/raptor/0", init_model=snaps[2], pretrain_epochs=2,
+                          on_epoch_end=hook, progress=False)
     assert seen == [("pretrain", 0), ("pretrain", 1), ("rl", 0), ("rl", 1), ("rl", 2)]
-    assert summary["pretrain_epochs"] == 2 and summary["rl_epochs"] == 3
-    assert (root / "runs/raptor/0/pretrain/pretrained.pt").exists()
-    assert (root / "runs/raptor/0/rl/best.pt").exists()
+    assert summary["pretrain_epochs"] == 2 and summary["rl_epochs"] == 3 and summary["restarted"] is None
+    assert (root / "runs/raptor/0/best.pt").exists()
     assert 0.0 <= summary["best_val_mrr"] <= 1.0
     assert json.loads((root / "runs/raptor/0/summary.json").read_text())["variant"] == "raptor"
 
@@ -69,8 +74,10 @@ def test_errors_are_clear(ctx, tmp_path):
     c, root = ctx
     with pytest.raises(ValueError, match="unknown variant 'rl_only'"):
         run_variant(c, "rl_only", 0, tmp_path / "x")
-    with pytest.raises(ValueError, match="needs the reachability label table"):
-        run_variant(c, "raptor", 0, tmp_path / "y", progress=False)
+    with pytest.raises(ValueError, match="starts from a pretrained checkpoint"):
+        run_variant(c, "raptor", 0, tmp_path / "y", pretrain_epochs=2, progress=False)
+    with pytest.raises(FileNotFoundError, match="initial weights not found"):
+        run_variant(c, "raptor", 0, tmp_path / "y", init_model=tmp_path / "nope.pt", pretrain_epochs=2)
     with pytest.raises(FileNotFoundError, match="model not found"):
         evaluate_model(c, tmp_path / "missing.pt", tmp_path / "z")
 
@@ -83,9 +90,10 @@ def test_explain_cli_prints_named_answers_and_paths(ctx, tmp_path, capsys):
     c, root = ctx
     summary = run_variant(c, "pure_rl", 2, root / "runs/explain", progress=False, rl_epochs=1)
     params = tmp_path / "params.yaml"
-    params.write_text(yaml.safe_dump({**PARAMS, "data": {"start_date": "2018-01-01"}}))
+    params.write_text(yaml.safe_dump({**PARAMS, "datasets": {"SYNTH": {"raw_dir": "x", "start_date": "2018-01-01"}}}))
     args = ["explain", "Entity 3 (Synthetic)", "Make statement", "2018-02-05", "--model", summary["model"],
-            "--data", str(root / "data"), "--graph", str(root / "graph.npz"), "--params", str(params), "--top", "3"]
+            "--data", str(root / "data"), "--graph", str(root / "graph.npz"), "--params", str(params), "--top", "3",
+            "--dataset", "SYNTH"]
     assert main(args) == 0
     out = capsys.readouterr().out
     assert out.startswith("query: (Entity 3 (Synthetic), Make statement, ?, 2018-02-05)")
@@ -101,15 +109,94 @@ def test_resume_only_continues_the_same_configuration(ctx, tmp_path):
     c, root = ctx
     out = tmp_path / "run"
     run_variant(c, "pure_rl", 4, out, rl_epochs=1, progress=False)
-    first = json.loads((out / "rl/history.json").read_text())
+    first = json.loads((out / "history.json").read_text())
     # More RL epochs with the same configuration extend the run: epoch 0 is not trained again.
-    run_variant(c, "pure_rl", 4, out, rl_epochs=2, progress=False)
-    extended = json.loads((out / "rl/history.json").read_text())
-    assert [h["epoch"] for h in extended] == [0, 1] and extended[0] == first[0]
-    # A changed hyperparameter makes the checkpoints stale: the run starts afresh.
+    s = run_variant(c, "pure_rl", 4, out, rl_epochs=2, progress=False)
+    extended = json.loads((out / "history.json").read_text())
+    assert [h["epoch"] for h in extended] == [0, 1] and extended[0] == first[0] and s["restarted"] is None
+    # A changed hyperparameter makes the checkpoints stale: the run starts afresh and says why.
     other = dataclasses.replace(c, params=dataclasses.replace(
         c.params, rl=dataclasses.replace(c.params.rl, gamma=0.5)))
-    run_variant(other, "pure_rl", 4, out, rl_epochs=1, progress=False)
-    fresh = json.loads((out / "rl/history.json").read_text())
-    assert [h["epoch"] for h in fresh] == [0]
+    s = run_variant(other, "pure_rl", 4, out, rl_epochs=1, progress=False)
+    fresh = json.loads((out / "history.json").read_text())
+    assert [h["epoch"] for h in fresh] == [0] and "rl.gamma: 0.95 -> 0.5" in s["restarted"]
     assert json.loads((out / "run_config.json").read_text())["params"]["rl.gamma"] == 0.5
+    # Settings the schema marks as not changing results (threads, seeds list) do not restart it.
+    faster = dataclasses.replace(other, params=dataclasses.replace(
+        other.params, train=dataclasses.replace(other.params.train, num_threads=2, seeds=[4, 9])))
+    assert run_variant(faster, "pure_rl", 4, out, rl_epochs=1, progress=False)["restarted"] is None
+
+
+def _copy_project(root: Path, dst: Path) -> Path:
+    dst.mkdir()
+    for name in ("data", "graph.npz", "labels"):
+        (shutil.copytree if (root / name).is_dir() else shutil.copy)(root / name, dst / name)
+    return dst
+
+
+def test_a_model_never_outlives_its_data(ctx, tmp_path):
+    """The reproduction of the stale-model defect: train, regenerate the raw data with another
+    seed, ingest and graph again, train into the same folder: it must train afresh."""
+    from raptor.graph import build_graph
+    from raptor.ingest import ingest
+
+    c, _ = ctx
+    proj = tmp_path / "p"
+    for seed, expect_restart in ((1, False), (2, True)):
+        raw = write_raw(tmp_path / f"raw{seed}", SyntheticSpec(seed=seed))
+        ingest(raw, proj / "data")
+        build_graph(proj / "data", proj / "graph.npz")
+        ctx2 = load_context(proj / "data", proj / "graph.npz", c.params)
+        s = run_variant(ctx2, "pure_rl", 0, proj / "run", rl_epochs=1, progress=False)
+        assert (s["restarted"] is not None) == expect_restart, s["restarted"]
+    assert "inputs.data" in s["restarted"] and "inputs.graph" in s["restarted"]
+    assert json.loads((proj / "run/history.json").read_text())[0]["epoch"] == 0
+
+
+def test_changed_labels_or_code_restart_pretraining(ctx, tmp_path, monkeypatch, caplog):
+    import logging
+
+    import raptor.provenance
+
+    caplog.set_level(logging.WARNING, logger="raptor")
+    c, root = ctx
+    proj = _copy_project(root, tmp_path / "p")
+    c2 = load_context(proj / "data", proj / "graph.npz", c.params)
+    run = proj / "pre"
+    pretrain_run(c2, 0, run, proj / "labels", [1], progress=False)
+    pretrain_run(c2, 0, run, proj / "labels", [1, 2], progress=False)  # one more epoch continues
+    assert [h["epoch"] for h in json.loads((run / "history.json").read_text())] == [0, 1]
+    # Changed labels: another label table (exact instead of N = 200) restarts pretraining.
+    params = params_from_dict({**PARAMS, "labeling": {"max_in_edges": 1}})
+    label_dataset(proj / "data", proj / "labels", max_path_length=3, config=params.labeling,
+                  graph_path=proj / "graph.npz", show_progress=False)
+    seen = []
+    pretrain_run(c2, 0, run, proj / "labels", [1], on_epoch_end=lambda *a: seen.append(a[1]), progress=False)
+    assert seen == [0]
+    assert "starting afresh" in caplog.text and "inputs.labels" in caplog.text
+    assert "inputs.data" not in caplog.text
+    # Changed code (the hash of the modules the run imports): restart too.
+    monkeypatch.setattr(raptor.provenance, "code_hash", lambda mods: "0" * 64)
+    seen.clear()
+    pretrain_run(c2, 0, run, proj / "labels", [1], on_epoch_end=lambda *a: seen.append(a[1]), progress=False)
+    assert seen == [0]
+    assert json.loads((run / "run_config.json").read_text())["code"] == "0" * 64
+    # A snapshot the run is already past cannot be written: start afresh rather than skip it.
+    stamp = (run / "checkpoint.pt").stat().st_mtime_ns
+    pretrain_run(c2, 0, run, proj / "labels", [1], progress=False)
+    assert (run / "checkpoint.pt").stat().st_mtime_ns == stamp  # same fingerprint, nothing to train
+    seen.clear()
+    (run / "pretrained-e1.pt").unlink()
+    pretrain_run(c2, 0, run, proj / "labels", [1], on_epoch_end=lambda *a: seen.append(a[1]), progress=False)
+    assert seen == [0] and (run / "pretrained-e1.pt").exists()
+
+
+def test_changed_code_restarts_rl(ctx, tmp_path, monkeypatch):
+    import raptor.experiment as experiment
+
+    c, _ = ctx
+    out = tmp_path / "run"
+    run_variant(c, "pure_rl", 0, out, rl_epochs=1, progress=False)
+    monkeypatch.setattr(experiment, "code_hash", lambda mods: "f" * 64)
+    s = run_variant(c, "pure_rl", 0, out, rl_epochs=1, progress=False)
+    assert s["restarted"] and "code" in s["restarted"]

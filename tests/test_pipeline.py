@@ -1,5 +1,6 @@
 """End to end: `dvc repro` of the whole pipeline on a tiny synthetic dataset (smoke profile), through
-the Prefect flows on a real local Prefect API, with a real local MLflow store; then the ablation."""
+the Prefect flows on a real local Prefect API, with a real local MLflow store; what DVC reports after
+a code or params change; the Prefect pipeline flow agreeing with DVC; then the ablation."""
 
 from __future__ import annotations
 
@@ -14,9 +15,11 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from helpers import free_port, http_json, stack_env
 import yaml
+from helpers import free_port, http_json, stack_env
 
+from raptor import stages
+from raptor.config import params_from_dict
 from raptor.data import load_dataset
 from raptor.graph import TemporalGraph
 from raptor.synthetic import SyntheticSpec, write_raw
@@ -25,6 +28,18 @@ ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("pipeline")]
+
+#: The test's own params (not the repo's params.yaml): one dataset, both variants, a small profile.
+PARAMS = {
+    "profile": "paper",
+    "datasets": {"SYNTH": {"raw_dir": None, "start_date": "2020-01-01"}},
+    "train": {"variants": ["pure_rl", "raptor"]},
+    "profiles": {"small": {
+        "model.entity_dim": 16, "model.relation_dim": 16, "model.time_dim": 4, "model.step_dim": 4,
+        "model.mlp_hidden_dim": 32, "env.max_actions": 20, "pretrain.epochs": 2, "pretrain.batch_size": 256,
+        "rl.epochs": 2, "rl.batch_size": 256, "eval.beam_size": 10, "eval.valid_every": 1, "train.seeds": [0, 1],
+        "train.num_threads": 1, "ablation.pretrain_epochs": [0, 1], "ablation.seeds": [0]}},
+}
 
 
 def _env(project: Path, api_url: str) -> dict:
@@ -38,20 +53,39 @@ def _run(cmd: list[str], cwd: Path, env: dict) -> str:
     return proc.stdout + proc.stderr
 
 
+def _pipeline(proj: Path, env: dict) -> dict:
+    """``python -m flows pipeline``: its result (the last line it prints to stdout)."""
+    proc = subprocess.run([sys.executable, "-m", "flows", "pipeline"], cwd=proj, env=env, capture_output=True,
+                          text=True)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _status(proj: Path, env: dict) -> set[str]:
+    out = _run(["dvc", "status", "--json"], proj, env).strip().splitlines()[-1]
+    return set(json.loads(out)) - {"params"}  # the params stage is always changed (it resolves params)
+
+
 @pytest.fixture(scope="module")
 def project(tmp_path_factory):
-    """A throwaway project (this repo's code, dvc.yaml, params with the smoke profile) and a Prefect server."""
+    """A throwaway project: a copy of this repo's code (so a test may change a line of it), its
+    generated dvc.yaml files, the test's params with the small profile selected in params.local.yaml,
+    and a Prefect server."""
     proj = tmp_path_factory.mktemp("project")
     raw = write_raw(proj.parent / "raw-synth", SyntheticSpec(seed=3))
-    for name in ("raptor", "flows", "tasks"):
+    shutil.copytree(ROOT / "raptor", proj / "raptor", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("flows", "tasks"):
         (proj / name).symlink_to(ROOT / name)
-    shutil.copy(ROOT / "dvc.yaml", proj / "dvc.yaml")
-    (proj / "ablation").mkdir()
-    shutil.copy(ROOT / "ablation" / "dvc.yaml", proj / "ablation" / "dvc.yaml")
-    params = yaml.safe_load((ROOT / "params.yaml").read_text())
-    params["data"].update(dataset="SYNTH", raw_dir=str(raw))
-    params["profile"] = "smoke"
+    params = json.loads(json.dumps(PARAMS))
+    params["datasets"]["SYNTH"]["raw_dir"] = str(raw)
     (proj / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    (proj / "ablation").mkdir()
+    p = params_from_dict(params)
+    (proj / "dvc.yaml").write_text(stages.dvc_yaml(p))
+    (proj / "ablation" / "dvc.yaml").write_text(stages.dvc_yaml(p, ablation=True))
+    stages.select_profile(proj / "params.yaml", "small")
+    (proj / ".gitignore").write_text("".join(f"/{n}\n" for n in ("data", "runs", "reports", "build", ".prefect",
+                                                                 "mlruns", "mlflow.db", "params.local.yaml")))
 
     port = free_port()
     api = f"http://127.0.0.1:{port}/api"
@@ -70,6 +104,8 @@ def project(tmp_path_factory):
                 time.sleep(0.5)
         _run(["git", "init", "-q"], proj, env)
         _run(["dvc", "init", "-q"], proj, env)
+        _run(["git", "add", "-A"], proj, env)
+        _run(["git", "commit", "-qm", "init"], proj, env)
         yield proj, env, api
     finally:
         os.killpg(server.pid, 15)
@@ -80,11 +116,15 @@ def _flow_runs(api: str) -> list[dict]:
     return http_json(f"{api}/flow_runs/filter", {})
 
 
+MAIN = ["params", "ingest@SYNTH", "graph@SYNTH", "label@SYNTH", "pretrain@SYNTH", "finetune-pure_rl@SYNTH",
+        "evaluate-pure_rl@SYNTH", "finetune-raptor@SYNTH", "evaluate-raptor@SYNTH", "significance@SYNTH",
+        "report@SYNTH"]
+
+
 def test_dvc_repro_end_to_end(project):
     proj, env, api = project
     out = _run(["dvc", "repro"], proj, env)
-    for stage in ("ingest", "graph", "label", "finetune_pure_rl", "finetune_raptor", "evaluate@pure_rl",
-                  "evaluate@raptor", "significance", "report"):
+    for stage in MAIN:
         assert f"Running stage '{stage}'" in out, stage
 
     # Data stages.
@@ -92,6 +132,17 @@ def test_dvc_repro_end_to_end(project):
     graph = TemporalGraph.load(proj / "data/SYNTH/graph.npz")
     assert graph.num_edges == 2 * len(ds.all_quadruples())
     assert json.loads((proj / "data/SYNTH/labels/summary.json").read_text())["rows"] > 0
+
+    # The resolved params are the small profile's: DVC tracked those values, not the file's keys.
+    lock = yaml.safe_load((proj / "dvc.lock").read_text())["stages"]
+    assert lock["finetune-raptor@SYNTH"]["params"]["build/params.json"]["rl.epochs"] == 2
+
+    # RAPTOR fine-tuned from the pretrain stage's checkpoint; Pure-RL from scratch.
+    for seed in (0, 1):
+        summary = json.loads((proj / f"runs/SYNTH/raptor/train/seed{seed}/summary.json").read_text())
+        assert summary["pretrain_epochs"] == 2 and summary["rl_epochs"] == 2
+        assert (proj / f"runs/SYNTH/pretrain/seed{seed}/pretrained-e2.pt").is_file()
+        assert json.loads((proj / f"runs/SYNTH/pure_rl/train/seed{seed}/summary.json").read_text())["pretrain_epochs"] == 0
 
     # Evaluation outputs agree with the per-variant summaries and the report.
     n_test = 2 * len(ds.splits["test"])
@@ -104,23 +155,34 @@ def test_dvc_repro_end_to_end(project):
         ours = next(r for k, r in table.items() if k.startswith(f"{row_name} (ours"))
         assert ours["mrr"].startswith(f"{100 * summary['mrr']:.2f}")
     sig = json.loads((proj / "reports/SYNTH/significance.json").read_text())
-    assert sig["seeds"] == [0, 1] and "mrr" in sig["seed_level"]
+    assert sig["baseline"] == "pure_rl" and sig["comparisons"]["raptor"]["seeds"] == [0, 1]
     assert (proj / "reports/SYNTH/report/training_efficiency.png").stat().st_size > 1000
 
-    # MLflow: one child run per (variant, seed) under a parent per stage invocation, with params,
-    # code version, data hashes, per-epoch metrics, the test metrics and the artifacts.
+    # Every output the declaration names exists, and the stages wrote nothing anywhere else.
+    declared = [Path(path) for _, _, path in stages.outputs(params_from_dict(yaml.safe_load(
+        (proj / "params.yaml").read_text())))]
+    main_outs = [p for p in declared if "ablation" not in str(p)]
+    assert all((proj / p).exists() for p in main_outs), [str(p) for p in main_outs if not (proj / p).exists()]
+    allowed = {Path(p) for p in ("build/params.json", "dvc.lock", "params.local.yaml", "mlflow.db")}
+    for top in ("data", "runs", "reports", "build"):
+        for f in (proj / top).rglob("*"):
+            rel = f.relative_to(proj)
+            if f.is_file() and rel not in allowed:
+                assert any(rel == p or p in rel.parents for p in main_outs), f"{rel}: written outside the declared outputs"
+
+    # MLflow: one run per (variant, seed) under a parent per finetune invocation, one per pretraining
+    # seed, with params, code version, data hashes, per-epoch metrics, the test metrics and artifacts.
     import mlflow
 
     client = mlflow.MlflowClient(tracking_uri=env["MLFLOW_TRACKING_URI"])
     exp = client.get_experiment_by_name("raptor/SYNTH")
     runs = client.search_runs([exp.experiment_id])
     children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
-    parents = {r.info.run_id for r in runs if "mlflow.parentRunId" not in r.data.tags}
-    assert len(children) == 4 and len(parents) == 2
+    assert len(children) == 4
+    assert sorted(r.data.tags["seed"] for r in runs if r.data.tags.get("stage") == "pretrain") == ["0", "1"]
     for r in children:
         variant, seed = r.data.tags["variant"], int(r.data.tags["seed"])
-        assert r.data.tags["mlflow.parentRunId"] in parents
-        assert r.data.params["rl.epochs"] == "2" and r.data.params["profile"] == "smoke"
+        assert r.data.params["rl.epochs"] == "2" and r.data.params["profile"] == "small"
         assert len(r.data.tags["git_commit"]) >= 7 or r.data.tags["git_commit"] == "unknown"
         assert "data.sha256.train.txt" in r.data.tags
         assert len(client.get_metric_history(r.info.run_id, "rl/reward")) == 2
@@ -128,41 +190,76 @@ def test_dvc_repro_end_to_end(project):
         assert r.data.metrics["test/mrr"] == pytest.approx(seed_metrics["mrr"])
         arts = {a.path for a in client.list_artifacts(r.info.run_id)}
         assert {"model", "predictions", "history"} <= arts
-        if variant == "raptor":
-            assert len(client.get_metric_history(r.info.run_id, "pretrain/bce")) == 2
 
-    # Prefect's API saw the stage flows complete.
-    names = {}
-    for fr in _flow_runs(api):
-        names.setdefault(fr["state_type"], 0)
-        names[fr["state_type"]] += 1
-    assert names.get("COMPLETED", 0) >= 9 and not names.get("FAILED")
+    # Prefect's API saw the stage flows complete, each named for its dataset and variant.
+    flow_runs = _flow_runs(api)
+    assert not [r for r in flow_runs if r["state_type"] == "FAILED"]
+    names = {r["name"] for r in flow_runs if r["state_type"] == "COMPLETED"}
+    assert {"ingest-SYNTH", "label-SYNTH", "pretrain-SYNTH", "finetune-SYNTH-raptor", "evaluate-SYNTH-pure_rl",
+            "report-SYNTH"} <= names, names
 
-    # Nothing changed: a second repro runs nothing.
+    # Nothing changed: a second repro runs nothing but the params resolution.
     out = _run(["dvc", "repro"], proj, env)
-    assert "Running stage" not in out
+    assert [s for s in MAIN if f"Running stage '{s}'" in out] == ["params"]
 
-    # A parameter only the RAPTOR variant depends on leaves Pure-RL up to date.
-    params = yaml.safe_load((proj / "params.yaml").read_text())
-    params["profiles"]["smoke"]["pretrain.learning_rate"] = 0.002
-    params["pretrain"]["learning_rate"] = 0.002
-    (proj / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    status = _run(["dvc", "status", "finetune_pure_rl", "ingest", "graph"], proj, env)
-    assert "changed" in status  # profiles changed: every learning stage lists it (documented)
-    params["profiles"]["smoke"].pop("pretrain.learning_rate")
-    (proj / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    status = json.loads(_run(["dvc", "status", "--json"], proj, env).strip().splitlines()[-1])
-    assert "finetune_raptor" in status, status
-    assert "finetune_pure_rl" not in status and "label" not in status and "ingest" not in status, status
+
+def test_dvc_status_follows_code_and_resolved_params(project):
+    proj, env, _ = project
+    labeling = proj / "raptor" / "labeling.py"
+    original = labeling.read_text()
+    try:
+        labeling.write_text(original + "\n# a changed line\n")
+        assert _status(proj, env) == {"label@SYNTH", "pretrain@SYNTH", "ablation/dvc.yaml:ablation-pretrain@SYNTH",
+                                      "ablation/dvc.yaml:ablation@SYNTH"}  # the ablation never ran here
+    finally:
+        labeling.write_text(original)
+    # A local override (no tracked file edited) reaches exactly the stages that read it, once the
+    # params stage has resolved it.
+    local = proj / "params.local.yaml"
+    before = local.read_text()
+    try:
+        local.write_text(before + "rl.gamma: 0.5\n")
+        _run(["dvc", "repro", "params"], proj, env)
+        changed = _status(proj, env) - {"ablation/dvc.yaml:ablation-pretrain@SYNTH", "ablation/dvc.yaml:ablation@SYNTH"}
+        assert changed == {"finetune-pure_rl@SYNTH", "finetune-raptor@SYNTH"}, changed
+    finally:
+        local.write_text(before)
+        _run(["dvc", "repro", "params"], proj, env)
+    assert _status(proj, env) <= {"ablation/dvc.yaml:ablation-pretrain@SYNTH", "ablation/dvc.yaml:ablation@SYNTH"}
+
+
+def test_prefect_pipeline_flow_agrees_with_dvc(project):
+    """The scheduled flow asks DVC: on the state `dvc repro` left it runs nothing; after a change it
+    runs exactly the stages DVC would, and commits them so that DVC agrees afterwards."""
+    proj, env, _ = project
+    result = _pipeline(proj, env)
+    assert result["ran"] == ["params"] and result["failed"] == {}
+    assert set(result["skipped"]) == set(MAIN) - {"params"}
+
+    local = proj / "params.local.yaml"
+    before = local.read_text()
+    try:
+        local.write_text(before + "rl.gamma: 0.5\n")
+        result = _pipeline(proj, env)
+        assert result["ran"][0] == "params" and set(result["ran"]) == {
+            "params", "finetune-pure_rl@SYNTH", "finetune-raptor@SYNTH", "evaluate-pure_rl@SYNTH",
+            "evaluate-raptor@SYNTH", "significance@SYNTH", "report@SYNTH"}, result
+        assert set(result["skipped"]) == {"ingest@SYNTH", "graph@SYNTH", "label@SYNTH", "pretrain@SYNTH"}
+        status = _status(proj, env)
+        assert not (status & set(MAIN)), status  # DVC agrees: what the flow ran is committed
+    finally:
+        local.write_text(before)
+        _run(["dvc", "repro"], proj, env)
 
 
 def test_ablation_pipeline(project):
     proj, env, api = project
     out = _run(["dvc", "repro", "ablation/dvc.yaml"], proj, env)
-    assert "Running stage 'ablation/dvc.yaml:ablation'" in out or "Running stage 'ablation'" in out
+    assert "ablation-pretrain@SYNTH" in out and "Running stage 'ablation/dvc.yaml:ablation@SYNTH'" in out
     arms = json.loads((proj / "reports/SYNTH/ablation/ablation.json").read_text())["arms"]
     assert [a["pretrain_epochs"] for a in arms] == [0, 1]
     assert (proj / "reports/SYNTH/ablation/ablation_reward.png").exists()
+    assert (proj / "runs/SYNTH/ablation/pretrain/seed0/pretrained-e1.pt").is_file()
     import mlflow
 
     client = mlflow.MlflowClient(tracking_uri=env["MLFLOW_TRACKING_URI"])

@@ -6,7 +6,7 @@ import pytest
 
 from raptor.io import atomic_write_json
 from raptor.ranking import evaluation_metrics, write_metrics, write_predictions
-from raptor.report import epochs_to_reward, seed_metrics, significance, summarize, write_report
+from raptor.report import compare_variants, epochs_to_reward, seed_metrics, significance, summarize, write_report
 
 R = 3
 
@@ -28,7 +28,7 @@ def _fake_eval(folder, seed, ranks):
 
 
 def _fake_train(folder, seed, rewards):
-    d = folder / f"seed{seed}" / "rl"
+    d = folder / f"seed{seed}"
     d.mkdir(parents=True)
     hist = [{"epoch": i, "reward": r, "val_mrr": (0.1 * r if i % 2 else None)} for i, r in enumerate(rewards)]
     atomic_write_json(d / "history.json", hist)
@@ -54,7 +54,9 @@ def test_summary_and_significance(runs):
     vals = [metrics[("raptor", k)]["mrr"] for k in (0, 1, 2)]
     assert s["mrr"]["mean"] == pytest.approx(np.mean(vals))
     assert s["mrr"]["std"] == pytest.approx(np.std(vals, ddof=1))
-    sig = significance({"raptor": root / "eval/raptor", "pure_rl": root / "eval/pure_rl"}, n_resamples=2000)
+    both = compare_variants({"raptor": root / "eval/raptor", "pure_rl": root / "eval/pure_rl"}, n_resamples=2000)
+    assert both["baseline"] == "pure_rl" and list(both["comparisons"]) == ["raptor"]  # from raptor/variants.py
+    sig = both["comparisons"]["raptor"]
     assert sig["seeds"] == [0, 1, 2]
     assert sig["seed_level"]["mrr"]["mean_diff"] > 0  # raptor's ranks are better by construction
     assert sig["seed_level"]["mrr"]["significant_one_sided"]
@@ -65,7 +67,9 @@ def test_summary_and_significance(runs):
 def test_significance_needs_both_variants(runs):
     root, _ = runs
     with pytest.raises(ValueError, match="no evaluation of variant 'pure_rl'"):
-        significance({"raptor": root / "eval/raptor"})
+        significance({"raptor": root / "eval/raptor"}, "raptor", "pure_rl")
+    with pytest.raises(ValueError, match="exactly one baseline"):
+        compare_variants({"raptor": root / "eval/raptor"})
 
 
 def test_epochs_to_reward():
@@ -77,7 +81,7 @@ def test_epochs_to_reward():
 def test_write_report(runs):
     root, metrics = runs
     evals = {"pure_rl": root / "eval/pure_rl", "raptor": root / "eval/raptor"}
-    sig = significance(evals, n_resamples=500)
+    sig = compare_variants(evals, n_resamples=500)
     atomic_write_json(root / "sig.json", sig)
     write_report("ICEWS14", {"pure_rl": root / "train/pure_rl", "raptor": root / "train/raptor"}, evals,
                  root / "report", root / "sig.json")
