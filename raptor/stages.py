@@ -314,11 +314,14 @@ def dvc_yaml(params: Params, ablation: bool = False) -> str:
     return head + yaml.safe_dump(doc, sort_keys=False, width=120)
 
 
-def check_dvc_files(root: str | Path, params: Params) -> list[str]:
-    """Problems with the generated files under ``root`` (empty when they are up to date)."""
+def check_dvc_files(root: str | Path, params: Params, require_ablation: bool = True) -> list[str]:
+    """Problems with the generated files under ``root`` (empty when they are up to date); without
+    ``require_ablation`` a project may lack ``ablation/dvc.yaml`` (but not have a stale one)."""
     problems = []
     for rel, text in ((DVC_FILE, dvc_yaml(params)), (ABLATION_DVC_FILE, dvc_yaml(params, ablation=True))):
         path = Path(root) / rel
+        if rel == ABLATION_DVC_FILE and not require_ablation and not path.exists():
+            continue
         have = path.read_text() if path.exists() else ""
         if have != text:
             diff = "".join(list(difflib.unified_diff(have.splitlines(True), text.splitlines(True), rel + " (now)",
@@ -366,7 +369,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         if args.command == "resolve":
             params = resolve_params(args.params, args.local, args.out)
             # DVC read the stage list from dvc.yaml: it must match these params' variants.
-            problems = check_dvc_files(Path(args.params).parent, params)
+            problems = check_dvc_files(Path(args.params).parent, params, require_ablation=False)
             if problems:
                 print(f"raptor.stages: error: {problems[0]}", file=sys.stderr)
                 return 1

@@ -56,3 +56,12 @@ def one_torch_thread():
 @pytest.fixture
 def tiny_raw(tmp_path: Path) -> Path:
     return write_raw_dataset(tmp_path / "raw")
+
+
+@pytest.fixture
+def params_file(tmp_path: Path) -> Path:
+    """A params file of the tests' own (never the repo's params.yaml, which users edit): the
+    paper's defaults, one dataset."""
+    f = tmp_path / "params-fixture.yaml"
+    f.write_text("datasets:\n  TINY: {raw_dir: raw, start_date: '2014-01-01'}\n")
+    return f

@@ -14,16 +14,16 @@ def test_help_lists_every_stage(capsys):
         assert stage in text
 
 
-def test_ingest_and_graph_cli(tiny_raw, tmp_path, capsys):
-    assert main(["ingest", "--raw", str(tiny_raw), "--out", str(tmp_path / "d"), "--params", str(ROOT / "params.yaml")]) == 0
+def test_ingest_and_graph_cli(params_file, tiny_raw, tmp_path, capsys):
+    assert main(["ingest", "--raw", str(tiny_raw), "--out", str(tmp_path / "d"), "--params", str(params_file)]) == 0
     assert main(["graph", "--data", str(tmp_path / "d"), "--out", str(tmp_path / "g.npz")]) == 0
     out = capsys.readouterr().out
     assert "train 4" in out and "16 edges" in out
 
 
-def test_cli_error_is_one_clear_line(tiny_raw, tmp_path, capsys):
+def test_cli_error_is_one_clear_line(params_file, tiny_raw, tmp_path, capsys):
     (tiny_raw / "train.txt").unlink()
-    rc = main(["ingest", "--raw", str(tiny_raw), "--out", str(tmp_path / "d"), "--params", str(ROOT / "params.yaml")])
+    rc = main(["ingest", "--raw", str(tiny_raw), "--out", str(tmp_path / "d"), "--params", str(params_file)])
     err = capsys.readouterr().err
     assert rc == 1 and err.startswith("raptor ingest: error:") and "train.txt" in err
     assert "Traceback" not in err

@@ -1,14 +1,10 @@
-from pathlib import Path
-
 import pytest
 
-from raptor.config import ConfigError, load_params, params_from_dict
-
-ROOT = Path(__file__).resolve().parents[1]
+from raptor.config import ConfigError, Params, load_params, params_from_dict, result_params
 
 
-def test_repo_params_are_the_paper_defaults():
-    p = load_params(ROOT / "params.yaml")
+def test_defaults_are_the_paper_values():
+    p = Params()
     assert (p.model.entity_dim, p.model.relation_dim, p.model.time_dim, p.model.step_dim) == (128, 128, 48, 32)
     assert (p.env.max_path_length, p.env.max_actions) == (3, 150)
     assert p.labeling.max_in_edges == 200
@@ -77,9 +73,31 @@ def test_profile_errors_are_named():
         params_from_dict({"profile": "quick", "profiles": {"quick": {"rl.gama": 1}}})
 
 
-def test_repo_profiles_are_valid():
-    for name in ("paper", "quick", "smoke"):
-        p = load_params(ROOT / "params.yaml", {"profile": name})
-        assert p.profile == name
-    assert load_params(ROOT / "params.yaml", {"profile": "quick"}).rl.epochs < 400
-    assert load_params(ROOT / "params.yaml", {"profile": "smoke"}).model.entity_dim == 16
+def test_duplicate_keys_are_refused_with_their_lines(tmp_path):
+    f = tmp_path / "params.yaml"
+    f.write_text("rl:\n  epochs: 3\n  gamma: 0.9\n  epochs: 4\n")
+    with pytest.raises(ConfigError, match=r"params.yaml: line 4: key 'epochs' is given twice \(first on line 2\)"):
+        load_params(f)
+
+
+def test_datasets_mapping_is_validated():
+    p = params_from_dict({"datasets": {"A": {"raw_dir": "x", "time_step": 24}, "B-2": {"raw_dir": "y"}}})
+    assert p.dataset("A")[1].time_step == 24 and list(p.datasets) == ["A", "B-2"]
+    with pytest.raises(ConfigError, match="2 datasets are listed"):
+        p.dataset()
+    with pytest.raises(ConfigError, match="no dataset 'C'"):
+        p.dataset("C")
+    with pytest.raises(ConfigError, match=r"datasets\.A\.raw_dri: unknown key"):
+        params_from_dict({"datasets": {"A": {"raw_dri": "x"}}})
+    with pytest.raises(ConfigError, match="datasets: must be a non-empty mapping of dataset names"):
+        params_from_dict({"datasets": {"a/b": {"raw_dir": "x"}}})
+    with pytest.raises(ConfigError, match=r"datasets\.A\.time_step: must be a positive integer"):
+        params_from_dict({"datasets": {"A": {"time_step": 0}}})
+
+
+def test_result_params_leave_out_what_the_schema_marks_as_no_effect():
+    keys = result_params(Params())
+    assert "rl.gamma" in keys and "labeling.max_in_edges" in keys and "eval.valid_every" in keys
+    for k in ("train.num_threads", "train.parallel_runs", "train.seeds", "labeling.workers", "profile"):
+        assert k not in keys
+    assert not any(k.startswith(("ablation.", "datasets.")) for k in keys)

@@ -3,6 +3,7 @@ the whole pipeline on a short interval in a throwaway project, a scheduled run t
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -15,7 +16,6 @@ import pytest
 from helpers import free_port, http_json, stack_env
 import yaml
 
-from raptor.graph import TemporalGraph
 from raptor.synthetic import SyntheticSpec, write_raw
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -52,22 +52,35 @@ def tail(path: Path, n: int = 4000) -> str:
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
+    """A DVC project of the smallest whole pipeline: one variant, one seed, a tiny model. This test
+    is about the schedule; tests/test_pipeline.py covers what the stages compute."""
+    from raptor import stages
+    from raptor.config import params_from_dict
+
     proj = tmp_path / "project"
     proj.mkdir()
     raw = write_raw(tmp_path / "raw-synth", SyntheticSpec(seed=5, num_entities=30, num_timestamps=20))
     for name in ("raptor", "flows", "tasks"):
         (proj / name).symlink_to(ROOT / name)
-    params = yaml.safe_load((ROOT / "params.yaml").read_text())
-    params["data"].update(dataset="SYNTH", raw_dir=str(raw))
-    # The smallest whole pipeline: the smoke profile, one variant, one seed. This test is about the
-    # schedule; tests/test_pipeline.py covers what the stages compute.
-    params["profile"] = "smoke"
-    params["profiles"]["smoke"].update({"train.variants": ["pure_rl"], "train.seeds": [0], "rl.epochs": 1})
+    params = {
+        "datasets": {"SYNTH": {"raw_dir": str(raw)}},
+        "train": {"variants": ["pure_rl"], "seeds": [0], "num_threads": 1},
+        "model": {"entity_dim": 8, "relation_dim": 8, "time_dim": 2, "step_dim": 2, "mlp_hidden_dim": 8},
+        "env": {"max_actions": 10}, "rl": {"epochs": 1, "batch_size": 256},
+        "eval": {"beam_size": 5, "valid_every": 1},
+    }
     (proj / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    (proj / "dvc.yaml").write_text(stages.dvc_yaml(params_from_dict(params)))
+    env = stack_env(tmp_path / "h", "", proj / "mlflow.db", GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t",
+                    GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@t")
+    for cmd in (["git", "init", "-q"], ["dvc", "init", "-q"], ["git", "add", "-A"], ["git", "commit", "-qm", "i"]):
+        subprocess.run(cmd, cwd=proj, env=env, check=True, capture_output=True)
     return proj
 
 
-def test_scheduled_deployment_completes(project: Path, tmp_path: Path):
+def test_scheduled_deployment_runs_and_then_skips(project: Path, tmp_path: Path):
+    """Two consecutive scheduled runs: the first runs every stage (as subflows), the second, on
+    unchanged inputs, runs none (DVC says everything is up to date) and completes."""
     port = free_port()
     url = f"http://127.0.0.1:{port}/api"
     env = stack_env(tmp_path / "prefect-home", url, project / "mlflow.db",
@@ -91,43 +104,45 @@ def test_scheduled_deployment_completes(project: Path, tmp_path: Path):
                 pass
             assert time.monotonic() < deadline, f"prefect server not healthy in 60 s:\n{tail(server_log)}"
             time.sleep(0.5)
-        server_s = time.monotonic() - t0
 
         with open(serve_log, "wb") as log:
             procs.append(subprocess.Popen(
-                [sys.executable, "-m", "flows.deploy", "--interval", "5", "--name", NAME,
-                 "--root", str(project), "--params", "params.yaml"],
+                [sys.executable, "-m", "flows.deploy", "--interval", "5", "--name", NAME, "--root", str(project)],
                 cwd=project, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
 
-        query = {"deployments": {"name": {"any_": [NAME]}}, "sort": "EXPECTED_START_TIME_ASC", "limit": 20}
-        deadline = time.monotonic() + 180
+        query = {"deployments": {"name": {"any_": [NAME]}}, "sort": "EXPECTED_START_TIME_ASC", "limit": 50}
+        deadline = time.monotonic() + 300
         completed = []
-        while not completed:
+        while len(completed) < 2:
             assert procs[1].poll() is None, f"flows.deploy exited:\n{tail(serve_log)}"
             runs = api(url, "/flow_runs/filter", query)
             bad = [r for r in runs if r["state_type"] in ("FAILED", "CRASHED")]
             assert not bad, f"scheduled run {bad[0]['name']}: {bad[0]['state']}\n{tail(serve_log)}"
-            completed = [r for r in runs if r["state_type"] == "COMPLETED"]
+            completed = sorted((r for r in runs if r["state_type"] == "COMPLETED"), key=lambda r: r["start_time"])
             assert time.monotonic() < deadline, (
-                f"no scheduled run completed in 180 s; runs: {[(r['name'], r['state_type']) for r in runs]}\n"
+                f"two scheduled runs did not complete in 300 s; runs: {[(r['name'], r['state_type']) for r in runs]}\n"
                 f"{tail(serve_log)}")
             time.sleep(1)
-        first_run_s = time.monotonic() - t0
+        subflows = [r for r in api(url, "/flow_runs/filter", {"limit": 200}) if r.get("parent_task_run_id")]
     finally:
         for proc in reversed(procs):
             stop(proc)
 
-    run = completed[0]
-    assert run["parameters"] == {"params_path": str(project / "params.yaml"), "root": str(project)}
-    assert run["auto_scheduled"] is True  # created by the server's scheduler, not by hand
-    ingested = project / "data/SYNTH/ingested"
-    assert (ingested / "meta.json").is_file() and (ingested / "train.parquet").is_file()
-    assert TemporalGraph.load(project / "data/SYNTH/graph.npz").num_edges > 0
-    from raptor import layout
-
-    assert (layout.seed_dir(layout.train_dir(project, "SYNTH", "pure_rl"), 0) / "summary.json").is_file()
-    assert (layout.report(project, "SYNTH") / "report.json").is_file()
-    print(f"prefect server healthy after {server_s:.1f} s; first scheduled run completed after {first_run_s:.1f} s")
+    first, second = completed[:2]
+    assert first["parameters"] == {"root": str(project)} and first["auto_scheduled"] is True
+    in_first = [r for r in subflows if first["start_time"] <= r["start_time"] <= first["end_time"]]
+    in_second = [r for r in subflows if second["start_time"] <= r["start_time"] <= second["end_time"]]
+    assert {r["name"] for r in in_first} >= {"ingest-SYNTH", "graph-SYNTH", "finetune-SYNTH-pure_rl",
+                                             "evaluate-SYNTH-pure_rl", "report-SYNTH"}
+    assert in_second == [], [r["name"] for r in in_second]  # nothing retrained, nothing re-evaluated
+    assert (project / "dvc.lock").is_file()
+    assert (project / "runs/SYNTH/pure_rl/train/seed0/summary.json").is_file()
+    assert (project / "reports/SYNTH/report/report.json").is_file()
+    # DVC agrees with what the scheduled runs did: nothing left to reproduce.
+    status = subprocess.run(["dvc", "status", "--json"], cwd=project, env=env, capture_output=True, text=True)
+    assert set(json.loads(status.stdout.strip().splitlines()[-1])) == {"params"}
+    print(f"scheduled runs: first {first['total_run_time']:.1f} s, second (all stages skipped) "
+          f"{second['total_run_time']:.1f} s")
 
 
 # --- docker/: no Docker engine here, so the files are checked by reading them -------------------
@@ -231,7 +246,7 @@ def test_deploy_refuses_bad_arguments_before_serving(tmp_path, monkeypatch, caps
     from flows.deploy import main
 
     good = tmp_path / "params.yaml"
-    good.write_text((ROOT / "params.yaml").read_text())
+    good.write_text("rl:\n  gamma: 0.9\n")
     bad = tmp_path / "bad.yaml"
     bad.write_text("rl:\n  gamma: 7\n")
     monkeypatch.setenv("PREFECT_API_URL", "http://127.0.0.1:9/api")

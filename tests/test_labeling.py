@@ -379,10 +379,10 @@ def test_bad_inputs():
 # ------------------------------------------------------------------------------------------------
 
 
-def test_label_cli(tiny_raw, tmp_path, capsys):
+def test_label_cli(params_file, tiny_raw, tmp_path, capsys):
     from raptor.cli import main
 
-    params = str(ROOT / "params.yaml")
+    params = str(params_file)
     assert main(["ingest", "--raw", str(tiny_raw), "--out", str(tmp_path / "d"), "--params", params]) == 0
     rc = main(["label", "--data", str(tmp_path / "d"), "--out", str(tmp_path / "l"), "--params", params,
                "--exact", "--no-progress"])
@@ -401,11 +401,11 @@ def test_label_cli(tiny_raw, tmp_path, capsys):
     assert L.load_label_table(tmp_path / "l2").get(3, 2) == {(2, 1): 2, (0, 1): 2, (1, 2): 1}
 
 
-def test_label_cli_missing_input_is_one_clear_line(tmp_path, capsys):
+def test_label_cli_missing_input_is_one_clear_line(params_file, tmp_path, capsys):
     from raptor.cli import main
 
     rc = main(["label", "--data", str(tmp_path / "nope"), "--out", str(tmp_path / "l"), "--params",
-               str(ROOT / "params.yaml"), "--no-progress"])
+               str(params_file), "--no-progress"])
     err = capsys.readouterr().err
     assert rc == 1 and err.startswith("raptor label: error:") and "raptor ingest" in err
     assert "Traceback" not in err

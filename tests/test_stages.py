@@ -180,3 +180,30 @@ def test_provenance_hashes_change_with_content(tmp_path):
     files = {p.name for p in module_files(["raptor.graph"])}
     assert {"graph.py", "data.py", "io.py", "constants.py"} <= files and "labeling.py" not in files
     assert len(code_hash(["raptor.graph"])) == 64
+
+
+def _imported_roots(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    roots = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            roots |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            roots.add(node.module.split(".")[0])
+    return roots
+
+
+def test_layers_import_downwards_only():
+    """raptor/ imports no orchestration library nor the shell around it; tasks/ never imports flows/."""
+    for f in (ROOT / "raptor").rglob("*.py"):
+        bad = _imported_roots(f) & {"prefect", "mlflow", "dvc", "tasks", "flows", "prefect_dask"}
+        assert not bad, f"{f.relative_to(ROOT)} imports {sorted(bad)}"
+    for f in (ROOT / "tasks").glob("*.py"):
+        assert "flows" not in _imported_roots(f), f"{f.relative_to(ROOT)} imports flows"
+
+
+def test_orchestration_packages_are_not_installed_as_top_level_names():
+    import tomllib
+
+    include = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]["include"]
+    assert include == ["raptor*"]
