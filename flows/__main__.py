@@ -45,6 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("pipeline", help="every stage of dvc.yaml that DVC reports as changed, in order, "
                        "then `dvc commit` (what a scheduled deployment runs)")
     p.add_argument("--root", default=".", help="project root (default: %(default)s)")
+    p.add_argument("--target", action="append", help="only this stage and what it depends on (repeatable), "
+                   "e.g. report@ICEWS14")
     return parser
 
 
@@ -54,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.stage == "pipeline":
         from .pipeline import pipeline_flow
 
-        result = pipeline_flow(root=args.root)
+        result = pipeline_flow(root=args.root, targets=args.target)
     else:
         from .stages import run_stage
 

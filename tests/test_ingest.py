@@ -84,6 +84,9 @@ def test_refuses_unknown_relation_id(tiny_raw, tmp_path):
 def test_refuses_missing_train_split_and_says_where_to_get_it(tiny_raw, tmp_path):
     (tiny_raw / "train.txt").unlink()
     _assert_refused(tiny_raw, tmp_path / "out", r"missing train\.txt .*RE-GCN")
+    with pytest.raises(IngestError) as err:
+        ingest(tiny_raw, tmp_path / "out")
+    assert "ICEWS05-15" not in str(err.value)  # all three datasets are complete now: no special case
 
 
 def test_refuses_missing_dictionary(tiny_raw, tmp_path):

@@ -267,3 +267,39 @@ def test_ablation_pipeline(project):
     runs = [r for r in client.search_runs([exp.experiment_id]) if "mlflow.parentRunId" in r.data.tags]
     assert sorted(r.data.tags["pretrain_epochs"] for r in runs) == ["0", "1"]
     assert all(len(client.get_metric_history(r.info.run_id, "rl/reward")) == 2 for r in runs)
+
+
+def test_a_dataset_that_cannot_be_ingested_blocks_only_its_own_stages(tmp_path):
+    """Two datasets in one pipeline, one without its train split: its ingest fails with ingest's
+    message and its later stages are blocked; the other dataset's stages run and are cached."""
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    good = write_raw(tmp_path / "good", SyntheticSpec(seed=4, num_entities=20, num_timestamps=12))
+    bad = write_raw(tmp_path / "bad", SyntheticSpec(seed=4, num_entities=20, num_timestamps=12))
+    (bad / "train.txt").unlink()
+    for name in ("raptor", "flows", "tasks"):
+        (proj / name).symlink_to(ROOT / name)
+    params = {"datasets": {"GOOD": {"raw_dir": str(good)}, "BAD": {"raw_dir": str(bad)}},
+              "train": {"variants": ["pure_rl"]}}
+    (proj / "params.yaml").write_text(yaml.safe_dump(params))
+    (proj / "dvc.yaml").write_text(stages.dvc_yaml(params_from_dict(params)))
+    env = _env(proj, "")
+    env.pop("PREFECT_API_URL")  # Prefect's temporary local API
+    for cmd in (["git", "init", "-q"], ["dvc", "init", "-q"], ["git", "add", "-A"], ["git", "commit", "-qm", "i"]):
+        _run(cmd, proj, env)
+
+    proc = subprocess.run([sys.executable, "-m", "flows", "pipeline", "--target", "graph@GOOD",
+                           "--target", "graph@BAD"], cwd=proj, env=env, capture_output=True, text=True)
+    log = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert "ingest@BAD" in log and "missing train.txt" in log and "graph@BAD: blocked" in log
+    assert (proj / "data/GOOD/graph.npz").is_file() and not (proj / "data/BAD").exists()
+    # DVC agrees: GOOD's stages are committed, BAD's are still to do (other stages were not asked for).
+    status = _status(proj, env)
+    assert {"ingest@BAD", "graph@BAD"} <= status and not {"ingest@GOOD", "graph@GOOD"} & status
+
+    proc = subprocess.run(["dvc", "repro", "--keep-going", "graph@GOOD", "graph@BAD"], cwd=proj, env=env,
+                          capture_output=True, text=True)
+    log = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "missing train.txt" in log
+    assert "Stage 'graph@GOOD' didn't change, skipping" in log
