@@ -1,7 +1,7 @@
 """Significance tests across variants and the report (tables, figures, an index of outputs).
 
 Inputs are the stage outputs (see :mod:`raptor.stages`): per variant, a training folder with
-``seed<S>/rl/history.json`` (and ``seed<S>/pretrain/history.json``) and an evaluation folder with
+``seed<S>/history.json`` (a pretraining stage's output has the same shape) and an evaluation folder with
 ``seed<S>/metrics.json`` and ``seed<S>/predictions.parquet``.
 """
 
@@ -286,7 +286,7 @@ def write_ablation_report(dataset: str, arms: Mapping[int, str | Path], out_dir:
     """The pretraining-epochs ablation: RL reward curves per number of pretraining epochs (mean ± std
     over seeds) and the best validation MRR per arm, as PNGs, CSV and JSON (written atomically).
 
-    ``arms`` maps pretraining epochs -> the arm's training folder (``seed<S>/rl/history.json``).
+    ``arms`` maps pretraining epochs -> the arm's training folder (``seed<S>/history.json``).
     """
     import matplotlib
 
