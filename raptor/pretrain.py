@@ -38,10 +38,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from . import checkpoints
 from .config import PretrainConfig
 from .env import TemporalEnv
 from .experiment import prepare_run_dir, run_fingerprint, snapshot_path
-from .io import atomic_path, atomic_write_json
+from .io import atomic_write_json
 from .labeling import LabelTable, action_labels
 from .policy import Policy
 from .rl import (
@@ -138,8 +139,7 @@ def pretrain_batch(
 def _save_checkpoint(path: Path, policy, optimizer, epoch, history, meta) -> None:
     obj = {"format": PRETRAIN_CHECKPOINT_FORMAT, "epoch": epoch, "policy": policy.state_dict(),
            "optimizer": optimizer.state_dict(), "history": history, "meta": meta}
-    with atomic_path(path) as tmp:
-        torch.save(obj, tmp)
+    checkpoints.save(path, obj, keep_previous=True)
 
 
 def pretrain(
@@ -179,10 +179,9 @@ def pretrain(
     history: list[dict[str, Any]] = []
     start = 0
     ckpt = out / "checkpoint.pt" if out is not None else None
-    if resume and ckpt is not None and ckpt.exists():
-        ck = torch.load(ckpt, map_location="cpu", weights_only=False)
-        if ck.get("format") != PRETRAIN_CHECKPOINT_FORMAT:
-            raise ValueError(f"{ckpt}: not a RAPTOR pretraining checkpoint")
+    ck = checkpoints.load_latest(ckpt, PRETRAIN_CHECKPOINT_FORMAT, "RAPTOR pretraining checkpoint") \
+        if resume and ckpt is not None else None
+    if ck is not None:
         policy.load_state_dict(ck["policy"])
         optimizer.load_state_dict(ck["optimizer"])
         history, start = ck["history"], ck["epoch"] + 1

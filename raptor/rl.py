@@ -40,9 +40,10 @@ import numba
 import numpy as np
 import torch
 
+from . import checkpoints
 from .config import EvalConfig, RLConfig
 from .env import Candidates, State, TemporalEnv
-from .io import atomic_path, atomic_write_json, atomic_write_text
+from .io import atomic_write_json, atomic_write_text
 from .policy import Policy
 
 CHECKPOINT_FORMAT = "raptor.rl-checkpoint/v1"
@@ -423,32 +424,32 @@ def _write_history(out: Path, history: list[dict[str, Any]]) -> None:
 
 def save_checkpoint(path: Path, policy: Policy, optimizer, epoch: int, history, best_mrr, best_epoch,
                     meta: dict) -> None:
-    """Atomic checkpoint after ``epoch`` (0-based, completed)."""
+    """Atomic checkpoint after ``epoch`` (0-based, completed); the previous one is kept beside it."""
     obj = {"format": CHECKPOINT_FORMAT, "epoch": epoch, "policy": policy.state_dict(),
            "optimizer": optimizer.state_dict(), "history": history, "best_mrr": best_mrr,
            "best_epoch": best_epoch, "meta": meta}
-    with atomic_path(path) as tmp:
-        torch.save(obj, tmp)
+    checkpoints.save(path, obj, keep_previous=True)
 
 
-def load_checkpoint(path: Path) -> dict:
-    obj = torch.load(path, map_location="cpu", weights_only=False)
-    if obj.get("format") != CHECKPOINT_FORMAT:
-        raise ValueError(f"{path}: not a RAPTOR RL checkpoint")
-    return obj
+def load_checkpoint(path: Path) -> dict | None:
+    """The RL checkpoint at ``path`` (or the one before it, if the latest is unreadable)."""
+    return checkpoints.load_latest(path, CHECKPOINT_FORMAT, "RAPTOR RL checkpoint")
+
+
+MODEL_FORMAT = "raptor.policy/v1"
 
 
 def save_model(path: Path, policy: Policy, meta: dict) -> None:
     """The policy weights plus what is needed to rebuild it (``meta``: sizes and configs)."""
-    with atomic_path(path) as tmp:
-        torch.save({"format": "raptor.policy/v1", "policy": policy.state_dict(), "meta": meta}, tmp)
+    checkpoints.save(path, {"format": MODEL_FORMAT, "policy": policy.state_dict(), "meta": meta})
 
 
 def load_model(path: str | Path, device="cpu") -> tuple[Policy, dict]:
-    """Rebuild a :class:`Policy` saved by :func:`save_model` (or take it from an RL checkpoint)."""
+    """Rebuild a :class:`Policy` saved by :func:`save_model` (or take it from an RL checkpoint).
+    Only tensors and plain data are read (:mod:`raptor.checkpoints`): a file carrying code is refused."""
     from .config import ModelConfig
 
-    obj = torch.load(path, map_location=device, weights_only=False)
+    obj = checkpoints.load(path, (MODEL_FORMAT, CHECKPOINT_FORMAT), "RAPTOR model", map_location=device)
     meta = obj["meta"]
     policy = Policy(meta["num_entities"], meta["num_relations"], ModelConfig(**meta["model"]),
                     meta["max_path_length"]).to(device)
@@ -499,8 +500,8 @@ def train(
     best_epoch: Optional[int] = None
     start = 0
     ckpt_path = out / "checkpoint.pt" if out is not None else None
-    if resume and ckpt_path is not None and ckpt_path.exists():
-        ck = load_checkpoint(ckpt_path)
+    ck = load_checkpoint(ckpt_path) if resume and ckpt_path is not None else None
+    if ck is not None:
         if ck["meta"].get("seed", seed) != seed:
             raise ValueError(f"{ckpt_path} was written with seed {ck['meta'].get('seed')}, not {seed}: "
                              "use another --out or the same seed")

@@ -67,6 +67,13 @@ def _tracked_run(experiment: str, run_name: str, params: dict, tags: dict,
     return tracking.start_run(experiment, run_name, params=params, tags=tags, parent=parent)
 
 
+def _epoch_logger(run: tracking.Run):
+    """``(phase, epoch, metrics)`` hook logging one epoch's numeric metrics as ``phase/name``."""
+    def on_epoch_end(phase: str, epoch: int, metrics: dict) -> None:
+        run.log_metrics({f"{phase}/{k}": v for k, v in _numeric(metrics).items() if k != "epoch"}, step=epoch)
+    return on_epoch_end
+
+
 def _remember_run(out: Path, run: tracking.Run, experiment: str) -> None:
     """Where the evaluation logs its metrics: written into the run folder once the run is done
     (before, the library's run-folder check would take it for a stranger's file)."""
@@ -84,11 +91,8 @@ def pretrain_run_task(params_path: str, dataset: str, data_dir: str, graph_path:
                        {"dataset": dataset, "seed": seed, "stage": "pretrain", "profile": ctx.params.profile,
                         **tracking.data_hashes(data_dir)}, None)
 
-    def on_epoch_end(phase: str, epoch: int, metrics: dict) -> None:
-        run.log_metrics({f"{phase}/{k}": v for k, v in _numeric(metrics).items() if k != "epoch"}, step=epoch)
-
     try:
-        snaps = pretrain_run(ctx, seed, out, labels_dir, epochs, on_epoch_end=on_epoch_end, num_threads=num_threads)
+        snaps = pretrain_run(ctx, seed, out, labels_dir, epochs, on_epoch_end=_epoch_logger(run), num_threads=num_threads)
         run.log_artifact(out / "history.json", "history")
         _remember_run(out, run, experiment)
         run.finish()
@@ -124,12 +128,9 @@ def train_run_task(
     run = _tracked_run(experiment, run_name, {**flatten(params_to_dict(params)), "variant": variant, "seed": seed,
                                               "pretrain_epochs": pretrain_epochs}, tags, parent_run_id)
 
-    def on_epoch_end(phase: str, epoch: int, metrics: dict) -> None:
-        run.log_metrics({f"{phase}/{k}": v for k, v in _numeric(metrics).items() if k != "epoch"}, step=epoch)
-
     try:
         summary = run_variant(ctx, variant, seed, out, init_model=init_model, pretrain_epochs=pretrain_epochs,
-                              on_epoch_end=on_epoch_end, num_threads=num_threads, progress=True)
+                              on_epoch_end=_epoch_logger(run), num_threads=num_threads, progress=True)
         run.log_metrics(_numeric({"best_val_mrr": summary["best_val_mrr"], "final_reward": summary["final_reward"],
                                   "train_seconds": summary["seconds"]}), step=0)
         run.log_artifact(out / "best.pt", "model")

@@ -200,3 +200,33 @@ def test_changed_code_restarts_rl(ctx, tmp_path, monkeypatch):
     monkeypatch.setattr(experiment, "code_hash", lambda mods: "f" * 64)
     s = run_variant(c, "pure_rl", 0, out, rl_epochs=1, progress=False)
     assert s["restarted"] and "code" in s["restarted"]
+
+
+def test_truncated_checkpoint_resumes_from_the_previous_epoch(ctx, tmp_path, caplog):
+    c, _ = ctx
+    out = tmp_path / "run"
+    run_variant(c, "pure_rl", 5, out, rl_epochs=2, progress=False)
+    ck = out / "checkpoint.pt"
+    ck.write_bytes(ck.read_bytes()[:1000])  # a crash or a full disk mid-write
+    with caplog.at_level("WARNING", logger="raptor"):
+        run_variant(c, "pure_rl", 5, out, rl_epochs=3, progress=False)
+    assert "falling back to the previous checkpoint" in caplog.text
+    assert [h["epoch"] for h in json.loads((out / "history.json").read_text())] == [0, 1, 2]
+
+
+def test_truncated_checkpoint_without_a_previous_one_is_one_clear_cli_line(ctx, tmp_path, capsys):
+    from raptor.cli import main
+
+    c, root = ctx
+    out = tmp_path / "run"
+    args = ["train", "--data", str(root / "data"), "--graph", str(root / "graph.npz"), "--out", str(out),
+            "--params", str(tmp_path / "p.yaml"), "--epochs", "1", "--no-progress"]
+    import yaml
+
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump(PARAMS))
+    assert main(args) == 0
+    (out / "rl" / "checkpoint.pt").write_bytes(b"PK\x03\x04 truncated")
+    assert main(args) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("raptor train: error:") and "checkpoint.pt: not a readable" in err
+    assert "--fresh" in err and "Traceback" not in err

@@ -1,0 +1,79 @@
+"""Our torch files are read safely: tensors and plain data only, our formats only, with a fallback
+to the previous checkpoint when the latest one is truncated."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from raptor import checkpoints
+from raptor.config import ModelConfig
+from raptor.policy import Policy
+from raptor.rl import MODEL_FORMAT, load_model, save_model
+
+SMALL = ModelConfig(entity_dim=8, relation_dim=8, time_dim=2, step_dim=2, mlp_hidden_dim=8)
+
+
+class _Payload:
+    """Unpickling this creates a file: the stand-in for code a hostile model file would run."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+def _model(tmp_path):
+    pol = Policy(5, 2, SMALL, max_path_length=3)
+    meta = {"num_entities": 5, "num_relations": 2, "model": SMALL.__dict__, "max_path_length": 3}
+    save_model(tmp_path / "m.pt", pol, meta)
+    return pol, meta
+
+
+def test_our_model_round_trips(tmp_path):
+    pol, _ = _model(tmp_path)
+    loaded, meta = load_model(tmp_path / "m.pt")
+    assert meta["num_entities"] == 5
+    for (n, a), (_, b) in zip(pol.state_dict().items(), loaded.state_dict().items()):
+        assert torch.equal(a, b), n
+
+
+def test_a_file_carrying_code_is_refused_and_never_runs(tmp_path):
+    pol, meta = _model(tmp_path)
+    marker = tmp_path / "payload-ran"
+    torch.save({"format": MODEL_FORMAT, "policy": pol.state_dict(), "meta": {**meta, "x": _Payload(marker)}},
+               tmp_path / "evil.pt")
+    with pytest.raises(checkpoints.UnsafeFileError, match=r"evil\.pt: refused: .*could run code"):
+        load_model(tmp_path / "evil.pt")
+    assert not marker.exists()
+
+
+def test_other_files_are_refused_with_clear_errors(tmp_path):
+    torch.save({"format": "someone-else/v3", "weights": torch.zeros(2)}, tmp_path / "other.pt")
+    with pytest.raises(checkpoints.CheckpointError, match=r"other\.pt: not a RAPTOR model \(format 'someone-else/v3'"):
+        load_model(tmp_path / "other.pt")
+    torch.save([1, 2], tmp_path / "list.pt")
+    with pytest.raises(checkpoints.CheckpointError, match="format 'list'"):
+        load_model(tmp_path / "list.pt")
+    (tmp_path / "text.pt").write_text("hello")
+    with pytest.raises(checkpoints.CorruptFileError, match=r"text\.pt: not a readable RAPTOR model"):
+        load_model(tmp_path / "text.pt")
+    with pytest.raises(FileNotFoundError, match="RAPTOR model not found"):
+        load_model(tmp_path / "missing.pt")
+
+
+def test_truncated_latest_checkpoint_falls_back_to_the_previous(tmp_path, caplog):
+    path = tmp_path / "checkpoint.pt"
+    checkpoints.save(path, {"format": "f", "epoch": 0}, keep_previous=True)
+    checkpoints.save(path, {"format": "f", "epoch": 1}, keep_previous=True)
+    assert checkpoints.load_latest(path, "f", "checkpoint")["epoch"] == 1
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    with caplog.at_level("WARNING", logger="raptor"):
+        assert checkpoints.load_latest(path, "f", "checkpoint")["epoch"] == 0
+    assert "truncated or corrupted" in caplog.text and "falling back" in caplog.text
+    checkpoints.previous(path).unlink()
+    with pytest.raises(checkpoints.CorruptFileError, match="no previous checkpoint to fall back to: delete"):
+        checkpoints.load_latest(path, "f", "checkpoint")
+    assert checkpoints.load_latest(tmp_path / "none.pt", "f", "checkpoint") is None
