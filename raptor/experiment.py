@@ -179,6 +179,16 @@ def prepare_run_dir(out: Path, fingerprint: dict[str, Any], resume: bool = True,
     return reason
 
 
+def effective_epochs(params: Params, variant: str, pretrain_epochs: int, rl_epochs: Optional[int] = None) -> int:
+    """RL epochs a run of ``variant`` trains: ``rl.epochs`` (or ``rl_epochs``), plus
+    ``pretrain.epochs`` for a variant without pretraining under ``train.equal_total_epochs`` (the
+    same total budget as pretraining + RL)."""
+    n_rl = params.rl.epochs if rl_epochs is None else rl_epochs
+    if not variants.get(variant).pretrained and rl_epochs is None and params.train.equal_total_epochs:
+        n_rl += params.pretrain.epochs
+    return n_rl
+
+
 def run_variant(
     ctx: Context,
     variant: str,
@@ -211,9 +221,7 @@ def run_variant(
     device = resolve_device(p.train.device)
     precision = p.train.precision
     out = Path(out_dir)
-    n_rl = p.rl.epochs if rl_epochs is None else rl_epochs
-    if not v.pretrained and rl_epochs is None and p.train.equal_total_epochs:
-        n_rl += p.pretrain.epochs  # the same total epoch budget as pretraining + RL
+    n_rl = effective_epochs(p, variant, pretrain_epochs, rl_epochs)
     if init_model is not None and not Path(init_model).is_file():
         raise FileNotFoundError(f"initial weights not found: {init_model} (run the pretrain stage first)")
     inputs = {**ctx.input_hashes(), "init_model": content_hash(init_model) if init_model else None}

@@ -18,7 +18,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from raptor.config import flatten, params_to_dict
-from raptor.experiment import evaluate_model, load_context, run_variant
+from raptor.experiment import effective_epochs, evaluate_model, load_context, run_variant
 from raptor.io import atomic_write_json
 from raptor.labeling import label_dataset
 from raptor.pretrain import pretrain_run
@@ -125,8 +125,10 @@ def train_run_task(
     out = Path(out_dir)
     tags = {"dataset": dataset, "variant": variant, "seed": seed, "stage": "finetune", "profile": params.profile,
             **tracking.data_hashes(data_dir), **(extra_tags or {})}
-    run = _tracked_run(experiment, run_name, {**flatten(params_to_dict(params)), "variant": variant, "seed": seed,
-                                              "pretrain_epochs": pretrain_epochs}, tags, parent_run_id)
+    # The epochs this run really trains, not the config's: Pure-RL under equal_total_epochs, an ablation arm.
+    logged = {**flatten(params_to_dict(params)), "variant": variant, "seed": seed, "pretrain_epochs": pretrain_epochs,
+              "pretrain.epochs": pretrain_epochs, "rl.epochs": effective_epochs(params, variant, pretrain_epochs)}
+    run = _tracked_run(experiment, run_name, logged, tags, parent_run_id)
 
     try:
         summary = run_variant(ctx, variant, seed, out, init_model=init_model, pretrain_epochs=pretrain_epochs,

@@ -230,3 +230,17 @@ def test_truncated_checkpoint_without_a_previous_one_is_one_clear_cli_line(ctx, 
     err = capsys.readouterr().err
     assert err.startswith("raptor train: error:") and "checkpoint.pt: not a readable" in err
     assert "--fresh" in err and "Traceback" not in err
+
+
+def test_equal_total_epochs_gives_pure_rl_the_pretraining_budget(ctx, tmp_path):
+    import dataclasses
+
+    from raptor.experiment import effective_epochs
+
+    c, _ = ctx
+    p = dataclasses.replace(c.params, train=dataclasses.replace(c.params.train, equal_total_epochs=True),
+                            rl=dataclasses.replace(c.params.rl, epochs=1),
+                            pretrain=dataclasses.replace(c.params.pretrain, epochs=1))
+    assert effective_epochs(p, "pure_rl", 0) == 2 and effective_epochs(p, "raptor", 1) == 1
+    s = run_variant(dataclasses.replace(c, params=p), "pure_rl", 6, tmp_path / "r", progress=False)
+    assert s["rl_epochs"] == 2 == len(json.loads((tmp_path / "r/history.json").read_text()))

@@ -267,6 +267,9 @@ def test_ablation_pipeline(project):
     runs = [r for r in client.search_runs([exp.experiment_id]) if "mlflow.parentRunId" in r.data.tags]
     assert sorted(r.data.tags["pretrain_epochs"] for r in runs) == ["0", "1"]
     assert all(len(client.get_metric_history(r.info.run_id, "rl/reward")) == 2 for r in runs)
+    # The params logged are the arm's own, as numbers: not the config's pretrain.epochs.
+    assert all(r.data.params["pretrain.epochs"] == r.data.tags["pretrain_epochs"] == r.data.params["pretrain_epochs"]
+               for r in runs)
 
 
 def test_a_dataset_that_cannot_be_ingested_blocks_only_its_own_stages(tmp_path):
