@@ -30,17 +30,17 @@ def http_json(url: str, body: dict | None = None, timeout: float = 10):
 
 
 def stack_env(prefect_home: Path, api_url: str, mlflow_db: Path, **extra: str) -> dict:
-    """Environment for a subprocess of the stack: this venv first on PATH, Prefect on ``api_url``,
-    MLflow on a SQLite file, no telemetry; ``extra`` adds or overrides variables."""
+    """Environment for a subprocess of the stack: this venv first on PATH, the project's defaults
+    (raptor/runenv.py, the module the scripts and flows use too) with Prefect on ``api_url`` and
+    MLflow on a SQLite file; ``extra`` adds or overrides variables."""
+    from raptor.runenv import defaults
+
     env = dict(os.environ)
+    env.update(defaults(Path(mlflow_db).parent))
     env.update(
         PATH=f"{Path(sys.executable).parent}:{env.get('PATH', '')}",
         PREFECT_HOME=str(prefect_home),
         PREFECT_API_URL=api_url,
-        PREFECT_SERVER_ANALYTICS_ENABLED="false",
-        DO_NOT_TRACK="true",
-        MLFLOW_DISABLE_TELEMETRY="true",
-        DVC_NO_ANALYTICS="1",
         MLFLOW_TRACKING_URI=f"sqlite:///{mlflow_db}",
         **extra,
     )
