@@ -326,7 +326,8 @@ def check_dvc_files(root: str | Path, params: Params, require_ablation: bool = T
         if have != text:
             diff = "".join(list(difflib.unified_diff(have.splitlines(True), text.splitlines(True), rel + " (now)",
                                                      rel + " (generated)"))[:40])
-            problems.append(f"{rel} is out of date with raptor/stages.py and params.yaml (train.variants): "
+            problems.append(f"{rel} is out of date with raptor/stages.py, the raptor/ modules each stage imports and "
+                            f"params.yaml (datasets, train.variants): "
                             f"run `python -m raptor.stages write`\n{diff}")
     return problems
 
