@@ -203,8 +203,16 @@ def test_dvc_repro_end_to_end(project):
     assert [s for s in MAIN if f"Running stage '{s}'" in out] == ["params"]
 
 
+def _reproduced(proj: Path, env: dict) -> None:
+    """Bring the project up to date (only the params stage runs when an earlier test already did the
+    rest), so that a test does not depend on the order pytest-xdist hands the module's tests out in: a
+    worker that runs another module's test in between sets this module's fixture up afresh."""
+    _run(["dvc", "repro"], proj, env)
+
+
 def test_dvc_status_follows_code_and_resolved_params(project):
     proj, env, _ = project
+    _reproduced(proj, env)
     labeling = proj / "raptor" / "labeling.py"
     original = labeling.read_text()
     try:
@@ -232,6 +240,7 @@ def test_prefect_pipeline_flow_agrees_with_dvc(project):
     """The scheduled flow asks DVC: on the state `dvc repro` left it runs nothing; after a change it
     runs exactly the stages DVC would, and commits them so that DVC agrees afterwards."""
     proj, env, _ = project
+    _reproduced(proj, env)
     result = _pipeline(proj, env)
     assert result["ran"] == ["params"] and result["failed"] == {}
     assert set(result["skipped"]) == set(MAIN) - {"params"}
