@@ -8,7 +8,7 @@ The process stays in the foreground: it registers the deployment ``raptor-pipeli
 server, polls for scheduled runs and executes each in a subprocess (working directory ``--root``).
 Each run is :func:`flows.pipeline.pipeline_flow`: DVC's stage graph, where only changed stages run
 (a run on unchanged inputs retrains nothing) and ``dvc.lock`` records what ran.
-Stop it with Ctrl-C (the deployment's schedule is paused on shutdown). Runs can also be started by
+Stop it with Ctrl-C or SIGTERM (the deployment's schedule is paused on shutdown). Runs can also be started by
 hand: ``prefect deployment run raptor-pipeline/<name>``. By default at most one run executes at a
 time (``--limit``), so a long run is never overlapped by the next scheduled one.
 
@@ -57,6 +57,45 @@ def schedule_from_args(args: argparse.Namespace):
     return Interval(timedelta(seconds=args.interval), timezone=args.timezone)
 
 
+def serve(args: argparse.Namespace, root: Path, params: Path) -> None:
+    """Register the deployment and serve it until Ctrl-C or SIGTERM; both pause its schedule (no
+    runs pile up while nobody serves them) and end without a traceback."""
+    import asyncio
+    import signal
+
+    from prefect.deployments.runner import EntrypointType
+    from prefect.runner import Runner
+
+    from .pipeline import pipeline_flow
+
+    class _Runner(Runner):
+        def handle_sigterm(self, *_, **__):
+            # Prefect's own handler stops the runner from inside the signal handler and exits at
+            # once ("Runner.astop was never awaited"), skipping the pause; take Ctrl-C's path instead.
+            signal.raise_signal(signal.SIGINT)
+
+    runner = _Runner(name=args.name, pause_on_shutdown=True, limit=args.limit)
+    runner.add_flow(
+        pipeline_flow,
+        name=args.name,
+        schedules=[schedule_from_args(args)],
+        parameters={"root": str(root)},
+        description=f"The raptor-tkg pipeline on {params}, scheduled "
+        + (f"by cron '{args.cron}' ({args.timezone})" if args.cron else f"every {args.interval:g} s"),
+        tags=["raptor", *args.tag],
+        concurrency_limit=args.limit,  # shown on the deployment's page (the runner enforces it too)
+        # Import the flow as a module (flows.pipeline) in each run: its relative imports need it.
+        entrypoint_type=EntrypointType.MODULE_PATH,
+    )
+    print(f"flows.deploy: serving raptor-pipeline/{args.name} (at most {args.limit} run(s) at once); "
+          "Ctrl-C or SIGTERM stops and pauses the schedule", file=sys.stderr, flush=True)
+    try:
+        asyncio.run(runner.start())
+    except KeyboardInterrupt:
+        pass
+    print("flows.deploy: stopped; the schedule is paused", file=sys.stderr, flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     root = Path(args.root).resolve()
@@ -92,21 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     # params.yaml (datasets.*.raw_dir) resolve against the project root, as with `dvc repro`.
     os.chdir(root)
     apply_defaults(root)
-    from prefect.deployments.runner import EntrypointType
-
-    from .pipeline import pipeline_flow
-
-    pipeline_flow.serve(
-        name=args.name,
-        schedules=[schedule],
-        parameters={"root": str(root)},
-        description=f"The raptor-tkg pipeline on {params}, scheduled "
-        + (f"by cron '{args.cron}' ({args.timezone})" if args.cron else f"every {args.interval:g} s"),
-        tags=["raptor", *args.tag],
-        limit=args.limit,
-        # Import the flow as a module (flows.pipeline) in each run: its relative imports need it.
-        entrypoint_type=EntrypointType.MODULE_PATH,
-    )
+    serve(args, root, params)
     return 0
 
 

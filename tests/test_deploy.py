@@ -124,9 +124,23 @@ def test_scheduled_deployment_runs_and_then_skips(project: Path, tmp_path: Path)
                 f"{tail(serve_log)}")
             time.sleep(1)
         subflows = [r for r in api(url, "/flow_runs/filter", {"limit": 200}) if r.get("parent_task_run_id")]
+        deployment = api(url, "/deployments/filter", {"deployments": {"name": {"any_": [NAME]}}})[0]
+        assert deployment["paused"] is False
+        # SIGTERM (what a service manager sends): a clean stop that pauses the schedule.
+        os.kill(procs[1].pid, signal.SIGTERM)
+        assert procs[1].wait(timeout=60) == 0, tail(serve_log)
+        served = deployment
+        deployment = api(url, "/deployments/filter", {"deployments": {"name": {"any_": [NAME]}}})[0]
     finally:
         for proc in reversed(procs):
             stop(proc)
+
+    assert deployment["paused"] is True  # no runs pile up while nobody serves them
+    log = tail(serve_log, 100_000)
+    assert "Traceback" not in log and "never awaited" not in log, log[-4000:]
+    assert "the schedule is paused" in log
+    limit = served.get("global_concurrency_limit") or {}
+    assert served.get("concurrency_limit") == 1 or limit.get("limit") == 1, served  # --limit shows in the UI
 
     first, second = completed[:2]
     assert first["parameters"] == {"root": str(project)} and first["auto_scheduled"] is True

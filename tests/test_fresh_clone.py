@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import sysconfig
 from pathlib import Path
 
 import pytest
+from helpers import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
@@ -67,9 +69,11 @@ def test_readme_main_job_runs_from_a_fresh_clone(tmp_path):
     proc = subprocess.run(["scripts/run.sh", "--profile", "ci"], cwd=repo, env=env, capture_output=True, text=True)
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log[-6000:]
-    for stage in ("ingest@ICEWS14", "label@ICEWS14", "pretrain@ICEWS14", "finetune-raptor@ICEWS14",
+    ran = _ran_stages(log)
+    for stage in ("params", "ingest@ICEWS14", "label@ICEWS14", "pretrain@ICEWS14", "finetune-raptor@ICEWS14",
                   "evaluate-pure_rl@ICEWS14", "report@ICEWS14"):
-        assert f"Running stage '{stage}'" in log, stage
+        assert stage in ran, (stage, ran)
+    assert "Starting temporary server" not in log  # every stage used the job's one server
     report = json.loads((repo / "reports/ICEWS14/report/report.json").read_text())
     assert set(report["summaries"]) == {"pure_rl", "raptor"}
 
@@ -77,8 +81,35 @@ def test_readme_main_job_runs_from_a_fresh_clone(tmp_path):
     status = subprocess.run(["git", "status", "--porcelain"], cwd=repo, capture_output=True, text=True, check=True)
     assert status.stdout.splitlines() == ["?? dvc.lock"], status.stdout
 
+    # One Prefect pipeline run, every stage a named subflow of it (the job's server kept the database).
+    query = ("import json, os, urllib.request\n"
+             "req = urllib.request.Request(os.environ['PREFECT_API_URL'] + '/flow_runs/filter', data=b'{}',\n"
+             "                             headers={'Content-Type': 'application/json'})\n"
+             "print(json.dumps([[r['name'], r['parent_task_run_id'], r['state_type']]\n"
+             "                  for r in json.load(urllib.request.urlopen(req))]))\n")
+    proc = subprocess.run([str(repo / ".venv/bin/python"), "-m", "flows.server", "--port", str(free_port()), "--",
+                           str(repo / ".venv/bin/python"), "-c", query], cwd=repo, env={**env, **_defaults(repo)},
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    runs = json.loads(proc.stdout.strip().splitlines()[-1])
+    top = [name for name, parent, _ in runs if parent is None]
+    assert top == ["pipeline"], runs
+    subflows = {name for name, parent, state in runs if parent is not None and state == "COMPLETED"}
+    assert {"ingest-ICEWS14", "label-ICEWS14", "pretrain-ICEWS14", "finetune-ICEWS14-pure_rl",
+            "finetune-ICEWS14-raptor", "evaluate-ICEWS14-raptor", "report-ICEWS14"} <= subflows, subflows
+
     # Run again: everything is cached; only the params resolution runs.
     again = subprocess.run(["scripts/run.sh", "--profile", "ci"], cwd=repo, env=env, capture_output=True, text=True)
     assert again.returncode == 0, (again.stdout + again.stderr)[-4000:]
-    assert [line for line in again.stdout.splitlines() if line.startswith("Running stage")] == [
-        "Running stage 'params':"]
+    assert _ran_stages(again.stdout + again.stderr) == ["params"]
+
+
+def _ran_stages(log: str) -> list[str]:
+    """Stages the pipeline flow ran, from its log lines ``<stage>: running `<command>```."""
+    return re.findall(r"(\S+): running `", log)
+
+
+def _defaults(repo: Path) -> dict:
+    from raptor.runenv import defaults
+
+    return defaults(repo)
