@@ -165,7 +165,7 @@ def beam_search(policy: Policy, env: TemporalEnv, queries: np.ndarray, eval_cfg:
                 precision: str = "float32", device="cpu", chunk_size: int = 128,
                 progress: bool = False) -> BeamResult:
     """Beam search for every query; see the module docstring for the output."""
-    from tqdm.auto import tqdm
+    from .progress import progress_bar
 
     queries = np.asarray(queries, dtype=np.int64)
     Q, K, W = len(queries), env.K, eval_cfg.beam_size
@@ -175,7 +175,7 @@ def beam_search(policy: Policy, env: TemporalEnv, queries: np.ndarray, eval_cfg:
     path_relation = np.full((Q, K), -1, dtype=np.int64)
     path_time = np.full((Q, K), -1, dtype=np.int64)
     path_score = np.full(Q, -np.inf, dtype=np.float32)
-    for lo in tqdm(range(0, Q, chunk_size), desc="beam search", disable=not progress, leave=False):
+    for lo in progress_bar(range(0, Q, chunk_size), desc="beam search", enabled=progress, nested=True):
         hi = min(Q, lo + chunk_size)
         beams = search_beams(policy, env, queries[lo:hi], W, precision, device)
         ent, sc = aggregate_scores(beams.entity[:, :, -1], beams.score, eval_cfg.score_rule)

@@ -1133,9 +1133,9 @@ def label_dataset(
     bar = None
     progress = None
     if show_progress:
-        from tqdm import tqdm
+        from .progress import progress_bar
 
-        bar = tqdm(total=len(targets), unit="pair", desc="labeling", mininterval=0.5, dynamic_ncols=True)
+        bar = progress_bar(total=len(targets), unit="pair", desc="labeling", mininterval=0.5, dynamic_ncols=True)
         progress = bar.update
     try:
         summary = write_labels(

@@ -168,7 +168,7 @@ def pretrain(
     shuffling and sampling depend on ``(seed, n)`` only, so a snapshot after ``n`` epochs equals a
     separate ``n``-epoch run: the pretraining-epochs ablation pretrains once per seed.
     """
-    from tqdm.auto import tqdm
+    from .progress import progress_bar
 
     n_epochs = cfg.epochs if epochs is None else epochs
     out = Path(out_dir) if out_dir is not None else None
@@ -191,7 +191,7 @@ def pretrain(
     queries = np.ascontiguousarray(train_queries, dtype=np.int64)
     bs = cfg.batch_size
     n_batches = math.ceil(len(queries) / bs)
-    bar = tqdm(range(start, n_epochs), desc="pretrain", disable=not progress, initial=start, total=n_epochs)
+    bar = progress_bar(range(start, n_epochs), desc="pretrain", enabled=progress, initial=start, total=n_epochs)
     for epoch in bar:
         t0 = time.perf_counter()
         policy.train()
@@ -200,7 +200,8 @@ def pretrain(
         gen = torch.Generator(device=device).manual_seed(_epoch_seed(seed, epoch, 3))
         sums: dict[str, float] = {}
         n_total = 0
-        for i in range(n_batches):
+        for i in progress_bar(range(n_batches), desc=f"epoch {epoch}", enabled=progress, nested=True,
+                              mininterval=1.0):
             batch = queries[order[i * bs:(i + 1) * bs]]
             with autocast(precision, device):
                 pb = pretrain_batch(policy, env, table, batch, gen, device, cfg.no_reachable)

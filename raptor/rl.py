@@ -349,7 +349,7 @@ def train_epoch(policy: Policy, optimizer: torch.optim.Optimizer, env: TemporalE
                 epoch: int, seed: int, rl: RLConfig, precision: str = "float32", device="cpu",
                 progress: bool = False) -> dict[str, float]:
     """One pass over ``queries`` (shuffled by ``(seed, epoch)``); returns epoch means."""
-    from tqdm.auto import tqdm
+    from .progress import progress_bar
 
     policy.train()
     beta = rl.entropy_beta0 * rl.entropy_decay ** epoch
@@ -359,7 +359,7 @@ def train_epoch(policy: Policy, optimizer: torch.optim.Optimizer, env: TemporalE
     n_total = 0
     bs = rl.batch_size
     n_batches = math.ceil(len(queries) / bs)
-    bar = tqdm(range(n_batches), desc=f"epoch {epoch}", leave=False, disable=not progress, mininterval=1.0)
+    bar = progress_bar(range(n_batches), desc=f"epoch {epoch}", enabled=progress, nested=True, mininterval=1.0)
     for i in bar:
         batch = queries[order[i * bs:(i + 1) * bs]]
         with autocast(precision, device):
@@ -488,7 +488,7 @@ def train(
         resume: continue from ``out_dir/checkpoint.pt`` if it exists.
         on_epoch_end: ``(epoch, metrics)`` hook (e.g. MLflow logging by the orchestration layer).
     """
-    from tqdm.auto import tqdm
+    from .progress import progress_bar
 
     n_epochs = rl.epochs if epochs is None else epochs
     out = Path(out_dir) if out_dir is not None else None
@@ -513,7 +513,7 @@ def train(
             for row in history:
                 on_epoch_end(row["epoch"], row)
     queries = np.ascontiguousarray(train_queries, dtype=np.int64)
-    bar = tqdm(range(start, n_epochs), desc="train", disable=not progress, initial=start, total=n_epochs)
+    bar = progress_bar(range(start, n_epochs), desc="train", enabled=progress, initial=start, total=n_epochs)
     for epoch in bar:
         t0 = time.perf_counter()
         row: dict[str, Any] = {"epoch": epoch}
