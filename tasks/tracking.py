@@ -54,6 +54,10 @@ def data_hashes(ingested_dir: str | Path) -> dict[str, str]:
     return {f"data.sha256.{name}": digest for name, digest in sorted(meta.get("sha256", {}).items())}
 
 
+#: MLflow's experiment-kind tag and the value for training runs (mlflow/server/js: ExperimentKind).
+EXPERIMENT_KIND_TAG, EXPERIMENT_KIND = "mlflow.experimentKind", "custom_model_development"
+
+
 def client() -> mlflow.MlflowClient:
     return mlflow.MlflowClient(tracking_uri=os.environ["MLFLOW_TRACKING_URI"])
 
@@ -67,7 +71,9 @@ def experiment_id(name: str, artifact_root: Optional[str] = None) -> str:
     if artifact_root is None and os.environ["MLFLOW_TRACKING_URI"].startswith("sqlite:"):
         artifact_root = (PROJECT_ROOT / "mlruns").as_uri()
     location = f"{artifact_root.rstrip('/')}/{name.replace('/', '_')}" if artifact_root else None
-    return c.create_experiment(name, artifact_location=location)
+    # Tagged as model development, MLflow's UI opens the experiment on its runs table (an untagged one
+    # may land on the GenAI overview).
+    return c.create_experiment(name, artifact_location=location, tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND})
 
 
 @dataclass

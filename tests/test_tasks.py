@@ -27,3 +27,16 @@ def test_threads_are_shared_among_parallel_runs():
     assert threads_per_run(4, 2) == 2
     assert threads_per_run(2, 3) == 1
     assert threads_per_run(8, 1) == 8
+
+
+def test_experiments_are_created_as_model_development(tmp_path, monkeypatch):
+    """MLflow's UI opens such an experiment on its runs table, not on the GenAI overview."""
+    import mlflow
+
+    from tasks import tracking
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    exp_id = tracking.experiment_id("raptor/T", artifact_root=(tmp_path / "mlruns").as_uri())
+    exp = mlflow.MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}").get_experiment(exp_id)
+    assert exp.tags.get("mlflow.experimentKind") == "custom_model_development"
+    assert tracking.experiment_id("raptor/T") == exp_id  # found again, not created twice
