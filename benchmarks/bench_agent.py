@@ -34,7 +34,7 @@ from raptor.env import TemporalEnv
 from raptor.graph import TemporalGraph
 from raptor.io import atomic_write_json
 from raptor.policy import Policy
-from raptor.rl import actor_critic_loss, autocast, configure_runtime, make_optimizer, rollout
+from raptor.rl import actor_critic_loss, autocast, configure_runtime, make_optimizer, native_bf16, rollout
 
 RAW = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "ICEWS14"
 
@@ -180,7 +180,8 @@ def main() -> None:
         "machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
                     "torch_threads": torch.get_num_threads(), "torch": torch.__version__,
                     "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY"),
-                    "GOMP_SPINCOUNT": os.environ.get("GOMP_SPINCOUNT")},
+                    "GOMP_SPINCOUNT": os.environ.get("GOMP_SPINCOUNT"),
+                    "native_bf16": native_bf16("cpu")},
         "load_before": load_avg(),
         "train_queries": len(train_q),
         "runs": {},

@@ -141,8 +141,9 @@ class TrainConfig:
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2, 3, 4], metadata=NO_EFFECT)
     #: The systems the pipeline trains and compares (names of :data:`raptor.variants.VARIANTS`).
     variants: list[str] = field(default_factory=lambda: ["pure_rl", "raptor"], metadata=NO_EFFECT)
-    #: float32, or bfloat16 autocast on CPUs that support it.
-    precision: Literal["float32", "bfloat16"] = "float32"
+    #: float32; bfloat16 autocast; or auto: bfloat16 where the hardware has it natively (a CUDA GPU that
+    #: supports it, a CPU with AVX512-BF16/AMX), float32 elsewhere (emulated bfloat16 is far slower).
+    precision: Literal["float32", "bfloat16", "auto"] = "float32"
     device: Literal["auto", "cpu", "cuda"] = "auto"
     #: Torch intra-op threads; 0 = all cores (divided among the runs that train at once).
     num_threads: int = field(default=0, metadata=NO_EFFECT)

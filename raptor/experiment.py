@@ -34,7 +34,7 @@ from .io import atomic_write_json
 from .policy import Policy
 from .provenance import code_hash, content_hash
 from .ranking import FilterIndex, build_filter, evaluation_metrics, filtered_ranks, write_metrics, write_predictions
-from .rl import configure_runtime, load_model, resolve_device, train
+from .rl import configure_runtime, load_model, resolve_device, resolve_precision, train
 
 log = logging.getLogger("raptor")
 
@@ -219,7 +219,7 @@ def run_variant(
                          "(the pretrain stage writes it)")
     configure_runtime(p.train.num_threads if num_threads is None else num_threads)
     device = resolve_device(p.train.device)
-    precision = p.train.precision
+    precision = resolve_precision(p.train.precision, device)
     out = Path(out_dir)
     n_rl = effective_epochs(p, variant, pretrain_epochs, rl_epochs)
     if init_model is not None and not Path(init_model).is_file():
@@ -246,7 +246,7 @@ def run_variant(
                    resume=resume, epochs=n_rl, on_epoch_end=hook, meta=meta, progress=progress)
     summary = {
         "variant": variant, "seed": seed, "pretrain_epochs": int(pretrain_epochs), "rl_epochs": n_rl,
-        "best_val_mrr": result.best_mrr, "best_epoch": result.best_epoch,
+        "precision": precision, "best_val_mrr": result.best_mrr, "best_epoch": result.best_epoch,
         "final_reward": result.history[-1]["reward"] if result.history else None,
         "model": str(out / "best.pt"), "restarted": restarted,
         "seconds": round(time.perf_counter() - started, 2),
@@ -274,10 +274,12 @@ def evaluate_model(
     policy.eval()
     queries = ctx.queries(split)
     started = time.perf_counter()
-    res, ranks = rank_queries(ctx, policy, queries, p.train.precision, device)
+    precision = resolve_precision(p.train.precision, device)
+    res, ranks = rank_queries(ctx, policy, queries, precision, device)
     seconds = time.perf_counter() - started
     metrics = evaluation_metrics(ranks, queries[:, 1], ctx.dataset.num_relations)
     metrics["split"] = split
+    metrics["precision"] = precision
     metrics["seconds"] = round(seconds, 3)
     metrics["ms_per_query"] = round(1000 * seconds / max(len(queries), 1), 4)
     out = Path(out_dir)

@@ -251,7 +251,7 @@ def pretrain_run(
     """
     from .labeling import load_label_table
     from .provenance import code_hash, content_hash
-    from .rl import configure_runtime, resolve_device
+    from .rl import configure_runtime, resolve_device, resolve_precision
 
     p = ctx.params
     wanted = sorted({int(n) for n in epochs if int(n) > 0})
@@ -279,7 +279,8 @@ def pretrain_run(
     torch.manual_seed(seed)
     policy = Policy(ctx.dataset.num_entities, ctx.dataset.num_relations, p.model, p.env.max_path_length)
     hook = (lambda e, m: on_epoch_end("pretrain", e, m)) if on_epoch_end else None
-    pretrain(policy, ctx.env, table, ctx.train_queries, p.pretrain, seed=seed, precision=p.train.precision,
+    precision = resolve_precision(p.train.precision, device)
+    pretrain(policy, ctx.env, table, ctx.train_queries, p.pretrain, seed=seed, precision=precision,
              device=device, out_dir=out, resume=True, epochs=wanted[-1], on_epoch_end=hook,
              meta={"variant": "raptor", "dataset": ctx.dataset.meta.get("dataset")}, progress=progress,
              snapshots=tuple(wanted))

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import functools
 import io as _io
 import math
 import time
@@ -57,9 +58,47 @@ CHECKPOINT_FORMAT = "raptor.rl-checkpoint/v1"
 def autocast(precision: str, device: torch.device | str = "cpu"):
     """Autocast context for ``TrainConfig.precision`` (a no-op for float32)."""
     dev = torch.device(device).type
+    if precision == "auto":
+        precision = resolve_precision(precision, device)
     if precision == "bfloat16":
         return torch.autocast(device_type=dev, dtype=torch.bfloat16)
     return contextlib.nullcontext()
+
+
+def native_bf16(device: torch.device | str = "cpu", cpu_flags: Optional[set[str]] = None) -> bool:
+    """Whether ``device`` computes bfloat16 in hardware: a CUDA GPU that supports it, or a CPU with
+    AVX512-BF16 or AMX-BF16 (``cpu_flags``: the flags of /proc/cpuinfo, read when not given). Elsewhere
+    torch emulates it: on an AVX2 CPU an RL batch measured 13x the float32 CPU time
+    (benchmarks/results/agent_bf16_avx2.json)."""
+    dev = torch.device(device)
+    if dev.type == "cuda":
+        return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+    return bool({"avx512_bf16", "amx_bf16"} & (_cpu_flags() if cpu_flags is None else cpu_flags))
+
+
+@functools.lru_cache(maxsize=1)
+def _cpu_flags() -> frozenset[str]:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                return frozenset(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return frozenset()
+
+
+def resolve_precision(name: str, device: torch.device | str = "cpu", cpu_flags: Optional[set[str]] = None) -> str:
+    """``TrainConfig.precision`` -> the precision a run uses: ``auto`` is bfloat16 where the hardware has
+    it (:func:`native_bf16`), else float32; an explicit ``bfloat16`` without it is kept, with a warning."""
+    if name == "auto":
+        return "bfloat16" if native_bf16(device, cpu_flags) else "float32"
+    if name == "bfloat16" and not native_bf16(device, cpu_flags):
+        import warnings
+
+        warnings.warn(f"train.precision: bfloat16 on {torch.device(device).type} without native bfloat16 "
+                      "(no AVX512-BF16/AMX) is emulated and much slower than float32; use float32 or auto",
+                      RuntimeWarning, stacklevel=2)
+    return name
 
 
 def resolve_device(name: str) -> torch.device:

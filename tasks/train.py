@@ -135,6 +135,7 @@ def train_run_task(
                               on_epoch_end=_epoch_logger(run), num_threads=num_threads, progress=True)
         run.log_metrics(_numeric({"best_val_mrr": summary["best_val_mrr"], "final_reward": summary["final_reward"],
                                   "train_seconds": summary["seconds"]}), step=0)
+        run.set_tags({"precision": summary["precision"]})  # what `auto` resolved to on this machine
         run.log_artifact(out / "best.pt", "model")
         run.log_artifact(out / "history.csv", "history")
         _remember_run(out, run, experiment)

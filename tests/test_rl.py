@@ -206,3 +206,16 @@ def test_train_command_end_to_end(tmp_path):
     assert meta["seed"] == 2 and meta["variant"] == "pure_rl"
     # RAPTOR needs the label tables: a clear one-line error, not a traceback.
     assert main(args[:-1] + ["--variant", "raptor", "--fresh", "--no-progress"]) == 1
+
+
+def test_precision_auto_is_bfloat16_only_where_the_hardware_has_it():
+    from raptor.rl import native_bf16, resolve_precision
+
+    avx2 = {"fpu", "sse4_2", "avx2", "fma"}
+    spr = avx2 | {"avx512f", "avx512_bf16", "amx_bf16"}
+    assert not native_bf16("cpu", avx2) and native_bf16("cpu", spr)
+    assert resolve_precision("auto", "cpu", avx2) == "float32"
+    assert resolve_precision("auto", "cpu", spr) == "bfloat16"
+    assert resolve_precision("float32", "cpu", spr) == "float32"
+    with pytest.warns(RuntimeWarning, match="emulated"):
+        assert resolve_precision("bfloat16", "cpu", avx2) == "bfloat16"  # kept: the user asked for it
