@@ -51,9 +51,9 @@ def ingest_flow(dataset: str, params: str, inputs: dict, outputs: dict) -> dict:
     """Raw splits -> Parquet (``datasets.<name>.url`` fetches an archive instead)."""
     _, d = load_resolved(params).dataset(dataset)
     if d.url:
-        result = ingest_url_task(d.url, d.sha256, outputs["out"], d.time_step, dataset)
+        result = ingest_url_task(d.url, d.sha256, outputs["out"], d.time_step, dataset, d.layout)
     else:
-        result = ingest_task(inputs["raw"], outputs["out"], d.time_step, dataset)
+        result = ingest_task(inputs["raw"], outputs["out"], d.time_step, dataset, d.layout)
     return {"counts": result.counts, "time_step": result.time_step, "seconds": result.seconds}
 
 

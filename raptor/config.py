@@ -40,8 +40,14 @@ class DatasetConfig:
     #: Optional archive URL for online machines (used only when set), and its SHA-256.
     url: Optional[str] = None
     sha256: Optional[str] = None
-    #: Calendar date (YYYY-MM-DD) of time step 0 after ingest, for explanations in dates.
+    #: How the raw folder is written: auto (detect), ids (RE-NET/RE-GCN/TITer/xERTE: integer splits and
+    #: entity2id/relation2id dictionaries) or names (names in the splits, no dictionaries): docs/data.md.
+    layout: Literal["auto", "ids", "names"] = "auto"
+    #: Calendar date (YYYY-MM-DD, or YYYY-MM-DDTHH:MM) of time step 0 after ingest, for explanations in
+    #: dates; null: the calendar ingest read from dated raw files (meta.json), else step numbers.
     start_date: Optional[str] = None
+    #: Calendar length of one time step after ingest: year, day, hour or 15min (null: day).
+    granularity: Optional[Literal["year", "day", "hour", "15min"]] = None
     #: Units of one time step in the raw files; null = the gcd of all timestamp differences
     #: (ICEWS14: 1 day; ICEWS18: 24 hours). Times are divided by it and shifted to start at 0.
     time_step: Optional[int] = None
@@ -237,6 +243,14 @@ def _cross_checks(params: Params) -> None:
     for name, ds in params.datasets.items():
         if ds.time_step is not None and ds.time_step < 1:
             raise ConfigError(f"datasets.{name}.time_step: must be a positive integer or null, got {ds.time_step!r}")
+        if ds.start_date is not None:
+            import datetime as _dt
+
+            try:
+                _dt.datetime.fromisoformat(ds.start_date)
+            except ValueError:
+                raise ConfigError(f"datasets.{name}.start_date: expected YYYY-MM-DD or YYYY-MM-DDTHH:MM, "
+                                  f"got {ds.start_date!r}") from None
     from .variants import VARIANTS
 
     unknown = [v for v in params.train.variants if v not in VARIANTS]

@@ -1,23 +1,33 @@
-"""Ingest raw ICEWS splits (the RE-NET / RE-GCN id format) into validated Parquet.
+"""Ingest raw TKG splits in the published layouts into validated Parquet.
 
-Input layout (one folder)::
+Input layouts (one folder; ``layout="auto"`` tells them apart, ``--layout`` names one)::
 
-    train.txt valid.txt test.txt   subject<TAB>relation<TAB>object<TAB>timestamp[<TAB>extra]
-    entity2id.txt relation2id.txt  name<TAB>id   (the id is the last tab-separated field)
+    ids    train.txt valid.txt test.txt   subject<TAB>relation<TAB>object<TAB>timestamp[<TAB>extra]
+           entity2id.txt relation2id.txt  name<TAB>id  (RE-NET, RE-GCN, TITer, xERTE: the id is the
+                                          last field), or name<TAB>id<TAB>start<TAB>end (the YAGO and
+                                          WIKI dictionaries of RE-NET/TITer/xERTE: dates after the id)
+    names  train.txt valid.txt test.txt   subject<TAB>relation<TAB>object<TAB>time[<TAB>extra] with
+                                          names instead of ids and no dictionaries; time an integer,
+                                          a date (YYYY-MM-DD) or a date and time (YYYY-MM-DD HH:MM[:SS],
+                                          ``T`` also accepted, e.g. GDELT's 15-minute steps)
 
 Output (one folder, written atomically: it appears complete or not at all)::
 
     train.parquet valid.parquet test.parquet   int32 subject, relation, object, time
     entities.parquet relations.parquet          int32 id, string name
-    meta.json                                   counts, time step/offset, SHA-256 of every raw file
+    meta.json                                   layout, counts, time step/offset, calendar, SHA-256 of every raw file
 
 Times are normalised to ``(raw - time_offset) // time_step`` so the earliest timestamp is 0 and one
 unit is one step (a day on ICEWS); ``raw = time * time_step + time_offset`` recovers the original.
+Dates are first turned into days (or minutes, with a time of day) since 1970-01-01; meta.json's
+``calendar`` then records the date of step 0 and the length of a step.
 """
 
 from __future__ import annotations
 
+import datetime as _dt
 import math
+import re
 import shutil
 import tarfile
 import tempfile
@@ -30,6 +40,7 @@ from typing import Optional
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
@@ -38,6 +49,18 @@ from .io import atomic_dir, atomic_write_json, sha256_file
 
 DICTIONARIES = ("entity2id.txt", "relation2id.txt")
 INGEST_FORMAT_VERSION = 1
+#: ``auto`` detects the layout (module docstring); ``ids`` and ``names`` force one.
+LAYOUTS = ("auto", "ids", "names")
+LAYOUT_HELP = (
+    "ids: entity2id.txt + relation2id.txt ('name<TAB>id', or 'name<TAB>id<TAB>start<TAB>end' as in YAGO/WIKI) "
+    "and integer splits 'subject<TAB>relation<TAB>object<TAB>time[<TAB>extra]' (RE-NET, RE-GCN, TITer, xERTE); "
+    "names: no dictionaries, splits 'subject<TAB>relation<TAB>object<TAB>time[<TAB>extra]' with names and an "
+    "integer, YYYY-MM-DD or YYYY-MM-DD HH:MM time"
+)
+#: A date field of the YAGO/WIKI dictionaries: ``1913-##-##``, ``2002-11-08``, ``####-##-##``, ``1``.
+_DICT_DATE = re.compile(r"^[0-9#]{1,4}(-[0-9#]{1,2}){0,2}$")
+_ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+_ISO_DATETIME = re.compile(r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2})?$")
 
 #: Where the complete published datasets can be obtained, for the missing-split message.
 PUBLISHED_SOURCES = (
@@ -77,22 +100,47 @@ def _lines(path: Path) -> list[str]:
     return lines
 
 
+def _dictionary_is_dated(lines: list[str]) -> bool:
+    """Whether a dictionary is in the YAGO/WIKI layout ``name<TAB>id<TAB>start<TAB>end``: some line has
+    four fields, an integer second field and date-like (not integer) last fields. Decided per file, so
+    an end date written ``1`` does not turn one line into ``name<TAB>id``."""
+    for line in lines:
+        fields = [f.strip() for f in line.split("\t")]
+        if (len(fields) == 4 and _is_int(fields[1]) and not _is_int(fields[3])
+                and all(_DICT_DATE.match(f) for f in fields[2:])):
+            return True
+    return False
+
+
 def read_dictionary(path: Path, kind: str) -> list[str]:
-    """Names indexed by id from ``name<TAB>id`` lines; ids must be exactly 0..n-1."""
+    """Names indexed by id from ``name<TAB>id`` lines (the id is the last field, so names may hold
+    tabs) or ``name<TAB>id<TAB>start<TAB>end`` lines (YAGO/WIKI); ids must be exactly 0..n-1."""
     if not path.exists():
         raise IngestError(f"missing dictionary file: {path}")
+    lines = _lines(path)
+    dated = _dictionary_is_dated(lines)
     names: dict[int, str] = {}
-    for lineno, line in enumerate(_lines(path), start=1):
+    for lineno, line in enumerate(lines, start=1):
         if not line.strip():
             raise IngestError(f"{path}, line {lineno}: empty line")
         if "\t" not in line:
             raise IngestError(f"{path}, line {lineno}: expected 'name<TAB>id', got {line!r}")
-        name, _, raw_id = line.rpartition("\t")
-        raw_id = raw_id.strip()
+        if dated:
+            fields = line.split("\t")
+            if len(fields) != 4:
+                raise IngestError(f"{path}, line {lineno}: expected 'name<TAB>id<TAB>start<TAB>end' like the "
+                                  f"lines before (YAGO/WIKI dictionary), got {len(fields)} fields: {line!r}")
+            name, raw_id = fields[0], fields[1].strip()
+        else:
+            name, _, raw_id = line.rpartition("\t")
+            raw_id = raw_id.strip()
         try:
             idx = int(raw_id)
         except ValueError:
-            raise IngestError(f"{path}, line {lineno}: {kind} id {raw_id!r} is not an integer") from None
+            raise IngestError(
+                f"{path}, line {lineno}: {kind} id {raw_id!r} is not an integer (dictionary lines are "
+                f"'name<TAB>id' or 'name<TAB>id<TAB>start<TAB>end' with dates like 1913-##-##)"
+            ) from None
         if idx < 0:
             raise IngestError(f"{path}, line {lineno}: negative {kind} id {idx}")
         if idx in names:
@@ -105,6 +153,10 @@ def read_dictionary(path: Path, kind: str) -> list[str]:
         missing = sorted(set(range(max(names) + 1)) - set(names))[:5]
         raise IngestError(f"{path}: {kind} ids are not contiguous 0..{n - 1} (missing e.g. {missing})")
     return [names[i] for i in range(n)]
+
+
+def _is_int(text: str) -> bool:
+    return text.strip().lstrip("-").isdigit()
 
 
 def _diagnose_quadruples(path: Path) -> None:
@@ -126,7 +178,8 @@ def _diagnose_quadruples(path: Path) -> None:
             try:
                 int(value)
             except ValueError:
-                raise IngestError(f"{path}, line {lineno}: {name} {value!r} is not an integer") from None
+                raise IngestError(f"{path}, line {lineno}: {name} {value!r} is not an integer "
+                                  f"(layout ids; names in the splits are layout names: --layout names)") from None
 
 
 def read_quadruples(path: Path) -> np.ndarray:
@@ -151,6 +204,186 @@ def read_quadruples(path: Path) -> np.ndarray:
         _diagnose_quadruples(path)
         raise IngestError(f"{path}: expected 4 or 5 integer columns, got {table.num_columns} columns")
     return np.stack([table.column(i).to_numpy().astype(np.int64) for i in range(4)], axis=1)
+
+
+def _diagnose_named(path: Path) -> None:
+    """Line-by-line pass over a split in the names layout: raises naming the first bad line."""
+    width = None
+    for lineno, line in enumerate(_lines(path), start=1):
+        fields = line.split("\t")
+        if len(fields) not in (4, 5):
+            raise IngestError(f"{path}, line {lineno}: expected 4 or 5 tab-separated fields "
+                              f"(subject, relation, object, time[, extra]), got {len(fields)}: {line!r}")
+        if width is None:
+            width = len(fields)
+        elif len(fields) != width:
+            raise IngestError(f"{path}, line {lineno}: {len(fields)} fields, but earlier lines have {width}")
+        for name, value in zip(QUAD_COLUMNS[:3], fields[:3]):
+            if not value.strip():
+                raise IngestError(f"{path}, line {lineno}: empty {name} name")
+
+
+def _read_named(path: Path) -> pa.Table:
+    """Columns f0..f3 (subject, relation, object, time) of a names-layout split, all strings."""
+    if not path.exists():
+        raise IngestError(f"missing split file: {path}")
+    if path.stat().st_size == 0:
+        raise IngestError(f"{path}: empty split file")
+    try:
+        table = pacsv.read_csv(
+            path,
+            read_options=pacsv.ReadOptions(autogenerate_column_names=True),
+            parse_options=pacsv.ParseOptions(delimiter="\t", quote_char=False),  # names may hold quotes
+            convert_options=pacsv.ConvertOptions(column_types={f"f{i}": pa.string() for i in range(5)},
+                                                 strings_can_be_null=False),
+        )
+    except (pa.ArrowInvalid, pa.ArrowException):
+        _diagnose_named(path)
+        raise IngestError(f"{path}: could not be parsed as tab-separated fields") from None
+    if table.num_columns not in (4, 5) or table.num_rows == 0:
+        _diagnose_named(path)
+        raise IngestError(f"{path}: expected 4 or 5 columns, got {table.num_columns}")
+    cols = [pc.utf8_trim_whitespace(table.column(i)) for i in range(4)]
+    for i in range(3):
+        empty = pc.equal(pc.utf8_length(cols[i]), 0)
+        if pc.any(empty).as_py():
+            _diagnose_named(path)
+            raise IngestError(f"{path}: empty {QUAD_COLUMNS[i]} name")
+    return pa.table(cols, names=[f"f{i}" for i in range(4)])
+
+
+#: Time formats of the names layout, tried in this order: (kind, test, unit of the parsed value).
+_TIME_KINDS = ("integer", "year", "date", "datetime")
+
+
+def _time_kind(values: pa.ChunkedArray) -> Optional[str]:
+    """Which of :data:`_TIME_KINDS` every value has (``year``: dates that are all on January 1), or None."""
+    if pc.all(pc.match_substring_regex(values, r"^-?\d+$")).as_py():
+        return "integer"
+    if pc.all(pc.match_substring_regex(values, _ISO_DATE.pattern)).as_py():
+        return "year" if pc.all(pc.ends_with(values, "-01-01")).as_py() else "date"
+    if pc.all(pc.match_substring_regex(values, _ISO_DATETIME.pattern)).as_py():
+        return "datetime"
+    return None
+
+
+def _parse_times(values: pa.ChunkedArray, kind: str) -> np.ndarray:
+    """int64 raw times: integers as they are; years; days or minutes since 1970-01-01."""
+    text = values.to_numpy(zero_copy_only=False).astype(str)
+    if kind == "integer":
+        return text.astype(np.int64)
+    if kind == "year":
+        return np.char.partition(text, "-")[:, 0].astype(np.int64)
+    try:
+        unit = "D" if kind == "date" else "m"
+        return np.array(np.char.replace(text, "T", " ") if kind == "datetime" else text,
+                        dtype=f"datetime64[{unit}]").astype(np.int64)
+    except ValueError as exc:  # e.g. 2014-02-30
+        raise IngestError(f"not a valid {kind}: {exc}") from None
+
+
+def read_named_splits(paths: dict[str, Path]) -> tuple[list[str], list[str], dict[str, np.ndarray], str]:
+    """Read the splits of the names layout and number the names.
+
+    Ids are given in sorted name order (entities over subjects and objects of all splits), so they do
+    not depend on the order of the lines. Returns ``(entity names, relation names, {split: int64
+    [n, 4] (subject, relation, object, raw time)}, time kind)``; the time kind is one of
+    :data:`_TIME_KINDS` (``year``: the year; ``date``: days and ``datetime``: minutes since 1970-01-01).
+    """
+    tables = {s: _read_named(p) for s, p in paths.items()}
+    kinds = {}
+    for s, t in tables.items():
+        kind = _time_kind(t.column(3))
+        if kind is None:
+            bad = _first_bad_time(t.column(3))
+            raise IngestError(f"{paths[s]}: time {bad!r} is not an integer, a date (YYYY-MM-DD) or a date and time "
+                              f"(YYYY-MM-DD HH:MM[:SS]), or the file mixes them")
+        kinds[s] = kind
+    if len(set(kinds.values())) > 1:
+        # A split whose dates all fall on January 1 next to one that does not: read all as dates.
+        if set(kinds.values()) <= {"year", "date"}:
+            kinds = dict.fromkeys(kinds, "date")
+        else:
+            raise IngestError("the splits write times differently: " +
+                              ", ".join(f"{paths[s].name} {k}" for s, k in kinds.items()))
+    kind = next(iter(kinds.values()))
+    entity_names = _sorted_unique(pa.chunked_array([c for t in tables.values() for i in (0, 2)
+                                                    for c in t.column(i).chunks]))
+    relation_names = _sorted_unique(pa.chunked_array([c for t in tables.values() for c in t.column(1).chunks]))
+    raw = {}
+    for s, t in tables.items():
+        try:
+            times = _parse_times(t.column(3), kind)
+        except IngestError as exc:
+            raise IngestError(f"{paths[s]}: {exc}") from None
+        raw[s] = np.stack([
+            pc.index_in(t.column(0), value_set=entity_names).to_numpy(zero_copy_only=False).astype(np.int64),
+            pc.index_in(t.column(1), value_set=relation_names).to_numpy(zero_copy_only=False).astype(np.int64),
+            pc.index_in(t.column(2), value_set=entity_names).to_numpy(zero_copy_only=False).astype(np.int64),
+            times,
+        ], axis=1)
+    return entity_names.to_pylist(), relation_names.to_pylist(), raw, kind
+
+
+def _sorted_unique(values: pa.ChunkedArray) -> pa.Array:
+    unique = pc.unique(values)
+    return pc.take(unique, pc.array_sort_indices(unique))
+
+
+def _first_bad_time(values: pa.ChunkedArray) -> str:
+    for pattern in (r"^-?\d+$", _ISO_DATE.pattern, _ISO_DATETIME.pattern):
+        ok = pc.match_substring_regex(values, pattern)
+        if pc.any(ok).as_py():  # the file's majority format decides which value is the odd one out
+            bad = pc.indices_nonzero(pc.invert(ok))
+            if len(bad) and pc.sum(ok).as_py() * 2 >= len(values):
+                return values[bad[0].as_py()].as_py()
+    return values[0].as_py()
+
+
+def calendar_of(kind: str, time_offset: int, time_step: int) -> Optional[dict]:
+    """meta.json's ``calendar`` for dated raw times: the date of step 0 and the length of one step
+    (a granularity of :data:`raptor.names.GRANULARITIES`), or None (integer times, odd step lengths)."""
+    if kind == "year":
+        return {"start_date": f"{time_offset:04d}-01-01", "granularity": "year"} if time_step == 1 else None
+    if kind == "date":
+        start = _dt.date(1970, 1, 1) + _dt.timedelta(days=time_offset)
+        return {"start_date": start.isoformat(), "granularity": "day"} if time_step == 1 else None
+    if kind == "datetime":
+        start = _dt.datetime(1970, 1, 1) + _dt.timedelta(minutes=time_offset)
+        granularity = {15: "15min", 60: "hour", 1440: "day"}.get(time_step)
+        return {"start_date": start.isoformat(timespec="minutes"), "granularity": granularity} if granularity else None
+    return None
+
+
+def detect_layout(raw_dir: Path, layout: str = "auto") -> str:
+    """``ids`` or ``names`` for ``raw_dir`` (see the module docstring); refuses what it cannot tell."""
+    if layout not in LAYOUTS:
+        raise IngestError(f"unknown layout {layout!r}: expected one of {', '.join(LAYOUTS)} ({LAYOUT_HELP})")
+    splits = [raw_dir / f"{s}.txt" for s in SPLITS]
+    dicts = [raw_dir / d for d in DICTIONARIES]
+    missing = [p for p in splits if not p.exists()]
+    if layout == "ids" or (layout == "auto" and any(p.exists() for p in dicts)):
+        missing += [p for p in dicts if not p.exists()]
+    if missing:
+        names = ", ".join(p.name for p in missing)
+        raise IngestError(
+            f"{raw_dir}: missing {names} ({', '.join(str(p) for p in missing)}). A dataset is ingested only "
+            f"when all of {', '.join(f'{s}.txt' for s in SPLITS)} and the dictionaries are present, never "
+            f"partially; {PUBLISHED_SOURCES}."
+        )
+    if layout != "auto":
+        return layout
+    if all(p.exists() for p in dicts):
+        return "ids"
+    first = next((line for line in _lines(splits[0]) if line.strip()), "")
+    fields = first.split("\t")
+    if len(fields) >= 3 and all(_is_int(f) for f in fields[:3]):
+        raise IngestError(
+            f"{splits[0]}, line 1: integer ids ({first!r}) but no {' or '.join(DICTIONARIES)} in {raw_dir}: "
+            f"either the dictionaries are missing ({PUBLISHED_SOURCES}) or the names are numbers "
+            f"(then say --layout names, or layout: names in the dataset's params entry). Layouts: {LAYOUT_HELP}"
+        )
+    return "names"
 
 
 def _check_ids(path: Path, quads: np.ndarray, num_entities: int, num_relations: int) -> None:
@@ -268,15 +501,18 @@ def ingest(
     time_step: Optional[int] = None,
     dataset: Optional[str] = None,
     sums_file: Optional[str | Path] = None,
+    layout: str = "auto",
 ) -> IngestResult:
     """Validate the raw splits in ``raw_dir`` and write the Parquet dataset to ``out_dir`` atomically.
 
     Args:
-        raw_dir: folder in the published layout (see module docstring).
+        raw_dir: folder in one of the layouts of the module docstring.
         out_dir: output folder; replaced as a whole only when everything is valid.
-        time_step: raw units per step; None infers it (gcd of timestamp differences).
+        time_step: raw units per step (days, or minutes for times of day); None infers it (gcd of
+            timestamp differences).
         dataset: name recorded in meta.json (default: the folder's name).
         sums_file: optional SHA256SUMS file to check the raw files against (see verify_checksums).
+        layout: ``auto`` (detect), ``ids`` or ``names`` (:data:`LAYOUTS`).
 
     Raises:
         IngestError: on any invalid input; nothing is written then.
@@ -285,22 +521,21 @@ def ingest(
     raw_dir = Path(raw_dir)
     if not raw_dir.is_dir():
         raise IngestError(f"raw data folder not found: {raw_dir}")
+    layout = detect_layout(raw_dir, layout)
     paths = {s: raw_dir / f"{s}.txt" for s in SPLITS}
-    missing = [p for p in list(paths.values()) + [raw_dir / d for d in DICTIONARIES] if not p.exists()]
-    if missing:
-        names = ", ".join(p.name for p in missing)
-        raise IngestError(
-            f"{raw_dir}: missing {names} ({', '.join(str(p) for p in missing)}). A dataset is ingested only "
-            f"when all of {', '.join(f'{s}.txt' for s in SPLITS)} and the dictionaries are present, never "
-            f"partially; {PUBLISHED_SOURCES}."
-        )
     checked = verify_checksums(raw_dir, Path(sums_file) if sums_file else None)
 
-    entities = read_dictionary(raw_dir / "entity2id.txt", "entity")
-    relations = read_dictionary(raw_dir / "relation2id.txt", "relation")
-    raw = {s: read_quadruples(p) for s, p in paths.items()}
-    for s in SPLITS:
-        _check_ids(paths[s], raw[s], len(entities), len(relations))
+    if layout == "ids":
+        entities = read_dictionary(raw_dir / "entity2id.txt", "entity")
+        relations = read_dictionary(raw_dir / "relation2id.txt", "relation")
+        raw = {s: read_quadruples(p) for s, p in paths.items()}
+        for s in SPLITS:
+            _check_ids(paths[s], raw[s], len(entities), len(relations))
+        time_kind = "integer"
+        raw_files = list(paths.values()) + [raw_dir / d for d in DICTIONARIES]
+    else:
+        entities, relations, raw, time_kind = read_named_splits(paths)
+        raw_files = list(paths.values())
     _check_temporal_order(paths, raw)
 
     all_times = np.concatenate([raw[s][:, 3] for s in SPLITS])
@@ -322,20 +557,21 @@ def ingest(
             raise IngestError(f"{paths[s]}: values do not fit in int32")
         normalised[s] = q.astype(ID_DTYPE)
 
-    file_hashes = {p.name: checked.get(p.name) or sha256_file(p) for p in list(paths.values())}
-    for d in DICTIONARIES:
-        file_hashes[d] = checked.get(d) or sha256_file(raw_dir / d)
+    file_hashes = {p.name: checked.get(p.name) or sha256_file(p) for p in raw_files}
 
     meta = {
         "format_version": INGEST_FORMAT_VERSION,
         "dataset": dataset or raw_dir.name,
         "source": str(raw_dir),
+        "layout": layout,
+        "time_kind": time_kind,
         "num_entities": len(entities),
         "num_relations": len(relations),
         "counts": {s: int(len(normalised[s])) for s in SPLITS},
         "time_step": step,
         "time_offset": offset,
         "time_formula": "raw_timestamp = time * time_step + time_offset",
+        "calendar": calendar_of(time_kind, offset, step),
         "num_timestamps": int(len(np.unique(all_times))),
         "time_range": {
             s: [int(normalised[s][:, 3].min()), int(normalised[s][:, 3].max())] for s in SPLITS

@@ -33,20 +33,44 @@ def resolve(name: str, names: Sequence[str], kind: str, n_suggestions: int = 5) 
     raise UnknownNameError(f"unknown {kind} {name!r}{hint}")
 
 
-def date_to_step(date: str, start_date: Optional[str]) -> int:
-    """Time step of ``date`` (``YYYY-MM-DD``) given the date of step 0; an integer passes through."""
+#: Calendar length of one time step after ingest (``datasets.<name>.granularity``, meta.json ``calendar``).
+GRANULARITIES = ("year", "day", "hour", "15min")
+_STEP = {"day": _dt.timedelta(days=1), "hour": _dt.timedelta(hours=1), "15min": _dt.timedelta(minutes=15)}
+
+
+def _parse_when(text: str) -> _dt.datetime:
+    try:
+        return _dt.datetime.fromisoformat(text.strip().replace(" ", "T", 1))
+    except ValueError:
+        raise ValueError(f"not a date (YYYY-MM-DD[ HH:MM]) or time step: {text!r}") from None
+
+
+def date_to_step(date: str, start_date: Optional[str], granularity: Optional[str] = "day") -> int:
+    """Time step holding ``date`` (``YYYY-MM-DD``, or ``YYYY-MM-DD HH:MM`` for finer steps) given the
+    date of step 0 and the length of a step (:data:`GRANULARITIES`); an integer passes through as a step,
+    except with yearly steps, where an integer from the start year on is a year (``1994``)."""
     if date.strip().lstrip("-").isdigit():
+        if granularity == "year" and start_date and int(date) >= _parse_when(start_date).year:
+            return int(date) - _parse_when(start_date).year
         return int(date)
     if not start_date:
-        raise ValueError("dates need data.start_date in params (or give the time step as an integer)")
-    try:
-        d = _dt.date.fromisoformat(date)
-    except ValueError:
-        raise ValueError(f"not a date (YYYY-MM-DD) or time step: {date!r}") from None
-    return (d - _dt.date.fromisoformat(start_date)).days
+        raise ValueError("dates need the dataset's start_date (params `datasets`, or a calendar in the "
+                         "ingested meta.json); give the time step as an integer instead")
+    when, start = _parse_when(date), _parse_when(start_date)
+    granularity = granularity or "day"
+    if granularity == "year":
+        return when.year - start.year
+    return int((when - start) // _STEP[granularity])
 
 
-def step_to_date(step: int, start_date: Optional[str]) -> str:
+def step_to_date(step: int, start_date: Optional[str], granularity: Optional[str] = "day") -> str:
+    """The calendar label of ``step``: ``2014`` (year), ``2014-01-05`` (day), ``2014-01-05 13:00`` (hour),
+    ``2014-01-05 13:15`` (15min); ``t=step`` without a start date."""
     if not start_date:
         return f"t={step}"
-    return (_dt.date.fromisoformat(start_date) + _dt.timedelta(days=int(step))).isoformat()
+    start = _parse_when(start_date)
+    granularity = granularity or "day"
+    if granularity == "year":
+        return f"{start.year + int(step):04d}"
+    when = start + int(step) * _STEP[granularity]
+    return when.date().isoformat() if granularity == "day" else when.strftime("%Y-%m-%d %H:%M")

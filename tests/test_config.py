@@ -101,3 +101,16 @@ def test_result_params_leave_out_what_the_schema_marks_as_no_effect():
     for k in ("train.num_threads", "train.parallel_runs", "train.seeds", "labeling.workers", "profile"):
         assert k not in keys
     assert not any(k.startswith(("ablation.", "datasets.")) for k in keys)
+
+
+def test_dataset_layout_calendar_are_validated(tmp_path):
+    p = tmp_path / "params.yaml"
+    p.write_text("datasets: {X: {raw_dir: x, layout: names, start_date: '2018-01-01T00:00', granularity: 15min}}\n")
+    ds = load_params(p).datasets["X"]
+    assert (ds.layout, ds.granularity) == ("names", "15min")
+    for bad, match in [("layout: csv", r"datasets\.X\.layout: expected one of"),
+                       ("granularity: week", r"datasets\.X\.granularity"),
+                       ("start_date: 'March 1'", r"datasets\.X\.start_date: expected YYYY-MM-DD")]:
+        p.write_text("datasets: {X: {raw_dir: x, %s}}\n" % bad)
+        with pytest.raises(ConfigError, match=match):
+            load_params(p)

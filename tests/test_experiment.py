@@ -101,6 +101,14 @@ def test_explain_cli_prints_named_answers_and_paths(ctx, tmp_path, capsys):
     args[1] = "Entty 3 (Synthetc)"
     assert main(args) == 1
     assert "did you mean: 'Entity 3 (Synthetic)'" in capsys.readouterr().err
+    # Hourly steps: the same step 35, labelled in hours.
+    params.write_text(yaml.safe_dump({**PARAMS, "datasets": {"SYNTH": {
+        "raw_dir": "x", "start_date": "2018-01-01T00:00", "granularity": "hour"}}}))
+    args[1:4] = ["Entity 3 (Synthetic)", "Make statement", "2018-01-02 11:00"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("query: (Entity 3 (Synthetic), Make statement, ?, 2018-01-02 11:00)")
+    assert "@ 2018-01-0" in out
 
 
 def test_resume_only_continues_the_same_configuration(ctx, tmp_path):

@@ -138,3 +138,150 @@ def test_ingest_from_url_checks_sha256(tiny_raw, tmp_path):
     assert not (tmp_path / "bad").exists()
     res = ingest_from_url(archive.as_uri(), digest, tmp_path / "good")
     assert res.counts["train"] == 4
+
+
+# ------------------------------------------------------------------------------- other layouts
+
+
+def _write(directory, files):
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        (directory / name).write_text(text, newline="")
+    return directory
+
+
+def test_yago_dictionaries_with_dates_after_the_id(tmp_path):
+    # RE-NET/TITer/xERTE YAGO: 'name<TAB>id<TAB>start<TAB>end', dates with '#' for unknown digits, a
+    # start written '1'; 5-column integer splits with yearly time steps.
+    entities = ("<Athletic_Park_(Vancouver)>\t2\t1913-##-##\t####-##-##\n<Getafe_CF>\t0\t1983-07-08\t####-##-##\n"
+                "<Janet_Jagan>\t1\t1\t2009-03-28\n<Jane_Bryan>\t3\t1918-06-11\t2009-04-08\n")
+    raw = _write(tmp_path / "YAGO", {
+        "entity2id.txt": entities, "relation2id.txt": "<wasBornIn>\t0\n<playsFor>\t1\n",
+        "train.txt": "0\t1\t1\t0\t0\n2\t0\t3\t1\t0\n", "valid.txt": "1\t0\t2\t2\t0\n", "test.txt": "3\t1\t0\t3\t0\n",
+    })
+    res = ingest(raw, tmp_path / "out")
+    ds = load_dataset(tmp_path / "out")
+    assert res.num_entities == 4 and ds.meta["layout"] == "ids"
+    assert ds.entity_names == ["<Getafe_CF>", "<Janet_Jagan>", "<Athletic_Park_(Vancouver)>", "<Jane_Bryan>"]
+    assert ds.relation_names == ["<wasBornIn>", "<playsFor>"]
+    np.testing.assert_array_equal(ds.splits["train"], [[0, 1, 1, 0], [2, 0, 3, 1]])
+    # A dated dictionary with a line that lost its dates is named, not misread.
+    (raw / "entity2id.txt").write_text(entities + "<Oops>\t4\n")
+    _assert_refused(raw, tmp_path / "bad", r"entity2id\.txt, line 5: expected 'name<TAB>id<TAB>start<TAB>end'")
+
+
+def test_names_layout_with_dates(tmp_path):
+    # Id-free: names in the splits (spaces, quotes, CRLF), dates; ids follow the sorted names.
+    raw = _write(tmp_path / "named", {
+        "train.txt": 'Obama\tvisit\tMerkel\t2014-01-01\r\nMerkel\tmake statement\tPutin\t2014-01-02\r\n'
+                     '"Quote" Co\tvisit\tObama\t2014-01-03\r\n',
+        "valid.txt": "Putin\tvisit\tObama\t2014-01-04\t0\n", "test.txt": "Obama\tvisit\tPutin\t2014-01-06\t0\n",
+    })
+    res = ingest(raw, tmp_path / "out")
+    ds = load_dataset(tmp_path / "out")
+    assert ds.meta["layout"] == "names" and set(ds.meta["sha256"]) == {"train.txt", "valid.txt", "test.txt"}
+    assert ds.entity_names == ['"Quote" Co', "Merkel", "Obama", "Putin"]
+    assert ds.relation_names == ["make statement", "visit"]
+    np.testing.assert_array_equal(ds.splits["train"], [[2, 1, 1, 0], [1, 0, 3, 1], [0, 1, 2, 2]])
+    np.testing.assert_array_equal(ds.splits["test"], [[2, 1, 3, 5]])
+    assert res.time_step == 1 and ds.meta["calendar"] == {"start_date": "2014-01-01", "granularity": "day"}
+    # The same names in another line order get the same ids.
+    lines = (raw / "train.txt").read_text().splitlines()
+    (raw / "train.txt").write_text("\n".join(reversed(lines)) + "\n")
+    ingest(raw, tmp_path / "out2")
+    assert load_dataset(tmp_path / "out2").entity_names == ds.entity_names
+
+
+def test_names_layout_gdelt_15_minute_steps_and_years(tmp_path):
+    raw = _write(tmp_path / "gdelt", {
+        "train.txt": "A\tr\tB\t2018-01-01 00:00\nB\tr\tC\t2018-01-01T00:15\nC\tq\tA\t2018-01-01 01:00\n",
+        "valid.txt": "A\tq\tC\t2018-01-01 01:15:00\n", "test.txt": "B\tq\tA\t2018-01-01 02:30\n",
+    })
+    res = ingest(raw, tmp_path / "out")
+    ds = load_dataset(tmp_path / "out")
+    assert res.time_step == 15
+    assert ds.splits["train"][:, 3].tolist() == [0, 1, 4] and ds.splits["test"][:, 3].tolist() == [10]
+    assert ds.meta["calendar"] == {"start_date": "2018-01-01T00:00", "granularity": "15min"}
+    # Yearly facts written as dates on January 1 are years.
+    raw = _write(tmp_path / "wiki", {
+        "train.txt": "A\tr\tB\t1990-01-01\nB\tr\tC\t1991-01-01\n", "valid.txt": "A\tr\tC\t1992-01-01\n",
+        "test.txt": "C\tr\tA\t1994-01-01\n",
+    })
+    ingest(raw, tmp_path / "wiki_out")
+    ds = load_dataset(tmp_path / "wiki_out")
+    assert ds.splits["test"][:, 3].tolist() == [4]
+    assert ds.meta["calendar"] == {"start_date": "1990-01-01", "granularity": "year"}
+
+
+def test_names_layout_integer_times_build_a_graph(tmp_path):
+    from raptor.graph import build_graph
+
+    raw = _write(tmp_path / "named", {"train.txt": "A\tr\tB\t10\nB\tr\tC\t20\n", "valid.txt": "C\tr\tA\t30\n",
+                                      "test.txt": "A\tr\tC\t40\n"})
+    res = ingest(raw, tmp_path / "out")
+    assert res.time_step == 10 and load_dataset(tmp_path / "out").meta["calendar"] is None
+    build_graph(tmp_path / "out", tmp_path / "graph.npz")
+    assert (tmp_path / "graph.npz").exists()
+
+
+def test_integer_splits_without_dictionaries_are_ambiguous(tiny_raw, tmp_path):
+    (tiny_raw / "entity2id.txt").unlink()
+    (tiny_raw / "relation2id.txt").unlink()
+    _assert_refused(tiny_raw, tmp_path / "out",
+                    r"train\.txt, line 1: integer ids .* no entity2id\.txt or relation2id\.txt .*--layout names")
+    # Said explicitly, the numbers are names.
+    ingest(tiny_raw, tmp_path / "out", layout="names")
+    ds = load_dataset(tmp_path / "out")
+    assert ds.meta["layout"] == "names" and "0" in ds.entity_names
+
+
+def test_names_layout_refusals(tmp_path):
+    good = {"valid.txt": "C\tr\tA\t2014-01-03\n", "test.txt": "A\tr\tC\t2014-01-04\n"}
+    raw = _write(tmp_path / "a", {"train.txt": "A\tr\tB\t2014-01-01\nB\tr\tC\tyesterday\n", **good})
+    _assert_refused(raw, tmp_path / "out", r"a/train\.txt: time 'yesterday' is not an integer, a date")
+    raw = _write(tmp_path / "b", {"train.txt": "A\tr\tB\t2014-02-30\n", **good})
+    _assert_refused(raw, tmp_path / "out", r"b/train\.txt: not a valid date")
+    raw = _write(tmp_path / "c", {"train.txt": "A\tr\tB\t3\n", **good})
+    _assert_refused(raw, tmp_path / "out", r"splits write times differently: train\.txt integer")
+    raw = _write(tmp_path / "d", {"train.txt": "A\tr\tB\t2014-01-01\nA\tr\n", **good})
+    _assert_refused(raw, tmp_path / "out", r"d/train\.txt, line 2: expected 4 or 5 tab-separated fields")
+    raw = _write(tmp_path / "e", {"train.txt": "A\t\tB\t2014-01-01\n", **good})
+    _assert_refused(raw, tmp_path / "out", r"e/train\.txt, line 1: empty relation name")
+    with pytest.raises(IngestError, match="unknown layout 'csv'"):
+        ingest(raw, tmp_path / "out", layout="csv")
+
+
+def test_ingest_command_layout_option(tiny_raw, tmp_path, capsys):
+    from raptor.cli import main
+
+    (tiny_raw / "entity2id.txt").unlink()
+    (tiny_raw / "relation2id.txt").unlink()
+    params = tmp_path / "params.yaml"
+    params.write_text("datasets: {TINY: {raw_dir: %s}}\n" % tiny_raw)
+    assert main(["ingest", "--params", str(params), "--out", str(tmp_path / "o1")]) == 1
+    assert "--layout names" in capsys.readouterr().err
+    assert main(["ingest", "--params", str(params), "--out", str(tmp_path / "o2"), "--layout", "names"]) == 0
+    params.write_text("datasets: {TINY: {raw_dir: %s, layout: names}}\n" % tiny_raw)
+    assert main(["ingest", "--params", str(params), "--out", str(tmp_path / "o3")]) == 0
+    assert load_dataset(tmp_path / "o3").meta["layout"] == "names"
+
+
+def test_the_same_facts_in_either_layout_give_the_same_named_dataset(tiny_raw, tmp_path):
+    ingest(tiny_raw, tmp_path / "ids")
+    a = load_dataset(tmp_path / "ids")
+    # Rewrite the splits with names and dates (day d -> 2014-01-0d) and no dictionaries.
+    named = tmp_path / "named"
+    named.mkdir()
+    for split, quads in TINY_SPLITS.items():
+        lines = [f"{a.entity_names[s]}\t{a.relation_names[r]}\t{a.entity_names[o]}\t2014-01-{t:02d}"
+                 for s, r, o, t in quads]
+        (named / f"{split}.txt").write_text("\n".join(lines) + "\n")
+    ingest(named, tmp_path / "names")
+    b = load_dataset(tmp_path / "names")
+
+    def facts(ds):
+        return {split: sorted((ds.entity_names[s], ds.relation_names[r], ds.entity_names[o], int(t))
+                              for s, r, o, t in q) for split, q in ds.splits.items()}
+
+    assert facts(a) == facts(b)
+    assert b.meta["calendar"]["start_date"] == "2014-01-01"

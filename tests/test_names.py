@@ -27,3 +27,21 @@ def test_dates():
         date_to_step("March 1", "2014-01-01")
     with pytest.raises(ValueError, match="start_date"):
         date_to_step("2014-03-01", None)
+
+
+@pytest.mark.parametrize("granularity, start, step, label", [
+    ("year", "1990-01-01", 4, "1994"),
+    ("day", "2014-01-01", 59, "2014-03-01"),
+    ("hour", "2018-01-01", 49, "2018-01-03 01:00"),
+    ("15min", "2018-01-01T00:00", 97, "2018-01-02 00:15"),
+])
+def test_dates_at_every_granularity(granularity, start, step, label):
+    assert step_to_date(step, start, granularity) == label
+    assert date_to_step(label, start, granularity) == step
+    assert step_to_date(step, None, granularity) == f"t={step}"  # no calendar: step numbers
+
+
+def test_a_date_falls_in_the_step_that_holds_it():
+    assert date_to_step("2018-01-02 00:29", "2018-01-01", "15min") == 97
+    assert date_to_step("1994-07-01", "1990-01-01", "year") == 4
+    assert date_to_step("2018-01-01", "2018-01-01T12:00", "hour") == -12

@@ -12,7 +12,8 @@ HELP = ("Answer a query typed in names and a date (subject, relation, date) with
 def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("subject", help='subject entity name, e.g. "Barack Obama" (or an id)')
     p.add_argument("relation", help='relation name, e.g. "Make statement"; prefix "inverse:" for r^-1 (or an id)')
-    p.add_argument("date", help="query date YYYY-MM-DD (or a time step); only history before it is used")
+    p.add_argument("date", help="query date YYYY-MM-DD, YYYY-MM-DD HH:MM for hourly or 15-minute data, or a "
+                   "time step; only history before it is used")
     p.add_argument("--model", required=True, help="trained model (.pt: best.pt of a training run)")
     p.add_argument("--data", required=True, help="ingested dataset folder")
     p.add_argument("--graph", required=True, help="graph file")
@@ -40,8 +41,12 @@ def run(args: argparse.Namespace) -> int:
     if inverse:
         r = inverse_relation(r, R)
     name = args.dataset or ds.meta.get("dataset")
-    start_date = params.datasets[name].start_date if name in params.datasets else None  # None: step numbers
-    t = date_to_step(args.date, start_date)
+    # The params entry's calendar, else the one ingest read from dated raw files, else step numbers.
+    entry = params.datasets.get(name)
+    calendar = ds.meta.get("calendar") or {}
+    start_date = (entry.start_date if entry else None) or calendar.get("start_date")
+    granularity = (entry.granularity if entry and entry.start_date else None) or calendar.get("granularity") or "day"
+    t = date_to_step(args.date, start_date, granularity)
     policy, _ = load_model(args.model)
     policy.eval()
     answers = explain(policy, ctx.env, (s, r, t), params.eval, top_k=args.top, paths_per_entity=args.paths)
@@ -52,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
         return ds.relation_names[rel] if rel < R else f"inverse of {ds.relation_names[rel - R]}"
 
     rname = rel_name(r)
-    print(f"query: ({ds.entity_names[s]}, {rname}, ?, {step_to_date(t, start_date)})")
+    print(f"query: ({ds.entity_names[s]}, {rname}, ?, {step_to_date(t, start_date, granularity)})")
     if not answers:
         print("no answer: the beam reached no entity (no history before this date?)")
         return 0
@@ -61,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
         for path in a["paths"]:
             hops = [h for h in path["hops"] if h["relation"] != stop_relation(R)]
             text = " -> ".join(
-                f"[{rel_name(h['relation'])} @ {step_to_date(h['time'], start_date)}] {ds.entity_names[h['to']]}"
+                f"[{rel_name(h['relation'])} @ {step_to_date(h['time'], start_date, granularity)}] {ds.entity_names[h['to']]}"
                 for h in hops
             ) or "(stays at the subject)"
             print(f"      p={pow(2.718281828, path['log_prob']):.3f}: {ds.entity_names[s]} {text}")

@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 
 from ..config import load_params
-from ..ingest import ingest, ingest_from_url
+from ..ingest import LAYOUT_HELP, LAYOUTS, ingest, ingest_from_url
 
 NAME = "ingest"
 HELP = (
-    "Validate raw splits (train/valid/test.txt, entity2id.txt, relation2id.txt) and write "
-    "train/valid/test.parquet, entities.parquet, relations.parquet and meta.json to --out, atomically."
+    "Validate raw splits (train/valid/test.txt, with entity2id.txt and relation2id.txt or names in the splits) "
+    "and write train/valid/test.parquet, entities.parquet, relations.parquet and meta.json to --out, atomically."
 )
 
 
@@ -21,6 +21,8 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--params", default="params.yaml", help="params file (default: %(default)s)")
     p.add_argument("--url", help="fetch an archive instead of reading --raw (online machines only)")
     p.add_argument("--sha256", help="expected SHA-256 of the --url archive (required with --url)")
+    p.add_argument("--layout", choices=LAYOUTS, help=f"how the raw folder is written (default: the dataset's "
+                   f"layout in params, else auto = detect). {LAYOUT_HELP}")
     p.add_argument("--sums", help="SHA256SUMS file to check the raw files against "
                    "(default: one found in the raw folder or its parent)")
 
@@ -29,7 +31,8 @@ def run(args: argparse.Namespace) -> int:
     params = load_params(args.params)
     name, d = params.dataset(args.dataset) if (args.dataset or not args.raw) else (None, None)
     url = args.url or (d.url if d else None)
-    kwargs = dict(time_step=d.time_step if d else None, dataset=name)
+    layout = args.layout or (d.layout if d else "auto")
+    kwargs = dict(time_step=d.time_step if d else None, dataset=name, layout=layout)
     if url:
         result = ingest_from_url(url, args.sha256 or (d.sha256 if d else None), args.out, **kwargs)
     else:
