@@ -12,6 +12,7 @@ import importlib
 import sys
 
 from .config import ConfigError
+from .io import OutputError
 
 #: Stage modules, in pipeline order.
 COMMAND_MODULES: list[str] = [
@@ -53,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return int(args._run(args) or 0)
-    except (ConfigError, FileNotFoundError, ValueError) as exc:
+    except (ConfigError, FileNotFoundError, ValueError, OutputError) as exc:
         # Known user errors: one clear line, no traceback.
         print(f"raptor {args.command}: error: {exc}", file=sys.stderr)
         return 1

@@ -7,6 +7,7 @@ POSIX); directories are assembled in a temporary sibling directory and swapped i
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -14,6 +15,28 @@ import shutil
 import uuid
 from pathlib import Path
 from typing import Any, Iterator
+
+
+#: Errors of a full disk, a quota or a file-size limit: reported as :class:`OutputError`.
+_NO_ROOM = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT}
+
+
+class OutputError(OSError):
+    """An output could not be written (no space left, a quota, a size limit); names the output. The
+    previous output at that path, if any, is untouched."""
+
+
+@contextlib.contextmanager
+def _naming_full_disk(path: Path) -> Iterator[None]:
+    try:
+        yield
+    except OutputError:
+        raise
+    except OSError as exc:
+        if exc.errno not in _NO_ROOM and not any(f"[errno {n}]" in str(exc).lower() for n in _NO_ROOM):
+            raise
+        raise OutputError(exc.errno, f"no room to write {path} ({os.strerror(exc.errno or errno.ENOSPC)}: {exc}); "
+                          f"nothing was replaced: the previous {path.name}, if any, is intact") from exc
 
 
 def _fsync_dir(path: Path) -> None:
@@ -39,10 +62,11 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.parent / f".{path.name}.tmp-{uuid.uuid4().hex[:8]}"
     try:
-        yield tmp
-        if tmp.exists():
-            with open(tmp, "rb+") as fh:
-                os.fsync(fh.fileno())
+        with _naming_full_disk(path):
+            yield tmp
+            if tmp.exists():
+                with open(tmp, "rb+") as fh:
+                    os.fsync(fh.fileno())
         os.replace(tmp, path)
         _fsync_dir(path.parent)
     finally:
@@ -76,11 +100,12 @@ def atomic_dir(path: str | Path) -> Iterator[Path]:
     tmp = path.parent / f".{path.name}.tmp-{tag}"
     tmp.mkdir()
     try:
-        yield tmp
-        for p in tmp.rglob("*"):
-            if p.is_file():
-                with open(p, "rb+") as fh:
-                    os.fsync(fh.fileno())
+        with _naming_full_disk(path):  # fsync too: a full disk may only show when the data is flushed
+            yield tmp
+            for p in tmp.rglob("*"):
+                if p.is_file():
+                    with open(p, "rb+") as fh:
+                        os.fsync(fh.fileno())
         old = None
         if path.exists():
             old = path.parent / f".{path.name}.old-{tag}"
