@@ -11,24 +11,38 @@ run per (variant, seed) with params, code version, data hashes, per-epoch metric
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
-from dataclasses import dataclass
+import threading
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
 from raptor.runenv import apply_defaults
 
 apply_defaults()
+# A server that is down must not stall training for minutes per call (MLflow's default: 7 retries
+# with exponential backoff, 120 s timeout); the Run below keeps the calls and retries them itself.
+os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
+os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "20")
 PROJECT_ROOT = Path.cwd()  # tasks run in the project root (dvc.yaml's commands, the deployment)
 
 import mlflow  # noqa: E402
 from mlflow.entities import Metric, Param, RunTag  # noqa: E402
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME  # noqa: E402
 
+import requests  # noqa: E402
+
 # MLflow caps a param value at 6000 characters and a batch at 100 params.
 _MAX_PARAM_LEN = 6000
 _BATCH = 100
+#: A tracking server that is down or gone: the run's calls wait and are retried (see :class:`Run`).
+UNREACHABLE = (mlflow.exceptions.MlflowException, requests.exceptions.RequestException, OSError)
+#: Seconds between retries while the server is unreachable (training is never held up longer).
+RETRY_EVERY_S = 60.0
+log = logging.getLogger("raptor.tracking")
 
 
 def metric_name(key: str) -> str:
@@ -78,37 +92,113 @@ def experiment_id(name: str, artifact_root: Optional[str] = None) -> str:
 
 @dataclass
 class Run:
-    """A handle on one MLflow run: log through it from any thread."""
+    """A handle on one MLflow run: log through it from any thread.
 
-    run_id: str
-    experiment_id: str
+    Tracking never stops training. When the server cannot be reached (down when the run starts, or
+    gone in the middle), the calls wait in order in ``pending``: a warning says so once, they are
+    retried at most every :data:`RETRY_EVERY_S` seconds and at :meth:`finish`, and sent in order as
+    soon as the server answers (a run that could not be created is created then). What is still
+    pending at the end is not in MLflow; the run folder (``history.json``, ``summary.json``,
+    ``metrics.json``) holds the same numbers.
+    """
+
+    run_id: Optional[str]
+    experiment_id: Optional[str] = None
+    create: Optional[dict] = field(default=None, repr=False)  # create_run arguments, until it exists
+    pending: list = field(default_factory=list, repr=False)
+    unreachable: Optional[str] = None  # the last error while calls wait
+    _next_try: float = field(default=0.0, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def log_params(self, params: Mapping[str, Any]) -> None:
+        self._submit("_log_params", params)
+
+    def set_tags(self, tags: Mapping[str, Any]) -> None:
+        self._submit("_set_tags", tags)
+
+    def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
+        ts = int(time.time() * 1000)  # when it happened, not when a late server receives it
+        items = [Metric(metric_name(k), float(v), ts, int(step)) for k, v in metrics.items() if v is not None]
+        if items:
+            self._submit("_log_metrics", items)
+
+    def log_artifact(self, path: str | Path, artifact_path: Optional[str] = None) -> None:
+        self._submit("_log_artifact", str(path), artifact_path)
+
+    def finish(self, status: str = "FINISHED") -> bool:
+        """End the run; True when every call reached MLflow, else warns what is missing."""
+        with self._lock:
+            self.pending.append(("_set_terminated", (status,)))
+        return self.sync()
+
+    def sync(self) -> bool:
+        """Send what waits now; True when nothing is left, else warns what is missing from MLflow."""
+        with self._lock:
+            if self.pending:
+                self._flush()
+        if self.pending:
+            log.warning("MLflow (%s) still unreachable at the end of run %s: %d logging calls were not sent "
+                        "(%s); the run folder holds its metrics", os.environ.get("MLFLOW_TRACKING_URI"),
+                        self.name, len(self.pending), self.unreachable)
+        return not self.pending
+
+    @property
+    def name(self) -> str:
+        return (self.create or {}).get("run_name") or self.run_id or "?"
+
+    # --- the calls, in order, retried while the server is unreachable
+
+    def _submit(self, method: str, *args: Any) -> None:
+        with self._lock:
+            self.pending.append((method, args))
+            if time.monotonic() >= self._next_try:
+                self._flush()
+
+    def _flush(self) -> None:
+        waited = len(self.pending)
+        try:
+            if self.run_id is None and self.create is not None:
+                c = self.create
+                self.experiment_id = experiment_id(c["experiment"])
+                self.run_id = client().create_run(self.experiment_id, run_name=c["run_name"], tags=c["tags"]).info.run_id
+            while self.pending:
+                method, args = self.pending[0]
+                getattr(self, method)(*args)
+                self.pending.pop(0)
+        except UNREACHABLE as exc:
+            first = self.unreachable is None
+            self.unreachable = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+            self._next_try = time.monotonic() + RETRY_EVERY_S
+            if first:
+                log.warning("MLflow (%s) is unreachable (%s); training goes on. Run %s: its logging calls wait "
+                            "and are retried every %.0f s and at its end", os.environ.get("MLFLOW_TRACKING_URI"),
+                            self.unreachable, self.name, RETRY_EVERY_S)
+            return
+        if self.unreachable is not None:
+            log.warning("MLflow answers again: run %s sent its %d waiting calls", self.name, waited)
+            self.unreachable = None
+
+    def _log_params(self, params: Mapping[str, Any]) -> None:
         items = [Param(k, str(v)[:_MAX_PARAM_LEN]) for k, v in sorted(params.items())]
         for i in range(0, len(items), _BATCH):
             client().log_batch(self.run_id, params=items[i : i + _BATCH])
 
-    def set_tags(self, tags: Mapping[str, Any]) -> None:
+    def _set_tags(self, tags: Mapping[str, Any]) -> None:
         items = [RunTag(k, str(v)) for k, v in sorted(tags.items())]
         for i in range(0, len(items), _BATCH):
             client().log_batch(self.run_id, tags=items[i : i + _BATCH])
 
-    def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
-        import time
+    def _log_metrics(self, items: list) -> None:
+        client().log_batch(self.run_id, metrics=items)
 
-        ts = int(time.time() * 1000)
-        items = [Metric(metric_name(k), float(v), ts, int(step)) for k, v in metrics.items() if v is not None]
-        if items:
-            client().log_batch(self.run_id, metrics=items)
+    def _log_artifact(self, path: str, artifact_path: Optional[str]) -> None:
+        p = Path(path)
+        if p.is_dir():
+            client().log_artifacts(self.run_id, path, artifact_path)
+        elif p.exists():
+            client().log_artifact(self.run_id, path, artifact_path)
 
-    def log_artifact(self, path: str | Path, artifact_path: Optional[str] = None) -> None:
-        path = Path(path)
-        if path.is_dir():
-            client().log_artifacts(self.run_id, str(path), artifact_path)
-        elif path.exists():
-            client().log_artifact(self.run_id, str(path), artifact_path)
-
-    def finish(self, status: str = "FINISHED") -> None:
+    def _set_terminated(self, status: str) -> None:
         client().set_terminated(self.run_id, status=status)
 
 
@@ -119,13 +209,15 @@ def start_run(
     tags: Optional[Mapping[str, Any]] = None,
     parent: Optional[Run] = None,
 ) -> Run:
-    """Create a run (nested under ``parent`` if given) with params and tags, including the code version."""
-    exp_id = experiment_id(experiment)
+    """Create a run (nested under ``parent`` if given) with params and tags, including the code version.
+    With the server unreachable, the run is created when it answers (see :class:`Run`)."""
     all_tags = {MLFLOW_RUN_NAME: run_name, **code_version(), **(tags or {})}
-    if parent is not None:
+    if parent is not None and parent.run_id is not None:
         all_tags[MLFLOW_PARENT_RUN_ID] = parent.run_id
-    r = client().create_run(exp_id, run_name=run_name, tags={k: str(v) for k, v in all_tags.items()})
-    run = Run(run_id=r.info.run_id, experiment_id=exp_id)
+    run = Run(None, create={"experiment": experiment, "run_name": run_name,
+                            "tags": {k: str(v) for k, v in all_tags.items()}})
+    with run._lock:
+        run._flush()
     if params:
         run.log_params(params)
     return run

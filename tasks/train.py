@@ -63,7 +63,7 @@ def _numeric(metrics: dict[str, Any]) -> dict[str, float]:
 
 def _tracked_run(experiment: str, run_name: str, params: dict, tags: dict,
                  parent_run_id: Optional[str]) -> tracking.Run:
-    parent = tracking.Run(parent_run_id, tracking.experiment_id(experiment)) if parent_run_id else None
+    parent = tracking.Run(parent_run_id) if parent_run_id else None
     return tracking.start_run(experiment, run_name, params=params, tags=tags, parent=parent)
 
 
@@ -155,12 +155,13 @@ def evaluate_run_task(params_path: str, data_dir: str, graph_path: str, variant:
     out = Path(out_dir)
     metrics = evaluate_model(ctx, Path(train_dir) / "best.pt", out, split=split, num_threads=num_threads)
     run_file = Path(train_dir) / RUN_FILE
-    if run_file.exists():
-        info = json.loads(run_file.read_text())
-        run = tracking.Run(info["run_id"], tracking.experiment_id(info["experiment"]))
+    info = json.loads(run_file.read_text()) if run_file.exists() else {}
+    if info.get("run_id"):  # None: MLflow was unreachable for the whole training run
+        run = tracking.Run(info["run_id"])
         run.log_metrics({f"{split}/{k}": v for k, v in _numeric(metrics).items()}, step=0)
         run.log_artifact(out / "predictions.parquet", "predictions")
         run.log_artifact(out / "metrics.json", "predictions")
+        run.sync()
     return metrics
 
 

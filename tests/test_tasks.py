@@ -40,3 +40,78 @@ def test_experiments_are_created_as_model_development(tmp_path, monkeypatch):
     exp = mlflow.MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}").get_experiment(exp_id)
     assert exp.tags.get("mlflow.experimentKind") == "custom_model_development"
     assert tracking.experiment_id("raptor/T") == exp_id  # found again, not created twice
+
+
+class _FlakyClient:
+    """A real MLflow client (SQLite store) that acts like an unreachable server while ``down``."""
+
+    def __init__(self, uri):
+        import mlflow
+
+        self.real, self.down = mlflow.MlflowClient(tracking_uri=uri), False
+
+    def __getattr__(self, name):
+        import requests
+
+        attr = getattr(self.real, name)
+        if not callable(attr):
+            return attr
+
+        def call(*args, **kwargs):
+            if self.down:
+                raise requests.exceptions.ConnectionError("Connection refused")
+            return attr(*args, **kwargs)
+        return call
+
+
+def test_tracking_waits_while_mlflow_is_unreachable_and_sends_in_order(tmp_path, monkeypatch, caplog):
+    from tasks import tracking
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    flaky = _FlakyClient(uri)
+    monkeypatch.setattr(tracking, "client", lambda: flaky)
+    monkeypatch.setattr(tracking, "RETRY_EVERY_S", 0.0)
+
+    # Down when the run starts: nothing fails, the run is created when the server answers.
+    flaky.down = True
+    run = tracking.start_run("raptor/T", "seed0", params={"rl.gamma": 0.95}, tags={"seed": 0})
+    assert run.run_id is None and "is unreachable" in caplog.text and "training goes on" in caplog.text
+    run.log_metrics({"rl/reward": 0.1}, step=0)
+    run.log_metrics({"rl/reward": 0.2}, step=1)
+    assert len(run.pending) == 3  # params + two epochs
+    flaky.down = False
+    run.log_metrics({"rl/reward": 0.3}, step=2)
+    assert run.run_id is not None and not run.pending and "answers again" in caplog.text
+    history = flaky.real.get_metric_history(run.run_id, "rl/reward")
+    assert [(m.step, m.value) for m in history] == [(0, 0.1), (1, 0.2), (2, 0.3)]
+    assert flaky.real.get_run(run.run_id).data.params == {"rl.gamma": "0.95"}
+
+    # Gone in the middle and still gone at the end: training is not held up, the end says what is missing.
+    flaky.down = True
+    run.log_metrics({"rl/reward": 0.4}, step=3)
+    assert run.finish() is False and "still unreachable at the end of run seed0" in caplog.text
+    assert [m.step for m in flaky.real.get_metric_history(run.run_id, "rl/reward")] == [0, 1, 2]
+    assert flaky.real.get_run(run.run_id).info.status == "RUNNING"
+    # Back before the end: everything arrives and the run is finished.
+    flaky.down = False
+    assert run.finish() is True
+    assert [m.step for m in flaky.real.get_metric_history(run.run_id, "rl/reward")] == [0, 1, 2, 3]
+    assert flaky.real.get_run(run.run_id).info.status == "FINISHED"
+
+
+def test_tracking_against_a_server_that_is_not_there(tmp_path, monkeypatch, caplog):
+    import socket
+
+    from tasks import tracking
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{port}")
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    run = tracking.start_run("raptor/T", "seed1", params={"a": 1})
+    run.log_metrics({"rl/reward": 0.5}, step=0)  # waits: the next try is a minute away
+    assert run.run_id is None and len(run.pending) == 2
+    assert run.finish() is False
+    assert f"127.0.0.1:{port}" in caplog.text and "not sent" in caplog.text
