@@ -54,9 +54,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.stage == "pipeline":
-        from .pipeline import pipeline_flow
+        from .pipeline import PipelineBusy, pipeline_flow
 
-        result = pipeline_flow(root=args.root, targets=args.target)
+        try:
+            result = pipeline_flow(root=args.root, targets=args.target)
+        except PipelineBusy as exc:
+            print(f"python -m flows pipeline: error: {exc}", file=sys.stderr)
+            return 1
     else:
         from .stages import run_stage
 

@@ -7,10 +7,15 @@ asks DVC whether it changed (``dvc status`` for that stage), runs the changed on
 second run on unchanged inputs runs nothing (only the ``params`` stage, which resolves params in a
 fraction of a second), and ``dvc repro`` afterwards agrees. A stage that fails blocks the stages
 that depend on it; the others (another dataset's, say) still run, and the flow fails at the end.
+
+The flow holds DVC's repository lock from start to end, as ``dvc repro`` does: a second pipeline run
+or a ``dvc repro`` started meanwhile in the same project stops at once with a clear error instead of
+training into the same run folders.
 """
 
 from __future__ import annotations
 
+import contextlib
 import shlex
 import time
 from pathlib import Path
@@ -19,6 +24,12 @@ from typing import Optional
 from prefect import flow, get_run_logger
 
 FLOWS_CMD = ["python", "-m", "flows"]
+
+
+class PipelineBusy(RuntimeError):
+    """The project's DVC lock is held by another pipeline run or ``dvc repro``."""
+
+
 STAGES_CMD = ["python", "-m", "raptor.stages"]
 
 
@@ -43,12 +54,19 @@ def pipeline_flow(root: str = ".", dvcfile: str = "dvc.yaml", targets: Optional[
     Returns ``{"ran": [...], "skipped": [...], "blocked": [...], "failed": {...}, "seconds": s}``.
     """
     import networkx as nx
-    from dvc.repo import Repo
+    from dvc.lock import LockError
+    from dvc.repo import Repo, lock_repo
 
     log = get_run_logger()
     started = time.perf_counter()
     ran, skipped, blocked, failed = [], [], [], {}
-    with Repo(str(Path(root).resolve())) as repo:
+    with Repo(str(Path(root).resolve())) as repo, contextlib.ExitStack() as held:
+        try:
+            held.enter_context(lock_repo(repo))
+        except LockError:
+            raise PipelineBusy(
+                f"another `dvc repro` or pipeline run holds this project's DVC lock ({repo.tmp_dir}/lock): wait "
+                f"for it to end (if none is running, a killed one left the lock: remove that file)") from None
         graph = repo.index.graph
         stages = [s for s in reversed(list(nx.topological_sort(graph))) if s.dvcfile.relpath == dvcfile]
         if targets:
@@ -79,6 +97,7 @@ def pipeline_flow(root: str = ".", dvcfile: str = "dvc.yaml", targets: Optional[
                 log.error("%s failed: %s", name, failed[name])
                 continue
             repo.commit(name, force=True)
+            repo._reset()  # what `dvc repro` does between stages: the next status sees this stage's outputs
             ran.append(name)
     result = {"ran": ran, "skipped": skipped, "blocked": blocked, "failed": failed,
               "seconds": round(time.perf_counter() - started, 2)}

@@ -261,6 +261,47 @@ def test_prefect_pipeline_flow_agrees_with_dvc(project):
         _run(["dvc", "repro"], proj, env)
 
 
+def _dvc_lock_held(proj: Path) -> bool:
+    import zc.lockfile
+
+    try:
+        zc.lockfile.LockFile(str(proj / ".dvc/tmp/lock")).close()
+        return False
+    except zc.lockfile.LockError:
+        return True
+
+
+def test_one_pipeline_at_a_time(project):
+    """A pipeline run holds DVC's lock from start to end: a second one, or a `dvc repro`, started
+    meanwhile stops at once with a clear error; the first finishes and DVC agrees with it."""
+    proj, env, _ = project
+    _reproduced(proj, env)
+    local = proj / "params.local.yaml"
+    before = local.read_text()
+    try:
+        local.write_text(before + "rl.gamma: 0.7\n")  # the finetune stages have work to do
+        first = subprocess.Popen([sys.executable, "-m", "flows", "pipeline"], cwd=proj, env=env,
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        deadline = time.time() + 120
+        while not _dvc_lock_held(proj):
+            assert first.poll() is None and time.time() < deadline, "the pipeline never took the lock"
+            time.sleep(0.2)
+        second = subprocess.run([sys.executable, "-m", "flows", "pipeline"], cwd=proj, env=env,
+                                capture_output=True, text=True)
+        repro = subprocess.run(["dvc", "repro"], cwd=proj, env=env, capture_output=True, text=True)
+        assert first.poll() is None, "the first pipeline ended before the others were tried: nothing was tested"
+        out, _ = first.communicate(timeout=600)
+        assert first.returncode == 0, out[-4000:]
+        assert second.returncode == 1
+        assert "python -m flows pipeline: error: another `dvc repro` or pipeline run holds this project's DVC lock" \
+            in second.stderr
+        assert repro.returncode != 0 and "Unable to acquire lock" in repro.stdout + repro.stderr
+        assert not (_status(proj, env) & set(MAIN))  # what the first one ran is committed
+    finally:
+        local.write_text(before)
+        _run(["dvc", "repro"], proj, env)
+
+
 def test_ablation_pipeline(project):
     proj, env, api = project
     out = _run(["dvc", "repro", "ablation/dvc.yaml"], proj, env)
