@@ -17,6 +17,7 @@ from raptor.io import atomic_write_json
 from raptor.experiment import snapshot_path
 from raptor.report import summarize
 from raptor.config import load_resolved
+from raptor.stages import seed_dir
 from tasks import tracking
 from tasks.data import graph_task, ingest_task, ingest_url_task
 from tasks.train import (
@@ -33,10 +34,6 @@ from tasks.train import (
 
 def experiment_name(dataset: str, purpose: str = "") -> str:
     return f"raptor/{dataset}" + (f"/{purpose}" if purpose else "")
-
-
-def seed_dir(folder: str, seed: int) -> str:
-    return str(Path(folder) / f"seed{seed}")
 
 
 def _runner(params_path: str):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import difflib
+import re
 from typing import Optional, Sequence
 
 
@@ -26,6 +27,11 @@ def resolve(name: str, names: Sequence[str], kind: str, n_suggestions: int = 5) 
     key = _norm(name)
     if key in normed:
         return normed.index(key)
+    # Whole words of exactly one name ("Obama" for "Barack Obama") are that name.
+    words = re.compile(rf"(^|\s){re.escape(key)}($|\s)")
+    holding = [i for i, n in enumerate(normed) if key and words.search(n)]
+    if len(holding) == 1:
+        return holding[0]
     close = difflib.get_close_matches(key, normed, n=n_suggestions, cutoff=0.5)
     contains = [n for n in normed if key in n and n not in close][: max(0, n_suggestions - len(close))]
     suggestions = [names[normed.index(c)] for c in close + contains]

@@ -111,6 +111,42 @@ def test_explain_cli_prints_named_answers_and_paths(ctx, tmp_path, capsys):
     assert "@ 2018-01-0" in out
 
 
+def test_explain_defaults_to_the_pipelines_outputs(ctx, tmp_path, capsys, monkeypatch):
+    import yaml
+
+    from raptor.cli import main
+    from raptor.stages import seed_dir, stage_output
+
+    c, root = ctx
+    summary = run_variant(c, "pure_rl", 2, root / "runs/explain-defaults", progress=False, rl_epochs=1)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump({**PARAMS, "datasets": {"SYNTH": {
+        "raw_dir": "x", "start_date": "2018-01-01"}}}))
+    args = ["explain", "Entity 3", "Make statement", "2018-02-05", "--variant", "pure_rl", "--seed", "2"]
+    assert main(args) == 1  # nothing at the pipeline's paths yet: says where it looked
+    err = capsys.readouterr().err
+    assert "the ingested data not found at data/SYNTH/ingested" in err and "run the pipeline first" in err
+    # Lay the outputs out where the pipeline writes them.
+    for stage, target in (("ingest", root / "data"), ("graph", root / "graph.npz")):
+        link = tmp_path / stage_output(stage, "SYNTH")
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(target)
+    model = tmp_path / seed_dir(stage_output("finetune-pure_rl", "SYNTH"), 2) / "best.pt"
+    model.parent.mkdir(parents=True)
+    model.symlink_to(summary["model"])
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    # "Entity 3" is a part of one name only; the beam and the meaning of the score are printed.
+    assert out.startswith("query: (Entity 3 (Synthetic), Make statement, ?, 2018-02-05)")
+    assert f"model {model.relative_to(tmp_path)}; beam {PARAMS['eval']['beam_size']}" in out
+    assert "score: the probability of the most probable path" in out
+    # No history before the first day; after the last one, all of it is used.
+    assert main(args[:3] + ["2018-01-01"] + args[4:]) == 1
+    assert "no history before it" in capsys.readouterr().err
+    assert main(args[:3] + ["2030-01-01"] + args[4:]) == 0
+    assert "note: after the data's last day" in capsys.readouterr().out
+
+
 def test_resume_only_continues_the_same_configuration(ctx, tmp_path):
     import dataclasses
 

@@ -45,3 +45,13 @@ def test_a_date_falls_in_the_step_that_holds_it():
     assert date_to_step("2018-01-02 00:29", "2018-01-01", "15min") == 97
     assert date_to_step("1994-07-01", "1990-01-01", "year") == 4
     assert date_to_step("2018-01-01", "2018-01-01T12:00", "hour") == -12
+
+
+def test_whole_words_of_exactly_one_name_are_that_name():
+    assert resolve("Obama", NAMES, "entity") == 0
+    assert resolve("merkel", NAMES, "entity") == 1
+    assert resolve("Entity 3", ["Entity 3 (X)", "Entity 30 (X)", "Entity 53 (X)"], "entity") == 0
+    with pytest.raises(UnknownNameError, match="did you mean"):  # in two names: ambiguous
+        resolve("Obama", ["Barack Obama", "Michelle Obama"], "entity")
+    with pytest.raises(UnknownNameError):  # a part of a word is not a word
+        resolve("Merk", NAMES, "entity")

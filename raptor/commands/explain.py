@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import math
+from pathlib import Path
 
 NAME = "explain"
 HELP = ("Answer a query typed in names and a date (subject, relation, date) with a trained model: "
@@ -14,11 +16,15 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("relation", help='relation name, e.g. "Make statement"; prefix "inverse:" for r^-1 (or an id)')
     p.add_argument("date", help="query date YYYY-MM-DD, YYYY-MM-DD HH:MM for hourly or 15-minute data, or a "
                    "time step; only history before it is used")
-    p.add_argument("--model", required=True, help="trained model (.pt: best.pt of a training run)")
-    p.add_argument("--data", required=True, help="ingested dataset folder")
-    p.add_argument("--graph", required=True, help="graph file")
+    p.add_argument("--model", help="trained model (.pt; default: the pipeline's best.pt of --variant and --seed, "
+                   "runs/<dataset>/<variant>/train/seed<seed>/best.pt)")
+    p.add_argument("--variant", default="raptor", help="with no --model: whose model (default: %(default)s)")
+    p.add_argument("--seed", type=int, default=0, help="with no --model: which seed's model (default: %(default)s)")
+    p.add_argument("--data", help="ingested dataset folder (default: the pipeline's, data/<dataset>/ingested)")
+    p.add_argument("--graph", help="graph file (default: the pipeline's, data/<dataset>/graph.npz)")
     p.add_argument("--params", default="params.yaml", help="params file (default: %(default)s)")
-    p.add_argument("--dataset", help="its entry in params `datasets` gives the calendar (default: the data's name)")
+    p.add_argument("--dataset", help="dataset of params `datasets`: the pipeline's paths and the calendar "
+                   "(default: the only one listed, or the data's name)")
     p.add_argument("--top", type=int, default=10, help="answers to show (default: %(default)s)")
     p.add_argument("--paths", type=int, default=2, help="supporting paths per answer (default: %(default)s)")
 
@@ -31,8 +37,25 @@ def run(args: argparse.Namespace) -> int:
     from ..names import date_to_step, resolve, step_to_date
     from ..rl import load_model
 
+    from ..stages import seed_dir, stage_output
+
     params = load_params(args.params)
-    ctx = load_context(args.data, args.graph, params)
+    default_name = args.dataset or (next(iter(params.datasets)) if len(params.datasets) == 1 else None)
+    paths = {}
+    for key, stage, what in (("data", "ingest", "the ingested data"), ("graph", "graph", "the graph"),
+                             ("model", f"finetune-{args.variant}", "the trained model")):
+        given = getattr(args, key)
+        if given is None:
+            if default_name is None:
+                raise ValueError(f"--{key}: give it, or --dataset (params list {len(params.datasets)} datasets)")
+            given = stage_output(stage, default_name)
+            if key == "model":
+                given = str(Path(seed_dir(given, args.seed)) / "best.pt")
+            if not Path(given).exists():
+                raise FileNotFoundError(f"{what} not found at {given} (the pipeline's path for {default_name}): run the "
+                                        f"pipeline first (scripts/run.sh), or give --{key}")
+        paths[key] = given
+    ctx = load_context(paths["data"], paths["graph"], params)
     ds = ctx.dataset
     R = ds.num_relations
     s = resolve(args.subject, ds.entity_names, "entity")
@@ -40,14 +63,18 @@ def run(args: argparse.Namespace) -> int:
     r = resolve(args.relation.split(":", 1)[1] if inverse else args.relation, ds.relation_names, "relation")
     if inverse:
         r = inverse_relation(r, R)
-    name = args.dataset or ds.meta.get("dataset")
+    name = default_name or ds.meta.get("dataset")
     # The params entry's calendar, else the one ingest read from dated raw files, else step numbers.
     entry = params.datasets.get(name)
     calendar = ds.meta.get("calendar") or {}
     start_date = (entry.start_date if entry else None) or calendar.get("start_date")
     granularity = (entry.granularity if entry and entry.start_date else None) or calendar.get("granularity") or "day"
     t = date_to_step(args.date, start_date, granularity)
-    policy, _ = load_model(args.model)
+    last = int(max(q[:, 3].max() for q in ds.splits.values()))
+    if t <= 0:
+        raise ValueError(f"{args.date}: no history before it (the data starts at "
+                         f"{step_to_date(0, start_date, granularity)}, step 0)")
+    policy, _ = load_model(paths["model"])
     policy.eval()
     answers = explain(policy, ctx.env, (s, r, t), params.eval, top_k=args.top, paths_per_entity=args.paths)
 
@@ -58,16 +85,22 @@ def run(args: argparse.Namespace) -> int:
 
     rname = rel_name(r)
     print(f"query: ({ds.entity_names[s]}, {rname}, ?, {step_to_date(t, start_date, granularity)})")
+    if t > last + 1:
+        print(f"note: after the data's last day ({step_to_date(last, start_date, granularity)}): all history is used")
+    meaning = ("the probability of the most probable path ending at the entity" if params.eval.score_rule == "max"
+               else "the summed probability of the paths ending at the entity")
+    print(f"model {paths['model']}; beam {params.eval.beam_size} (eval.beam_size); score: {meaning} "
+          f"(eval.score_rule {params.eval.score_rule}); p: that path's probability")
     if not answers:
         print("no answer: the beam reached no entity (no history before this date?)")
         return 0
     for i, a in enumerate(answers, 1):
-        print(f"{i:>2}. {ds.entity_names[a['entity']]}  (score {a['score']:.3f})")
+        print(f"{i:>2}. {ds.entity_names[a['entity']]}  (score {math.exp(a['score']):.3f})")
         for path in a["paths"]:
             hops = [h for h in path["hops"] if h["relation"] != stop_relation(R)]
             text = " -> ".join(
                 f"[{rel_name(h['relation'])} @ {step_to_date(h['time'], start_date, granularity)}] {ds.entity_names[h['to']]}"
                 for h in hops
             ) or "(stays at the subject)"
-            print(f"      p={pow(2.718281828, path['log_prob']):.3f}: {ds.entity_names[s]} {text}")
+            print(f"      p={math.exp(path['log_prob']):.3f}: {ds.entity_names[s]} {text}")
     return 0
