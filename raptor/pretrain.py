@@ -185,9 +185,10 @@ def pretrain(
         policy.load_state_dict(ck["policy"])
         optimizer.load_state_dict(ck["optimizer"])
         history, start = ck["history"], ck["epoch"] + 1
-        if on_epoch_end is not None:  # a resumed run reports its whole history (e.g. to a new MLflow run)
+        if on_epoch_end is not None:  # a resumed run reports its whole history (e.g. to a new MLflow run),
+            # marked ``replayed``: those epochs were trained before
             for row in history:
-                on_epoch_end(row["epoch"], row)
+                on_epoch_end(row["epoch"], {**row, "replayed": True})
     queries = np.ascontiguousarray(train_queries, dtype=np.int64)
     bs = cfg.batch_size
     n_batches = math.ceil(len(queries) / bs)

@@ -548,9 +548,10 @@ def train(
         optimizer.load_state_dict(ck["optimizer"])
         history, best_mrr, best_epoch = ck["history"], ck["best_mrr"], ck["best_epoch"]
         start = ck["epoch"] + 1
-        if on_epoch_end is not None:  # a resumed run reports its whole history (e.g. to a new MLflow run)
+        if on_epoch_end is not None:  # a resumed run reports its whole history (e.g. to a new MLflow run),
+            # marked ``replayed``: those epochs were trained before
             for row in history:
-                on_epoch_end(row["epoch"], row)
+                on_epoch_end(row["epoch"], {**row, "replayed": True})
     queries = np.ascontiguousarray(train_queries, dtype=np.int64)
     bar = progress_bar(range(start, n_epochs), desc="train", enabled=progress, initial=start, total=n_epochs)
     for epoch in bar:

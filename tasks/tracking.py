@@ -116,10 +116,15 @@ class Run:
     def set_tags(self, tags: Mapping[str, Any]) -> None:
         self._submit("_set_tags", tags)
 
-    def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
+    def log_metrics(self, metrics: Mapping[str, float], step: int, defer: bool = False) -> None:
+        """Log metrics at ``step``; ``defer``: only queue them, sent with the next call that is not
+        deferred (a lazy run is not created for them alone)."""
         ts = int(time.time() * 1000)  # when it happened, not when a late server receives it
         items = [Metric(metric_name(k), float(v), ts, int(step)) for k, v in metrics.items() if v is not None]
-        if items:
+        if items and defer:
+            with self._lock:
+                self.pending.append(("_log_metrics", (items,)))
+        elif items:
             self._submit("_log_metrics", items)
 
     def log_artifact(self, path: str | Path, artifact_path: Optional[str] = None) -> None:
@@ -141,6 +146,15 @@ class Run:
                         "(%s); the run folder holds its metrics", os.environ.get("MLFLOW_TRACKING_URI"),
                         self.name, len(self.pending), self.unreachable)
         return not self.pending
+
+    def discard(self) -> bool:
+        """Forget a lazy run not created yet (True): what waits for it is dropped; False if it exists."""
+        with self._lock:
+            if self.run_id is not None:
+                return False
+            self.pending.clear()
+            self.create = None
+            return True
 
     @property
     def name(self) -> str:
@@ -208,14 +222,20 @@ def start_run(
     params: Optional[Mapping[str, Any]] = None,
     tags: Optional[Mapping[str, Any]] = None,
     parent: Optional[Run] = None,
+    lazy: bool = False,
 ) -> Run:
     """Create a run (nested under ``parent`` if given) with params and tags, including the code version.
-    With the server unreachable, the run is created when it answers (see :class:`Run`)."""
+    With the server unreachable, the run is created when it answers (see :class:`Run`); ``lazy``: only
+    when something is first logged to it (:meth:`Run.discard` drops a run that logged nothing)."""
     all_tags = {MLFLOW_RUN_NAME: run_name, **code_version(), **(tags or {})}
     if parent is not None and parent.run_id is not None:
         all_tags[MLFLOW_PARENT_RUN_ID] = parent.run_id
     run = Run(None, create={"experiment": experiment, "run_name": run_name,
                             "tags": {k: str(v) for k, v in all_tags.items()}})
+    if lazy:
+        if params:
+            run.pending.append(("_log_params", (params,)))
+        return run
     with run._lock:
         run._flush()
     if params:

@@ -63,15 +63,36 @@ def _numeric(metrics: dict[str, Any]) -> dict[str, float]:
 
 def _tracked_run(experiment: str, run_name: str, params: dict, tags: dict,
                  parent_run_id: Optional[str]) -> tracking.Run:
+    """The MLflow run of one training run, created at its first trained epoch (a run folder that is
+    already complete trains nothing and keeps its earlier MLflow run: see :func:`_kept_run`)."""
     parent = tracking.Run(parent_run_id) if parent_run_id else None
-    return tracking.start_run(experiment, run_name, params=params, tags=tags, parent=parent)
+    return tracking.start_run(experiment, run_name, params=params, tags=tags, parent=parent, lazy=True)
 
 
-def _epoch_logger(run: tracking.Run):
-    """``(phase, epoch, metrics)`` hook logging one epoch's numeric metrics as ``phase/name``."""
+def _epoch_logger(run: tracking.Run, trained: Optional[list] = None):
+    """``(phase, epoch, metrics)`` hook logging one epoch's numeric metrics as ``phase/name``
+    (and noting the epoch in ``trained``)."""
     def on_epoch_end(phase: str, epoch: int, metrics: dict) -> None:
-        run.log_metrics({f"{phase}/{k}": v for k, v in _numeric(metrics).items() if k != "epoch"}, step=epoch)
+        replayed = bool(metrics.get("replayed"))  # trained before: logged only if this run logs anything new
+        if trained is not None and not replayed:
+            trained.append((phase, epoch))
+        run.log_metrics({f"{phase}/{k}": v for k, v in _numeric(metrics).items() if k != "epoch"}, step=epoch,
+                        defer=replayed)
     return on_epoch_end
+
+
+def _kept_run(out: Path, run: tracking.Run, previous: dict, trained: list) -> Optional[str]:
+    """The earlier MLflow run id when this invocation trained nothing (its folder was complete and
+    resumed as it was): the new run is dropped instead of logging the same run again."""
+    if trained or not previous.get("run_id") or not run.discard():
+        return None
+    atomic_write_json(out / RUN_FILE, previous)
+    return previous["run_id"]
+
+
+def _previous_run(out: Path) -> dict:
+    f = out / RUN_FILE
+    return json.loads(f.read_text()) if f.exists() else {}
 
 
 def _remember_run(out: Path, run: tracking.Run, experiment: str) -> None:
@@ -91,15 +112,19 @@ def pretrain_run_task(params_path: str, dataset: str, data_dir: str, graph_path:
                        {"dataset": dataset, "seed": seed, "stage": "pretrain", "profile": ctx.params.profile,
                         **tracking.data_hashes(data_dir)}, None)
 
+    previous, trained = _previous_run(out), []
     try:
-        snaps = pretrain_run(ctx, seed, out, labels_dir, epochs, on_epoch_end=_epoch_logger(run), num_threads=num_threads)
+        snaps = pretrain_run(ctx, seed, out, labels_dir, epochs, on_epoch_end=_epoch_logger(run, trained),
+                             num_threads=num_threads)
+        if _kept_run(out, run, previous, trained):
+            return {"seed": seed, "snapshots": snaps, "mlflow_run_id": previous["run_id"]}
         run.log_artifact(out / "history.json", "history")
         _remember_run(out, run, experiment)
         run.finish()
     except BaseException:
         run.finish("FAILED")
         raise
-    return {"seed": seed, "snapshots": snaps}
+    return {"seed": seed, "snapshots": snaps, "mlflow_run_id": run.run_id}
 
 
 @task(name="train-run", cache_policy=NO_CACHE, task_run_name="{run_name}")
@@ -130,9 +155,14 @@ def train_run_task(
               "pretrain.epochs": pretrain_epochs, "rl.epochs": effective_epochs(params, variant, pretrain_epochs)}
     run = _tracked_run(experiment, run_name, logged, tags, parent_run_id)
 
+    previous, trained = _previous_run(out), []
     try:
         summary = run_variant(ctx, variant, seed, out, init_model=init_model, pretrain_epochs=pretrain_epochs,
-                              on_epoch_end=_epoch_logger(run), num_threads=num_threads, progress=True)
+                              on_epoch_end=_epoch_logger(run, trained), num_threads=num_threads, progress=True)
+        kept = _kept_run(out, run, previous, trained)
+        if kept:
+            summary["mlflow_run_id"] = kept
+            return summary
         run.log_metrics(_numeric({"best_val_mrr": summary["best_val_mrr"], "final_reward": summary["final_reward"],
                                   "train_seconds": summary["seconds"]}), step=0)
         run.set_tags({"precision": summary["precision"]})  # what `auto` resolved to on this machine

@@ -115,3 +115,49 @@ def test_tracking_against_a_server_that_is_not_there(tmp_path, monkeypatch, capl
     assert run.run_id is None and len(run.pending) == 2
     assert run.finish() is False
     assert f"127.0.0.1:{port}" in caplog.text and "not sent" in caplog.text
+
+
+def test_a_run_that_trains_nothing_is_not_logged_again(tmp_path, monkeypatch):
+    """A second invocation on a complete run folder (e.g. the stage re-ran for another seed) keeps
+    the first MLflow run instead of logging a copy of it; a run that trains more logs a new run."""
+    import json
+
+    import mlflow
+
+    from raptor.config import params_from_dict, params_to_dict
+    from raptor.graph import build_graph
+    from raptor.ingest import ingest
+    from raptor.synthetic import SyntheticSpec, write_raw
+    from tasks.train import train_run_task
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    raw = write_raw(tmp_path / "raw", SyntheticSpec(num_entities=30, num_timestamps=20))
+    ingest(raw, tmp_path / "data")
+    build_graph(tmp_path / "data", tmp_path / "graph.npz")
+
+    def resolved(epochs):
+        p = params_from_dict({"model": {"entity_dim": 8, "relation_dim": 8, "time_dim": 2, "step_dim": 2,
+                                        "mlp_hidden_dim": 16}, "env": {"max_actions": 10},
+                              "rl": {"epochs": epochs, "batch_size": 256}, "eval": {"beam_size": 5, "valid_every": 1},
+                              "train": {"num_threads": 1}})
+        f = tmp_path / f"params-{epochs}.json"
+        f.write_text(json.dumps(params_to_dict(p)))
+        return str(f)
+
+    def train(params_file):
+        return train_run_task.fn(params_file, "SYN", str(tmp_path / "data"), str(tmp_path / "graph.npz"), "pure_rl",
+                                 0, str(tmp_path / "run"), "raptor/SYN", None, 1, "SYN-pure_rl-seed0")
+
+    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+
+    def runs():
+        exp = client.get_experiment_by_name("raptor/SYN")
+        return client.search_runs([exp.experiment_id]) if exp else []
+
+    first = train(resolved(1))
+    assert len(runs()) == 1 and first["mlflow_run_id"] == runs()[0].info.run_id
+    again = train(resolved(1))  # complete: nothing to train
+    assert len(runs()) == 1 and again["mlflow_run_id"] == first["mlflow_run_id"]
+    more = train(resolved(2))  # one more epoch: trained, so logged, with the whole history of the run
+    assert len(runs()) == 2 and more["mlflow_run_id"] != first["mlflow_run_id"]
+    assert [m.step for m in client.get_metric_history(more["mlflow_run_id"], "rl/reward")] == [0, 1]
