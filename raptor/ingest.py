@@ -331,13 +331,12 @@ def _sorted_unique(values: pa.ChunkedArray) -> pa.Array:
 
 
 def _first_bad_time(values: pa.ChunkedArray) -> str:
-    for pattern in (r"^-?\d+$", _ISO_DATE.pattern, _ISO_DATETIME.pattern):
-        ok = pc.match_substring_regex(values, pattern)
-        if pc.any(ok).as_py():  # the file's majority format decides which value is the odd one out
-            bad = pc.indices_nonzero(pc.invert(ok))
-            if len(bad) and pc.sum(ok).as_py() * 2 >= len(values):
-                return values[bad[0].as_py()].as_py()
-    return values[0].as_py()
+    """The first time value that does not have the format most of the file's values have."""
+    patterns = (r"^-?\d+$", _ISO_DATE.pattern, _ISO_DATETIME.pattern)
+    matches = [pc.match_substring_regex(values, p) for p in patterns]
+    best = max(matches, key=lambda m: pc.sum(m).as_py() or 0)
+    bad = pc.indices_nonzero(pc.invert(best))
+    return values[bad[0].as_py()].as_py() if len(bad) else values[0].as_py()
 
 
 def calendar_of(kind: str, time_offset: int, time_step: int) -> Optional[dict]:
