@@ -24,7 +24,10 @@ from tasks.train import (
     ablation_report_task,
     evaluate_run_task,
     label_task,
+    parent_of,
     pretrain_run_task,
+    remember_parent,
+    seed_aggregates,
     report_task,
     significance_task,
     threads_per_run,
@@ -100,9 +103,12 @@ def finetune_flow(dataset: str, params: str, inputs: dict, outputs: dict, varian
     p = load_resolved(params)
     v = variants.get(variant)
     exp = experiment_name(dataset)
+    # The parent holds the aggregates over seeds; created at once (its children name it), dropped
+    # again when no seed trained anything (then the earlier parent stands).
     parent = tracking.start_run(exp, f"finetune-{dataset}-{variant}",
                                 params={"variant": variant, "seeds": p.train.seeds, "profile": p.profile},
-                                tags={"dataset": dataset, "variant": variant, "stage": "finetune"})
+                                tags={"dataset": dataset, "variant": variant, "stage": "finetune",
+                                      "aggregate": "seeds"})
     seeds = p.train.seeds
     init = [str(snapshot_path(seed_dir(inputs["pretrain"], s), p.pretrain.epochs)) if v.pretrained else None
             for s in seeds]
@@ -117,7 +123,12 @@ def finetune_flow(dataset: str, params: str, inputs: dict, outputs: dict, varian
     except BaseException:
         parent.finish("FAILED")
         raise
-    parent.finish()
+    if all(r.get("mlflow_run_kept") for r in results) and parent_of(outputs["out"]):
+        parent.delete()  # nothing trained: the parent of the runs kept stands
+    else:
+        parent.log_metrics(seed_aggregates(results, ("best_val_mrr", "final_reward", "rl_epochs")), step=0)
+        remember_parent(outputs["out"], parent)
+        parent.finish()
     return results
 
 
@@ -138,6 +149,10 @@ def evaluate_flow(dataset: str, params: str, inputs: dict, outputs: dict, varian
         flat[m] = summary[m]["mean"]
         flat[f"{m}_std"] = summary[m]["std"]
     atomic_write_json(outputs["metrics"], flat)
+    parent = parent_of(inputs["train"])
+    if parent is not None:
+        parent.log_metrics({f"{split}/{k}": v for k, v in flat.items() if isinstance(v, float)}, step=0)
+        parent.sync()
     return flat
 
 

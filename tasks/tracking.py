@@ -156,6 +156,14 @@ class Run:
             self.create = None
             return True
 
+    def delete(self) -> None:
+        """Delete the run (MLflow keeps it in its trash); a run not created yet is just forgotten."""
+        if not self.discard():
+            self._submit("_delete")
+
+    def _delete(self) -> None:
+        client().delete_run(self.run_id)
+
     @property
     def name(self) -> str:
         return (self.create or {}).get("run_name") or self.run_id or "?"

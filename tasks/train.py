@@ -90,6 +90,35 @@ def _kept_run(out: Path, run: tracking.Run, previous: dict, trained: list) -> Op
     return previous["run_id"]
 
 
+PARENT_FILE = "mlflow_parent.json"
+
+
+def seed_aggregates(per_seed: list[dict], keys: tuple[str, ...], prefix: str = "") -> dict[str, float]:
+    """``{prefix}{key}_mean`` and ``_std`` (sample std; 0 for one seed) over the seeds' numeric values,
+    for a stage's parent MLflow run."""
+    import numpy as np
+
+    out = {}
+    for k in keys:
+        v = np.array([float(r[k]) for r in per_seed if isinstance(r.get(k), (int, float))])
+        if len(v):
+            out[f"{prefix}{k}_mean"] = float(v.mean())
+            out[f"{prefix}{k}_std"] = float(v.std(ddof=1)) if len(v) > 1 else 0.0
+    return out
+
+
+def remember_parent(folder: str | Path, run: tracking.Run) -> None:
+    """Where the evaluation of this stage's runs logs its aggregate: the stage output's parent run."""
+    if run.run_id:
+        atomic_write_json(Path(folder) / PARENT_FILE, {"run_id": run.run_id})
+
+
+def parent_of(folder: str | Path) -> Optional[tracking.Run]:
+    f = Path(folder) / PARENT_FILE
+    run_id = json.loads(f.read_text()).get("run_id") if f.exists() else None
+    return tracking.Run(run_id) if run_id else None
+
+
 def _previous_run(out: Path) -> dict:
     f = out / RUN_FILE
     return json.loads(f.read_text()) if f.exists() else {}
@@ -161,7 +190,7 @@ def train_run_task(
                               on_epoch_end=_epoch_logger(run, trained), num_threads=num_threads, progress=True)
         kept = _kept_run(out, run, previous, trained)
         if kept:
-            summary["mlflow_run_id"] = kept
+            summary["mlflow_run_id"], summary["mlflow_run_kept"] = kept, True
             return summary
         run.log_metrics(_numeric({"best_val_mrr": summary["best_val_mrr"], "final_reward": summary["final_reward"],
                                   "train_seconds": summary["seconds"]}), step=0)

@@ -190,6 +190,17 @@ def test_dvc_repro_end_to_end(project):
         assert r.data.metrics["test/mrr"] == pytest.approx(seed_metrics["mrr"])
         arts = {a.path for a in client.list_artifacts(r.info.run_id)}
         assert {"model", "predictions", "history"} <= arts
+    # Each finetune invocation's parent run holds the aggregates over its seeds, validation and test.
+    parents = [r for r in runs if r.data.tags.get("aggregate") == "seeds"]
+    assert sorted(r.data.tags["variant"] for r in parents) == ["pure_rl", "raptor"]
+    for r in parents:
+        v = r.data.tags["variant"]
+        best = [json.loads((proj / f"runs/SYNTH/{v}/train/seed{s}/summary.json").read_text())["best_val_mrr"]
+                for s in (0, 1)]
+        assert r.data.metrics["best_val_mrr_mean"] == pytest.approx(sum(best) / 2)
+        test = json.loads((proj / f"runs/SYNTH/{v}/metrics.json").read_text())
+        assert r.data.metrics["test/mrr"] == pytest.approx(test["mrr"])
+        assert r.data.metrics["test/mrr_std"] == pytest.approx(test["mrr_std"])
 
     # Prefect's API saw the stage flows complete, each named for its dataset and variant.
     flow_runs = _flow_runs(api)
@@ -258,6 +269,28 @@ def test_prefect_pipeline_flow_agrees_with_dvc(project):
         assert not (status & set(MAIN)), status  # DVC agrees: what the flow ran is committed
     finally:
         local.write_text(before)
+        _run(["dvc", "repro"], proj, env)
+
+
+def test_a_stage_that_reruns_without_training_logs_no_new_runs(project):
+    """The seeds listed in another order: DVC re-runs the finetune stages, every run folder is
+    complete, nothing trains, and MLflow gets no new run (children nor parents)."""
+    import mlflow
+
+    proj, env, _ = project
+    _reproduced(proj, env)
+    client = mlflow.MlflowClient(tracking_uri=env["MLFLOW_TRACKING_URI"])
+    exp = client.get_experiment_by_name("raptor/SYNTH")
+    before = {r.info.run_id for r in client.search_runs([exp.experiment_id])}
+    local = proj / "params.local.yaml"
+    text = local.read_text()
+    try:
+        local.write_text(text + "train.seeds: [1, 0]\n")
+        result = _pipeline(proj, env)
+        assert {"finetune-pure_rl@SYNTH", "finetune-raptor@SYNTH"} <= set(result["ran"]), result
+        assert {r.info.run_id for r in client.search_runs([exp.experiment_id])} == before
+    finally:
+        local.write_text(text)
         _run(["dvc", "repro"], proj, env)
 
 
