@@ -17,7 +17,7 @@ from raptor.io import atomic_write_json
 from raptor.experiment import snapshot_path
 from raptor.report import summarize
 from raptor.config import load_resolved
-from raptor.stages import seed_dir
+from raptor.constants import seed_dir
 from tasks import tracking
 from tasks.data import graph_task, ingest_task, ingest_url_task
 from tasks.train import (

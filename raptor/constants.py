@@ -13,6 +13,8 @@ Times are int32 day indices after ingest (earliest timestamp = 0).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 #: Sentinel for "no edge / no value" in int index arrays (never a valid id or time).
@@ -56,3 +58,8 @@ def pad_entity(num_entities: int) -> int:
 def entity_vocab_size(num_entities: int) -> int:
     """Rows of an entity embedding table: real entities + padding."""
     return num_entities + 1
+
+
+def seed_dir(folder, seed: int) -> str:
+    """A seed's folder inside a stage output that holds one run per seed (``.../seed0``)."""
+    return str(Path(folder) / f"seed{seed}")

@@ -83,11 +83,6 @@ class Stage:
                 "outputs": {k: fill(v) for k, v in self.outputs.items()}}
 
 
-def seed_dir(folder: str | Path, seed: int) -> str:
-    """A seed's folder inside a stage output that holds one run per seed."""
-    return str(Path(folder) / f"seed{seed}")
-
-
 def stage_output(stage: str, dataset: str, key: str = "out") -> str:
     """Where the pipeline writes output ``key`` of ``stage`` for ``dataset`` (``data/ICEWS14/graph.npz``)."""
     every = main_stages(list(variant_registry.VARIANTS))

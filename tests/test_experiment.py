@@ -115,7 +115,8 @@ def test_explain_defaults_to_the_pipelines_outputs(ctx, tmp_path, capsys, monkey
     import yaml
 
     from raptor.cli import main
-    from raptor.stages import seed_dir, stage_output
+    from raptor.constants import seed_dir
+    from raptor.stages import stage_output
 
     c, root = ctx
     summary = run_variant(c, "pure_rl", 2, root / "runs/explain-defaults", progress=False, rl_epochs=1)

@@ -37,7 +37,8 @@ def run(args: argparse.Namespace) -> int:
     from ..names import date_to_step, resolve, step_to_date
     from ..rl import load_model
 
-    from ..stages import seed_dir, stage_output
+    from ..constants import seed_dir
+    from ..stages import stage_output
 
     params = load_params(args.params)
     default_name = args.dataset or (next(iter(params.datasets)) if len(params.datasets) == 1 else None)
