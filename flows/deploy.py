@@ -71,8 +71,16 @@ def serve(args: argparse.Namespace, root: Path, params: Path) -> None:
     class _Runner(Runner):
         def handle_sigterm(self, *_, **__):
             # Prefect's own handler stops the runner from inside the signal handler and exits at
-            # once ("Runner.astop was never awaited"), skipping the pause; take Ctrl-C's path instead.
-            signal.raise_signal(signal.SIGINT)
+            # once ("Runner.astop was never awaited"), skipping the pause. A KeyboardInterrupt raised
+            # here is no better: with a run in flight Prefect's executor catches it (the run is
+            # killed, the runner goes on serving). So schedule the runner's own async stop on its
+            # loop: `start()` then returns normally and the shutdown pauses the schedule.
+            loop = getattr(self, "_loop", None)
+            if loop is None or not loop.is_running() or getattr(self, "_sigterm_seen", False):
+                signal.raise_signal(signal.SIGINT)  # not serving yet, or a second SIGTERM
+                return
+            self._sigterm_seen = True
+            loop.call_soon_threadsafe(lambda: loop.create_task(self.astop()))
 
     runner = _Runner(name=args.name, pause_on_shutdown=True, limit=args.limit)
     runner.add_flow(

@@ -126,7 +126,12 @@ def test_scheduled_deployment_runs_and_then_skips(project: Path, tmp_path: Path)
         subflows = [r for r in api(url, "/flow_runs/filter", {"limit": 200}) if r.get("parent_task_run_id")]
         deployment = api(url, "/deployments/filter", {"deployments": {"name": {"any_": [NAME]}}})[0]
         assert deployment["paused"] is False
-        # SIGTERM (what a service manager sends): a clean stop that pauses the schedule.
+        # SIGTERM (what a service manager sends): a clean stop that pauses the schedule, also with a
+        # run in flight (Prefect's executor once swallowed the stop then and kept serving).
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not any(
+                r["state_type"] == "RUNNING" for r in api(url, "/flow_runs/filter", query)):
+            time.sleep(0.1)
         os.kill(procs[1].pid, signal.SIGTERM)
         # Generous: a scheduled run may be in flight, and the runner lets it end (slow on busy CI cores).
         assert procs[1].wait(timeout=180) == 0, tail(serve_log)
