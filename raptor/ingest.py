@@ -182,22 +182,23 @@ def _diagnose_quadruples(path: Path) -> None:
                                   f"(layout ids; names in the splits are layout names: --layout names)") from None
 
 
-def read_quadruples(path: Path) -> np.ndarray:
-    """int64 ``[n, 4]`` (subject, relation, object, raw timestamp) of one split file."""
+def _read_split(path: Path, diagnose, parse: pacsv.ParseOptions, convert: pacsv.ConvertOptions) -> pa.Table:
+    """One split file as an Arrow table (columns f0, f1, ...); on a parse error ``diagnose`` names the line."""
     if not path.exists():
         raise IngestError(f"missing split file: {path}")
     if path.stat().st_size == 0:
         raise IngestError(f"{path}: empty split file")
     try:
-        table = pacsv.read_csv(
-            path,
-            read_options=pacsv.ReadOptions(autogenerate_column_names=True),
-            parse_options=pacsv.ParseOptions(delimiter="\t"),
-            convert_options=pacsv.ConvertOptions(),
-        )
+        return pacsv.read_csv(path, read_options=pacsv.ReadOptions(autogenerate_column_names=True),
+                              parse_options=parse, convert_options=convert)
     except (pa.ArrowInvalid, pa.ArrowException):
-        _diagnose_quadruples(path)
-        raise IngestError(f"{path}: could not be parsed as tab-separated integers") from None
+        diagnose(path)
+        raise IngestError(f"{path}: could not be parsed as tab-separated fields") from None
+
+
+def read_quadruples(path: Path) -> np.ndarray:
+    """int64 ``[n, 4]`` (subject, relation, object, raw timestamp) of one split file."""
+    table = _read_split(path, _diagnose_quadruples, pacsv.ParseOptions(delimiter="\t"), pacsv.ConvertOptions())
     if table.num_columns not in (4, 5) or table.num_rows == 0 or any(
         not pa.types.is_integer(table.column(i).type) or table.column(i).null_count for i in range(4)
     ):
@@ -225,21 +226,10 @@ def _diagnose_named(path: Path) -> None:
 
 def _read_named(path: Path) -> pa.Table:
     """Columns f0..f3 (subject, relation, object, time) of a names-layout split, all strings."""
-    if not path.exists():
-        raise IngestError(f"missing split file: {path}")
-    if path.stat().st_size == 0:
-        raise IngestError(f"{path}: empty split file")
-    try:
-        table = pacsv.read_csv(
-            path,
-            read_options=pacsv.ReadOptions(autogenerate_column_names=True),
-            parse_options=pacsv.ParseOptions(delimiter="\t", quote_char=False),  # names may hold quotes
-            convert_options=pacsv.ConvertOptions(column_types={f"f{i}": pa.string() for i in range(5)},
-                                                 strings_can_be_null=False),
-        )
-    except (pa.ArrowInvalid, pa.ArrowException):
-        _diagnose_named(path)
-        raise IngestError(f"{path}: could not be parsed as tab-separated fields") from None
+    table = _read_split(path, _diagnose_named,
+                        pacsv.ParseOptions(delimiter="\t", quote_char=False),  # names may hold quotes
+                        pacsv.ConvertOptions(column_types={f"f{i}": pa.string() for i in range(5)},
+                                             strings_can_be_null=False))
     if table.num_columns not in (4, 5) or table.num_rows == 0:
         _diagnose_named(path)
         raise IngestError(f"{path}: expected 4 or 5 columns, got {table.num_columns}")
