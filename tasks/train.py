@@ -22,7 +22,7 @@ from raptor.experiment import effective_epochs, evaluate_model, load_context, ru
 from raptor.io import atomic_write_json
 from raptor.labeling import label_dataset
 from raptor.pretrain import pretrain_run
-from raptor.report import compare_variants, write_ablation_report, write_report
+from raptor.report import compare_variants, summarize, write_ablation_report, write_report
 from raptor.config import load_resolved
 
 from . import tracking
@@ -93,18 +93,12 @@ def _kept_run(out: Path, run: tracking.Run, previous: dict, trained: list) -> Op
 PARENT_FILE = "mlflow_parent.json"
 
 
-def seed_aggregates(per_seed: list[dict], keys: tuple[str, ...], prefix: str = "") -> dict[str, float]:
-    """``{prefix}{key}_mean`` and ``_std`` (sample std; 0 for one seed) over the seeds' numeric values,
-    for a stage's parent MLflow run."""
-    import numpy as np
-
-    out = {}
-    for k in keys:
-        v = np.array([float(r[k]) for r in per_seed if isinstance(r.get(k), (int, float))])
-        if len(v):
-            out[f"{prefix}{k}_mean"] = float(v.mean())
-            out[f"{prefix}{k}_std"] = float(v.std(ddof=1)) if len(v) > 1 else 0.0
-    return out
+def seed_aggregates(per_seed: list[dict], keys: tuple[str, ...]) -> dict[str, float]:
+    """``{key}_mean`` and ``{key}_std`` over the seeds (:func:`raptor.report.summarize`) of the keys
+    every seed has a number for, for a stage's parent MLflow run."""
+    keys = tuple(k for k in keys if all(isinstance(r.get(k), (int, float)) for r in per_seed))
+    summary = summarize(dict(enumerate(per_seed)), keys)
+    return {f"{k}_{stat}": summary[k][stat] for k in keys for stat in ("mean", "std")}
 
 
 def remember_parent(folder: str | Path, run: tracking.Run) -> None:
@@ -113,15 +107,17 @@ def remember_parent(folder: str | Path, run: tracking.Run) -> None:
         atomic_write_json(Path(folder) / PARENT_FILE, {"run_id": run.run_id})
 
 
+def _read_json(path: Path) -> dict:
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
 def parent_of(folder: str | Path) -> Optional[tracking.Run]:
-    f = Path(folder) / PARENT_FILE
-    run_id = json.loads(f.read_text()).get("run_id") if f.exists() else None
+    run_id = _read_json(Path(folder) / PARENT_FILE).get("run_id")
     return tracking.Run(run_id) if run_id else None
 
 
 def _previous_run(out: Path) -> dict:
-    f = out / RUN_FILE
-    return json.loads(f.read_text()) if f.exists() else {}
+    return _read_json(out / RUN_FILE)
 
 
 def _remember_run(out: Path, run: tracking.Run, experiment: str) -> None:
@@ -213,8 +209,7 @@ def evaluate_run_task(params_path: str, data_dir: str, graph_path: str, variant:
     ctx = context(params_path, data_dir, graph_path)
     out = Path(out_dir)
     metrics = evaluate_model(ctx, Path(train_dir) / "best.pt", out, split=split, num_threads=num_threads)
-    run_file = Path(train_dir) / RUN_FILE
-    info = json.loads(run_file.read_text()) if run_file.exists() else {}
+    info = _read_json(Path(train_dir) / RUN_FILE)
     if info.get("run_id"):  # None: MLflow was unreachable for the whole training run
         run = tracking.Run(info["run_id"])
         run.log_metrics({f"{split}/{k}": v for k, v in _numeric(metrics).items()}, step=0)
