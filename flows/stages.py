@@ -15,9 +15,9 @@ from prefect import flow, unmapped
 from raptor import variants
 from raptor.io import atomic_write_json
 from raptor.experiment import snapshot_path
-from raptor.report import summarize
+from raptor.stats import summarize
 from raptor.config import load_resolved
-from raptor.constants import seed_dir
+from raptor.constants import METRIC_KEYS, seed_dir
 from tasks import tracking
 from tasks.data import graph_task, ingest_task, ingest_url_task
 from tasks.train import (
@@ -143,9 +143,9 @@ def evaluate_flow(dataset: str, params: str, inputs: dict, outputs: dict, varian
         unmapped(params), unmapped(inputs["data"]), unmapped(inputs["graph"]), unmapped(variant), seeds,
         [seed_dir(inputs["train"], s) for s in seeds], [seed_dir(outputs["out"], s) for s in seeds],
         unmapped(split), unmapped(threads))
-    summary = summarize({s: f.result() for s, f in zip(seeds, futures)})
+    summary = summarize({s: f.result() for s, f in zip(seeds, futures)}, METRIC_KEYS)
     flat = {"variant": variant, "split": split, "seeds": summary["seeds"]}
-    for m in ("mrr", "hits@1", "hits@3", "hits@10"):
+    for m in METRIC_KEYS:
         flat[m] = summary[m]["mean"]
         flat[f"{m}_std"] = summary[m]["std"]
     atomic_write_json(outputs["metrics"], flat)

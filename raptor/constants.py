@@ -29,6 +29,12 @@ SPLITS: tuple[str, ...] = ("train", "valid", "test")
 #: Quadruple columns, in order.
 QUAD_COLUMNS: tuple[str, ...] = ("subject", "relation", "object", "time")
 
+#: The cut-offs reported as Hits@k.
+HITS_AT: tuple[int, ...] = (1, 3, 10)
+
+#: Keys of the headline metrics (fractions in artifacts), in report order: the one metric list.
+METRIC_KEYS: tuple[str, ...] = ("mrr",) + tuple(f"hits@{k}" for k in HITS_AT)
+
 
 def inverse_relation(relation, num_relations: int):
     """Id of the inverse of ``relation`` (array or int): ``r + R``."""

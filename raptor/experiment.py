@@ -27,6 +27,7 @@ import torch
 from . import variants
 from .beam import beam_search
 from .config import Params, params_to_dict, result_params
+from .constants import METRIC_KEYS
 from .data import Dataset, load_dataset, with_inverse_queries
 from .env import TemporalEnv
 from .graph import TemporalGraph
@@ -106,7 +107,7 @@ def make_validator(ctx: Context, split: str = "valid", precision: str = "float32
     def validate(policy: Policy) -> dict[str, float]:
         _, ranks = rank_queries(ctx, policy, queries, precision, device)
         m = evaluation_metrics(ranks, queries[:, 1], ctx.dataset.num_relations)
-        return {k: m[k] for k in ("mrr", "hits@1", "hits@3", "hits@10")}
+        return {k: m[k] for k in METRIC_KEYS}
 
     return validate
 

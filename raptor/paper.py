@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-METRICS = ("mrr", "hits@1", "hits@3", "hits@10")
+from .constants import METRIC_KEYS
+
+#: Column order of :data:`MAIN_TABLE`'s tuples.
+METRICS = METRIC_KEYS
 DATASETS = ("ICEWS14", "ICEWS05-15", "ICEWS18")
 
 #: model -> dataset -> (MRR, Hits@1, Hits@3, Hits@10), in percent.

@@ -32,14 +32,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .constants import ID_DTYPE
+from .constants import HITS_AT, ID_DTYPE, METRIC_KEYS
 from .io import atomic_path, atomic_write_json
 
-#: The cut-offs reported as Hits@k.
-HITS_AT: tuple[int, ...] = (1, 3, 10)
-
-#: Keys of the headline metrics, in report order.
-METRIC_KEYS: tuple[str, ...] = ("mrr",) + tuple(f"hits@{k}" for k in HITS_AT)
 
 #: ``format`` tag stored in the Parquet schema metadata of predictions files.
 PREDICTIONS_FORMAT = "raptor.predictions/v1"

@@ -20,7 +20,7 @@ from .io import atomic_dir, atomic_path, atomic_write_json, atomic_write_text
 from . import variants
 from .paper import MAIN_TABLE, METRICS, REWARD_THRESHOLD
 from .ranking import read_predictions
-from .stats import per_query_tests, seed_level_tests
+from .stats import per_query_tests, seed_level_tests, summarize
 
 _SEED_DIR = re.compile(r"^seed(-?\d+)$")
 
@@ -76,15 +76,6 @@ def histories(runs_dir: str | Path) -> dict[int, list[dict]]:
 # ------------------------------------------------------------------------------------------ summaries
 
 
-def summarize(per_seed: Mapping[int, Mapping[str, Any]], metrics: Sequence[str] = METRICS) -> dict:
-    """Mean and sample standard deviation over seeds of each metric (fractions)."""
-    out: dict[str, Any] = {"seeds": sorted(per_seed), "n": len(per_seed)}
-    for m in metrics:
-        v = np.array([float(per_seed[s][m]) for s in sorted(per_seed)])
-        out[m] = {"mean": float(v.mean()), "std": float(v.std(ddof=1)) if len(v) > 1 else 0.0}
-    return out
-
-
 def epochs_to_reward(history: Sequence[Mapping[str, Any]], threshold: float = REWARD_THRESHOLD) -> Optional[int]:
     """The first RL epoch (1-based count of epochs done) whose mean reward reaches ``threshold``."""
     for row in history:
@@ -121,7 +112,7 @@ def significance(
     ma, mb = seed_metrics(eval_dirs[treatment]), seed_metrics(eval_dirs[baseline])
     common = sorted(set(ma) & set(mb))
     out: dict[str, Any] = {"treatment": treatment, "baseline": baseline, "seeds": common,
-                           "summary": {treatment: summarize(ma), baseline: summarize(mb)}}
+                           "summary": {treatment: summarize(ma, METRICS), baseline: summarize(mb, METRICS)}}
     if len(common) >= 2:
         tests = seed_level_tests({s: ma[s] for s in common}, {s: mb[s] for s in common}, METRICS)
         out["seed_level"] = {m: r.to_dict() for m, r in tests.items()}
@@ -233,7 +224,7 @@ def write_report(
     """Write the report folder atomically: ``main_table.md/.csv``, ``training_efficiency.png``,
     ``validation_mrr.png``, ``efficiency.csv``, ``README.md`` (an index) and ``report.json``."""
     sig = json.loads(Path(significance_path).read_text()) if significance_path else None
-    summaries = {v: summarize(seed_metrics(d)) for v, d in eval_dirs.items()}
+    summaries = {v: summarize(seed_metrics(d), METRICS) for v, d in eval_dirs.items()}
     rows = main_table_rows(dataset, summaries, sig)
     cols = ["model", "source", *METRICS]
     rl_hists = {v: histories(d) for v, d in train_dirs.items()}

@@ -131,7 +131,8 @@ def main_stages(variants: Sequence[str]) -> list[Stage]:
         else:
             extra += ("train.equal_total_epochs",)
         stages.append(Stage(
-            f"finetune-{v.name}", f"{v.label}: actor-critic RL for every seed", "raptor.experiment",
+            f"finetune-{v.name}", f"{v.label}: actor-critic RL for every seed",
+            "raptor.experiment,raptor.stats",  # stats: the parent run's seed aggregates
             inputs=inputs, outputs={"out": _runs(f"{v.name}/train")}, params=run_params + ("rl", "eval") + extra,
             kind="finetune", variant=v.name, persist=("out",)))
         stages.append(Stage(

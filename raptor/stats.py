@@ -26,8 +26,10 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 from scipy import stats as sps
 
+from .constants import METRIC_KEYS
+
 #: Metrics compared at seed level by default.
-DEFAULT_METRICS: tuple[str, ...] = ("mrr", "hits@1", "hits@3", "hits@10")
+DEFAULT_METRICS: tuple[str, ...] = METRIC_KEYS
 
 #: Default number of bootstrap resamples.
 BOOTSTRAP_RESAMPLES = 10_000
@@ -517,3 +519,13 @@ __all__ = [
     "seed_level_tests",
     "wilcoxon_signed_rank",
 ]
+
+
+def summarize(per_seed: Mapping[int, Mapping[str, Any]], metrics: Sequence[str]) -> dict:
+    """Mean and sample standard deviation (ddof=1; 0 for one seed) over seeds of each of ``metrics``:
+    ``{"seeds": sorted seeds, "n": count, metric: {"mean": m, "std": s}}`` in the metrics' own units."""
+    out: dict[str, Any] = {"seeds": sorted(per_seed), "n": len(per_seed)}
+    for m in metrics:
+        v = np.array([float(per_seed[s][m]) for s in sorted(per_seed)])
+        out[m] = {"mean": float(v.mean()), "std": float(v.std(ddof=1)) if len(v) > 1 else 0.0}
+    return out

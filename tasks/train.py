@@ -22,7 +22,8 @@ from raptor.experiment import effective_epochs, evaluate_model, load_context, ru
 from raptor.io import atomic_write_json
 from raptor.labeling import label_dataset
 from raptor.pretrain import pretrain_run
-from raptor.report import compare_variants, summarize, write_ablation_report, write_report
+from raptor.report import compare_variants, write_ablation_report, write_report
+from raptor.stats import summarize
 from raptor.config import load_resolved
 
 from . import tracking
@@ -94,7 +95,7 @@ PARENT_FILE = "mlflow_parent.json"
 
 
 def seed_aggregates(per_seed: list[dict], keys: tuple[str, ...]) -> dict[str, float]:
-    """``{key}_mean`` and ``{key}_std`` over the seeds (:func:`raptor.report.summarize`) of the keys
+    """``{key}_mean`` and ``{key}_std`` over the seeds (:func:`raptor.stats.summarize`) of the keys
     every seed has a number for, for a stage's parent MLflow run."""
     keys = tuple(k for k in keys if all(isinstance(r.get(k), (int, float)) for r in per_seed))
     summary = summarize(dict(enumerate(per_seed)), keys)

@@ -6,7 +6,9 @@ import pytest
 
 from raptor.io import atomic_write_json
 from raptor.ranking import evaluation_metrics, write_metrics, write_predictions
-from raptor.report import compare_variants, epochs_to_reward, seed_metrics, significance, summarize, write_report
+from raptor.report import compare_variants, epochs_to_reward, seed_metrics, significance, write_report
+from raptor.stats import summarize
+from raptor.constants import METRIC_KEYS
 
 R = 3
 
@@ -50,7 +52,7 @@ def runs(tmp_path):
 def test_summary_and_significance(runs):
     root, metrics = runs
     per_seed = seed_metrics(root / "eval/raptor")
-    s = summarize(per_seed)
+    s = summarize(per_seed, METRIC_KEYS)
     vals = [metrics[("raptor", k)]["mrr"] for k in (0, 1, 2)]
     assert s["mrr"]["mean"] == pytest.approx(np.mean(vals))
     assert s["mrr"]["std"] == pytest.approx(np.std(vals, ddof=1))
