@@ -13,6 +13,7 @@ from typing import Optional
 from prefect import flow, unmapped
 
 from raptor import variants
+from raptor.ingest import dataset_options
 from raptor.io import atomic_write_json
 from raptor.experiment import snapshot_path
 from raptor.stats import summarize
@@ -50,10 +51,11 @@ def _runner(params_path: str):
 def ingest_flow(dataset: str, params: str, inputs: dict, outputs: dict) -> dict:
     """Raw splits -> Parquet (``datasets.<name>.url`` fetches an archive instead)."""
     _, d = load_resolved(params).dataset(dataset)
+    options = dataset_options(dataset, d)
     if d.url:
-        result = ingest_url_task(d.url, d.sha256, outputs["out"], d.time_step, dataset, d.layout)
+        result = ingest_url_task(d.url, d.sha256, outputs["out"], options)
     else:
-        result = ingest_task(inputs["raw"], outputs["out"], d.time_step, dataset, d.layout)
+        result = ingest_task(inputs["raw"], outputs["out"], options)
     return {"counts": result.counts, "time_step": result.time_step, "seconds": result.seconds}
 
 

@@ -35,8 +35,14 @@ class ConfigError(ValueError):
 class DatasetConfig:
     """Where one dataset's raw splits are and how to read them (an entry of ``datasets``)."""
 
-    #: Folder with train.txt, valid.txt, test.txt, entity2id.txt, relation2id.txt (a DVC dependency).
-    raw_dir: str = "../shared/data/ICEWS14"
+    #: Folder with train.txt, valid.txt, test.txt, entity2id.txt, relation2id.txt (a DVC dependency);
+    #: required unless the dataset's name is registered (:mod:`raptor.registry`).
+    raw_dir: Optional[str] = None
+    #: Where the published files come from (printed when they are missing).
+    source: Optional[str] = None
+    #: Raw file name -> ``sha256:<hex>`` or ``git-sha1:<hex>`` (git blob id); ingest refuses a file
+    #: that differs. Registered datasets bring the published release's checksums.
+    checksums: dict[str, str] = field(default_factory=dict)
     #: Optional archive URL for online machines (used only when set), and its SHA-256.
     url: Optional[str] = None
     sha256: Optional[str] = None
@@ -54,7 +60,26 @@ class DatasetConfig:
 
 
 def _default_datasets() -> dict[str, DatasetConfig]:
-    return {"ICEWS14": DatasetConfig(raw_dir="../shared/data/ICEWS14", start_date="2014-01-01")}
+    from .registry import RELEASES
+
+    return {"ICEWS14": DatasetConfig(**RELEASES["ICEWS14"].defaults("ICEWS14"))}
+
+
+def _with_registry(raw: dict) -> dict:
+    """``raw`` with each registered dataset's release defaults under its own keys (params win)."""
+    from .registry import RELEASES
+
+    datasets = raw.get("datasets")
+    if not isinstance(datasets, dict):
+        return raw
+    merged = {}
+    for name, entry in datasets.items():
+        if entry is None:
+            entry = {}
+        if isinstance(entry, dict) and name in RELEASES:
+            entry = {**RELEASES[name].defaults(name), **entry}
+        merged[name] = entry
+    return {**raw, "datasets": merged}
 
 
 #: Metadata of a field whose value never changes a run's results (orchestration, speed, which
@@ -240,7 +265,16 @@ _CHECKS: dict[str, tuple[Any, str]] = {
 
 
 def _cross_checks(params: Params) -> None:
+    from .registry import CHECKSUM, RELEASES
+
     for name, ds in params.datasets.items():
+        if not ds.raw_dir:
+            raise ConfigError(f"datasets.{name}.raw_dir: required ({name} is not a registered dataset; registered: "
+                              f"{', '.join(RELEASES)})")
+        for fname, digest in ds.checksums.items():
+            if not CHECKSUM.match(digest):
+                raise ConfigError(f"datasets.{name}.checksums.{fname}: expected sha256:<64 hex> or "
+                                  f"git-sha1:<40 hex>, got {digest!r}")
         if ds.time_step is not None and ds.time_step < 1:
             raise ConfigError(f"datasets.{name}.time_step: must be a positive integer or null, got {ds.time_step!r}")
         if ds.start_date is not None:
@@ -405,6 +439,7 @@ def params_from_dict(raw: Any, overrides: Optional[dict[str, Any]] = None) -> Pa
         raw = apply_profile(raw)
         for dotted, value in overrides.items():
             _set_dotted(raw, dotted, value, "override")
+        raw = _with_registry(raw)
     params = _build(Params, raw, "")
     _cross_checks(params)
     return params

@@ -36,7 +36,7 @@ import urllib.request
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Mapping, Optional
 
 import numpy as np
 import pyarrow as pa
@@ -46,6 +46,7 @@ import pyarrow.parquet as pq
 
 from .constants import ID_DTYPE, QUAD_COLUMNS, SPLITS
 from .io import atomic_dir, atomic_write_json, sha256_file
+from .registry import file_digest, missing_message
 
 DICTIONARIES = ("entity2id.txt", "relation2id.txt")
 INGEST_FORMAT_VERSION = 1
@@ -481,6 +482,32 @@ def verify_checksums(raw_dir: Path, sums_file: Optional[Path]) -> dict[str, str]
     return {}
 
 
+def require_raw_files(name: str, raw_dir: Path, checksums: Mapping[str, str], source: Optional[str]) -> None:
+    """Refuse a raw folder that lacks the release's files (or, without a release, the splits), saying
+    what to download and where to put it."""
+    if not raw_dir.is_dir() and not checksums and not source:
+        raise IngestError(f"raw data folder not found: {raw_dir}")
+    wanted = list(checksums) or [f"{s}.txt" for s in SPLITS]
+    missing = [f for f in wanted if not (raw_dir / f).is_file()]
+    if (checksums or source) and missing:  # else the split readers say which file is missing
+        raise IngestError(missing_message(name, raw_dir, missing, source))
+
+
+def verify_release(name: str, raw_dir: Path, checksums: Mapping[str, str], source: Optional[str]) -> dict[str, str]:
+    """Check each file of ``checksums`` (``{name: "algorithm:hex"}``) and return the checked digests."""
+    checked = {}
+    for fname, expected in checksums.items():
+        algorithm = expected.split(":", 1)[0]
+        got = file_digest(raw_dir / fname, algorithm)
+        if got != expected.lower():
+            raise IngestError(
+                f"{raw_dir / fname}: {got} differs from the published release's {expected}"
+                f"{f' ({source})' if source else ''}: another copy, or a modified file. To ingest it anyway, give it "
+                f"a dataset name of its own, or set datasets.{name}.checksums: {{}} (raptor ingest: --no-verify)")
+        checked[fname] = got
+    return checked
+
+
 # ------------------------------------------------------------------------------------ ingest
 
 
@@ -491,6 +518,8 @@ def ingest(
     dataset: Optional[str] = None,
     sums_file: Optional[str | Path] = None,
     layout: str = "auto",
+    checksums: Optional[Mapping[str, str]] = None,
+    source: Optional[str] = None,
 ) -> IngestResult:
     """Validate the raw splits in ``raw_dir`` and write the Parquet dataset to ``out_dir`` atomically.
 
@@ -502,17 +531,20 @@ def ingest(
         dataset: name recorded in meta.json (default: the folder's name).
         sums_file: optional SHA256SUMS file to check the raw files against (see verify_checksums).
         layout: ``auto`` (detect), ``ids`` or ``names`` (:data:`LAYOUTS`).
+        checksums: raw file name -> ``sha256:<hex>`` or ``git-sha1:<hex>`` (a published release's,
+            :mod:`raptor.registry`); each listed file must be there and match.
+        source: where the files are published (named when they are missing or differ).
 
     Raises:
         IngestError: on any invalid input; nothing is written then.
     """
     started = _time.perf_counter()
     raw_dir = Path(raw_dir)
-    if not raw_dir.is_dir():
-        raise IngestError(f"raw data folder not found: {raw_dir}")
+    require_raw_files(dataset or raw_dir.name, raw_dir, checksums or {}, source)
     layout = detect_layout(raw_dir, layout)
     paths = {s: raw_dir / f"{s}.txt" for s in SPLITS}
     checked = verify_checksums(raw_dir, Path(sums_file) if sums_file else None)
+    published = verify_release(dataset or raw_dir.name, raw_dir, checksums or {}, source)
 
     if layout == "ids":
         entities = read_dictionary(raw_dir / "entity2id.txt", "entity")
@@ -570,6 +602,7 @@ def ingest(
         },
         "sha256": file_hashes,
         "sha256_verified_against_sums": sorted(checked),
+        "verified_against_release": published,
     }
 
     out_dir = Path(out_dir)
@@ -590,6 +623,12 @@ def ingest(
         time_offset=offset,
         seconds=_time.perf_counter() - started,
     )
+
+
+def dataset_options(name: Optional[str], d) -> dict:
+    """The keyword arguments of :func:`ingest` that a ``datasets`` entry (a
+    :class:`raptor.config.DatasetConfig`, registry defaults merged) sets."""
+    return dict(time_step=d.time_step, dataset=name, layout=d.layout, checksums=dict(d.checksums), source=d.source)
 
 
 def ingest_from_url(url: str, sha256: str, out_dir: str | Path, **kwargs) -> IngestResult:

@@ -294,7 +294,8 @@ def _stage_entry(stage: Stage, params: Params, wdir: Optional[str]) -> dict:
     if stage.always_changed:
         entry["always_changed"] = True
     if stage.per_dataset:
-        return {"foreach": "${datasets}", "do": entry}
+        # A literal loop (not ``${datasets}``): an entry of params may take its raw_dir from the registry.
+        return {"foreach": {name: {"raw_dir": ds.raw_dir} for name, ds in params.datasets.items()}, "do": entry}
     return entry
 
 
@@ -302,7 +303,7 @@ HEADER = """\
 # GENERATED from raptor/stages.py by `python -m raptor.stages write`: do not edit by hand
 # (`python -m raptor.stages check` and the tests fail when this file is out of date).
 # {what}
-# Per-dataset stages loop over `datasets` in params.yaml; one finetune/evaluate stage per variant of
+# Per-dataset stages loop over `datasets` of params.yaml (raw_dir from raptor/registry.py when not given); one finetune/evaluate stage per variant of
 # `train.variants`. Stages read their params from build/params.json (the `params` stage resolves
 # params.yaml, its profile and the untracked params.local.yaml), so DVC tracks resolved values.
 """
@@ -315,7 +316,7 @@ def dvc_yaml(params: Params, ablation: bool = False) -> str:
     if ablation:
         stages, wdir = ablation_stages(), ".."
         head = HEADER.format(what="The pretraining-epochs ablation: `dvc repro ablation/dvc.yaml`.")
-        doc = {"vars": ["../params.yaml"]}
+        doc = {}
     else:
         stages, wdir = main_stages(params.train.variants), None
         head = HEADER.format(what="The main pipeline: `dvc repro` (or scripts/run.sh).")
@@ -384,6 +385,16 @@ def main(argv: Optional[list[str]] = None) -> int:
             if problems:
                 print(f"raptor.stages: error: {problems[0]}", file=sys.stderr)
                 return 1
+            # Before DVC checks the raw folders: say what to download where, not "missing dependency".
+            from .ingest import IngestError, require_raw_files
+
+            for name, d in params.datasets.items():
+                if not d.url:
+                    try:
+                        require_raw_files(name, Path(args.params).parent / d.raw_dir, d.checksums, d.source)
+                    except IngestError as exc:
+                        print(f"raptor.stages: error: {exc}", file=sys.stderr)
+                        return 1
             print(f"params: profile {params.profile!r}, datasets {', '.join(params.datasets)}, "
                   f"variants {', '.join(params.train.variants)} -> {args.out}")
         elif args.command == "write":

@@ -92,7 +92,7 @@ def test_datasets_mapping_is_validated():
     with pytest.raises(ConfigError, match="datasets: must be a non-empty mapping of dataset names"):
         params_from_dict({"datasets": {"a/b": {"raw_dir": "x"}}})
     with pytest.raises(ConfigError, match=r"datasets\.A\.time_step: must be a positive integer"):
-        params_from_dict({"datasets": {"A": {"time_step": 0}}})
+        params_from_dict({"datasets": {"A": {"raw_dir": "x", "time_step": 0}}})
 
 
 def test_result_params_leave_out_what_the_schema_marks_as_no_effect():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..config import load_params
-from ..ingest import LAYOUT_HELP, LAYOUTS, ingest, ingest_from_url
+from ..ingest import LAYOUT_HELP, LAYOUTS, dataset_options, ingest, ingest_from_url
 
 NAME = "ingest"
 HELP = (
@@ -23,6 +23,8 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sha256", help="expected SHA-256 of the --url archive (required with --url)")
     p.add_argument("--layout", choices=LAYOUTS, help=f"how the raw folder is written (default: the dataset's "
                    f"layout in params, else auto = detect). {LAYOUT_HELP}")
+    p.add_argument("--no-verify", action="store_true",
+                   help="do not check the raw files against the dataset's published checksums (params `datasets.NAME.checksums`; a copy of your own)")
     p.add_argument("--sums", help="SHA256SUMS file to check the raw files against "
                    "(default: one found in the raw folder or its parent)")
 
@@ -31,8 +33,10 @@ def run(args: argparse.Namespace) -> int:
     params = load_params(args.params)
     name, d = params.dataset(args.dataset) if (args.dataset or not args.raw) else (None, None)
     url = args.url or (d.url if d else None)
-    layout = args.layout or (d.layout if d else "auto")
-    kwargs = dict(time_step=d.time_step if d else None, dataset=name, layout=layout)
+    kwargs = dataset_options(name, d) if d else {}
+    kwargs["layout"] = args.layout or kwargs.get("layout", "auto")
+    if args.no_verify:
+        kwargs["checksums"] = {}
     if url:
         result = ingest_from_url(url, args.sha256 or (d.sha256 if d else None), args.out, **kwargs)
     else:
