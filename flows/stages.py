@@ -24,6 +24,8 @@ from tasks.data import graph_task, ingest_task, ingest_url_task
 from tasks.train import (
     ablation_report_task,
     evaluate_run_task,
+    label_merge_task,
+    label_part_task,
     label_task,
     parent_of,
     pretrain_run_task,
@@ -67,8 +69,18 @@ def graph_flow(dataset: str, params: str, inputs: dict, outputs: dict) -> dict:
 
 @flow(name="label", flow_run_name="label-{dataset}")
 def label_flow(dataset: str, params: str, inputs: dict, outputs: dict) -> dict:
-    """Reachability label tables of the training queries."""
-    return label_task(params, inputs["data"], inputs["graph"], outputs["out"])
+    """Reachability label tables of the training queries: in one piece, or in
+    ``labeling.partitions`` independent parts mapped over the task runner (threads, or the Dask
+    cluster of ``RAPTOR_DASK_ADDRESS``), then merged."""
+    parts = load_resolved(params).labeling.partitions
+    if parts == 1:
+        return label_task(params, inputs["data"], inputs["graph"], outputs["out"])
+    from .runners import fan_out
+
+    done = fan_out(label_part_task, [{"params_path": params, "data_dir": inputs["data"], "graph_path": inputs["graph"],
+                                      "out_dir": outputs["out"], "part": i} for i in range(parts)],
+                   _runner(params), name="label-parts")
+    return {**label_merge_task(params, inputs["data"], outputs["out"]), "part_workers": [d["worker"] for d in done]}
 
 
 def _pretrain(dataset: str, params: str, inputs: dict, out: str, seeds: list[int], epochs: list[int],

@@ -115,6 +115,9 @@ class LabelingConfig:
     implementation: Literal["fast", "reference"] = field(default="fast", metadata=NO_EFFECT)
     #: Worker threads for the fast implementation; 0 = all cores.
     workers: int = field(default=0, metadata=NO_EFFECT)
+    #: Independent parts (disjoint target ranges) the table is labeled in: the label flow maps them
+    #: over the task runner (threads, or a Dask cluster with RAPTOR_DASK_ADDRESS); the same table.
+    partitions: int = field(default=1, metadata=NO_EFFECT)
 
 
 @dataclass(frozen=True)
@@ -239,6 +242,7 @@ _CHECKS: dict[str, tuple[Any, str]] = {
     "env.max_actions": (lambda v: v >= 1, ">= 1"),
     "labeling.max_in_edges": (lambda v: v is None or v >= 1, "a positive integer or null"),
     "labeling.workers": (lambda v: v >= 0, ">= 0"),
+    "labeling.partitions": (lambda v: v >= 1, ">= 1"),
     "model.entity_dim": (lambda v: v >= 1, ">= 1"),
     "model.relation_dim": (lambda v: v >= 2, ">= 2"),
     "model.time_dim": (lambda v: v >= 1, ">= 1"),

@@ -1035,46 +1035,67 @@ def write_labels(
     return summary
 
 
-def load_label_table(directory: str | Path) -> LabelTable:
-    """Read a directory written by :func:`write_labels` into a :class:`LabelTable`.
-
-    Reads row group by row group into preallocated arrays (int32 entity, int8 hops, int16 time),
-    so the peak memory is the final table plus one row group.
-    """
-    directory = Path(directory)
-    summary_path = directory / SUMMARY_FILE
+def _check_label_dir(directory: Path) -> dict:
     if not directory.is_dir():
         raise FileNotFoundError(f"label directory not found: {directory} (run `raptor label` first)")
-    for name in (SUMMARY_FILE, PAIRS_FILE, LABELS_FILE):
-        if not (directory / name).exists():
-            raise FileNotFoundError(f"{directory / name} not found: {directory} is not a label directory")
+    summary_path = directory / SUMMARY_FILE
+    if not summary_path.exists():
+        raise FileNotFoundError(f"{summary_path} not found: {directory} is not a label directory")
     summary = json.loads(summary_path.read_text())
     if summary.get("format_version") != LABEL_FORMAT_VERSION:
         raise ValueError(
             f"{summary_path}: label format version {summary.get('format_version')}, expected {LABEL_FORMAT_VERSION}"
         )
-    pairs = pq.read_table(directory / PAIRS_FILE)
-    p_t = pairs.column("target").to_numpy().astype(np.int32)
-    p_q = pairs.column("query_time").to_numpy().astype(np.int32)
-    p_c = pairs.column("num_rows").to_numpy().astype(np.int64)
+    names = (PAIRS_FILE, LABELS_FILE) if not summary.get("parts") else ()
+    for name in names:
+        if not (directory / name).exists():
+            raise FileNotFoundError(f"{directory / name} not found: {directory} is not a label directory")
+    return summary
+
+
+def load_label_table(directory: str | Path) -> LabelTable:
+    """Read a directory written by :func:`write_labels` (or :func:`merge_label_parts`) into a
+    :class:`LabelTable`.
+
+    Reads row group by row group into preallocated arrays (int32 entity, int8 hops, int16 time),
+    so the peak memory is the final table plus one row group. A partitioned directory's parts
+    cover disjoint, increasing target ranges, so their tables concatenate in order.
+    """
+    directory = Path(directory)
+    summary = _check_label_dir(directory)
+    parts = [directory / name for name in summary["parts"]] if summary.get("parts") else [directory]
+    pair_cols: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    files = []
+    for part in parts:
+        if part != directory:
+            _check_label_dir(part)
+        pairs = pq.read_table(part / PAIRS_FILE)
+        p_c = pairs.column("num_rows").to_numpy().astype(np.int64)
+        pf = pq.ParquetFile(part / LABELS_FILE)
+        if pf.metadata.num_rows != int(p_c.sum()):
+            raise ValueError(f"{part}: {LABELS_FILE} has {pf.metadata.num_rows} rows, {PAIRS_FILE} says {int(p_c.sum())}")
+        pair_cols.append((pairs.column("target").to_numpy().astype(np.int32),
+                          pairs.column("query_time").to_numpy().astype(np.int32), p_c))
+        files.append(pf)
+    p_t = np.concatenate([c[0] for c in pair_cols])
+    p_q = np.concatenate([c[1] for c in pair_cols])
+    p_c = np.concatenate([c[2] for c in pair_cols])
     ptr = np.zeros(len(p_c) + 1, np.int64)
     np.cumsum(p_c, out=ptr[1:])
     n_rows = int(ptr[-1])
-    pf = pq.ParquetFile(directory / LABELS_FILE)
-    if pf.metadata.num_rows != n_rows:
-        raise ValueError(f"{directory}: {LABELS_FILE} has {pf.metadata.num_rows} rows, {PAIRS_FILE} says {n_rows}")
     tdt = _time_dtype(int(summary.get("max_latest_time", np.iinfo(np.int32).max - 1)))
     ent = np.empty(n_rows, np.int32)
     hop = np.empty(n_rows, np.int8)
     lat = np.empty(n_rows, tdt)
     pos = 0
-    for g in range(pf.num_row_groups):
-        rg = pf.read_row_group(g, columns=["entity", "hops", "latest_time"])
-        m = rg.num_rows
-        ent[pos : pos + m] = rg.column("entity").to_numpy()
-        hop[pos : pos + m] = rg.column("hops").to_numpy()
-        lat[pos : pos + m] = rg.column("latest_time").to_numpy()
-        pos += m
+    for pf in files:
+        for g in range(pf.num_row_groups):
+            rg = pf.read_row_group(g, columns=["entity", "hops", "latest_time"])
+            m = rg.num_rows
+            ent[pos : pos + m] = rg.column("entity").to_numpy()
+            hop[pos : pos + m] = rg.column("hops").to_numpy()
+            lat[pos : pos + m] = rg.column("latest_time").to_numpy()
+            pos += m
     return LabelTable(
         pair_target=p_t,
         pair_time=p_q,
@@ -1091,28 +1112,132 @@ def load_label_table(directory: str | Path) -> LabelTable:
 
 
 # ============================================================================================
+# Partitions: the same table computed in independent parts (other processes or machines)
+# ============================================================================================
+
+#: A part's folder name inside a partitioned label directory (and its staging folder).
+PART_NAME = "part-{:05d}"
+
+
+def part_target_ranges(targets: np.ndarray, num_entities: int, num_parts: int) -> list[tuple[int, int]]:
+    """``num_parts`` half-open target-id ranges covering ``[0, num_entities)``, cut at target
+    boundaries so that each holds about the same number of pairs (``targets``: the pairs' targets).
+    A part may be empty when one target holds more than a part's share."""
+    if num_parts < 1:
+        raise ValueError(f"num_parts must be >= 1, got {num_parts}")
+    per_target = np.bincount(np.asarray(targets, np.int64), minlength=num_entities)
+    cum = np.cumsum(per_target)
+    total = int(cum[-1]) if len(cum) else 0
+    cuts = [0]
+    for k in range(1, num_parts):
+        cuts.append(max(int(np.searchsorted(cum, total * k / num_parts, side="left")) + 1, cuts[-1]))
+    cuts.append(num_entities)
+    cuts = [min(c, num_entities) for c in cuts]
+    return list(zip(cuts[:-1], cuts[1:]))
+
+
+def _part_settings(summary: dict) -> dict:
+    keys = ("format_version", "mode", "max_in_edges", "strict_history", "max_path_length", "num_entities",
+            "num_relations", "num_parts", "target_range", "input")
+    return {k: summary.get(k) for k in keys}
+
+
+def write_label_part(
+    staging_dir: str | Path,
+    part: int,
+    num_parts: int,
+    graph: TemporalGraph,
+    targets: np.ndarray,
+    query_times: np.ndarray,
+    *,
+    max_path_length: int,
+    config: LabelingConfig = LabelingConfig(),
+    input_hash: Optional[str] = None,
+    progress: Optional[Callable[[int], None]] = None,
+) -> dict:
+    """Label part ``part`` of ``num_parts`` (the pairs whose target is in its
+    :func:`part_target_ranges` range) into ``staging_dir/part-NNNNN``, atomically; returns its summary.
+
+    A part already there with the same settings and ``input_hash`` is kept (an interrupted
+    partitioned run resumes), any other is replaced.
+    """
+    if not 0 <= part < num_parts:
+        raise ValueError(f"part must be in [0, {num_parts}), got {part}")
+    lo, hi = part_target_ranges(targets, graph.num_entities, num_parts)[part]
+    mode = "exact" if config.max_in_edges is None else f"top{config.max_in_edges}"
+    extra = {"part": part, "num_parts": num_parts, "target_range": [lo, hi], "input": input_hash}
+    out = Path(staging_dir) / PART_NAME.format(part)
+    want = _part_settings({"format_version": LABEL_FORMAT_VERSION, "mode": mode, "max_in_edges": config.max_in_edges,
+                           "strict_history": config.strict_history, "max_path_length": int(max_path_length),
+                           "num_entities": int(graph.num_entities), "num_relations": int(graph.num_relations),
+                           **extra})
+    if (out / SUMMARY_FILE).exists():
+        have = json.loads((out / SUMMARY_FILE).read_text())
+        if _part_settings(have) == want:
+            return have
+    mask = (np.asarray(targets) >= lo) & (np.asarray(targets) < hi)
+    return write_labels(out, graph, np.asarray(targets)[mask], np.asarray(query_times)[mask],
+                        max_path_length=max_path_length, config=config, progress=progress, extra_summary=extra)
+
+
+def merge_label_parts(staging_dir: str | Path, out_dir: str | Path, num_parts: int,
+                      extra_summary: Optional[dict] = None) -> dict:
+    """Assemble the parts in ``staging_dir`` into the label directory ``out_dir`` (atomically:
+    hard links, so the staging folder stays valid until the new directory is in place, then it is
+    removed); returns the directory's summary. Refuses missing parts and parts of other settings."""
+    import shutil
+
+    staging_dir, out_dir = Path(staging_dir), Path(out_dir)
+    names = [PART_NAME.format(i) for i in range(num_parts)]
+    summaries = []
+    for name in names:
+        f = staging_dir / name / SUMMARY_FILE
+        if not f.exists():
+            raise FileNotFoundError(f"{staging_dir / name}: part {name} of {num_parts} is missing (label it first)")
+        summaries.append(json.loads(f.read_text()))
+    settings = [{k: v for k, v in _part_settings(s).items() if k not in ("target_range",)} for s in summaries]
+    if any(st != settings[0] for st in settings) or any(s.get("part") != i for i, s in enumerate(summaries)):
+        raise ValueError(f"{staging_dir}: the parts were labeled with different settings or inputs; label again")
+    counts = np.concatenate([pq.read_table(staging_dir / n / PAIRS_FILE, columns=["num_rows"]).column(0).to_numpy()
+                             for n in names]).astype(np.int64)
+    qs = [0.0, 0.5, 0.9, 0.99, 1.0]
+    quant = {f"q{int(q * 100)}": float(np.quantile(counts, q)) if len(counts) else 0.0 for q in qs}
+    quant["mean"] = float(counts.mean()) if len(counts) else 0.0
+    first = summaries[0]
+    summary = {k: first[k] for k in ("format_version", "mode", "max_in_edges", "strict_history", "implementation",
+                                      "workers", "max_path_length", "max_hops", "num_entities", "num_relations",
+                                      "tie_break")}
+    summary.update({"pairs": int(len(counts)), "rows": int(counts.sum()), "rows_per_pair": quant,
+                    "max_latest_time": max(int(s["max_latest_time"]) for s in summaries), "parts": names,
+                    "part_wall_time_s": [s["wall_time_s"] for s in summaries]})
+    if extra_summary:
+        summary.update(extra_summary)
+    with atomic_dir(out_dir) as tmp:
+        for name in names:
+            (tmp / name).mkdir()
+            for f in (staging_dir / name).iterdir():
+                os.link(f, tmp / name / f.name)
+        summary["bytes_on_disk"] = _dir_bytes(tmp)
+        atomic_write_json(tmp / SUMMARY_FILE, summary)
+    shutil.rmtree(staging_dir, ignore_errors=True)
+    return summary
+
+
+def staging_dir_of(out_dir: str | Path) -> Path:
+    """Where the parts of ``out_dir`` are labeled before they are merged (a sibling folder)."""
+    out_dir = Path(out_dir)
+    return out_dir.with_name(out_dir.name + ".parts")
+
+
+# ============================================================================================
 # Stage entry point
 # ============================================================================================
 
 
-def label_dataset(
-    data_dir: str | Path,
-    out_dir: str | Path,
-    *,
-    max_path_length: int,
-    config: LabelingConfig = LabelingConfig(),
-    graph_path: Optional[str | Path] = None,
-    show_progress: bool = True,
-) -> dict:
-    """The ``raptor label`` stage: ingested dataset -> label directory; returns the summary.
-
-    The graph holds all three splits (the one graph the environment uses); the ``< t_q`` window
-    keeps only the history of each pair, so for the time-ordered splits this equals labeling on
-    the training split alone. ``graph_path`` reuses the ``raptor graph`` output instead.
-    """
+def _label_inputs(data_dir: str | Path, graph_path: Optional[str | Path]):
+    """``(dataset meta, graph, targets, times)`` of the training pairs of an ingested dataset."""
     from .data import load_dataset
 
-    started = _time.perf_counter()
     data_dir = Path(data_dir)
     if not data_dir.is_dir():
         raise FileNotFoundError(f"dataset folder not found: {data_dir} (run `raptor ingest` first)")
@@ -1130,13 +1255,79 @@ def label_dataset(
     else:
         graph = TemporalGraph.from_quadruples(ds.all_quadruples(), ds.num_entities, ds.num_relations)
     targets, times = label_pairs(train)
-    bar = None
-    progress = None
-    if show_progress:
-        from .progress import progress_bar
+    return ds.meta, graph, targets, times
 
-        bar = progress_bar(total=len(targets), unit="pair", desc="labeling", mininterval=0.5, dynamic_ncols=True)
-        progress = bar.update
+
+def _progress(show: bool, total: int, desc: str):
+    if not show:
+        return None
+    from .progress import progress_bar
+
+    return progress_bar(total=total, unit="pair", desc=desc, mininterval=0.5, dynamic_ncols=True)
+
+
+def label_part(
+    data_dir: str | Path,
+    out_dir: str | Path,
+    part: int,
+    *,
+    max_path_length: int,
+    config: LabelingConfig = LabelingConfig(),
+    graph_path: Optional[str | Path] = None,
+    show_progress: bool = False,
+) -> dict:
+    """One part of ``config.partitions`` of the label directory ``out_dir``, into its staging folder
+    (:func:`staging_dir_of`): independent of the other parts, so parts run in other processes or on
+    other machines (the label flow maps them over the task runner: threads or a Dask cluster)."""
+    from .provenance import content_hash
+
+    meta, graph, targets, times = _label_inputs(data_dir, graph_path)
+    bar = _progress(show_progress, len(targets), f"labeling part {part}")
+    try:
+        return write_label_part(staging_dir_of(out_dir), part, config.partitions, graph, targets, times,
+                                max_path_length=max_path_length, config=config, input_hash=content_hash(data_dir),
+                                progress=bar.update if bar is not None else None)
+    finally:
+        if bar is not None:
+            bar.close()
+
+
+def merge_parts(data_dir: str | Path, out_dir: str | Path, config: LabelingConfig = LabelingConfig()) -> dict:
+    """Assemble the ``config.partitions`` parts labeled by :func:`label_part` into ``out_dir``."""
+    from .data import load_dataset
+
+    meta = load_dataset(data_dir).meta
+    return merge_label_parts(staging_dir_of(out_dir), out_dir, config.partitions,
+                             extra_summary={"dataset": meta.get("dataset"), "data_dir": str(data_dir)})
+
+
+def label_dataset(
+    data_dir: str | Path,
+    out_dir: str | Path,
+    *,
+    max_path_length: int,
+    config: LabelingConfig = LabelingConfig(),
+    graph_path: Optional[str | Path] = None,
+    show_progress: bool = True,
+) -> dict:
+    """The ``raptor label`` stage: ingested dataset -> label directory; returns the summary.
+
+    The graph holds all three splits (the one graph the environment uses); the ``< t_q`` window
+    keeps only the history of each pair, so for the time-ordered splits this equals labeling on
+    the training split alone. ``graph_path`` reuses the ``raptor graph`` output instead. With
+    ``config.partitions > 1`` the parts are labeled one after the other here (resuming those already
+    done) and merged: the same table, in a partitioned directory.
+    """
+    started = _time.perf_counter()
+    if config.partitions > 1:
+        for part in range(config.partitions):
+            label_part(data_dir, out_dir, part, max_path_length=max_path_length, config=config,
+                       graph_path=graph_path, show_progress=show_progress)
+        summary = merge_parts(data_dir, out_dir, config)
+        summary["stage_wall_time_s"] = round(_time.perf_counter() - started, 3)
+        return summary
+    meta, graph, targets, times = _label_inputs(data_dir, graph_path)
+    bar = _progress(show_progress, len(targets), "labeling")
     try:
         summary = write_labels(
             out_dir,
@@ -1145,8 +1336,8 @@ def label_dataset(
             times,
             max_path_length=max_path_length,
             config=config,
-            progress=progress,
-            extra_summary={"dataset": ds.meta.get("dataset"), "data_dir": str(data_dir)},
+            progress=bar.update if bar is not None else None,
+            extra_summary={"dataset": meta.get("dataset"), "data_dir": str(data_dir)},
         )
     finally:
         if bar is not None:

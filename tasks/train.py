@@ -20,7 +20,7 @@ from prefect.cache_policies import NO_CACHE
 from raptor.config import flatten, params_to_dict
 from raptor.experiment import effective_epochs, evaluate_model, load_context, run_variant
 from raptor.io import atomic_write_json
-from raptor.labeling import label_dataset
+from raptor.labeling import label_dataset, label_part, merge_parts
 from raptor.pretrain import pretrain_run
 from raptor.report import compare_variants, write_ablation_report, write_report
 from raptor.stats import summarize
@@ -55,6 +55,29 @@ def label_task(params_path: str, data_dir: str, graph_path: str, out_dir: str) -
     params = load_resolved(params_path)
     return label_dataset(data_dir, out_dir, max_path_length=params.env.max_path_length, config=params.labeling,
                          graph_path=graph_path)
+
+
+@task(name="label-part", cache_policy=NO_CACHE)
+def label_part_task(params_path: str, data_dir: str, graph_path: str, out_dir: str, part: int) -> dict:
+    params = load_resolved(params_path)
+    summary = label_part(data_dir, out_dir, part, max_path_length=params.env.max_path_length, config=params.labeling,
+                         graph_path=graph_path)
+    return {**summary, "worker": _dask_worker()}
+
+
+def _dask_worker() -> Optional[str]:
+    """The Dask worker running this task (None on the thread runner)."""
+    try:
+        from distributed import get_worker
+
+        return get_worker().address
+    except (ImportError, ValueError):
+        return None
+
+
+@task(name="label-merge", cache_policy=NO_CACHE)
+def label_merge_task(params_path: str, data_dir: str, out_dir: str) -> dict:
+    return merge_parts(data_dir, out_dir, load_resolved(params_path).labeling)
 
 
 def _numeric(metrics: dict[str, Any]) -> dict[str, float]:

@@ -338,6 +338,59 @@ def test_write_read_round_trip(tmp_path, max_in_edges):
     )
 
 
+@given(st.lists(st.integers(0, 30), min_size=0, max_size=60), st.integers(1, 8))
+@settings(max_examples=60, deadline=None)
+def test_part_target_ranges_cover_and_balance(targets, num_parts):
+    t = np.array(targets, np.int64)
+    ranges = L.part_target_ranges(t, 31, num_parts)
+    assert len(ranges) == num_parts and ranges[0][0] == 0 and ranges[-1][1] == 31
+    assert all(lo <= hi for lo, hi in ranges) and all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))
+    sizes = [int(((t >= lo) & (t < hi)).sum()) for lo, hi in ranges]
+    biggest_target = int(np.bincount(t, minlength=31).max()) if len(t) else 0
+    assert max(sizes) <= len(t) / num_parts + biggest_target  # a part exceeds its share by at most one target
+
+
+@pytest.mark.parametrize("max_in_edges", [None, 3])
+def test_partitioned_labels_equal_the_whole_table_and_resume(tmp_path, max_in_edges):
+    g, train = _synthetic_graph()
+    tg, tq = L.label_pairs(train)
+    cfg = LabelingConfig(max_in_edges=max_in_edges, workers=1, partitions=3)
+    whole = L.write_labels(tmp_path / "whole", g, tg, tq, max_path_length=3, config=cfg)
+    staging, out = tmp_path / "labels.parts", tmp_path / "labels"
+    parts = [L.write_label_part(staging, i, 3, g, tg, tq, max_path_length=3, config=cfg, input_hash="h")
+             for i in range(3)]
+    assert sum(p["pairs"] for p in parts) == whole["pairs"] and all(p["pairs"] > 0 for p in parts)
+    # A part already labeled with the same settings and input is kept; another input relabels it.
+    before = (staging / "part-00001" / "labels.parquet").stat().st_mtime_ns
+    L.write_label_part(staging, 1, 3, g, tg, tq, max_path_length=3, config=cfg, input_hash="h")
+    assert (staging / "part-00001" / "labels.parquet").stat().st_mtime_ns == before
+    relabeled = L.write_label_part(staging, 1, 3, g, tg, tq, max_path_length=3, config=cfg, input_hash="other")
+    assert relabeled["input"] == "other"
+    with pytest.raises(ValueError, match="different settings or inputs"):
+        L.merge_label_parts(staging, out, 3)
+    L.write_label_part(staging, 1, 3, g, tg, tq, max_path_length=3, config=cfg, input_hash="h")
+    with pytest.raises(FileNotFoundError, match="part part-00003 of 4 is missing"):
+        L.merge_label_parts(staging, out, 4)
+    summary = L.merge_label_parts(staging, out, 3)
+    assert not staging.exists() and summary["parts"] == ["part-00000", "part-00001", "part-00002"]
+    assert (summary["pairs"], summary["rows"]) == (whole["pairs"], whole["rows"])
+    assert summary["rows_per_pair"] == whole["rows_per_pair"]
+    merged, direct = L.load_label_table(out), L.load_label_table(tmp_path / "whole")
+    for name in ("pair_target", "pair_time", "pair_ptr", "entity", "hops", "latest_time"):
+        np.testing.assert_array_equal(getattr(merged, name), getattr(direct, name))
+
+
+def test_label_dataset_in_partitions_equals_one_piece(params_file, tiny_raw, tmp_path):
+    from raptor.ingest import ingest
+
+    ingest(tiny_raw, tmp_path / "data")
+    one = L.label_dataset(tmp_path / "data", tmp_path / "one", max_path_length=3, show_progress=False)
+    two = L.label_dataset(tmp_path / "data", tmp_path / "two", max_path_length=3, show_progress=False,
+                          config=LabelingConfig(partitions=2))
+    assert two["parts"] == ["part-00000", "part-00001"] and two["rows"] == one["rows"] > 0
+    assert L.load_label_table(tmp_path / "two").to_dict() == L.load_label_table(tmp_path / "one").to_dict()
+
+
 def test_load_errors(tmp_path):
     with pytest.raises(FileNotFoundError, match="raptor label"):
         L.load_label_table(tmp_path / "missing")

@@ -105,3 +105,29 @@ def test_fan_out_local_dask_cluster_and_failure(prefect_api, no_runner_env):
     assert [r["seed"] for r in results] == [0, 1] and all(r["worker"] for r in results)
     with pytest.raises(RuntimeError, match="seed 2 diverged"):
         fan_out(boom, [{"seed": s} for s in range(4)], task_runner("thread"))
+
+
+def test_label_parts_on_dask_cluster(prefect_api, dask_cluster, no_runner_env, tiny_raw, tmp_path):
+    """labeling.partitions > 1: the label flow maps its parts over the Dask cluster of
+    RAPTOR_DASK_ADDRESS and merges them into the same table as one piece."""
+    from flows.stages import label_flow
+    from raptor.stages import resolve_params
+    from raptor.graph import build_graph
+    from raptor.ingest import ingest
+    from raptor.labeling import load_label_table, label_dataset
+
+    no_runner_env.setenv("RAPTOR_DASK_ADDRESS", dask_cluster.scheduler_address)
+    ingest(tiny_raw, tmp_path / "data")
+    build_graph(tmp_path / "data", tmp_path / "graph.npz")
+    src = tmp_path / "params.yaml"
+    src.write_text("datasets:\n  TINY: {raw_dir: raw}\nlabeling: {partitions: 3}\n")
+    resolved = tmp_path / "build" / "params.json"
+    resolve_params(src, tmp_path / "params.local.yaml", resolved)
+    out = tmp_path / "labels"
+    summary = label_flow("TINY", str(resolved), {"data": str(tmp_path / "data"), "graph": str(tmp_path / "graph.npz")},
+                         {"out": str(out)})
+    assert summary["parts"] == ["part-00000", "part-00001", "part-00002"]
+    assert None not in summary["part_workers"] and set(summary["part_workers"]) <= set(dask_cluster.scheduler_info["workers"])
+    label_dataset(tmp_path / "data", tmp_path / "one", max_path_length=3, show_progress=False)
+    assert load_label_table(out).to_dict() == load_label_table(tmp_path / "one").to_dict()
+    assert not (tmp_path / "labels.parts").exists()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..config import load_params
-from ..labeling import label_dataset
+from ..labeling import label_dataset, label_part, merge_parts, staging_dir_of
 
 NAME = "label"
 HELP = (
@@ -30,6 +30,12 @@ def register(p: argparse.ArgumentParser) -> None:
                       help="edges with time <= t_q (paper-literal)")
     p.add_argument("--implementation", choices=["fast", "reference"], help="override labeling.implementation")
     p.add_argument("--workers", type=int, help="override labeling.workers (0 = all cores)")
+    p.add_argument("--partitions", type=int, metavar="P",
+                   help="override labeling.partitions: label in P independent parts (disjoint target ranges)")
+    part = p.add_mutually_exclusive_group()
+    part.add_argument("--part", type=int, metavar="I",
+                      help="label only part I of P into OUT.parts/ (one job of a cluster array); then --merge")
+    part.add_argument("--merge", action="store_true", help="assemble the P parts in OUT.parts/ into --out")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -45,7 +51,19 @@ def run(args: argparse.Namespace) -> int:
         overrides["labeling.implementation"] = args.implementation
     if args.workers is not None:
         overrides["labeling.workers"] = args.workers
+    if args.partitions is not None:
+        overrides["labeling.partitions"] = args.partitions
     params = load_params(args.params, overrides)
+    if args.part is not None:
+        s = label_part(args.data, args.out, args.part, max_path_length=params.env.max_path_length,
+                       config=params.labeling, graph_path=args.graph, show_progress=not args.no_progress)
+        print(f"labels part {args.part} of {params.labeling.partitions}: {s['pairs']:,} pairs, {s['rows']:,} rows "
+              f"-> {staging_dir_of(args.out)}")
+        return 0
+    if args.merge:
+        s = merge_parts(args.data, args.out, params.labeling)
+        print(f"labels: {len(s['parts'])} parts, {s['pairs']:,} pairs, {s['rows']:,} rows -> {args.out}")
+        return 0
     s = label_dataset(
         args.data,
         args.out,

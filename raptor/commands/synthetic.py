@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-from ..synthetic import SyntheticSpec, write_raw
+from ..synthetic import SCALE_PRESETS, SyntheticSpec, write_raw, write_scaled_raw
 
 NAME = "synthetic"
-HELP = "Write a tiny synthetic TKG with planted patterns in the raw ICEWS layout to --out (for smoke runs and tests)."
+HELP = ("Write a tiny synthetic TKG with planted patterns in the raw ICEWS layout to --out (for smoke runs and tests), "
+        "or with --preset one of a published dataset's size and shape (scale measurements).")
 
 
 def register(p: argparse.ArgumentParser) -> None:
@@ -19,7 +20,18 @@ def register(p: argparse.ArgumentParser) -> None:
                        default=getattr(defaults, f.name), help="(default: %(default)s)")
 
 
+    p.add_argument("--preset", choices=sorted(SCALE_PRESETS),
+                   help="instead: a TKG of this dataset's size and shape (Zipf popularity, recurring facts; "
+                        "raptor.synthetic.ScaleSpec), seeded by --seed")
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.preset:
+        spec = dataclasses.replace(SCALE_PRESETS[args.preset], seed=args.seed)
+        out = write_scaled_raw(args.out, spec)
+        print(f"synthetic {args.preset}-sized TKG ({spec.num_entities:,} entities, {spec.num_relations} relations, "
+              f"{spec.num_timestamps:,} steps of {spec.time_step} raw units) -> {out}")
+        return 0
     spec = SyntheticSpec(**{f.name: getattr(args, f.name) for f in dataclasses.fields(SyntheticSpec)})
     out = write_raw(args.out, spec)
     print(f"synthetic TKG ({spec.num_entities} entities, {spec.num_relations} relations, "
