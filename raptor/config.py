@@ -143,6 +143,10 @@ class PretrainConfig:
     #: When no candidate is reachable: sample from the policy over all valid candidates ("policy")
     #: or take STOP ("stop"). The paper does not say; see docs/pretraining.md.
     no_reachable: Literal["policy", "stop"] = "policy"
+    #: Label table held in memory: "all" (one global shuffle per epoch) or "part" (a partitioned
+    #: table, labeling.partitions > 1, one part at a time: the parts in a shuffled order, each part's
+    #: queries shuffled; for tables larger than memory, e.g. GDELT: docs/labeling.md).
+    labels_in_memory: Literal["all", "part"] = "all"
 
 
 @dataclass(frozen=True)

@@ -1223,6 +1223,29 @@ def merge_label_parts(staging_dir: str | Path, out_dir: str | Path, num_parts: i
     return summary
 
 
+class PartitionedLabels:
+    """A partitioned label directory read one part at a time: what pretraining holds in memory with
+    ``pretrain.labels_in_memory: part`` is one part's :class:`LabelTable`, not the whole table."""
+
+    def __init__(self, directory: str | Path) -> None:
+        self.directory = Path(directory)
+        summary = _check_label_dir(self.directory)
+        if not summary.get("parts"):
+            raise ValueError(f"{self.directory} is not partitioned: reading labels one part at a time "
+                             f"(pretrain.labels_in_memory: part) needs labeling.partitions > 1")
+        self.parts = [self.directory / name for name in summary["parts"]]
+        self.target_ranges = [tuple(_check_label_dir(p)["target_range"]) for p in self.parts]
+        self.max_path_length = int(summary["max_path_length"])
+        self.meta = summary
+
+    @property
+    def num_parts(self) -> int:
+        return len(self.parts)
+
+    def load(self, part: int) -> LabelTable:
+        return load_label_table(self.parts[part])
+
+
 def staging_dir_of(out_dir: str | Path) -> Path:
     """Where the parts of ``out_dir`` are labeled before they are merged (a sibling folder)."""
     out_dir = Path(out_dir)

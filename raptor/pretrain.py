@@ -17,7 +17,8 @@ full distribution over the valid candidates instead; the labels of such states a
 train the policy to score those dead ends low. ``pretrain.no_reachable`` = ``"stop"`` takes STOP
 instead (the agent stays where it is), an alternative reading.
 
-No graph search happens per batch: labels are lookups in the in-memory :class:`LabelTable`.
+No graph search happens per batch: labels are lookups in the in-memory :class:`LabelTable` (or, with
+``pretrain.labels_in_memory: part``, in one part of a partitioned table at a time: :func:`epoch_blocks`).
 The critic is not trained here (there is no reward); fine-tuning starts from the pretrained
 embeddings, time encoding, LSTM path encoder and actor MLP, and from the critic's initial weights.
 
@@ -43,7 +44,7 @@ from .config import PretrainConfig
 from .env import TemporalEnv
 from .experiment import prepare_run_dir, run_fingerprint, snapshot_path
 from .io import atomic_write_json
-from .labeling import LabelTable, action_labels
+from .labeling import LabelTable, PartitionedLabels, action_labels
 from .policy import Policy
 from .rl import (
     _epoch_seed,
@@ -136,6 +137,23 @@ def pretrain_batch(
     return PretrainBatch(loss=total, stats=stats)
 
 
+def epoch_blocks(queries: np.ndarray, table, rng: np.random.Generator) -> list[tuple[Optional[int], np.ndarray]]:
+    """One epoch's order of ``[Q, 4]`` queries as ``(part, positions)`` blocks.
+
+    A :class:`LabelTable` in memory: one block ``(None, permutation of all queries)``. A
+    :class:`PartitionedLabels`: the parts in a permuted order, each block holding the queries whose
+    target (column 2) is in that part's target range, permuted: only that part's labels are needed.
+    """
+    if not isinstance(table, PartitionedLabels):
+        return [(None, rng.permutation(len(queries)))]
+    blocks = []
+    for part in rng.permutation(table.num_parts):
+        lo, hi = table.target_ranges[part]
+        idx = np.flatnonzero((queries[:, 2] >= lo) & (queries[:, 2] < hi))
+        blocks.append((int(part), idx[rng.permutation(len(idx))]))
+    return blocks
+
+
 def _save_checkpoint(path: Path, policy, optimizer, epoch, history, meta) -> None:
     obj = {"format": PRETRAIN_CHECKPOINT_FORMAT, "epoch": epoch, "policy": policy.state_dict(),
            "optimizer": optimizer.state_dict(), "history": history, "meta": meta}
@@ -145,7 +163,7 @@ def _save_checkpoint(path: Path, policy, optimizer, epoch, history, meta) -> Non
 def pretrain(
     policy: Policy,
     env: TemporalEnv,
-    table: LabelTable,
+    table: LabelTable | PartitionedLabels,
     train_queries: np.ndarray,
     cfg: PretrainConfig = PretrainConfig(),
     seed: int = 0,
@@ -191,28 +209,35 @@ def pretrain(
                 on_epoch_end(row["epoch"], {**row, "replayed": True})
     queries = np.ascontiguousarray(train_queries, dtype=np.int64)
     bs = cfg.batch_size
-    n_batches = math.ceil(len(queries) / bs)
     bar = progress_bar(range(start, n_epochs), desc="pretrain", enabled=progress, initial=start, total=n_epochs)
     for epoch in bar:
         t0 = time.perf_counter()
         policy.train()
         # Streams 2 and 3: distinct from the RL phase's (0, 1) for the same seed.
-        order = np.random.default_rng(_epoch_seed(seed, epoch, 2)).permutation(len(queries))
+        blocks = epoch_blocks(queries, table, np.random.default_rng(_epoch_seed(seed, epoch, 2)))
         gen = torch.Generator(device=device).manual_seed(_epoch_seed(seed, epoch, 3))
         sums: dict[str, float] = {}
         n_total = 0
-        for i in progress_bar(range(n_batches), desc=f"epoch {epoch}", enabled=progress, nested=True,
-                              mininterval=1.0):
-            batch = queries[order[i * bs:(i + 1) * bs]]
-            with autocast(precision, device):
-                pb = pretrain_batch(policy, env, table, batch, gen, device, cfg.no_reachable)
-            optimizer.zero_grad(set_to_none=False)  # keep the .grad buffers the fused kernels add into
-            pb.loss.backward()
-            optimizer.step()
-            n = len(batch)
-            n_total += n
-            for key, val in pb.stats.items():
-                sums[key] = sums.get(key, 0.0) + val * n
+        ticks = iter(progress_bar(range(sum(math.ceil(len(o) / bs) for _, o in blocks)), desc=f"epoch {epoch}",
+                                  enabled=progress, nested=True, mininterval=1.0))
+        block_table = None
+        for part, order in blocks:
+            block_table = None  # release the previous part before loading the next
+            block_table = table if part is None else table.load(part)
+            for i in range(math.ceil(len(order) / bs)):
+                next(ticks, None)
+                batch = queries[order[i * bs:(i + 1) * bs]]
+                with autocast(precision, device):
+                    pb = pretrain_batch(policy, env, block_table, batch, gen, device, cfg.no_reachable)
+                optimizer.zero_grad(set_to_none=False)  # keep the .grad buffers the fused kernels add into
+                pb.loss.backward()
+                optimizer.step()
+                n = len(batch)
+                n_total += n
+                for key, val in pb.stats.items():
+                    sums[key] = sums.get(key, 0.0) + val * n
+        next(ticks, None)
+        del block_table
         row = {"epoch": epoch, **{k: v / max(n_total, 1) for k, v in sums.items()},
                "seconds": time.perf_counter() - t0}
         history.append(row)
@@ -273,7 +298,12 @@ def pretrain_run(
         return f"the run is past the snapshots asked for after {missing} epochs" if missing else None
 
     prepare_run_dir(out, fingerprint, resume, cannot_continue=past_a_snapshot)
-    table = labels if isinstance(labels, LabelTable) else load_label_table(labels)
+    if isinstance(labels, LabelTable):
+        table = labels
+    elif p.pretrain.labels_in_memory == "part":
+        table = PartitionedLabels(labels)
+    else:
+        table = load_label_table(labels)
     if table.max_path_length != p.env.max_path_length:
         raise ValueError(f"label table was built for K = {table.max_path_length}, "
                          f"but env.max_path_length = {p.env.max_path_length}")

@@ -454,6 +454,23 @@ def test_label_cli(params_file, tiny_raw, tmp_path, capsys):
     assert L.load_label_table(tmp_path / "l2").get(3, 2) == {(2, 1): 2, (0, 1): 2, (1, 2): 1}
 
 
+def test_label_cli_parts_then_merge(params_file, tiny_raw, tmp_path, capsys):
+    """A cluster array's jobs: `raptor label --partitions 2 --part I` each, then `--merge`."""
+    from raptor.cli import main
+
+    params = str(params_file)
+    assert main(["ingest", "--raw", str(tiny_raw), "--out", str(tmp_path / "d"), "--params", params]) == 0
+    base = ["label", "--data", str(tmp_path / "d"), "--out", str(tmp_path / "l"), "--params", params, "--no-progress",
+            "--partitions", "2"]
+    assert main(base + ["--merge"]) == 1 and "part part-00000 of 2 is missing" in capsys.readouterr().err
+    assert main(base + ["--part", "1"]) == 0 and main(base + ["--part", "0"]) == 0
+    assert not (tmp_path / "l").exists() and (tmp_path / "l.parts" / "part-00001").is_dir()
+    assert main(base + ["--merge"]) == 0 and "2 parts" in capsys.readouterr().out
+    assert main(["label", "--data", str(tmp_path / "d"), "--out", str(tmp_path / "one"), "--params", params,
+                 "--no-progress"]) == 0
+    assert L.load_label_table(tmp_path / "l").to_dict() == L.load_label_table(tmp_path / "one").to_dict()
+
+
 def test_label_cli_missing_input_is_one_clear_line(params_file, tmp_path, capsys):
     from raptor.cli import main
 

@@ -4,13 +4,13 @@ import numpy as np
 import pytest
 import torch
 
-from raptor.config import EnvConfig, ModelConfig, PretrainConfig
+from raptor.config import EnvConfig, LabelingConfig, ModelConfig, PretrainConfig
 from raptor.data import with_inverse_queries
 from raptor.env import TemporalEnv
 from raptor.graph import TemporalGraph
-from raptor.labeling import compute_labels, label_pairs
+from raptor.labeling import PartitionedLabels, compute_labels, label_pairs, merge_label_parts, write_label_part
 from raptor.policy import Policy
-from raptor.pretrain import pretrain, pretrain_batch, reachability_bce
+from raptor.pretrain import epoch_blocks, pretrain, pretrain_batch, reachability_bce
 from raptor.rl import load_model, rollout
 from raptor.synthetic import SyntheticSpec, generate
 
@@ -103,3 +103,42 @@ def test_resume_repeats_the_uninterrupted_run(synthetic, tmp_path):
     assert reported == [0, 1]  # the restored epoch is reported again, then the new one
     for pa, pc in zip(a.parameters(), c.parameters()):
         torch.testing.assert_close(pa, pc)
+
+
+def test_epoch_blocks_in_memory_keep_the_global_shuffle(synthetic):
+    _, _, train, table = synthetic
+    blocks = epoch_blocks(train, table, np.random.default_rng(5))
+    assert len(blocks) == 1 and blocks[0][0] is None
+    np.testing.assert_array_equal(blocks[0][1], np.random.default_rng(5).permutation(len(train)))
+
+
+def test_pretraining_one_label_part_at_a_time(synthetic, tmp_path):
+    """labels_in_memory: part reads a partitioned table part by part: every query once per epoch,
+    in the block of the part holding its target, with the same labels as the whole table."""
+    spec, env, train, table = synthetic
+    graph = env.graph
+    targets, times = label_pairs(generate(spec)["train"])
+    cfg = LabelingConfig(max_in_edges=200, workers=1, partitions=3)
+    staging = tmp_path / "labels.parts"
+    for i in range(3):
+        write_label_part(staging, i, 3, graph, targets, times, max_path_length=3, config=cfg)
+    merge_label_parts(staging, tmp_path / "labels", 3)
+    parts = PartitionedLabels(tmp_path / "labels")
+    assert parts.num_parts == 3 and parts.max_path_length == 3
+    blocks = epoch_blocks(train, parts, np.random.default_rng(0))
+    assert sorted(np.concatenate([o for _, o in blocks]).tolist()) == list(range(len(train)))
+    assert sorted(p for p, _ in blocks) == [0, 1, 2]
+    for part, order in blocks:
+        lo, hi = parts.target_ranges[part]
+        assert np.all((train[order, 2] >= lo) & (train[order, 2] < hi))
+        sub = train[order[:64]]
+        torch.manual_seed(0)
+        policy = Policy(spec.num_entities, spec.num_relations, SMALL)
+        a = pretrain_batch(policy, env, parts.load(part), sub, torch.Generator().manual_seed(0))
+        b = pretrain_batch(policy, env, table, sub, torch.Generator().manual_seed(0))
+        assert float(a.loss.detach()) == float(b.loss.detach()) and a.stats == b.stats
+    hist = pretrain(Policy(spec.num_entities, spec.num_relations, SMALL), env, parts, train[:600],
+                    PretrainConfig(epochs=1, batch_size=128, labels_in_memory="part"), progress=False)
+    assert len(hist) == 1 and math.isfinite(hist[0]["bce"])
+    with pytest.raises(ValueError, match="not partitioned.*labeling.partitions > 1"):
+        PartitionedLabels(tmp_path / "labels" / "part-00000")
