@@ -110,3 +110,14 @@ def test_pipeline_refuses_an_absent_registered_dataset_before_dvc(tmp_path, caps
     err = capsys.readouterr().err
     assert rc == 1
     assert "dataset WIKI:" in err and "absent/WIKI" in err and "JHL-HUST/TITer" in err
+
+
+def test_ingest_command_no_verify_accepts_a_copy_of_ones_own(tiny_raw, tmp_path, capsys):
+    from raptor.cli import main
+
+    params = tmp_path / "params.yaml"
+    params.write_text(f"datasets:\n  TINY: {{raw_dir: {tiny_raw}, checksums: {{train.txt: 'sha256:{'0' * 64}'}}}}\n")
+    assert main(["ingest", "--params", str(params), "--out", str(tmp_path / "a")]) == 1
+    assert "differs from the published release" in capsys.readouterr().err and not (tmp_path / "a").exists()
+    assert main(["ingest", "--params", str(params), "--out", str(tmp_path / "a"), "--no-verify"]) == 0
+    assert json.loads((tmp_path / "a" / "meta.json").read_text())["verified_against_release"] == {}
