@@ -295,7 +295,9 @@ def _stage_entry(stage: Stage, params: Params, wdir: Optional[str]) -> dict:
         entry["always_changed"] = True
     if stage.per_dataset:
         # A literal loop (not ``${datasets}``): an entry of params may take its raw_dir from the registry.
-        return {"foreach": {name: {"raw_dir": ds.raw_dir} for name, ds in params.datasets.items()}, "do": entry}
+        # Sorted: the file depends on the datasets, not on the order params lists them in.
+        return {"foreach": {name: {"raw_dir": params.datasets[name].raw_dir} for name in sorted(params.datasets)},
+                "do": entry}
     return entry
 
 
