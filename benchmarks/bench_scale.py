@@ -185,7 +185,8 @@ def label_step(work: Path, arg: dict, log: Path | None) -> dict:
         params.write_text(f"datasets:\n  {arg['preset']}: {{raw_dir: {work / 'raw'}}}\n")
         cmd = ["/usr/bin/time", "-v", sys.executable, "-m", "raptor.cli", "label", "--params", str(params),
                "--data", str(work / "ingested"), "--graph", str(work / "graph.npz"), "--out", str(work / "labels"),
-               "--max-in-edges", str(arg["max_in_edges"]), "--partitions", str(arg["partitions"]), "--no-progress"]
+               *(["--exact"] if arg["exact"] else ["--max-in-edges", str(arg["max_in_edges"])]),
+               "--partitions", str(arg["partitions"]), "--no-progress"]
         with open(log, "w") as f:
             rc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=ROOT).returncode
         if rc:
@@ -223,6 +224,7 @@ def main() -> int:
     ap.add_argument("--max-in-edges", type=int, default=200)
     ap.add_argument("--max-path-length", type=int, default=3)
     ap.add_argument("--partitions", type=int, default=8, help="labeling.partitions of the label step")
+    ap.add_argument("--exact", action="store_true", help="the label step labels exactly (no N)")
     ap.add_argument("--label-log", type=Path, help="adopt a finished `/usr/bin/time -v raptor label` run's log")
     ap.add_argument("--batches", type=int, default=200, help="batches timed by the epoch steps")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks/results/scale_gdelt.json")
@@ -237,7 +239,8 @@ def main() -> int:
     result = json.loads(args.out.read_text()) if args.out.exists() else {}
     result.setdefault("machine", {"cpus": os.cpu_count(), "python": sys.version.split()[0]})
     arg = {"preset": args.preset, "sample": args.sample, "max_in_edges": args.max_in_edges,
-           "max_path_length": args.max_path_length, "batches": args.batches, "partitions": args.partitions}
+           "max_path_length": args.max_path_length, "batches": args.batches, "partitions": args.partitions,
+           "exact": args.exact}
     for step in STEPS:
         if step not in args.steps or (step in result.get("steps", {}) and not args.redo):
             continue
