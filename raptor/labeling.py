@@ -924,6 +924,13 @@ PAIR_SCHEMA = pa.schema(
 )
 
 
+def _rows_per_pair(counts: np.ndarray) -> dict[str, float]:
+    """Quantiles ``q0 q50 q90 q99 q100`` and the mean of the rows per pair (summary.json)."""
+    out = {f"q{int(q * 100)}": float(np.quantile(counts, q)) if len(counts) else 0.0 for q in (0.0, 0.5, 0.9, 0.99, 1.0)}
+    out["mean"] = float(counts.mean()) if len(counts) else 0.0
+    return out
+
+
 def _dir_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in Path(path).rglob("*") if p.is_file())
 
@@ -1007,9 +1014,7 @@ def write_labels(
             compression="zstd",
         )
         rows = int(p_c.sum())
-        qs = [0.0, 0.5, 0.9, 0.99, 1.0]
-        quant = {f"q{int(q * 100)}": float(np.quantile(p_c, q)) if len(p_c) else 0.0 for q in qs}
-        quant["mean"] = float(p_c.mean()) if len(p_c) else 0.0
+        quant = _rows_per_pair(p_c)
         summary = {
             "format_version": LABEL_FORMAT_VERSION,
             "pairs": int(len(p_c)),
@@ -1200,9 +1205,7 @@ def merge_label_parts(staging_dir: str | Path, out_dir: str | Path, num_parts: i
         raise ValueError(f"{staging_dir}: the parts were labeled with different settings or inputs; label again")
     counts = np.concatenate([pq.read_table(staging_dir / n / PAIRS_FILE, columns=["num_rows"]).column(0).to_numpy()
                              for n in names]).astype(np.int64)
-    qs = [0.0, 0.5, 0.9, 0.99, 1.0]
-    quant = {f"q{int(q * 100)}": float(np.quantile(counts, q)) if len(counts) else 0.0 for q in qs}
-    quant["mean"] = float(counts.mean()) if len(counts) else 0.0
+    quant = _rows_per_pair(counts)
     first = summaries[0]
     summary = {k: first[k] for k in ("format_version", "mode", "max_in_edges", "strict_history", "implementation",
                                       "workers", "max_path_length", "max_hops", "num_entities", "num_relations",
