@@ -483,8 +483,9 @@ def verify_checksums(raw_dir: Path, sums_file: Optional[Path]) -> dict[str, str]
 
 
 def require_raw_files(name: str, raw_dir: Path, checksums: Mapping[str, str], source: Optional[str]) -> None:
-    """Refuse a raw folder that lacks the release's files (or, without a release, the splits), saying
-    what to download and where to put it."""
+    """Refuse a raw folder that lacks a release's files (``checksums`` or ``source`` given), saying
+    what to download and where to put it; without a release only a missing folder is refused here
+    (the split readers name a missing split)."""
     if not raw_dir.is_dir() and not checksums and not source:
         raise IngestError(f"raw data folder not found: {raw_dir}")
     wanted = list(checksums) or [f"{s}.txt" for s in SPLITS]
@@ -578,7 +579,9 @@ def ingest(
             raise IngestError(f"{paths[s]}: values do not fit in int32")
         normalised[s] = q.astype(ID_DTYPE)
 
-    file_hashes = {p.name: checked.get(p.name) or sha256_file(p) for p in raw_files}
+    # Each raw file is hashed once: digests already taken for SHA256SUMS or the release are reused.
+    known = {**checked, **{f: d.split(":", 1)[1] for f, d in published.items() if d.startswith("sha256:")}}
+    file_hashes = {p.name: known.get(p.name) or sha256_file(p) for p in raw_files}
 
     meta = {
         "format_version": INGEST_FORMAT_VERSION,

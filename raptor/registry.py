@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Optional
 
+from .io import sha256_file
+
 #: Where the shared benchmark copies live, relative to the repository root (as in params.yaml).
 SHARED_DATA = "../shared/data"
 
@@ -122,11 +124,10 @@ def file_digest(path: str | Path, algorithm: str) -> str:
     """``algorithm:hexdigest`` of a file, for ``sha256`` or ``git-sha1`` (the git blob id)."""
     path = Path(path)
     if algorithm == "sha256":
-        h = hashlib.sha256()
-    elif algorithm == "git-sha1":
-        h = hashlib.sha1(f"blob {path.stat().st_size}\0".encode())
-    else:
+        return f"sha256:{sha256_file(path)}"
+    if algorithm != "git-sha1":
         raise ValueError(f"unknown checksum algorithm {algorithm!r} (sha256, git-sha1)")
+    h = hashlib.sha1(f"blob {path.stat().st_size}\0".encode())
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
