@@ -4,7 +4,8 @@
     python -m flows label --dataset ICEWS14 --params build/params.json \\
         --in data=data/ICEWS14/ingested --in graph=data/ICEWS14/graph.npz --out out=data/ICEWS14/labels
 
-``python -m flows pipeline`` runs the whole DVC stage graph (what a scheduled deployment runs).
+``python -m flows pipeline`` runs the whole DVC stage graph (what a scheduled deployment runs);
+``python -m flows sweep NAME --dataset D`` runs a sweep declared in params.yaml (docs/sweeps.md).
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ def _pairs(values: list[str], flag: str, parser: argparse.ArgumentParser) -> dic
 
 def build_parser() -> argparse.ArgumentParser:
     from raptor import variants
-    from raptor.stages import PARAMS_FILE, ablation_stages, main_stages
+    from raptor.config import LOCAL_PARAMS
+    from raptor.stages import PARAMS_FILE, PARAMS_SOURCE, ablation_stages, main_stages
 
     parser = argparse.ArgumentParser(prog="python -m flows", description="Run one pipeline stage as a Prefect flow.")
     sub = parser.add_subparsers(dest="stage", required=True)
@@ -47,7 +49,30 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--root", default=".", help="project root (default: %(default)s)")
     p.add_argument("--target", action="append", help="only this stage and what it depends on (repeatable), "
                    "e.g. report@ICEWS14")
+    p = sub.add_parser("sweep", help="train, validate and test every arm of a sweep declared in params.yaml "
+                       "(`sweeps: NAME:`), one MLflow comparison", description="Run a sweep of params.yaml as one "
+                       "Prefect flow: labels, pretraining, training and test evaluation of every (arm, variant, "
+                       "seed); resumes where it stopped. See docs/sweeps.md.")
+    p.add_argument("name", help="the sweep (a key of `sweeps` in params.yaml)")
+    p.add_argument("--dataset", required=True, help="dataset name; its ingested data and graph must exist "
+                   "(`dvc repro graph@NAME`)")
+    p.add_argument("--params", default=PARAMS_SOURCE, help="params file declaring the sweep (default: %(default)s)")
+    p.add_argument("--local", default=LOCAL_PARAMS, help="local overrides under the sweep's base "
+                   "(default: %(default)s; missing = none)")
+    p.add_argument("--out", help="sweep folder (default: runs/DATASET/sweeps/NAME)")
+    p.add_argument("--list", action="store_true", help="print the arms and the jobs they need, and exit")
     return parser
+
+
+def _list_sweep(args) -> dict:
+    from .sweep import prepare
+
+    plan = prepare(args.name, args.dataset, args.params, args.local, args.out, write=False)
+    for arm in plan.sweep.arms:
+        over = ", ".join(f"{k}={v!r}" for k, v in arm.overrides.items()) or "(base)"
+        print(f"{arm.name:32s} {over}")
+    return {"out": plan.out_dir, "arms": len(plan.sweep.arms), "label_tables": len(plan.labels),
+            "pretraining_runs": len(plan.pretrain), "training_runs": len(plan.train)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -61,6 +86,20 @@ def main(argv: list[str] | None = None) -> int:
         except PipelineBusy as exc:
             print(f"python -m flows pipeline: error: {exc}", file=sys.stderr)
             return 1
+    elif args.stage == "sweep":
+        from raptor.config import ConfigError
+
+        try:
+            if args.list:
+                result = _list_sweep(args)
+            else:
+                from .sweep import sweep_flow
+
+                result = sweep_flow(name=args.name, dataset=args.dataset, source=args.params, local=args.local,
+                                    out=args.out)
+        except (ConfigError, FileNotFoundError) as exc:
+            print(f"python -m flows sweep: error: {exc}", file=sys.stderr)
+            return 2
     else:
         from .stages import run_stage
 

@@ -234,6 +234,9 @@ class Params:
 #: from params.yaml itself, so a profile or a local override file may not change them.
 STAGE_GRAPH_KEYS = ("datasets", "train.variants")
 
+#: Top-level key of params.yaml holding named sweeps (:mod:`raptor.sweep`); not part of a run's params.
+SWEEPS_KEY = "sweeps"
+
 #: A dataset name becomes a folder name and a DVC stage key.
 DATASET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
 
@@ -407,6 +410,7 @@ def apply_profile(raw: dict) -> dict:
 
     raw = copy.deepcopy(raw)
     profiles = raw.pop("profiles", None) or {}
+    raw.pop(SWEEPS_KEY, None)  # sweep declarations (raptor.sweep), not params of a run
     name = raw.get("profile", "paper")
     if not isinstance(profiles, dict):
         raise ConfigError(f"profiles: expected a mapping of profile name -> overrides, got {profiles!r}")
@@ -420,12 +424,12 @@ def apply_profile(raw: dict) -> dict:
     for dotted, value in overrides.items():
         if dotted in ("profile", "profiles"):
             raise ConfigError(f"profiles.{name}.{dotted}: a profile cannot set {dotted}")
-        _check_not_stage_graph(dotted, f"profiles.{name}.{dotted}")
+        check_not_stage_graph(dotted, f"profiles.{name}.{dotted}")
         _set_dotted(raw, dotted, value, f"profiles.{name}")
     return raw
 
 
-def _check_not_stage_graph(dotted: str, where: str) -> None:
+def check_not_stage_graph(dotted: str, where: str) -> None:
     for key in STAGE_GRAPH_KEYS:
         if dotted == key or dotted.startswith(key + ".") or key.startswith(dotted + "."):
             raise ConfigError(f"{where}: {key} shapes DVC's stage list, which DVC reads from params.yaml "
@@ -494,12 +498,13 @@ def local_overrides(path: str | Path) -> dict[str, Any]:
     raw = read_yaml(path) or {}
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: expected a mapping of keys to values")
+    if any(str(key).split(".")[0] in ("profiles", SWEEPS_KEY) for key in raw):
+        raise ConfigError(f"{path}: profiles and sweeps are defined in params.yaml; select a profile "
+                          "with `profile: NAME`")
     flat = flatten(raw)
     for dotted in flat:
-        if dotted == "profiles":
-            raise ConfigError(f"{path}: profiles are defined in params.yaml; select one with `profile: NAME`")
         try:
-            _check_not_stage_graph(dotted, dotted)
+            check_not_stage_graph(dotted, dotted)
         except ConfigError as exc:
             raise ConfigError(f"{path}: {exc}") from None
     return flat

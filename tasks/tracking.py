@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import subprocess
 import threading
 import time
@@ -46,8 +47,9 @@ log = logging.getLogger("raptor.tracking")
 
 
 def metric_name(key: str) -> str:
-    """MLflow accepts only ``[A-Za-z0-9_-. :/]`` in metric names: ``hits@10`` -> ``hits_at_10``."""
-    return key.replace("@", "_at_")
+    """MLflow accepts only ``[A-Za-z0-9_-. :/]`` in metric names: ``hits@10`` -> ``hits_at_10``,
+    any other character -> ``_`` (a sweep arm ``rl.gamma=0.9`` -> ``rl.gamma_0.9``)."""
+    return re.sub(r"[^A-Za-z0-9_\-. :/]", "_", key.replace("@", "_at_"))
 
 
 def code_version(root: Path = PROJECT_ROOT) -> dict[str, str]:

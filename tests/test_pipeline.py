@@ -39,6 +39,7 @@ PARAMS = {
         "model.mlp_hidden_dim": 32, "env.max_actions": 20, "pretrain.epochs": 2, "pretrain.batch_size": 256,
         "rl.epochs": 2, "rl.batch_size": 256, "eval.beam_size": 10, "eval.valid_every": 1, "train.seeds": [0, 1],
         "train.num_threads": 1, "ablation.pretrain_epochs": [0, 1], "ablation.seeds": [0]}},
+    "sweeps": {"t": {"base": {"train.seeds": [0]}, "variants": ["pure_rl", "raptor"], "grid": {"rl.gamma": [0.9]}}},
 }
 
 
@@ -353,6 +354,48 @@ def test_ablation_pipeline(project):
     # The params logged are the arm's own, as numbers: not the config's pretrain.epochs.
     assert all(r.data.params["pretrain.epochs"] == r.data.tags["pretrain_epochs"] == r.data.params["pretrain_epochs"]
                for r in runs)
+
+
+def test_sweep_trains_every_arm_into_one_mlflow_comparison(project):
+    """``python -m flows sweep``: every (arm, variant, seed) trained and tested on the pipeline's data,
+    one MLflow run each with the arm's params; run again, it trains nothing and logs no new runs."""
+    proj, env, api = project
+    _run(["dvc", "repro", "graph@SYNTH"], proj, env)
+    _run([sys.executable, "-m", "flows", "sweep", "t", "--dataset", "SYNTH"], proj, env)
+    out = proj / "runs/SYNTH/sweeps/t"
+    res = json.loads((out / "results.json").read_text())
+    expected = {("default", "pure_rl"), ("default", "raptor"), ("rl.gamma=0.9", "pure_rl"), ("rl.gamma=0.9", "raptor")}
+    assert {(a["arm"], a["variant"]) for a in res["arms"]} == expected and res["missing"] == []
+    assert all(0 < r["test_mrr"] <= 1 and r["rl_epochs"] == 2 for r in res["runs"])
+    # the arms share the pretraining run (they differ in rl.gamma only), each from its own snapshot
+    assert len(list((out / "pretrain").iterdir())) == 1
+    assert (out / "results.md").read_text().count("| raptor |") == 2
+    import mlflow
+
+    client = mlflow.MlflowClient(tracking_uri=env["MLFLOW_TRACKING_URI"])
+    exp = client.get_experiment_by_name("raptor/SYNTH/sweep-t")
+
+    def children():
+        return {(r.data.tags["arm"], r.data.tags["variant"]): r for r in client.search_runs([exp.experiment_id])
+                if "arm" in r.data.tags}
+
+    runs = children()
+    assert set(runs) == expected
+    assert {k: r.data.params["rl.gamma"] for k, r in runs.items()} == {
+        ("default", "pure_rl"): "0.95", ("default", "raptor"): "0.95", ("rl.gamma=0.9", "pure_rl"): "0.9",
+        ("rl.gamma=0.9", "raptor"): "0.9"}
+    for (arm, variant), r in runs.items():
+        assert r.data.metrics["test/mrr"] == pytest.approx(
+            next(x["test_mrr"] for x in res["runs"] if (x["arm"], x["variant"]) == (arm, variant)))
+    parents = [r for r in client.search_runs([exp.experiment_id]) if r.data.tags.get("stage") == "sweep"
+               and "arm" not in r.data.tags]
+    assert len(parents) == 1 and "default/raptor/test_mrr_mean" in parents[0].data.metrics
+
+    models = {p: p.stat().st_mtime_ns for p in (out / "train").rglob("best.pt")}
+    assert len(models) == 4
+    _run([sys.executable, "-m", "flows", "sweep", "t", "--dataset", "SYNTH"], proj, env)
+    assert {p: p.stat().st_mtime_ns for p in (out / "train").rglob("best.pt")} == models
+    assert {k: r.info.run_id for k, r in children().items()} == {k: r.info.run_id for k, r in runs.items()}
 
 
 def test_a_dataset_that_cannot_be_ingested_blocks_only_its_own_stages(tmp_path):

@@ -1,0 +1,87 @@
+"""``python -m flows sweep NAME``: a sweep of params.yaml (:mod:`raptor.sweep`) as one Prefect flow.
+
+labels (one per distinct labeling setting) -> pretraining (per distinct setting x seed, mapped) ->
+training (arm x variant x seed, mapped) -> test evaluation (mapped) -> results table and figure.
+Every (arm, variant, seed) is an MLflow run of the experiment ``raptor/<dataset>/sweep-<name>``,
+tagged with its arm and logging its full params (the overrides among them), under one parent run
+that holds the results table; so the comparison is one MLflow view.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+from prefect import flow
+
+from raptor.config import load_resolved
+from raptor.stages import stage_output
+from raptor.sweep import Plan, load_sweep, plan_sweep, sweep_dir, write_results
+from tasks import tracking
+from tasks.train import evaluate_run_task, label_task, pretrain_run_task, threads_per_run, train_run_task
+
+from .runners import fan_out, task_runner
+from .stages import experiment_name
+
+
+def sweep_inputs(dataset: str) -> dict[str, str]:
+    """The ingested data and graph of ``dataset`` (the pipeline's stage outputs), checked to exist."""
+    paths = {"data": stage_output("ingest", dataset), "graph": stage_output("graph", dataset)}
+    if not (Path(paths["data"]) / "meta.json").exists() or not Path(paths["graph"]).exists():
+        raise FileNotFoundError(f"{paths['data']} / {paths['graph']} not found: a sweep trains on the pipeline's "
+                                f"ingested data and graph; make them with `dvc repro graph@{dataset}`")
+    return paths
+
+
+def prepare(name: str, dataset: str, source: str, local: Optional[str], out: Optional[str], write: bool = True) -> Plan:
+    sweep, params = load_sweep(source, name, local)
+    return plan_sweep(sweep, params, dataset, out or sweep_dir(name, dataset), write=write)
+
+
+@flow(name="sweep", flow_run_name="sweep-{name}-{dataset}")
+def sweep_flow(name: str, dataset: str, source: str = "params.yaml", local: Optional[str] = "params.local.yaml",
+               out: Optional[str] = None) -> dict:
+    plan = prepare(name, dataset, source, local, out)
+    inputs = sweep_inputs(dataset)
+    first = load_resolved(next(iter(plan.params_files.values())))  # the runner settings of the sweep
+    threads = threads_per_run(first.train.num_threads, first.train.parallel_runs)
+    exp = experiment_name(dataset, f"sweep-{name}")
+
+    def runner():
+        return task_runner(max_workers=first.train.parallel_runs)
+
+    for job in plan.labels:  # labeling uses every core itself
+        label_task(job.params_path, inputs["data"], inputs["graph"], job.out_dir)
+    parent = tracking.start_run(exp, f"sweep-{name}-{dataset}",
+                                params={"sweep": name, "arms": [a.name for a in plan.sweep.arms]},
+                                tags={"dataset": dataset, "stage": "sweep", "sweep": name})
+    try:
+        fan_out(pretrain_run_task, [
+            {"params_path": j.params_path, "dataset": dataset, "data_dir": inputs["data"],
+             "graph_path": inputs["graph"], "labels_dir": j.labels_dir, "seed": j.seed, "out_dir": j.out_dir,
+             "epochs": list(j.epochs), "num_threads": threads, "experiment": exp} for j in plan.pretrain],
+            runner(), name="sweep-pretrain")
+        fan_out(train_run_task, [
+            {"params_path": j.params_path, "dataset": dataset, "data_dir": inputs["data"],
+             "graph_path": inputs["graph"], "variant": j.variant, "seed": j.seed, "out_dir": j.out_dir,
+             "experiment": exp, "parent_run_id": parent.run_id, "num_threads": threads, "run_name": j.run_name,
+             "init_model": j.init_model, "pretrain_epochs": j.pretrain_epochs,
+             "extra_tags": {"stage": "sweep", "sweep": name, "arm": j.arm}} for j in plan.train],
+            runner(), name="sweep-train")
+        fan_out(evaluate_run_task, [
+            {"params_path": j.params_path, "data_dir": inputs["data"], "graph_path": inputs["graph"],
+             "variant": j.variant, "seed": j.seed, "train_dir": j.out_dir, "out_dir": j.eval_dir,
+             "split": "test", "num_threads": threads} for j in plan.train],
+            runner(), name="sweep-evaluate")
+        results = write_results(plan)
+        parent.log_metrics({f"{a['arm']}/{a['variant']}/{k}": a[k] for a in results["arms"]
+                            for k in ("best_val_mrr_mean", "test_mrr_mean", "test_mrr_std")}, step=0)
+        for f in ("results.md", "results.csv", "results.json", "results.png", "sweep.json"):
+            if (Path(plan.out_dir) / f).exists():
+                parent.log_artifact(Path(plan.out_dir) / f, "sweep")
+    except BaseException:
+        parent.finish("FAILED")
+        raise
+    parent.finish()
+    return {"out": plan.out_dir, "arms": [a["arm"] + "/" + a["variant"] for a in results["arms"]],
+            "missing": results["missing"]}

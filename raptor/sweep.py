@@ -1,0 +1,461 @@
+"""Sweeps: a grid of params overrides, every arm trained, validated and tested the same way.
+
+A sweep is declared in params.yaml under ``sweeps.NAME`` (beside ``profiles``; it is not part of a
+run's params)::
+
+    sweeps:
+      choices:
+        base: {profile: quick, rl.epochs: 60}   # overrides every arm shares, on top of params.yaml
+        variants: [raptor]                      # default: train.variants of the base
+        arms:                                   # named override sets; {} = the base itself
+          default: {}
+          static128: {model.relation_dim: 176}
+        grid:                                   # axes, expanded into more arms
+          rl.entropy_decay: [0.9, 0.99]
+        mode: one_at_a_time                     # one_at_a_time (default) | product
+
+``one_at_a_time`` makes one arm per axis value that differs from the base (named ``key=value``) and
+adds the base as ``default``; ``product`` makes one arm per combination (``k1=v1,k2=v2``).
+Precedence, lowest first: params.yaml, its selected profile, ``params.local.yaml``, the sweep's
+``base``, the arm's overrides.
+
+:func:`plan_sweep` turns a sweep into jobs with explicit paths; arms share what they can, keyed by
+content: one label table per distinct labeling setting, one pretraining run per distinct pretraining
+setting and seed (with a snapshot at every arm's epoch count). Every job is an ordinary run of the
+library (:func:`raptor.labeling.label_dataset`, :func:`raptor.pretrain.pretrain_run`,
+:func:`raptor.experiment.run_variant`, :func:`raptor.experiment.evaluate_model`), so a sweep resumes
+like any run and never reuses a result for other params. :func:`write_results` tabulates the arms.
+
+Layout of a sweep folder (``runs/{dataset}/sweeps/{name}`` unless given)::
+
+    sweep.json                       the sweep as resolved: arms, overrides, jobs
+    params/<arm>.json                each arm's resolved params (what its jobs load)
+    labels/<key>/                    label tables
+    pretrain/<key>/seed<s>/          pretraining runs (snapshots pretrained-e<n>.pt)
+    train/<arm>/<variant>/seed<s>/   RL runs (best.pt, history, summary.json)
+    eval/<arm>/<variant>/seed<s>/    test metrics and predictions of best.pt
+    results.json|csv|md|png          per seed and per arm (mean +- std over seeds)
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import itertools
+import json
+import math
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Mapping, Optional, Sequence
+
+from . import variants as variant_registry
+from .config import (SWEEPS_KEY, ConfigError, Params, check_not_stage_graph, flatten, local_overrides,
+                     params_from_dict, params_to_dict, read_yaml, result_params)
+from .constants import METRIC_KEYS, seed_dir
+from .experiment import snapshot_path
+from .io import atomic_write_json, atomic_write_text
+from .stats import summarize
+
+#: Where a sweep writes unless told otherwise (``{dataset}``, ``{name}`` filled in).
+DEFAULT_OUT = "runs/{dataset}/sweeps/{name}"
+#: The arm made of the base alone (``one_at_a_time`` adds it; deltas are taken against it).
+DEFAULT_ARM = "default"
+MODES = ("one_at_a_time", "product")
+#: An arm name becomes a folder name and an MLflow run name.
+ARM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.=+,-]*$")
+_SPEC_KEYS = {"base", "variants", "arms", "grid", "mode", "description"}
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One point of the sweep: ``overrides`` (dotted keys) on top of the sweep's base."""
+
+    name: str
+    overrides: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Sweep:
+    name: str
+    base: dict[str, Any]
+    arms: tuple[Arm, ...]
+    variants: Optional[tuple[str, ...]] = None
+    description: str = ""
+
+
+# ---------------------------------------------------------------------------------------------
+# Declaration
+# ---------------------------------------------------------------------------------------------
+
+
+def declared_sweeps(raw_params: Any) -> dict[str, Any]:
+    """``sweeps`` of a parsed params.yaml (``{}`` when it declares none)."""
+    sweeps = (raw_params or {}).get(SWEEPS_KEY) if isinstance(raw_params, dict) else None
+    if sweeps is None:
+        return {}
+    if not isinstance(sweeps, dict):
+        raise ConfigError(f"{SWEEPS_KEY}: expected a mapping of sweep name -> sweep, got {sweeps!r}")
+    return sweeps
+
+
+def _value_name(value: Any) -> str:
+    return json.dumps(value) if not isinstance(value, str) else value
+
+
+def _overrides(raw: Any, where: str) -> dict[str, Any]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: expected a mapping of dotted keys to values, got {raw!r}")
+    flat = flatten(raw)
+    for dotted in flat:
+        if dotted.split(".")[0] in ("profiles", SWEEPS_KEY):
+            raise ConfigError(f"{where}.{dotted}: a sweep cannot set {dotted.split('.')[0]}")
+        check_not_stage_graph(dotted, f"{where}.{dotted}")
+    return flat
+
+
+def parse_sweep(raw_params: Any, name: str) -> Sweep:
+    """The sweep ``name`` of a parsed params.yaml, its grid expanded into arms; errors name the key."""
+    sweeps = declared_sweeps(raw_params)
+    if name not in sweeps:
+        known = ", ".join(sorted(sweeps)) or "none declared"
+        raise ConfigError(f"{SWEEPS_KEY}: no sweep {name!r} (known: {known})")
+    where = f"{SWEEPS_KEY}.{name}"
+    spec = sweeps[name]
+    if not isinstance(spec, dict):
+        raise ConfigError(f"{where}: expected a mapping with base, arms and/or grid")
+    unknown = set(spec) - _SPEC_KEYS
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {', '.join(sorted(unknown))} (known: {', '.join(sorted(_SPEC_KEYS))})")
+    base = _overrides(spec.get("base"), f"{where}.base")
+    names = spec.get("variants")
+    if names is not None:
+        if not isinstance(names, list) or not names:
+            raise ConfigError(f"{where}.variants: expected a non-empty list of variant names")
+        for v in names:
+            try:
+                variant_registry.get(v)
+            except ValueError as exc:
+                raise ConfigError(f"{where}.variants: {exc}") from None
+    arms = [Arm(str(k), _overrides(v, f"{where}.arms.{k}")) for k, v in (spec.get("arms") or {}).items()]
+    mode = spec.get("mode", "one_at_a_time")
+    if mode not in MODES:
+        raise ConfigError(f"{where}.mode: {mode!r} is not one of {', '.join(MODES)}")
+    grid = spec.get("grid") or {}
+    if not isinstance(grid, dict):
+        raise ConfigError(f"{where}.grid: expected a mapping of dotted key -> list of values")
+    for key, values in grid.items():
+        if not isinstance(values, list) or not values:
+            raise ConfigError(f"{where}.grid.{key}: expected a non-empty list of values")
+        check_not_stage_graph(key, f"{where}.grid.{key}")
+    if grid:
+        extra = _grid_arms(grid, mode, base, raw_params, where, has_default=any(not a.overrides for a in arms))
+        arms = [a for a in extra if a.name == DEFAULT_ARM] + arms + [a for a in extra if a.name != DEFAULT_ARM]
+    if not arms:
+        raise ConfigError(f"{where}: no arms (give `arms` and/or `grid`)")
+    seen: dict[str, Arm] = {}
+    for arm in arms:
+        if not ARM_NAME.match(arm.name):
+            raise ConfigError(f"{where}: arm name {arm.name!r} must match {ARM_NAME.pattern} (it names folders)")
+        if arm.name in seen:
+            raise ConfigError(f"{where}: two arms are named {arm.name!r}")
+        seen[arm.name] = arm
+    return Sweep(name, base, tuple(arms), tuple(names) if names else None, str(spec.get("description", "")))
+
+
+def _grid_arms(grid: dict[str, list], mode: str, base: dict, raw_params: dict, where: str,
+               has_default: bool) -> list[Arm]:
+    resolved = flatten(params_to_dict(params_from_dict(raw_params, base)))
+    for key in grid:
+        if key not in resolved:
+            raise ConfigError(f"{where}.grid.{key}: not a params key")
+    if mode == "product":
+        keys = list(grid)
+        return [Arm(",".join(f"{k}={_value_name(v)}" for k, v in zip(keys, combo)), dict(zip(keys, combo)))
+                for combo in itertools.product(*(grid[k] for k in keys))]
+    arms = [] if has_default else [Arm(DEFAULT_ARM, {})]
+    for key, values in grid.items():
+        arms += [Arm(f"{key}={_value_name(v)}", {key: v}) for v in values if v != resolved[key]]
+    return arms
+
+
+def arm_params(raw_params: dict, sweep: Sweep, local: Optional[Mapping[str, Any]] = None) -> dict[str, Params]:
+    """Every arm's validated params: params.yaml, profile, ``local`` overrides, base, the arm's."""
+    out = {}
+    for arm in sweep.arms:
+        try:
+            out[arm.name] = params_from_dict(raw_params, {**(local or {}), **sweep.base, **arm.overrides})
+        except ConfigError as exc:
+            raise ConfigError(f"{SWEEPS_KEY}.{sweep.name}, arm {arm.name!r}: {exc}") from None
+    return out
+
+
+def load_sweep(source: str | Path, name: str, local: Optional[str | Path] = None) -> tuple[Sweep, dict[str, Params]]:
+    """The sweep ``name`` of params file ``source`` (and ``local`` overrides) with its arms' params."""
+    raw = read_yaml(source) or {}
+    try:
+        sweep = parse_sweep(raw, name)
+        return sweep, arm_params(raw, sweep, local_overrides(local) if local is not None else {})
+    except ConfigError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
+
+
+# ---------------------------------------------------------------------------------------------
+# Plan
+# ---------------------------------------------------------------------------------------------
+
+
+def _key(values: Mapping[str, Any]) -> str:
+    text = json.dumps(dict(sorted(values.items())), sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def labeling_settings(p: Params) -> dict[str, Any]:
+    """The params a label table depends on."""
+    return {k: v for k, v in result_params(p).items() if k.startswith("labeling.") or k == "env.max_path_length"}
+
+
+def pretraining_settings(p: Params) -> dict[str, Any]:
+    """The params a pretraining run depends on (its epoch count continues a run: left out), with
+    those of its labels."""
+    skip = ("rl.", "eval.", "labeling.")
+    return {k: v for k, v in result_params(p).items()
+            if not k.startswith(skip) and k not in ("pretrain.epochs", "train.equal_total_epochs")
+            } | {"labels": _key(labeling_settings(p))}
+
+
+@dataclass(frozen=True)
+class LabelJob:
+    params_path: str
+    out_dir: str
+
+
+@dataclass(frozen=True)
+class PretrainJob:
+    key: str
+    params_path: str
+    labels_dir: str
+    seed: int
+    out_dir: str
+    epochs: tuple[int, ...]
+    arms: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class TrainJob:
+    arm: str
+    variant: str
+    seed: int
+    params_path: str
+    out_dir: str
+    eval_dir: str
+    init_model: Optional[str]
+    pretrain_epochs: int
+
+    @property
+    def run_name(self) -> str:
+        return f"{self.arm}-{self.variant}-seed{self.seed}"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a sweep runs, in order: labels, pretraining, training (then evaluation of each run)."""
+
+    sweep: Sweep
+    dataset: str
+    out_dir: str
+    params_files: dict[str, str]
+    labels: tuple[LabelJob, ...]
+    pretrain: tuple[PretrainJob, ...]
+    train: tuple[TrainJob, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def sweep_dir(name: str, dataset: str) -> str:
+    return DEFAULT_OUT.format(name=name, dataset=dataset)
+
+
+def plan_sweep(sweep: Sweep, params: Mapping[str, Params], dataset: str, out_dir: str | Path,
+               write: bool = True) -> Plan:
+    """Jobs of ``sweep`` over the arms' ``params`` (:func:`arm_params`), writing under ``out_dir``.
+
+    With ``write``, writes ``out_dir/params/<arm>.json`` (each arm's resolved params: what its jobs
+    load) and ``out_dir/sweep.json``. Arms with equal labeling settings share one label table, arms with equal
+    pretraining settings share one pretraining run per seed (snapshots at each arm's epoch count).
+    """
+    out = Path(out_dir)
+    files: dict[str, str] = {}
+    for arm in sweep.arms:
+        path = out / "params" / f"{arm.name}.json"
+        text = json.dumps(params_to_dict(params[arm.name]), indent=1, sort_keys=True) + "\n"
+        if write and (not path.exists() or path.read_text() != text):  # unchanged files keep their time stamps
+            atomic_write_text(path, text)
+        files[arm.name] = str(path)
+
+    labels: dict[str, LabelJob] = {}
+    pretrain: dict[tuple[str, int], dict[str, Any]] = {}
+    train: list[TrainJob] = []
+    for arm in sweep.arms:
+        p = params[arm.name]
+        names = sweep.variants or tuple(p.train.variants)
+        for name in names:
+            v = variant_registry.get(name)
+            for seed in p.train.seeds:
+                init, n_pre = None, 0
+                if v.pretrained and p.pretrain.epochs > 0:
+                    lkey = _key(labeling_settings(p))
+                    labels.setdefault(lkey, LabelJob(files[arm.name], str(out / "labels" / lkey)))
+                    pkey = _key(pretraining_settings(p))
+                    job = pretrain.setdefault((pkey, seed), {
+                        "key": pkey, "params_path": files[arm.name], "labels_dir": labels[lkey].out_dir,
+                        "seed": seed, "out_dir": seed_dir(out / "pretrain" / pkey, seed), "epochs": set(),
+                        "arms": []})
+                    job["epochs"].add(p.pretrain.epochs)
+                    job["arms"].append(arm.name)
+                    n_pre = p.pretrain.epochs
+                    init = str(snapshot_path(job["out_dir"], n_pre))
+                train.append(TrainJob(arm.name, name, seed, files[arm.name],
+                                      seed_dir(out / "train" / arm.name / name, seed),
+                                      seed_dir(out / "eval" / arm.name / name, seed), init, n_pre))
+    plan = Plan(sweep, dataset, str(out), files, tuple(labels.values()),
+                tuple(PretrainJob(**{**j, "epochs": tuple(sorted(j["epochs"])), "arms": tuple(dict.fromkeys(j["arms"]))})
+                      for j in pretrain.values()),
+                tuple(train))
+    if write:
+        atomic_write_json(out / "sweep.json", plan.to_dict())
+    return plan
+
+
+# ---------------------------------------------------------------------------------------------
+# Results
+# ---------------------------------------------------------------------------------------------
+
+
+def _read(path: Path) -> dict:
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def collect_results(plan: Plan) -> dict[str, Any]:
+    """Per run and per (arm, variant): best validation MRR, test metrics (fractions) and their
+    mean and sample std over seeds; ``delta_test_mrr`` of each arm against :data:`DEFAULT_ARM` of
+    the same variant (``None`` without a default arm). A run not yet trained or evaluated is
+    reported as missing, not guessed."""
+    overrides = {a.name: a.overrides for a in plan.sweep.arms}
+    runs, missing = [], []
+    for job in plan.train:
+        summary = _read(Path(job.out_dir) / "summary.json")
+        metrics = _read(Path(job.eval_dir) / "metrics.json")
+        if not summary or not metrics:
+            missing.append(job.run_name)
+            continue
+        runs.append({"arm": job.arm, "variant": job.variant, "seed": job.seed,
+                     "pretrain_epochs": job.pretrain_epochs, "rl_epochs": summary.get("rl_epochs"),
+                     "best_val_mrr": summary.get("best_val_mrr"), "best_epoch": summary.get("best_epoch"),
+                     "train_seconds": summary.get("seconds"),
+                     **{f"test_{m}": metrics.get(m) for m in METRIC_KEYS}})
+    keys = ("best_val_mrr",) + tuple(f"test_{m}" for m in METRIC_KEYS)
+    arms = []
+    for (arm, variant), group in itertools.groupby(sorted(runs, key=lambda r: (r["arm"], r["variant"])),
+                                                   key=lambda r: (r["arm"], r["variant"])):
+        group = list(group)
+        stats = summarize({r["seed"]: r for r in group}, keys)
+        arms.append({"arm": arm, "variant": variant, "overrides": overrides[arm], "seeds": stats["seeds"],
+                     **{f"{k}_mean": stats[k]["mean"] for k in keys}, **{f"{k}_std": stats[k]["std"] for k in keys}})
+    order = {a.name: i for i, a in enumerate(plan.sweep.arms)}
+    arms.sort(key=lambda a: (order[a["arm"]], a["variant"]))
+    base = {a["variant"]: a["test_mrr_mean"] for a in arms if a["arm"] == DEFAULT_ARM}
+    for a in arms:
+        a["delta_test_mrr"] = a["test_mrr_mean"] - base[a["variant"]] if a["variant"] in base else None
+    return {"sweep": plan.sweep.name, "dataset": plan.dataset, "runs": runs, "arms": arms, "missing": missing}
+
+
+def _pct(mean: float, std: float) -> str:
+    return f"{100 * mean:.2f} ± {100 * std:.2f}"
+
+
+def results_markdown(results: Mapping[str, Any]) -> str:
+    """The per-arm table (percent, mean ± sample std over seeds)."""
+    head = ("| arm | overrides | variant | seeds | val MRR | test MRR | Hits@1 | Hits@3 | Hits@10 | Δ test MRR |\n"
+            "|---|---|---|---|---|---|---|---|---|---|\n")
+    rows = []
+    for a in results["arms"]:
+        over = ", ".join(f"`{k}: {_value_name(v)}`" for k, v in a["overrides"].items()) or "(base)"
+        delta = "" if a["delta_test_mrr"] is None or a["arm"] == DEFAULT_ARM else f"{100 * a['delta_test_mrr']:+.2f}"
+        rows.append(f"| {a['arm']} | {over} | {a['variant']} | {len(a['seeds'])} | "
+                    f"{_pct(a['best_val_mrr_mean'], a['best_val_mrr_std'])} | "
+                    + " | ".join(_pct(a[f'test_{m}_mean'], a[f'test_{m}_std']) for m in METRIC_KEYS)
+                    + f" | {delta} |")
+    tail = f"\nMissing (not yet trained or evaluated): {', '.join(results['missing'])}\n" if results["missing"] else ""
+    return head + "\n".join(rows) + "\n" + tail
+
+
+def _csv(rows: Sequence[Mapping[str, Any]]) -> str:
+    if not rows:
+        return ""
+    buf = io.StringIO()
+    fields = list(dict.fromkeys(k for r in rows for k in r))
+    w = csv.DictWriter(buf, fieldnames=fields)
+    w.writeheader()
+    for r in rows:
+        w.writerow({k: json.dumps(v) if isinstance(v, (dict, list)) else v for k, v in r.items()})
+    return buf.getvalue()
+
+
+def plot_results(results: Mapping[str, Any], path: str | Path) -> None:
+    """Test MRR per arm (mean ± std over seeds, one marker per seed), one panel per variant."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    variants = list(dict.fromkeys(a["variant"] for a in results["arms"]))
+    fig, axes = plt.subplots(1, len(variants), figsize=(1.2 + 0.7 * max(len(results["arms"]), 2), 3.6),
+                             squeeze=False, sharey=True)
+    for ax, variant in zip(axes[0], variants):
+        arms = [a for a in results["arms"] if a["variant"] == variant]
+        x = range(len(arms))
+        ax.errorbar(x, [100 * a["test_mrr_mean"] for a in arms], yerr=[100 * a["test_mrr_std"] for a in arms],
+                    fmt="o", capsize=4, color="C0", label="mean ± std")
+        for i, a in enumerate(arms):
+            seeds = [100 * r["test_mrr"] for r in results["runs"] if r["arm"] == a["arm"] and r["variant"] == variant]
+            ax.plot([i] * len(seeds), seeds, "x", color="C1", alpha=0.7, label="seed" if i == 0 else None)
+        ax.set_xticks(list(x), [a["arm"] for a in arms], rotation=35, ha="right", fontsize=8)
+        ax.set_title(variant_registry.get(variant).label)
+        ax.grid(axis="y", alpha=0.3)
+    axes[0][0].set_ylabel("test MRR (%)")
+    axes[0][0].legend(fontsize=8)
+    fig.suptitle(f"sweep {results['sweep']} on {results['dataset']}")
+    fig.tight_layout()
+    from .io import atomic_path
+
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=120, format="png")
+    plt.close(fig)
+
+
+def write_results(plan: Plan) -> dict[str, Any]:
+    """``results.json``, ``results.csv`` (per run), ``results.md`` (per arm) and ``results.png``
+    in the sweep folder; returns the results."""
+    out = Path(plan.out_dir)
+    results = collect_results(plan)
+    atomic_write_json(out / "results.json", _finite(results))
+    atomic_write_text(out / "results.csv", _csv(results["runs"]))
+    atomic_write_text(out / "results.md", results_markdown(results))
+    if results["arms"]:
+        plot_results(results, out / "results.png")
+    return results
+
+
+def _finite(obj: Any) -> Any:
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_finite(v) for v in obj]
+    return obj

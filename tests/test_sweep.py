@@ -1,0 +1,172 @@
+"""Sweeps: declaration, expansion into arms, the plan's sharing of labels and pretraining, results."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from raptor.config import ConfigError, load_params, params_from_dict
+from raptor.sweep import (DEFAULT_ARM, arm_params, collect_results, load_sweep, parse_sweep, plan_sweep,
+                          results_markdown, write_results)
+
+RAW = {
+    "profile": "paper",
+    "datasets": {"T": {"raw_dir": "/nowhere"}},
+    "rl": {"gamma": 0.95},
+    "train": {"seeds": [0, 1], "variants": ["pure_rl", "raptor"]},
+    "profiles": {"small": {"rl.epochs": 2, "pretrain.epochs": 3}},
+    "sweeps": {
+        "s": {
+            "base": {"profile": "small", "rl.epochs": 4},
+            "arms": {"wide": {"model.mlp_hidden_dim": 512}},
+            "grid": {"rl.gamma": [0.9, 0.95], "labeling.max_in_edges": [50]},
+        },
+        "prod": {"grid": {"rl.gamma": [0.9, 0.99], "eval.beam_size": [10, 20]}, "mode": "product"},
+    },
+}
+
+
+def test_grid_one_at_a_time_adds_the_base_and_skips_its_values():
+    sweep = parse_sweep(RAW, "s")
+    names = [a.name for a in sweep.arms]
+    # the default first; rl.gamma=0.95 is the base's own value: no arm of its own
+    assert names == [DEFAULT_ARM, "wide", "rl.gamma=0.9", "labeling.max_in_edges=50"]
+    assert sweep.arms[0].overrides == {} and sweep.arms[2].overrides == {"rl.gamma": 0.9}
+
+
+def test_grid_product_names_every_combination():
+    sweep = parse_sweep(RAW, "prod")
+    assert [a.name for a in sweep.arms] == ["rl.gamma=0.9,eval.beam_size=10", "rl.gamma=0.9,eval.beam_size=20",
+                                            "rl.gamma=0.99,eval.beam_size=10", "rl.gamma=0.99,eval.beam_size=20"]
+    assert sweep.arms[3].overrides == {"rl.gamma": 0.99, "eval.beam_size": 20}
+
+
+def test_precedence_file_profile_local_base_arm():
+    sweep = parse_sweep(RAW, "s")
+    params = arm_params(RAW, sweep, local={"rl.epochs": 9, "pretrain.batch_size": 64})
+    wide = params["wide"]
+    assert wide.profile == "small"
+    assert wide.pretrain.epochs == 3            # from the profile the base selects
+    assert wide.rl.epochs == 4                  # the base wins over the local file
+    assert wide.pretrain.batch_size == 64       # the local file wins over params.yaml
+    assert wide.model.mlp_hidden_dim == 512     # the arm's own
+    assert params[DEFAULT_ARM].model.mlp_hidden_dim == params_from_dict(RAW).model.mlp_hidden_dim
+
+
+@pytest.mark.parametrize("spec, message", [
+    ({"grid": {"rl.nope": [1]}}, "grid.rl.nope: not a params key"),
+    ({"grid": {"rl.gamma": 0.9}}, "non-empty list"),
+    ({"arms": {"a/b": {"rl.gamma": 0.9}}}, "arm name 'a/b'"),
+    ({"arms": {"x": {"datasets.T.raw_dir": "/x"}}}, "shapes DVC's stage list"),
+    ({"arms": {"x": {"train.variants": ["raptor"]}}}, "shapes DVC's stage list"),
+    ({"grid": {"rl.gamma": [0.9]}, "mode": "random"}, "mode: 'random'"),
+    ({"variants": ["titer9"], "arms": {"a": {}}}, "unknown variant 'titer9'"),
+    ({"arms": {"a": {}}, "seeds": [0]}, "unknown key(s) seeds"),
+    ({}, "no arms"),
+    ({"arms": {"a": {"profiles": {"x": {"rl.gamma": 1}}}}}, "cannot set profiles"),
+])
+def test_bad_declarations_name_the_key(spec, message):
+    raw = {**RAW, "sweeps": {"bad": spec}}
+    with pytest.raises(ConfigError, match="sweeps.bad") as err:
+        parse_sweep(raw, "bad")
+    assert message in str(err.value)
+
+
+def test_a_bad_value_names_the_arm():
+    raw = {**RAW, "sweeps": {"bad": {"arms": {"neg": {"rl.epochs": "many"}}}}}
+    with pytest.raises(ConfigError, match=r"sweeps.bad, arm 'neg'.*rl.epochs"):
+        arm_params(raw, parse_sweep(raw, "bad"))
+
+
+def test_unknown_sweep_lists_the_known_ones():
+    with pytest.raises(ConfigError, match=r"no sweep 'x' \(known: prod, s\)"):
+        parse_sweep(RAW, "x")
+
+
+def test_sweeps_are_not_params_of_a_run(tmp_path):
+    """A params file with sweeps loads as before; a local file may not declare them."""
+    f = tmp_path / "params.yaml"
+    f.write_text(yaml.safe_dump(RAW))
+    assert load_params(f).rl.gamma == 0.95
+    local = tmp_path / "local.yaml"
+    local.write_text(yaml.safe_dump({"sweeps": {"x": {"arms": {"a": {}}}}}))
+    with pytest.raises(ConfigError, match="sweeps are defined in params.yaml"):
+        load_params(f, local=local)
+
+
+def _plan(tmp_path, raw=RAW, name="s"):
+    f = tmp_path / "params.yaml"
+    f.write_text(yaml.safe_dump(raw))
+    sweep, params = load_sweep(f, name)
+    return plan_sweep(sweep, params, "T", tmp_path / "sweep"), params
+
+
+def test_plan_shares_labels_and_pretraining_by_content(tmp_path):
+    plan, params = _plan(tmp_path)
+    # labels: the base's and max_in_edges=50's; pretraining: default/rl.gamma share, wide and N=50 do not
+    assert len(plan.labels) == 2
+    assert len(plan.pretrain) == 3 * 2  # three settings x two seeds
+    by_arm = {(j.arm, j.variant, j.seed): j for j in plan.train}
+    assert len(by_arm) == 4 * 2 * 2
+    assert by_arm[(DEFAULT_ARM, "raptor", 0)].init_model == by_arm[("rl.gamma=0.9", "raptor", 0)].init_model
+    assert by_arm[(DEFAULT_ARM, "raptor", 0)].init_model != by_arm[("wide", "raptor", 0)].init_model
+    assert by_arm[(DEFAULT_ARM, "raptor", 0)].init_model != by_arm[(DEFAULT_ARM, "raptor", 1)].init_model
+    assert by_arm[("wide", "pure_rl", 1)].init_model is None and by_arm[("wide", "pure_rl", 1)].pretrain_epochs == 0
+    assert by_arm[("wide", "raptor", 1)].pretrain_epochs == 3
+    shared = [j for j in plan.pretrain if DEFAULT_ARM in j.arms]
+    assert {tuple(j.arms) for j in shared} == {(DEFAULT_ARM, "rl.gamma=0.9")}
+    # each arm's jobs load its own resolved params
+    for arm, path in plan.params_files.items():
+        assert json.loads(Path(path).read_text())["rl"]["epochs"] == params[arm].rl.epochs
+    assert json.loads((tmp_path / "sweep" / "sweep.json").read_text())["dataset"] == "T"
+
+
+def test_pretraining_shared_by_arms_of_different_lengths_snapshots_each(tmp_path):
+    raw = {**RAW, "sweeps": {"len": {"grid": {"pretrain.epochs": [1, 3, 5]}, "variants": ["raptor"]}}}
+    plan, _ = _plan(tmp_path, raw, "len")
+    # the default arm runs the paper's 40 epochs: one run per seed, a snapshot for every arm
+    assert len(plan.pretrain) == 2 and all(j.epochs == (1, 3, 5, 40) for j in plan.pretrain)
+    assert sorted(Path(j.init_model).name for j in plan.train if j.seed == 0) == [
+        "pretrained-e1.pt", "pretrained-e3.pt", "pretrained-e40.pt", "pretrained-e5.pt"]
+
+
+def test_a_sweep_of_pure_rl_needs_no_labels(tmp_path):
+    raw = {**RAW, "sweeps": {"rl": {"grid": {"rl.gamma": [0.9]}, "variants": ["pure_rl"]}}}
+    plan, _ = _plan(tmp_path, raw, "rl")
+    assert plan.labels == () and plan.pretrain == () and len(plan.train) == 4
+
+
+def _fake_run(job, val, test):
+    Path(job.out_dir).mkdir(parents=True, exist_ok=True)
+    Path(job.out_dir, "summary.json").write_text(json.dumps({"best_val_mrr": val, "best_epoch": 2, "rl_epochs": 4,
+                                                              "seconds": 1.0}))
+    Path(job.eval_dir).mkdir(parents=True, exist_ok=True)
+    Path(job.eval_dir, "metrics.json").write_text(json.dumps({"mrr": test, "hits@1": test / 2, "hits@3": test,
+                                                               "hits@10": 2 * test}))
+
+
+def test_results_mean_std_and_delta_against_the_default(tmp_path):
+    raw = {**RAW, "sweeps": {"g": {"grid": {"rl.gamma": [0.9]}, "variants": ["raptor"]}}}
+    plan, _ = _plan(tmp_path, raw, "g")
+    scores = {(DEFAULT_ARM, 0): 0.30, (DEFAULT_ARM, 1): 0.34, ("rl.gamma=0.9", 0): 0.40}
+    for job in plan.train:
+        if (job.arm, job.seed) in scores:
+            _fake_run(job, scores[(job.arm, job.seed)] + 0.01, scores[(job.arm, job.seed)])
+    res = write_results(plan)
+    assert res["missing"] == ["rl.gamma=0.9-raptor-seed1"]
+    default, gamma = res["arms"]
+    assert default["arm"] == DEFAULT_ARM and default["seeds"] == [0, 1]
+    assert default["test_mrr_mean"] == pytest.approx(0.32)
+    assert default["test_mrr_std"] == pytest.approx(0.0282842712, rel=1e-6)  # sample std of 0.30, 0.34
+    assert default["best_val_mrr_mean"] == pytest.approx(0.33)
+    assert gamma["delta_test_mrr"] == pytest.approx(0.08)
+    md = (Path(plan.out_dir) / "results.md").read_text()
+    assert "| rl.gamma=0.9 | `rl.gamma: 0.9` | raptor | 1 | 41.00 ± 0.00 | 40.00 ± 0.00 |" in md
+    assert "+8.00" in md and "Missing (not yet trained or evaluated): rl.gamma=0.9-raptor-seed1" in md
+    assert (Path(plan.out_dir) / "results.png").stat().st_size > 1000
+    rows = (Path(plan.out_dir) / "results.csv").read_text().splitlines()
+    assert rows[0].startswith("arm,variant,seed") and len(rows) == 4
+    assert results_markdown(collect_results(plan)) == md
