@@ -7,6 +7,7 @@ here.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Optional
 
@@ -143,7 +144,23 @@ def finetune_flow(dataset: str, params: str, inputs: dict, outputs: dict, varian
         parent.log_metrics(seed_aggregates(results, ("best_val_mrr", "final_reward", "rl_epochs")), step=0)
         remember_parent(outputs["out"], parent)
         parent.finish()
+    publish_runs(f"finetune-{dataset}-{variant}", exp, results, ("seed", "best_val_mrr", "best_epoch", "rl_epochs"),
+                 f"{variants.get(variant).label} on {dataset}: one row per seed")
     return results
+
+
+def publish_runs(key: str, experiment: str, rows: list[dict], columns: tuple[str, ...], description: str) -> None:
+    """A Prefect Markdown artifact (shown on the flow run's Artifacts tab) listing ``rows`` with
+    links to their MLflow runs."""
+    from prefect.artifacts import create_markdown_artifact
+
+    create_markdown_artifact(markdown=tracking.runs_markdown(experiment, rows, columns), key=artifact_key(key),
+                             description=description)
+
+
+def artifact_key(name: str) -> str:
+    """A Prefect artifact key (lowercase letters, digits, dashes) from ``name``: ``finetune-icews14-pure-rl``."""
+    return re.sub(r"[^a-z0-9-]+", "-", name.lower())
 
 
 @flow(name="evaluate", flow_run_name="evaluate-{dataset}-{variant}")
@@ -191,7 +208,8 @@ def report_flow(dataset: str, params: str, inputs: dict, outputs: dict) -> dict:
 def ablation_flow(dataset: str, params: str, inputs: dict, outputs: dict) -> dict:
     """The paper's ablation: RL-RAPTOR from each arm's pretraining snapshot (``ablation.pretrain_epochs``;
     0 = a random initialisation) with a fixed RL budget (``rl.epochs``), one MLflow experiment whose
-    runs compare side by side; then its report."""
+    runs compare side by side; each run's best model tested (metrics logged to its MLflow run); then
+    its report."""
     p = load_resolved(params)
     epochs = sorted(set(p.ablation.pretrain_epochs))
     exp = experiment_name(dataset, "ablation-pretrain-epochs")
@@ -208,12 +226,23 @@ def ablation_flow(dataset: str, params: str, inputs: dict, outputs: dict) -> dic
             [f"{dataset}-pretrain{n}-seed{s}" for n, s in jobs],
             [str(snapshot_path(seed_dir(inputs["pretrain"], s), n)) if n else None for n, s in jobs],
             [n for n, _ in jobs], [{"stage": "ablation", "pretrain_epochs": n} for n, _ in jobs])
-        [f.result() for f in futures]
+        trained = [f.result() for f in futures]
+        evals = {n: str(Path(outputs["eval"]) / f"p{n}") for n in epochs}
+        tests = evaluate_run_task.map(
+            unmapped(params), unmapped(inputs["data"]), unmapped(inputs["graph"]), unmapped("raptor"),
+            [s for _, s in jobs], [seed_dir(arms[n], s) for n, s in jobs], [seed_dir(evals[n], s) for n, s in jobs],
+            unmapped("test"), unmapped(threads_per_run(p.train.num_threads, p.train.parallel_runs)))
+        [f.result() for f in tests]
     except BaseException:
         parent.finish("FAILED")
         raise
+    publish_runs(f"ablation-{dataset}", exp, [{**r, "arm": f"{n} pretraining epochs"} for r, (n, _) in zip(trained, jobs)],
+                 ("arm", "seed", "best_val_mrr", "best_epoch"), f"Pretraining-epochs ablation on {dataset}")
+    report = ablation_report_task(dataset, arms, outputs["report"], evals)
+    for f in sorted(Path(outputs["report"]).glob("ablation*")):  # the figures, CSV and JSON
+        parent.log_artifact(f, "report")
     parent.finish()
-    return ablation_report_task(dataset, arms, outputs["report"])
+    return report
 
 
 #: ``Stage.flow`` -> the flow that runs it.

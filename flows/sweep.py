@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Optional
 
 from prefect import flow
+from prefect.artifacts import create_markdown_artifact
 
 from raptor.config import load_resolved
 from raptor.stages import stage_output
@@ -21,7 +22,7 @@ from tasks import tracking
 from tasks.train import evaluate_run_task, label_task, pretrain_run_task, threads_per_run, train_run_task
 
 from .runners import fan_out, task_runner
-from .stages import experiment_name
+from .stages import artifact_key, experiment_name, publish_runs
 
 
 def sweep_inputs(dataset: str) -> dict[str, str]:
@@ -61,7 +62,7 @@ def sweep_flow(name: str, dataset: str, source: str = "params.yaml", local: Opti
              "graph_path": inputs["graph"], "labels_dir": j.labels_dir, "seed": j.seed, "out_dir": j.out_dir,
              "epochs": list(j.epochs), "num_threads": threads, "experiment": exp} for j in plan.pretrain],
             runner(), name="sweep-pretrain")
-        fan_out(train_run_task, [
+        trained = fan_out(train_run_task, [
             {"params_path": j.params_path, "dataset": dataset, "data_dir": inputs["data"],
              "graph_path": inputs["graph"], "variant": j.variant, "seed": j.seed, "out_dir": j.out_dir,
              "experiment": exp, "parent_run_id": parent.run_id, "num_threads": threads, "run_name": j.run_name,
@@ -83,5 +84,10 @@ def sweep_flow(name: str, dataset: str, source: str = "params.yaml", local: Opti
         parent.finish("FAILED")
         raise
     parent.finish()
+    publish_runs(f"sweep-{name}-{dataset}", exp, [{"arm": j.arm, "variant": j.variant, **r} for j, r in zip(plan.train, trained)],
+                 ("arm", "variant", "seed", "best_val_mrr"), f"Sweep {name} on {dataset}: one row per training run")
+    create_markdown_artifact(markdown=(Path(plan.out_dir) / "results.md").read_text(),
+                             key=artifact_key(f"sweep-{name}-{dataset}-results"),
+                             description=f"Sweep {name} on {dataset}: mean ± std over seeds (%)")
     return {"out": plan.out_dir, "arms": [a["arm"] + "/" + a["variant"] for a in results["arms"]],
             "missing": results["missing"]}

@@ -18,6 +18,7 @@ import numpy as np
 
 from .io import atomic_dir, atomic_path, atomic_write_json, atomic_write_text
 from . import variants
+from .constants import METRIC_KEYS
 from .paper import MAIN_TABLE, METRICS, REWARD_THRESHOLD
 from .ranking import read_predictions
 from .stats import per_query_tests, seed_level_tests, summarize
@@ -273,11 +274,14 @@ def write_report(
     return report
 
 
-def write_ablation_report(dataset: str, arms: Mapping[int, str | Path], out_dir: str | Path) -> dict:
+def write_ablation_report(dataset: str, arms: Mapping[int, str | Path], out_dir: str | Path,
+                          evals: Optional[Mapping[int, str | Path]] = None) -> dict:
     """The pretraining-epochs ablation: RL reward curves per number of pretraining epochs (mean ± std
-    over seeds) and the best validation MRR per arm, as PNGs, CSV and JSON (written atomically).
+    over seeds), the best validation MRR per arm and, with ``evals``, its test metrics (mean ± std
+    over seeds), as PNGs, CSV and JSON (written atomically).
 
-    ``arms`` maps pretraining epochs -> the arm's training folder (``seed<S>/history.json``).
+    ``arms`` maps pretraining epochs -> the arm's training folder (``seed<S>/history.json``);
+    ``evals`` maps them to its evaluation folder (``seed<S>/metrics.json``).
     """
     import matplotlib
 
@@ -295,6 +299,11 @@ def write_ablation_report(dataset: str, arms: Mapping[int, str | Path], out_dir:
                      "best_val_mrr_std": float(np.nanstd(best, ddof=1)) if len(best) > 1 else 0.0,
                      "final_reward_mean": float(np.mean([h[-1]["reward"] for h in hs.values() if h])) if hs else float("nan"),
                      f"epochs_to_reward_{REWARD_THRESHOLD}": ";".join(str(t) if t else "not reached" for t in to_thr)})
+        if evals is not None:
+            tests = {int(f.parent.name[len("seed"):]): json.loads(f.read_text())
+                     for f in sorted(Path(evals[n]).glob("seed*/metrics.json"))}
+            stats = summarize(tests, METRIC_KEYS)
+            rows[-1].update({f"test_{m}_{k}": stats[m][k] for m in METRIC_KEYS for k in ("mean", "std")})
     out = Path(out_dir)
     with atomic_dir(out) as tmp:
         plot_curves({f"{n} pretraining epochs": hs for n, hs in hists.items()}, "reward", "mean training reward",

@@ -164,11 +164,13 @@ def ablation_stages() -> list[Stage]:
               outputs={"out": _runs("ablation/pretrain")},
               params=("env", "model", "pretrain", "train.precision", "train.device", "ablation"),
               persist=("out",)),
-        Stage("ablation", "RL-RAPTOR with each arm's pretraining and a fixed RL budget, and its report",
+        Stage("ablation", "RL-RAPTOR with each arm's pretraining and a fixed RL budget, its test metrics "
+              "and its report",
               "raptor.experiment,raptor.report",
               inputs={"data": _data("ingested"), "graph": _data("graph.npz"),
                       "pretrain": _runs("ablation/pretrain")},
-              outputs={"out": _runs("ablation/arms"), "report": f"reports/{DATASET}/ablation"},
+              outputs={"out": _runs("ablation/arms"), "eval": _runs("ablation/eval"),
+                       "report": f"reports/{DATASET}/ablation"},
               params=("env", "model", "rl", "eval", "train.precision", "train.device", "ablation"),
               persist=("out",)),
     ]

@@ -251,3 +251,38 @@ def start_run(
     if params:
         run.log_params(params)
     return run
+
+
+def run_url(experiment: str, run_id: str) -> Optional[str]:
+    """The run's page in the MLflow UI when the tracking URI is a server (``None`` for a file store:
+    open that with ``mlflow ui --backend-store-uri URI``)."""
+    uri = os.environ.get("MLFLOW_TRACKING_URI", "")
+    if not uri.startswith(("http://", "https://")):
+        return None
+    try:
+        exp = client().get_experiment_by_name(experiment)
+    except UNREACHABLE:
+        return None
+    return f"{uri.rstrip('/')}/#/experiments/{exp.experiment_id}/runs/{run_id}" if exp else None
+
+
+def prefect_ids() -> dict[str, str]:
+    """Tags linking an MLflow run to the Prefect flow and task run that logged it (empty outside Prefect)."""
+    from prefect.runtime import flow_run, task_run
+
+    ids = {"prefect_flow_run_id": flow_run.id, "prefect_task_run_id": task_run.id}
+    return {k: str(v) for k, v in ids.items() if v}
+
+
+def runs_markdown(experiment: str, rows: list[dict[str, Any]], columns: tuple[str, ...]) -> str:
+    """A Markdown table of runs (``columns`` of each row, then its MLflow run of ``experiment``: a
+    link on a tracking server, else the run id), for a Prefect artifact."""
+    head = "| " + " | ".join(columns) + " | MLflow run |\n|" + "---|" * (len(columns) + 1) + "\n"
+    lines = []
+    for r in rows:
+        cells = [f"{r[c]:.4f}" if isinstance(r.get(c), float) else str(r.get(c, "")) for c in columns]
+        run_id = r.get("mlflow_run_id")
+        url = run_url(experiment, run_id) if run_id else None
+        cells.append(f"[{run_id[:8]}]({url})" if url else (f"`{run_id}`" if run_id else "-"))
+        lines.append("| " + " | ".join(cells) + " |")
+    return f"MLflow experiment `{experiment}`\n\n" + head + "\n".join(lines) + "\n"

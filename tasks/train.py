@@ -90,18 +90,24 @@ def _tracked_run(experiment: str, run_name: str, params: dict, tags: dict,
     """The MLflow run of one training run, created at its first trained epoch (a run folder that is
     already complete trains nothing and keeps its earlier MLflow run: see :func:`_kept_run`)."""
     parent = tracking.Run(parent_run_id) if parent_run_id else None
-    return tracking.start_run(experiment, run_name, params=params, tags=tags, parent=parent, lazy=True)
+    return tracking.start_run(experiment, run_name, params=params, tags={**tags, **tracking.prefect_ids()},
+                              parent=parent, lazy=True)
 
 
-def _epoch_logger(run: tracking.Run, trained: Optional[list] = None):
-    """``(phase, epoch, metrics)`` hook logging one epoch's numeric metrics as ``phase/name``
-    (and noting the epoch in ``trained``)."""
+def _epoch_logger(run: tracking.Run, trained: Optional[list] = None, pretrained_epochs: int = 0):
+    """``(phase, epoch, metrics)`` hook logging one epoch's numeric metrics as ``phase/name`` at
+    step ``epoch`` (and noting the epoch in ``trained``). RL epochs are logged a second time as
+    ``total/name`` at step ``pretrained_epochs + epoch``: the epochs of the whole budget, on which
+    variants with and without pretraining compare at equal cost."""
     def on_epoch_end(phase: str, epoch: int, metrics: dict) -> None:
         replayed = bool(metrics.get("replayed"))  # trained before: logged only if this run logs anything new
         if trained is not None and not replayed:
             trained.append((phase, epoch))
-        run.log_metrics({f"{phase}/{k}": v for k, v in _numeric(metrics).items() if k != "epoch"}, step=epoch,
-                        defer=replayed)
+        values = {k: v for k, v in _numeric(metrics).items() if k != "epoch"}
+        run.log_metrics({f"{phase}/{k}": v for k, v in values.items()}, step=epoch, defer=replayed)
+        if phase == "rl":
+            run.log_metrics({f"total/{k}": v for k, v in values.items()}, step=pretrained_epochs + epoch,
+                            defer=replayed)
     return on_epoch_end
 
 
@@ -207,7 +213,8 @@ def train_run_task(
     previous, trained = _previous_run(out), []
     try:
         summary = run_variant(ctx, variant, seed, out, init_model=init_model, pretrain_epochs=pretrain_epochs,
-                              on_epoch_end=_epoch_logger(run, trained), num_threads=num_threads, progress=True)
+                              on_epoch_end=_epoch_logger(run, trained, pretrain_epochs), num_threads=num_threads,
+                              progress=True)
         kept = _kept_run(out, run, previous, trained)
         if kept:
             summary["mlflow_run_id"], summary["mlflow_run_kept"] = kept, True
@@ -257,5 +264,5 @@ def report_task(dataset: str, train_dirs: dict[str, str], eval_dirs: dict[str, s
 
 
 @task(name="ablation-report", cache_policy=NO_CACHE)
-def ablation_report_task(dataset: str, arms: dict[int, str], out_dir: str) -> dict:
-    return write_ablation_report(dataset, arms, out_dir)
+def ablation_report_task(dataset: str, arms: dict[int, str], out_dir: str, evals: Optional[dict[int, str]] = None) -> dict:
+    return write_ablation_report(dataset, arms, out_dir, evals)

@@ -180,6 +180,8 @@ def test_dvc_repro_end_to_end(project):
     runs = client.search_runs([exp.experiment_id])
     children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
     assert len(children) == 4
+    flow_run_ids = {f["id"] for f in _flow_runs(api)}
+    artifacts = {a["key"]: a for a in http_json(f"{api}/artifacts/filter", {}) if a.get("key")}
     assert sorted(r.data.tags["seed"] for r in runs if r.data.tags.get("stage") == "pretrain") == ["0", "1"]
     for r in children:
         variant, seed = r.data.tags["variant"], int(r.data.tags["seed"])
@@ -187,6 +189,11 @@ def test_dvc_repro_end_to_end(project):
         assert len(r.data.tags["git_commit"]) >= 7 or r.data.tags["git_commit"] == "unknown"
         assert "data.sha256.train.txt" in r.data.tags
         assert len(client.get_metric_history(r.info.run_id, "rl/reward")) == 2
+        # the same epochs on the total-budget axis: RL-RAPTOR's start after its 2 pretraining epochs
+        total = sorted(m.step for m in client.get_metric_history(r.info.run_id, "total/reward"))
+        assert total == ([2, 3] if variant == "raptor" else [0, 1])
+        assert r.data.tags["prefect_flow_run_id"] in flow_run_ids
+        assert r.info.run_id in artifacts[f"finetune-synth-{variant.replace('_', '-')}"]["data"]
         seed_metrics = json.loads((proj / f"runs/SYNTH/{variant}/eval/seed{seed}/metrics.json").read_text())
         assert r.data.metrics["test/mrr"] == pytest.approx(seed_metrics["mrr"])
         arts = {a.path for a in client.list_artifacts(r.info.run_id)}
@@ -342,14 +349,23 @@ def test_ablation_pipeline(project):
     assert "ablation-pretrain@SYNTH" in out and "Running stage 'ablation/dvc.yaml:ablation@SYNTH'" in out
     arms = json.loads((proj / "reports/SYNTH/ablation/ablation.json").read_text())["arms"]
     assert [a["pretrain_epochs"] for a in arms] == [0, 1]
+    for a in arms:  # each arm's best model tested: its test metrics in the report and in its MLflow run
+        test = json.loads((proj / f"runs/SYNTH/ablation/eval/p{a['pretrain_epochs']}/seed0/metrics.json").read_text())
+        assert a["test_mrr_mean"] == pytest.approx(test["mrr"]) and a["test_mrr_std"] == 0.0
     assert (proj / "reports/SYNTH/ablation/ablation_reward.png").exists()
     assert (proj / "runs/SYNTH/ablation/pretrain/seed0/pretrained-e1.pt").is_file()
     import mlflow
 
     client = mlflow.MlflowClient(tracking_uri=env["MLFLOW_TRACKING_URI"])
     exp = client.get_experiment_by_name("raptor/SYNTH/ablation-pretrain-epochs")
-    runs = [r for r in client.search_runs([exp.experiment_id]) if "mlflow.parentRunId" in r.data.tags]
+    every = client.search_runs([exp.experiment_id])
+    runs = [r for r in every if "mlflow.parentRunId" in r.data.tags]
     assert sorted(r.data.tags["pretrain_epochs"] for r in runs) == ["0", "1"]
+    assert {r.data.tags["pretrain_epochs"]: r.data.metrics["test/mrr"] for r in runs} == pytest.approx(
+        {str(a["pretrain_epochs"]): a["test_mrr_mean"] for a in arms})
+    parent = next(r for r in every if r.info.run_id == runs[0].data.tags["mlflow.parentRunId"])
+    assert {"report/ablation.csv", "report/ablation_reward.png"} <= {
+        a.path for a in client.list_artifacts(parent.info.run_id, "report")}
     assert all(len(client.get_metric_history(r.info.run_id, "rl/reward")) == 2 for r in runs)
     # The params logged are the arm's own, as numbers: not the config's pretrain.epochs.
     assert all(r.data.params["pretrain.epochs"] == r.data.tags["pretrain_epochs"] == r.data.params["pretrain_epochs"]
@@ -387,6 +403,10 @@ def test_sweep_trains_every_arm_into_one_mlflow_comparison(project):
     for (arm, variant), r in runs.items():
         assert r.data.metrics["test/mrr"] == pytest.approx(
             next(x["test_mrr"] for x in res["runs"] if (x["arm"], x["variant"]) == (arm, variant)))
+    # Prefect: the results table and a row per run with its MLflow run, as artifacts of the flow run
+    artifacts = {a["key"]: a for a in http_json(f"{api}/artifacts/filter", {}) if a.get("key")}
+    assert "| rl.gamma=0.9 |" in artifacts["sweep-t-synth-results"]["data"]
+    assert all(r.info.run_id in artifacts["sweep-t-synth"]["data"] for r in runs.values())
     parents = [r for r in client.search_runs([exp.experiment_id]) if r.data.tags.get("stage") == "sweep"
                and "arm" not in r.data.tags]
     assert len(parents) == 1 and "default/raptor/test_mrr_mean" in parents[0].data.metrics

@@ -103,3 +103,26 @@ def test_write_report(runs):
     # raptor's rewards are 0.2 + 0.05 i: reaches 0.325 at epoch index 3 -> 4 epochs.
     assert {r["epochs_to_reward_0.325"] for r in eff if r["variant"] == "raptor"} == {"4"}
     assert (out / "training_efficiency.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_ablation_report_has_each_arms_test_metrics(tmp_path):
+    from raptor.report import write_ablation_report
+
+    arms, evals, tested = {}, {}, {}
+    for n, ranks in ((0, ([1, 2, 4], [2, 2, 4])), (2, ([1, 1, 2], [1, 1, 1]))):
+        arms[n], evals[n] = tmp_path / f"arms/p{n}", tmp_path / f"eval/p{n}"
+        for seed, r in enumerate(ranks):
+            atomic_write_json(arms[n] / f"seed{seed}/history.json",
+                              [{"epoch": 0, "reward": 0.1 * seed, "val_mrr": 0.2 + 0.1 * n + 0.01 * seed}])
+            tested[(n, seed)] = _fake_eval(evals[n], seed, r)
+    out = write_ablation_report("T", arms, tmp_path / "report", evals)
+    rows = {a["pretrain_epochs"]: a for a in out["arms"]}
+    # arm 0: reciprocal ranks (1 + 1/2 + 1/4) / 3 and (1/2 + 1/2 + 1/4) / 3
+    assert rows[0]["test_mrr_mean"] == pytest.approx(np.mean([1.75 / 3, 1.25 / 3]))
+    assert rows[0]["test_mrr_std"] == pytest.approx(np.std([1.75 / 3, 1.25 / 3], ddof=1))
+    assert rows[2]["test_hits@1_mean"] == pytest.approx(np.mean([2 / 3, 1.0]))
+    assert rows[2]["best_val_mrr_mean"] == pytest.approx(0.405)
+    header = (tmp_path / "report/ablation.csv").read_text().splitlines()[0]
+    assert "test_mrr_mean" in header
+    # without evaluations the report is as before: no test columns
+    assert "test_mrr_mean" not in write_ablation_report("T", arms, tmp_path / "report2")["arms"][0]
