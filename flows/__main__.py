@@ -61,6 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "(default: %(default)s; missing = none)")
     p.add_argument("--out", help="sweep folder (default: runs/DATASET/sweeps/NAME)")
     p.add_argument("--list", action="store_true", help="print the arms and the jobs they need, and exit")
+    p.add_argument("--dvc", action="store_true", help="print one `dvc exp run --queue` per arm (the same grid as "
+                   "DVC experiments of the main pipeline; run them, then `dvc queue start`), and exit")
     return parser
 
 
@@ -90,6 +92,14 @@ def main(argv: list[str] | None = None) -> int:
         from raptor.config import ConfigError
 
         try:
+            if args.dvc:
+                import shlex
+
+                from raptor.sweep import dvc_commands, load_sweep
+
+                for cmd in dvc_commands(load_sweep(args.params, args.name, args.local)[0]):
+                    print(shlex.join(cmd))
+                return 0
             if args.list:
                 result = _list_sweep(args)
             else:

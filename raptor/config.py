@@ -236,6 +236,9 @@ STAGE_GRAPH_KEYS = ("datasets", "train.variants")
 
 #: Top-level key of params.yaml holding named sweeps (:mod:`raptor.sweep`); not part of a run's params.
 SWEEPS_KEY = "sweeps"
+#: Top-level key of params.yaml: dotted-key overrides applied after its profile (what a DVC
+#: experiment sets, ``dvc exp run -S '++overrides.rl.epochs=60'``, to win over the profile).
+OVERRIDES_KEY = "overrides"
 
 #: A dataset name becomes a folder name and a DVC stage key.
 DATASET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
@@ -401,7 +404,8 @@ def _set_dotted(raw: dict, dotted: str, value: Any, where: str) -> None:
 
 
 def apply_profile(raw: dict) -> dict:
-    """Resolve ``profile`` / ``profiles``: a copy of ``raw`` with the selected profile's overrides.
+    """Resolve ``profile`` / ``profiles``: a copy of ``raw`` with the selected profile's overrides,
+    then those of ``overrides`` (:data:`OVERRIDES_KEY`).
 
     ``profiles`` maps a name to ``{dotted.key: value}`` overrides; ``profile`` names the one to
     apply (``paper``, the default, applies none unless ``profiles.paper`` exists).
@@ -426,6 +430,14 @@ def apply_profile(raw: dict) -> dict:
             raise ConfigError(f"profiles.{name}.{dotted}: a profile cannot set {dotted}")
         check_not_stage_graph(dotted, f"profiles.{name}.{dotted}")
         _set_dotted(raw, dotted, value, f"profiles.{name}")
+    own = raw.pop(OVERRIDES_KEY, None) or {}
+    if not isinstance(own, dict):
+        raise ConfigError(f"{OVERRIDES_KEY}: expected a mapping of dotted keys to values, got {own!r}")
+    for dotted, value in flatten(own).items():
+        if dotted.split(".")[0] in ("profile", "profiles", SWEEPS_KEY, OVERRIDES_KEY):
+            raise ConfigError(f"{OVERRIDES_KEY}.{dotted}: cannot be overridden")
+        check_not_stage_graph(dotted, f"{OVERRIDES_KEY}.{dotted}")
+        _set_dotted(raw, dotted, value, OVERRIDES_KEY)
     return raw
 
 
@@ -498,9 +510,9 @@ def local_overrides(path: str | Path) -> dict[str, Any]:
     raw = read_yaml(path) or {}
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: expected a mapping of keys to values")
-    if any(str(key).split(".")[0] in ("profiles", SWEEPS_KEY) for key in raw):
-        raise ConfigError(f"{path}: profiles and sweeps are defined in params.yaml; select a profile "
-                          "with `profile: NAME`")
+    if any(str(key).split(".")[0] in ("profiles", SWEEPS_KEY, OVERRIDES_KEY) for key in raw):
+        raise ConfigError(f"{path}: profiles, sweeps and overrides are defined in params.yaml; select a "
+                          "profile with `profile: NAME`, override a key with `KEY: VALUE`")
     flat = flatten(raw)
     for dotted in flat:
         try:

@@ -204,6 +204,39 @@ def load_sweep(source: str | Path, name: str, local: Optional[str | Path] = None
 
 
 # ---------------------------------------------------------------------------------------------
+# The same grid as DVC experiments
+# ---------------------------------------------------------------------------------------------
+
+
+def _hydra_value(value: Any) -> str:
+    """A value in Hydra's override grammar (what ``dvc exp run -S`` parses)."""
+    if isinstance(value, str):
+        return value if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.-]*", value) else "'" + value.replace("'", "\\'") + "'"
+    return json.dumps(value)
+
+
+def dvc_commands(sweep: Sweep, queue: bool = True) -> list[list[str]]:
+    """One ``dvc exp run`` per arm that runs the main pipeline with the arm's params: the base's
+    profile as ``profile``, every other override of the base and the arm under ``overrides`` of
+    params.yaml (applied after the profile, :data:`raptor.config.OVERRIDES_KEY`), named
+    ``SWEEP-ARM``. ``dvc queue start`` then runs the queue and ``dvc exp show`` compares the metrics.
+    The experiment trains the pipeline's ``train.variants`` (a sweep's ``variants`` cannot reach
+    DVC's stage list), and ``params.local.yaml`` (untracked) is not copied into queued experiments."""
+    from .config import OVERRIDES_KEY
+
+    out = []
+    for arm in sweep.arms:
+        merged = {**sweep.base, **arm.overrides}
+        cmd = ["dvc", "exp", "run", *(["--queue"] if queue else []), "-n", f"{sweep.name}-{arm.name}"]
+        if "profile" in merged:
+            cmd += ["-S", f"profile={_hydra_value(merged.pop('profile'))}"]
+        for key, value in merged.items():
+            cmd += ["-S", f"++{OVERRIDES_KEY}.{key}={_hydra_value(value)}"]
+        out.append(cmd)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
 # Plan
 # ---------------------------------------------------------------------------------------------
 

@@ -93,7 +93,7 @@ def test_sweeps_are_not_params_of_a_run(tmp_path):
     assert load_params(f).rl.gamma == 0.95
     local = tmp_path / "local.yaml"
     local.write_text(yaml.safe_dump({"sweeps": {"x": {"arms": {"a": {}}}}}))
-    with pytest.raises(ConfigError, match="sweeps are defined in params.yaml"):
+    with pytest.raises(ConfigError, match="sweeps and overrides are defined in params.yaml"):
         load_params(f, local=local)
 
 
@@ -170,3 +170,35 @@ def test_results_mean_std_and_delta_against_the_default(tmp_path):
     rows = (Path(plan.out_dir) / "results.csv").read_text().splitlines()
     assert rows[0].startswith("arm,variant,seed") and len(rows) == 4
     assert results_markdown(collect_results(plan)) == md
+
+
+def test_overrides_key_wins_over_the_profile_and_loses_to_the_local_file(tmp_path):
+    raw = {**RAW, "profile": "small", "overrides": {"rl": {"epochs": 7}, "pretrain.batch_size": 32}}
+    assert params_from_dict(raw).rl.epochs == 7 and params_from_dict(raw).pretrain.batch_size == 32
+    assert params_from_dict(raw, {"rl.epochs": 9}).rl.epochs == 9
+    with pytest.raises(ConfigError, match="overrides.train.variants"):
+        params_from_dict({**raw, "overrides": {"train.variants": ["raptor"]}})
+    with pytest.raises(ConfigError, match="overrides.profile: cannot be overridden"):
+        params_from_dict({**raw, "overrides": {"profile": "small"}})
+
+
+@pytest.mark.parametrize("name", ["s", "prod"])
+def test_dvc_experiments_of_a_sweep_resolve_to_the_arms_params(tmp_path, name):
+    """Each arm's `dvc exp run -S ...`, applied to params.yaml by DVC's own override code, gives
+    exactly the params the Prefect sweep trains that arm with."""
+    from dvc.utils.hydra import apply_overrides
+
+    from raptor.config import params_to_dict
+    from raptor.sweep import dvc_commands
+
+    source = tmp_path / "params.yaml"
+    source.write_text(yaml.safe_dump(RAW))
+    sweep, params = load_sweep(source, name)
+    commands = dvc_commands(sweep)
+    assert [c[:5] for c in commands] == [["dvc", "exp", "run", "--queue", "-n"]] * len(sweep.arms)
+    for cmd, arm in zip(commands, sweep.arms):
+        assert cmd[5] == f"{name}-{arm.name}"
+        exp = tmp_path / f"exp-{arm.name}.yaml"
+        exp.write_text(source.read_text())
+        apply_overrides(exp, [cmd[i + 1] for i, c in enumerate(cmd) if c == "-S"])
+        assert params_to_dict(load_params(exp)) == params_to_dict(params[arm.name]), arm.name
