@@ -30,7 +30,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
@@ -39,12 +38,12 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from . import checkpoints
 from .config import PretrainConfig
 from .env import TemporalEnv
 from .experiment import prepare_run_dir, run_fingerprint, snapshot_path
 from .io import atomic_write_json
 from .labeling import LabelTable, PartitionedLabels, action_labels
+from .loop import Phase, run_epochs
 from .policy import Policy
 from .rl import (
     _epoch_seed,
@@ -154,12 +153,6 @@ def epoch_blocks(queries: np.ndarray, table, rng: np.random.Generator) -> list[t
     return blocks
 
 
-def _save_checkpoint(path: Path, policy, optimizer, epoch, history, meta) -> None:
-    obj = {"format": PRETRAIN_CHECKPOINT_FORMAT, "epoch": epoch, "policy": policy.state_dict(),
-           "optimizer": optimizer.state_dict(), "history": history, "meta": meta}
-    checkpoints.save(path, obj, keep_previous=True)
-
-
 def pretrain(
     policy: Policy,
     env: TemporalEnv,
@@ -194,24 +187,10 @@ def pretrain(
     meta["phase"] = "pretrain"
     policy.to(device)
     optimizer = make_optimizer(policy, cfg)  # any config with learning_rate
-    history: list[dict[str, Any]] = []
-    start = 0
-    ckpt = out / "checkpoint.pt" if out is not None else None
-    ck = checkpoints.load_latest(ckpt, PRETRAIN_CHECKPOINT_FORMAT, "RAPTOR pretraining checkpoint") \
-        if resume and ckpt is not None else None
-    if ck is not None:
-        policy.load_state_dict(ck["policy"])
-        optimizer.load_state_dict(ck["optimizer"])
-        history, start = ck["history"], ck["epoch"] + 1
-        if on_epoch_end is not None:  # a resumed run reports its whole history (e.g. to a new MLflow run),
-            # marked ``replayed``: those epochs were trained before
-            for row in history:
-                on_epoch_end(row["epoch"], {**row, "replayed": True})
     queries = np.ascontiguousarray(train_queries, dtype=np.int64)
     bs = cfg.batch_size
-    bar = progress_bar(range(start, n_epochs), desc="pretrain", enabled=progress, initial=start, total=n_epochs)
-    for epoch in bar:
-        t0 = time.perf_counter()
+
+    def run_epoch(epoch: int) -> dict[str, Any]:
         policy.train()
         # Streams 2 and 3: distinct from the RL phase's (0, 1) for the same seed.
         blocks = epoch_blocks(queries, table, np.random.default_rng(_epoch_seed(seed, epoch, 2)))
@@ -237,18 +216,23 @@ def pretrain(
                 for key, val in pb.stats.items():
                     sums[key] = sums.get(key, 0.0) + val * n
         next(ticks, None)
-        del block_table
-        row = {"epoch": epoch, **{k: v / max(n_total, 1) for k, v in sums.items()},
-               "seconds": time.perf_counter() - t0}
-        history.append(row)
-        if out is not None:
-            _save_checkpoint(ckpt, policy, optimizer, epoch, history, meta)
-            atomic_write_json(out / "history.json", history)
-            if epoch + 1 in snapshots:
-                save_model(snapshot_path(out, epoch + 1), policy, {**meta, "epoch": epoch})
-        if on_epoch_end is not None:
-            on_epoch_end(epoch, row)
-        bar.set_postfix(bce=f"{row['bce']:.3f}", acc=f"{row['label_accuracy']:.3f}")
+        return {k: v / max(n_total, 1) for k, v in sums.items()}
+
+    def snapshot(epoch: int, row: dict[str, Any], last: bool) -> bool:
+        """The weights after ``epoch + 1`` epochs, when asked for (written before the checkpoint
+        that moves past them, so a crash in between redoes the epoch rather than losing them)."""
+        if out is not None and epoch + 1 in snapshots:
+            save_model(snapshot_path(out, epoch + 1), policy, {**meta, "epoch": epoch})
+        return False
+
+    def write_history(folder: Path, history: list[dict[str, Any]]) -> None:
+        atomic_write_json(folder / "history.json", history)
+
+    phase = Phase("pretrain", PRETRAIN_CHECKPOINT_FORMAT, "RAPTOR pretraining checkpoint", run_epoch,
+                  write_history, snapshot,
+                  postfix=lambda r: {"bce": f"{r['bce']:.3f}", "acc": f"{r['label_accuracy']:.3f}"})
+    history = run_epochs(phase, policy, optimizer, n_epochs, seed=seed, meta=meta, out=out, resume=resume,
+                         on_epoch_end=on_epoch_end, progress=progress)
     if out is not None:
         save_model(out / "pretrained.pt", policy, {**meta, "epoch": n_epochs - 1})
         atomic_write_json(out / "history.json", history)

@@ -45,6 +45,7 @@ from . import checkpoints
 from .config import EvalConfig, RLConfig
 from .env import Candidates, State, TemporalEnv
 from .io import atomic_write_json, atomic_write_text
+from .loop import Phase, run_epochs
 from .policy import Policy
 
 CHECKPOINT_FORMAT = "raptor.rl-checkpoint/v1"
@@ -461,15 +462,6 @@ def _write_history(out: Path, history: list[dict[str, Any]]) -> None:
     atomic_write_text(out / "history.csv", buf.getvalue())
 
 
-def save_checkpoint(path: Path, policy: Policy, optimizer, epoch: int, history, best_mrr, best_epoch,
-                    meta: dict) -> None:
-    """Atomic checkpoint after ``epoch`` (0-based, completed); the previous one is kept beside it."""
-    obj = {"format": CHECKPOINT_FORMAT, "epoch": epoch, "policy": policy.state_dict(),
-           "optimizer": optimizer.state_dict(), "history": history, "best_mrr": best_mrr,
-           "best_epoch": best_epoch, "meta": meta}
-    checkpoints.save(path, obj, keep_previous=True)
-
-
 def load_checkpoint(path: Path) -> dict | None:
     """The RL checkpoint at ``path`` (or the one before it, if the latest is unreadable)."""
     return checkpoints.load_latest(path, CHECKPOINT_FORMAT, "RAPTOR RL checkpoint")
@@ -527,62 +519,41 @@ def train(
         resume: continue from ``out_dir/checkpoint.pt`` if it exists.
         on_epoch_end: ``(epoch, metrics)`` hook (e.g. MLflow logging by the orchestration layer).
     """
-    from .progress import progress_bar
-
     n_epochs = rl.epochs if epochs is None else epochs
     out = Path(out_dir) if out_dir is not None else None
     meta = model_meta(policy, meta, seed)
     policy.to(device)
     optimizer = make_optimizer(policy, rl)
-    history: list[dict[str, Any]] = []
-    best_mrr: Optional[float] = None
-    best_epoch: Optional[int] = None
-    start = 0
-    ckpt_path = out / "checkpoint.pt" if out is not None else None
-    ck = load_checkpoint(ckpt_path) if resume and ckpt_path is not None else None
-    if ck is not None:
-        if ck["meta"].get("seed", seed) != seed:
-            raise ValueError(f"{ckpt_path} was written with seed {ck['meta'].get('seed')}, not {seed}: "
-                             "use another --out or the same seed")
-        policy.load_state_dict(ck["policy"])
-        optimizer.load_state_dict(ck["optimizer"])
-        history, best_mrr, best_epoch = ck["history"], ck["best_mrr"], ck["best_epoch"]
-        start = ck["epoch"] + 1
-        if on_epoch_end is not None:  # a resumed run reports its whole history (e.g. to a new MLflow run),
-            # marked ``replayed``: those epochs were trained before
-            for row in history:
-                on_epoch_end(row["epoch"], {**row, "replayed": True})
     queries = np.ascontiguousarray(train_queries, dtype=np.int64)
-    bar = progress_bar(range(start, n_epochs), desc="train", enabled=progress, initial=start, total=n_epochs)
-    for epoch in bar:
-        t0 = time.perf_counter()
-        row: dict[str, Any] = {"epoch": epoch}
-        row.update(train_epoch(policy, optimizer, env, queries, epoch, seed, rl, precision, device, progress))
-        row["seconds"] = time.perf_counter() - t0
+    best = {"best_mrr": None, "best_epoch": None}  # kept in checkpoints
+
+    def run_epoch(epoch: int) -> dict[str, Any]:
+        return train_epoch(policy, optimizer, env, queries, epoch, seed, rl, precision, device, progress)
+
+    def validate(epoch: int, row: dict[str, Any], last: bool) -> bool:
+        """Validation MRR after every ``valid_every``-th epoch and the last; the best weights to best.pt."""
         row["val_mrr"] = None
-        validate = evaluate_fn is not None and ((epoch + 1) % eval_cfg.valid_every == 0 or epoch == n_epochs - 1)
-        if validate:
-            t1 = time.perf_counter()
-            policy.eval()
-            metrics = evaluate_fn(policy)
-            row["val_seconds"] = time.perf_counter() - t1
-            row["val_mrr"] = float(metrics["mrr"])
-            for k2, v2 in metrics.items():
-                if k2 != "mrr":
-                    row[f"val_{k2}"] = v2
-            if best_mrr is None or row["val_mrr"] > best_mrr:
-                best_mrr, best_epoch = row["val_mrr"], epoch
-                if out is not None:
-                    save_model(out / "best.pt", policy, {**meta, "epoch": epoch, "val_mrr": best_mrr})
-        history.append(row)
-        if out is not None:
-            last = epoch == n_epochs - 1
-            if last or validate or (epoch + 1) % checkpoint_every == 0:
-                save_checkpoint(ckpt_path, policy, optimizer, epoch, history, best_mrr, best_epoch, meta)
-            _write_history(out, history)
-        if on_epoch_end is not None:
-            on_epoch_end(epoch, row)
-        bar.set_postfix(reward=f"{row['reward']:.3f}", mrr=row["val_mrr"] if row["val_mrr"] is not None else "-")
+        if evaluate_fn is None or not ((epoch + 1) % eval_cfg.valid_every == 0 or last):
+            return False
+        t1 = time.perf_counter()
+        policy.eval()
+        metrics = evaluate_fn(policy)
+        row["val_seconds"] = time.perf_counter() - t1
+        row["val_mrr"] = float(metrics["mrr"])
+        row.update({f"val_{k}": v for k, v in metrics.items() if k != "mrr"})
+        if best["best_mrr"] is None or row["val_mrr"] > best["best_mrr"]:
+            best.update(best_mrr=row["val_mrr"], best_epoch=epoch)
+            if out is not None:
+                save_model(out / "best.pt", policy, {**meta, "epoch": epoch, "val_mrr": row["val_mrr"]})
+        return True  # checkpoint the epoch that moved the best model
+
+    phase = Phase("train", CHECKPOINT_FORMAT, "RAPTOR RL checkpoint", run_epoch, _write_history, validate,
+                  postfix=lambda r: {"reward": f"{r['reward']:.3f}",
+                                     "mrr": r["val_mrr"] if r["val_mrr"] is not None else "-"},
+                  state=best)
+    history = run_epochs(phase, policy, optimizer, n_epochs, seed=seed, meta=meta, out=out, resume=resume,
+                         on_epoch_end=on_epoch_end, progress=progress, checkpoint_every=checkpoint_every)
+    best_mrr, best_epoch = best["best_mrr"], best["best_epoch"]
     if out is not None:
         save_model(out / "final.pt", policy, {**meta, "epoch": n_epochs - 1})
         if best_epoch is None:  # no validation: the final weights are the selected ones

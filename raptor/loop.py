@@ -1,0 +1,111 @@
+"""The epoch loop every training phase runs through: resume, checkpoints, history and hooks.
+
+A phase (actor-critic RL in :mod:`raptor.rl`, reachability pretraining in :mod:`raptor.pretrain`)
+says what one epoch does and what else it keeps; the loop owns what is the same for all of them::
+
+    resume from out/checkpoint.pt (or the previous one, if the latest is unreadable)
+    replay the resumed history to the hook, marked "replayed"
+    for each remaining epoch:
+        row = phase.run_epoch(epoch)              # train one epoch: {metric: value}
+        phase.after_epoch(epoch, row, last)       # validation, best model, snapshots (optional)
+        checkpoint (atomic, the previous one kept), history files, hook, progress bar
+
+A checkpoint holds the policy, the optimizer, the history, the run's ``meta`` and the phase's own
+``state`` (e.g. the best validation MRR so far), so a resumed run continues exactly where an
+uninterrupted one would be. Whether a run folder may be resumed at all (same params, inputs and
+code) is decided before, by its fingerprint (:func:`raptor.experiment.prepare_run_dir`).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import torch
+
+from . import checkpoints
+
+#: ``(epoch, row)`` hook called after every epoch (and for every replayed epoch on resume).
+EpochHook = Callable[[int, dict[str, Any]], None]
+
+
+@dataclass
+class Phase:
+    """What a training phase adds to the loop."""
+
+    #: Progress-bar label ("train", "pretrain").
+    name: str
+    #: ``format`` of its checkpoints and their name in errors (:mod:`raptor.checkpoints`).
+    checkpoint_format: str
+    checkpoint_what: str
+    #: Trains one epoch (0-based) and returns its history row (without ``epoch`` and ``seconds``).
+    run_epoch: Callable[[int], dict[str, Any]]
+    #: Writes ``history`` into the run folder.
+    write_history: Callable[[Path, list[dict[str, Any]]], None]
+    #: ``(epoch, row, last) -> bool``: after the epoch is trained, before it is checkpointed; may add
+    #: to ``row``; True forces a checkpoint at this epoch.
+    after_epoch: Optional[Callable[[int, dict[str, Any], bool], bool]] = None
+    #: The progress bar's postfix for a row.
+    postfix: Callable[[dict[str, Any]], dict[str, Any]] = lambda row: {}
+    #: Extra values kept in checkpoints and restored on resume (the phase reads and updates them).
+    state: dict[str, Any] = field(default_factory=dict)
+
+
+def run_epochs(
+    phase: Phase,
+    policy: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    n_epochs: int,
+    *,
+    seed: int,
+    meta: dict[str, Any],
+    out: Optional[Path] = None,
+    resume: bool = False,
+    on_epoch_end: Optional[EpochHook] = None,
+    progress: bool = True,
+    checkpoint_every: int = 1,
+) -> list[dict[str, Any]]:
+    """Run ``phase`` up to ``n_epochs`` epochs; returns the whole history (resumed epochs included).
+
+    With ``out``: ``checkpoint.pt`` after every ``checkpoint_every``-th epoch, the last one and
+    whenever ``after_epoch`` asks, and the history files after every epoch. With ``resume``, the
+    latest readable checkpoint in ``out`` is continued (a checkpoint of another seed is refused).
+    """
+    from .progress import progress_bar
+
+    history: list[dict[str, Any]] = []
+    start = 0
+    ckpt = out / "checkpoint.pt" if out is not None else None
+    ck = checkpoints.load_latest(ckpt, phase.checkpoint_format, phase.checkpoint_what) \
+        if resume and ckpt is not None else None
+    if ck is not None:
+        if ck["meta"].get("seed", seed) != seed:
+            raise ValueError(f"{ckpt} was written with seed {ck['meta'].get('seed')}, not {seed}: "
+                             "use another --out or the same seed")
+        policy.load_state_dict(ck["policy"])
+        optimizer.load_state_dict(ck["optimizer"])
+        history, start = ck["history"], ck["epoch"] + 1
+        phase.state.update({k: ck[k] for k in phase.state if k in ck})
+        if on_epoch_end is not None:  # a resumed run reports its whole history (e.g. to a new MLflow
+            for row in history:        # run), marked ``replayed``: those epochs were trained before
+                on_epoch_end(row["epoch"], {**row, "replayed": True})
+    bar = progress_bar(range(start, n_epochs), desc=phase.name, enabled=progress, initial=start, total=n_epochs)
+    for epoch in bar:
+        t0 = time.perf_counter()
+        row: dict[str, Any] = {"epoch": epoch, **phase.run_epoch(epoch)}
+        row["seconds"] = time.perf_counter() - t0
+        last = epoch == n_epochs - 1
+        forced = phase.after_epoch(epoch, row, last) if phase.after_epoch is not None else False
+        history.append(row)
+        if out is not None:
+            if last or forced or (epoch + 1) % checkpoint_every == 0:
+                checkpoints.save(ckpt, {"format": phase.checkpoint_format, "epoch": epoch,
+                                        "policy": policy.state_dict(), "optimizer": optimizer.state_dict(),
+                                        "history": history, "meta": meta, **phase.state}, keep_previous=True)
+            phase.write_history(out, history)
+        if on_epoch_end is not None:
+            on_epoch_end(epoch, row)
+        bar.set_postfix(**phase.postfix(row))
+    return history
