@@ -101,7 +101,8 @@ import math, numpy as np, torch
 from raptor.config import Params
 from raptor.experiment import load_context
 from raptor.policy import Policy
-from raptor.rl import configure_runtime, make_optimizer, train_epoch
+from raptor.rl import make_optimizer, train_epoch
+from raptor.runtime import configure_runtime
 p = Params(); configure_runtime(0)
 ctx = load_context(W + "/ingested", W + "/graph.npz", p)
 load_s = time.perf_counter() - t0
@@ -123,7 +124,7 @@ from raptor.experiment import load_context
 from raptor.labeling import load_label_table
 from raptor.policy import Policy
 from raptor.pretrain import pretrain
-from raptor.rl import configure_runtime
+from raptor.runtime import configure_runtime
 p = Params(); configure_runtime(0)
 ctx = load_context(W + "/ingested", W + "/graph.npz", p)
 from raptor.labeling import PartitionedLabels

@@ -34,7 +34,8 @@ import torch
 from .config import EvalConfig
 from .env import TemporalEnv
 from .policy import Policy
-from .rl import autocast, candidate_tensors, query_context
+from .rl import candidate_tensors, query_context
+from .runtime import autocast
 
 
 @dataclass(frozen=True)

@@ -15,12 +15,16 @@ from __future__ import annotations
 import logging
 import os
 import pickle
+from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Optional
 
 import torch
 
 from .io import atomic_path
+
+if TYPE_CHECKING:
+    from .policy import Policy
 
 log = logging.getLogger("raptor")
 
@@ -92,3 +96,40 @@ def load_latest(path: str | Path, fmt: str, what: str) -> dict[str, Any] | None:
                                    "use --fresh) to start this run afresh") from None
         log.warning("%s; falling back to the previous checkpoint %s", exc, prev)
         return load(prev, fmt, what)
+
+
+# Models: the policy's weights plus what rebuilds it
+
+def model_meta(policy: "Policy", meta: Optional[dict], seed: int) -> dict:
+    """``meta`` plus what :func:`load_model` needs to rebuild ``policy`` (sizes, model config) and the seed."""
+    meta = dict(meta or {})
+    meta.setdefault("num_entities", policy.num_entities)
+    meta.setdefault("num_relations", policy.num_relations)
+    meta.setdefault("model", asdict(policy.config))
+    meta.setdefault("max_path_length", policy.max_path_length)
+    meta["seed"] = seed
+    return meta
+
+
+MODEL_FORMAT = "raptor.policy/v1"
+#: Format of the RL phase's checkpoints (:mod:`raptor.rl`): a model can be taken from one.
+RL_CHECKPOINT_FORMAT = "raptor.rl-checkpoint/v1"
+
+
+def save_model(path: Path, policy: "Policy", meta: dict) -> None:
+    """The policy weights plus what is needed to rebuild it (``meta``: sizes and configs)."""
+    save(path, {"format": MODEL_FORMAT, "policy": policy.state_dict(), "meta": meta})
+
+
+def load_model(path: str | Path, device="cpu") -> tuple["Policy", dict]:
+    """Rebuild a :class:`Policy` saved by :func:`save_model` (or take it from an RL checkpoint).
+    Only tensors and plain data are read (:mod:`raptor.checkpoints`): a file carrying code is refused."""
+    from .config import ModelConfig
+    from .policy import Policy
+
+    obj = load(path, (MODEL_FORMAT, RL_CHECKPOINT_FORMAT), "RAPTOR model", map_location=device)
+    meta = obj["meta"]
+    policy = Policy(meta["num_entities"], meta["num_relations"], ModelConfig(**meta["model"]),
+                    meta["max_path_length"]).to(device)
+    policy.load_state_dict(obj["policy"])
+    return policy, meta

@@ -35,7 +35,9 @@ from .io import atomic_write_json
 from .policy import Policy
 from .provenance import code_hash, content_hash
 from .ranking import FilterIndex, build_filter, evaluation_metrics, filtered_ranks, write_metrics, write_predictions
-from .rl import configure_runtime, load_model, resolve_device, resolve_precision, train
+from .checkpoints import load_model
+from .rl import train
+from .runtime import configure_runtime, resolve_device, resolve_precision
 
 log = logging.getLogger("raptor")
 

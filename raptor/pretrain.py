@@ -45,18 +45,16 @@ from .io import atomic_write_json
 from .labeling import LabelTable, PartitionedLabels, action_labels
 from .loop import Phase, run_epochs
 from .policy import Policy
+from .checkpoints import model_meta, save_model
 from .rl import (
-    _epoch_seed,
     advance,
-    autocast,
     make_optimizer,
-    model_meta,
     candidate_tensors,
     query_context,
     sample_actions,
-    save_model,
     score_candidates,
 )
+from .runtime import autocast, epoch_seed
 
 PRETRAIN_CHECKPOINT_FORMAT = "raptor.pretrain-checkpoint/v1"
 
@@ -174,7 +172,7 @@ def pretrain(
     """Pretrain ``policy`` for ``epochs`` (default ``cfg.epochs``) epochs; returns the per-epoch history.
 
     Writes ``checkpoint.pt`` (after every epoch, atomic), ``pretrained.pt`` (the final weights, in the
-    :func:`raptor.rl.save_model` format that fine-tuning loads) and ``history.json`` to ``out_dir``;
+    :func:`raptor.checkpoints.save_model` format that fine-tuning loads) and ``history.json`` to ``out_dir``;
     plus ``pretrained-e{n}.pt`` after ``n`` epochs for every ``n`` in ``snapshots``. Epoch ``n``'s
     shuffling and sampling depend on ``(seed, n)`` only, so a snapshot after ``n`` epochs equals a
     separate ``n``-epoch run: the pretraining-epochs ablation pretrains once per seed.
@@ -193,8 +191,8 @@ def pretrain(
     def run_epoch(epoch: int) -> dict[str, Any]:
         policy.train()
         # Streams 2 and 3: distinct from the RL phase's (0, 1) for the same seed.
-        blocks = epoch_blocks(queries, table, np.random.default_rng(_epoch_seed(seed, epoch, 2)))
-        gen = torch.Generator(device=device).manual_seed(_epoch_seed(seed, epoch, 3))
+        blocks = epoch_blocks(queries, table, np.random.default_rng(epoch_seed(seed, epoch, 2)))
+        gen = torch.Generator(device=device).manual_seed(epoch_seed(seed, epoch, 3))
         sums: dict[str, float] = {}
         n_total = 0
         ticks = iter(progress_bar(range(sum(math.ceil(len(o) / bs) for _, o in blocks)), desc=f"epoch {epoch}",
@@ -261,7 +259,7 @@ def pretrain_run(
     """
     from .labeling import load_label_table
     from .provenance import code_hash, content_hash
-    from .rl import configure_runtime, resolve_device, resolve_precision
+    from .runtime import configure_runtime, resolve_device, resolve_precision
 
     p = ctx.params
     wanted = sorted({int(n) for n in epochs if int(n) > 0})

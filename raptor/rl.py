@@ -27,13 +27,11 @@ Building blocks reused by the pretraining loop: :func:`query_tensors`, :func:`sc
 
 from __future__ import annotations
 
-import contextlib
 import csv
-import functools
 import io as _io
 import math
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -47,109 +45,10 @@ from .env import Candidates, State, TemporalEnv
 from .io import atomic_write_json, atomic_write_text
 from .loop import Phase, run_epochs
 from .policy import Policy
+from .checkpoints import model_meta, save_model
+from .runtime import autocast, epoch_seed
 
-CHECKPOINT_FORMAT = "raptor.rl-checkpoint/v1"
-
-
-# ------------------------------------------------------------------------------------------------
-# Runtime helpers
-# ------------------------------------------------------------------------------------------------
-
-
-def autocast(precision: str, device: torch.device | str = "cpu"):
-    """Autocast context for ``TrainConfig.precision`` (a no-op for float32)."""
-    dev = torch.device(device).type
-    if precision == "auto":
-        precision = resolve_precision(precision, device)
-    if precision == "bfloat16":
-        return torch.autocast(device_type=dev, dtype=torch.bfloat16)
-    return contextlib.nullcontext()
-
-
-def native_bf16(device: torch.device | str = "cpu", cpu_flags: Optional[set[str]] = None) -> bool:
-    """Whether ``device`` computes bfloat16 in hardware: a CUDA GPU that supports it, or a CPU with
-    AVX512-BF16 or AMX-BF16 (``cpu_flags``: the flags of /proc/cpuinfo, read when not given). Elsewhere
-    torch emulates it: on an AVX2 CPU an RL batch measured 13x the float32 CPU time
-    (benchmarks/results/agent_bf16_avx2.json)."""
-    dev = torch.device(device)
-    if dev.type == "cuda":
-        return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
-    return bool({"avx512_bf16", "amx_bf16"} & (_cpu_flags() if cpu_flags is None else cpu_flags))
-
-
-@functools.lru_cache(maxsize=1)
-def _cpu_flags() -> frozenset[str]:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags"):
-                return frozenset(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return frozenset()
-
-
-def resolve_precision(name: str, device: torch.device | str = "cpu", cpu_flags: Optional[set[str]] = None) -> str:
-    """``TrainConfig.precision`` -> the precision a run uses: ``auto`` is bfloat16 where the hardware has
-    it (:func:`native_bf16`), else float32; an explicit ``bfloat16`` without it is kept, with a warning."""
-    if name == "auto":
-        return "bfloat16" if native_bf16(device, cpu_flags) else "float32"
-    if name == "bfloat16" and not native_bf16(device, cpu_flags):
-        import warnings
-
-        warnings.warn(f"train.precision: bfloat16 on {torch.device(device).type} without native bfloat16 "
-                      "(no AVX512-BF16/AMX) is emulated and much slower than float32; use float32 or auto",
-                      RuntimeWarning, stacklevel=2)
-    return name
-
-
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
-
-
-def set_threads(num_threads: int) -> None:
-    """``TrainConfig.num_threads`` (0 = all cores)."""
-    import os
-
-    n = num_threads or len(os.sched_getaffinity(0))
-    torch.set_num_threads(n)
-
-
-_MALLOC_TUNED = False
-
-
-def tune_malloc() -> bool:
-    """Keep freed memory in glibc's heap instead of returning it to the OS.
-
-    Torch on CPU allocates its large temporaries (``[B, A]``, ``[E, d]`` gradients) with ``malloc``;
-    above glibc's mmap threshold every allocation is a fresh ``mmap`` whose pages fault in on first
-    touch, which made zero-filling a ``[7129, 128]`` gradient 14x slower than the fill itself. Raising
-    the mmap and trim thresholds removes that cost (process-wide, idempotent; a no-op off glibc).
-    """
-    global _MALLOC_TUNED
-    if _MALLOC_TUNED:
-        return True
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL("libc.so.6")
-        M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
-        ok = bool(libc.mallopt(M_MMAP_THRESHOLD, 1 << 30)) and bool(libc.mallopt(M_TRIM_THRESHOLD, 1 << 30))
-    except (OSError, AttributeError):
-        ok = False
-    _MALLOC_TUNED = ok
-    return ok
-
-
-def configure_runtime(num_threads: int = 0) -> None:
-    """Threads and allocator settings for the CPU hot paths (training and beam search)."""
-    set_threads(num_threads)
-    tune_malloc()
-
-
-def _epoch_seed(seed: int, epoch: int, stream: int) -> int:
-    return int(np.random.SeedSequence([seed, epoch, stream]).generate_state(1, dtype=np.uint64)[0] >> 1)
+CHECKPOINT_FORMAT = checkpoints.RL_CHECKPOINT_FORMAT
 
 
 # ------------------------------------------------------------------------------------------------
@@ -393,8 +292,8 @@ def train_epoch(policy: Policy, optimizer: torch.optim.Optimizer, env: TemporalE
 
     policy.train()
     beta = rl.entropy_beta0 * rl.entropy_decay ** epoch
-    order = np.random.default_rng(_epoch_seed(seed, epoch, 0)).permutation(len(queries))
-    gen = torch.Generator(device=device).manual_seed(_epoch_seed(seed, epoch, 1))
+    order = np.random.default_rng(epoch_seed(seed, epoch, 0)).permutation(len(queries))
+    gen = torch.Generator(device=device).manual_seed(epoch_seed(seed, epoch, 1))
     sums: dict[str, float] = {}
     n_total = 0
     bs = rl.batch_size
@@ -419,17 +318,6 @@ def train_epoch(policy: Policy, optimizer: torch.optim.Optimizer, env: TemporalE
     out = {key: val / max(n_total, 1) for key, val in sums.items()}
     out["entropy_beta"] = beta
     return out
-
-
-def model_meta(policy: Policy, meta: Optional[dict], seed: int) -> dict:
-    """``meta`` plus what :func:`load_model` needs to rebuild ``policy`` (sizes, model config) and the seed."""
-    meta = dict(meta or {})
-    meta.setdefault("num_entities", policy.num_entities)
-    meta.setdefault("num_relations", policy.num_relations)
-    meta.setdefault("model", asdict(policy.config))
-    meta.setdefault("max_path_length", policy.max_path_length)
-    meta["seed"] = seed
-    return meta
 
 
 def make_optimizer(policy: Policy, rl: RLConfig) -> torch.optim.Optimizer:
@@ -465,27 +353,6 @@ def _write_history(out: Path, history: list[dict[str, Any]]) -> None:
 def load_checkpoint(path: Path) -> dict | None:
     """The RL checkpoint at ``path`` (or the one before it, if the latest is unreadable)."""
     return checkpoints.load_latest(path, CHECKPOINT_FORMAT, "RAPTOR RL checkpoint")
-
-
-MODEL_FORMAT = "raptor.policy/v1"
-
-
-def save_model(path: Path, policy: Policy, meta: dict) -> None:
-    """The policy weights plus what is needed to rebuild it (``meta``: sizes and configs)."""
-    checkpoints.save(path, {"format": MODEL_FORMAT, "policy": policy.state_dict(), "meta": meta})
-
-
-def load_model(path: str | Path, device="cpu") -> tuple[Policy, dict]:
-    """Rebuild a :class:`Policy` saved by :func:`save_model` (or take it from an RL checkpoint).
-    Only tensors and plain data are read (:mod:`raptor.checkpoints`): a file carrying code is refused."""
-    from .config import ModelConfig
-
-    obj = checkpoints.load(path, (MODEL_FORMAT, CHECKPOINT_FORMAT), "RAPTOR model", map_location=device)
-    meta = obj["meta"]
-    policy = Policy(meta["num_entities"], meta["num_relations"], ModelConfig(**meta["model"]),
-                    meta["max_path_length"]).to(device)
-    policy.load_state_dict(obj["policy"])
-    return policy, meta
 
 
 def train(

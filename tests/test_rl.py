@@ -14,7 +14,8 @@ from raptor.data import with_inverse_queries
 from raptor.env import TemporalEnv
 from raptor.graph import TemporalGraph
 from raptor.policy import Policy
-from raptor.rl import Rollout, actor_critic_loss, load_model, rollout, sample_actions, train
+from raptor.checkpoints import load_model
+from raptor.rl import Rollout, actor_critic_loss, rollout, sample_actions, train
 from raptor.synthetic import SyntheticSpec, generate
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -209,7 +210,7 @@ def test_train_command_end_to_end(tmp_path):
 
 
 def test_precision_auto_is_bfloat16_only_where_the_hardware_has_it():
-    from raptor.rl import native_bf16, resolve_precision
+    from raptor.runtime import native_bf16, resolve_precision
 
     avx2 = {"fpu", "sse4_2", "avx2", "fma"}
     spr = avx2 | {"avx512f", "avx512_bf16", "amx_bf16"}

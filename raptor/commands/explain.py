@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
     from ..constants import inverse_relation, stop_relation
     from ..experiment import load_context
     from ..names import date_to_step, resolve, step_to_date
-    from ..rl import load_model
+    from ..checkpoints import load_model
 
     from ..constants import seed_dir
     from ..stages import stage_output
