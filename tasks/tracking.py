@@ -87,8 +87,8 @@ def experiment_id(name: str, artifact_root: Optional[str] = None) -> str:
     if artifact_root is None and os.environ["MLFLOW_TRACKING_URI"].startswith("sqlite:"):
         artifact_root = (PROJECT_ROOT / "mlruns").as_uri()
     location = f"{artifact_root.rstrip('/')}/{name.replace('/', '_')}" if artifact_root else None
-    # Tagged as model development, MLflow's UI opens the experiment on its runs table (an untagged one
-    # may land on the GenAI overview).
+    # Tagged as model development (MLflow's own experiment kind); the UI still opens on its GenAI
+    # overview in a browser that has not chosen "Model training" yet: links carry MODEL_TRAINING_VIEW.
     return c.create_experiment(name, artifact_location=location, tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND})
 
 
@@ -253,6 +253,11 @@ def start_run(
     return run
 
 
+#: MLflow 3's UI opens on its GenAI views unless the link (or the browser's remembered choice, the
+#: "Model training" switch at the top left) selects the model-training one: runs table, charts.
+MODEL_TRAINING_VIEW = "workflowType=machine_learning"
+
+
 def run_url(experiment: str, run_id: str) -> Optional[str]:
     """The run's page in the MLflow UI when the tracking URI is a server (``None`` for a file store:
     open that with ``mlflow ui --backend-store-uri URI``)."""
@@ -263,7 +268,7 @@ def run_url(experiment: str, run_id: str) -> Optional[str]:
         exp = client().get_experiment_by_name(experiment)
     except UNREACHABLE:
         return None
-    return f"{uri.rstrip('/')}/#/experiments/{exp.experiment_id}/runs/{run_id}" if exp else None
+    return f"{uri.rstrip('/')}/#/experiments/{exp.experiment_id}/runs/{run_id}?{MODEL_TRAINING_VIEW}" if exp else None
 
 
 def prefect_ids() -> dict[str, str]:

@@ -161,3 +161,22 @@ def test_a_run_that_trains_nothing_is_not_logged_again(tmp_path, monkeypatch):
     more = train(resolved(2))  # one more epoch: trained, so logged, with the whole history of the run
     assert len(runs()) == 2 and more["mlflow_run_id"] != first["mlflow_run_id"]
     assert [m.step for m in client.get_metric_history(more["mlflow_run_id"], "rl/reward")] == [0, 1]
+
+
+def test_prefect_artifact_rows_link_the_mlflow_runs(monkeypatch):
+    """On a tracking server a row links the run's page in the model-training view of the UI (MLflow
+    3 opens on its GenAI views otherwise); on a file store it names the run id."""
+    from types import SimpleNamespace
+
+    from tasks import tracking
+
+    rows = [{"seed": 0, "best_val_mrr": 0.41234, "mlflow_run_id": "abcdef0123456789"}, {"seed": 1}]
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "sqlite:///x.db")
+    md = tracking.runs_markdown("raptor/T", rows, ("seed", "best_val_mrr"))
+    assert "| 0 | 0.4123 | `abcdef0123456789` |" in md and "| 1 |  | - |" in md
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://mlflow:5000/")
+    monkeypatch.setattr(tracking, "client", lambda: SimpleNamespace(
+        get_experiment_by_name=lambda name: SimpleNamespace(experiment_id="7") if name == "raptor/T" else None))
+    md = tracking.runs_markdown("raptor/T", rows, ("seed", "best_val_mrr"))
+    assert ("[abcdef01](http://mlflow:5000/#/experiments/7/runs/abcdef0123456789?workflowType=machine_learning)"
+            in md)

@@ -32,7 +32,8 @@ def run(args: argparse.Namespace) -> int:
         for address, what, path in outputs(params):
             exists = "" if (root / path).exists() else "  (not yet produced)"
             print(f"{address:<34} {path:<44} {what}{exists}")
-        print(f"{'MLflow':<34} mlflow.db, mlruns/ (mlflow ui --backend-store-uri sqlite:///mlflow.db)")
+        print(f"{'MLflow':<34} mlflow.db, mlruns/ (mlflow ui --backend-store-uri sqlite:///mlflow.db, then "
+              "http://127.0.0.1:5000/#/experiments?workflowType=machine_learning)")
         print(f"{'Prefect':<34} .prefect/ (prefect server start, then http://127.0.0.1:4200)")
         return 0
     ds, _ = params.dataset(args.dataset)
