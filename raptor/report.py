@@ -162,7 +162,7 @@ def _markdown_table(rows: list[dict], columns: Sequence[str]) -> str:
     return head + "".join("| " + " | ".join(str(r.get(c, "")) for c in columns) + " |\n" for r in rows)
 
 
-def _csv(rows: list[dict], columns: Sequence[str]) -> str:
+def csv_text(rows: list[dict], columns: Sequence[str]) -> str:
     buf = _io.StringIO()
     w = csv.DictWriter(buf, fieldnames=list(columns), extrasaction="ignore", lineterminator="\n")
     w.writeheader()
@@ -242,9 +242,9 @@ def write_report(
                           + "\nOurs: mean ± std over seeds. `*`: better than the baseline "
                             f"({variants.get(sig['baseline']).label if sig else 'none'}) in a paired "
                             "one-sided t-test over seeds, p < 0.05.\n")
-        atomic_write_text(tmp / "main_table.csv", _csv(rows, cols))
+        atomic_write_text(tmp / "main_table.csv", csv_text(rows, cols))
         eff_cols = ["variant", "seed", "rl_epochs", "final_reward", f"epochs_to_reward_{REWARD_THRESHOLD}"]
-        atomic_write_text(tmp / "efficiency.csv", _csv(eff_rows, eff_cols))
+        atomic_write_text(tmp / "efficiency.csv", csv_text(eff_rows, eff_cols))
         labels = {variants.get(v).label: hs for v, hs in rl_hists.items()}
         plot_curves(labels, "reward", "mean training reward", f"{dataset}: RL reward (±1 std over seeds)",
                     tmp / "training_efficiency.png", threshold=REWARD_THRESHOLD)
@@ -320,6 +320,6 @@ def write_ablation_report(dataset: str, arms: Mapping[int, str | Path], out_dir:
             fig.savefig(f, format="png")
         plt.close(fig)
         cols = list(rows[0]) if rows else ["pretrain_epochs"]
-        atomic_write_text(tmp / "ablation.csv", _csv(rows, cols))
+        atomic_write_text(tmp / "ablation.csv", csv_text(rows, cols))
         atomic_write_json(tmp / "ablation.json", {"dataset": dataset, "arms": rows})
     return {"dataset": dataset, "arms": rows}

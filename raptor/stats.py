@@ -35,11 +35,11 @@ DEFAULT_METRICS: tuple[str, ...] = METRIC_KEYS
 BOOTSTRAP_RESAMPLES = 10_000
 
 
-def _json_safe(obj: Any) -> Any:
+def json_safe(obj: Any) -> Any:
     if isinstance(obj, Mapping):
-        return {str(k): _json_safe(v) for k, v in obj.items()}
+        return {str(k): json_safe(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [_json_safe(v) for v in obj]
+        return [json_safe(v) for v in obj]
     if isinstance(obj, (bool, np.bool_)):
         return bool(obj)
     if isinstance(obj, (int, np.integer)):
@@ -53,7 +53,7 @@ def _json_safe(obj: Any) -> Any:
 class _Serializable:
     def to_dict(self) -> dict:
         """Plain JSON-safe dict (``json.dumps(..., allow_nan=False)`` works)."""
-        return _json_safe(asdict(self))  # type: ignore[call-overload]
+        return json_safe(asdict(self))  # type: ignore[call-overload]
 
 
 # --------------------------------------------------------------------------------------------

@@ -39,16 +39,13 @@ Layout of a sweep folder (``runs/{dataset}/sweeps/{name}`` unless given)::
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 import itertools
 import json
-import math
 import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Mapping, Optional
 
 from . import variants as variant_registry
 from .config import (SWEEPS_KEY, ConfigError, Params, check_not_stage_graph, flatten, local_overrides,
@@ -56,7 +53,8 @@ from .config import (SWEEPS_KEY, ConfigError, Params, check_not_stage_graph, fla
 from .constants import METRIC_KEYS, seed_dir
 from .experiment import snapshot_path
 from .io import atomic_write_json, atomic_write_text
-from .stats import summarize
+from .report import csv_text
+from .stats import json_safe, summarize
 
 #: Where a sweep writes unless told otherwise (``{dataset}``, ``{name}`` filled in).
 DEFAULT_OUT = "runs/{dataset}/sweeps/{name}"
@@ -427,18 +425,6 @@ def results_markdown(results: Mapping[str, Any]) -> str:
     return head + "\n".join(rows) + "\n" + tail
 
 
-def _csv(rows: Sequence[Mapping[str, Any]]) -> str:
-    if not rows:
-        return ""
-    buf = io.StringIO()
-    fields = list(dict.fromkeys(k for r in rows for k in r))
-    w = csv.DictWriter(buf, fieldnames=fields)
-    w.writeheader()
-    for r in rows:
-        w.writerow({k: json.dumps(v) if isinstance(v, (dict, list)) else v for k, v in r.items()})
-    return buf.getvalue()
-
-
 def plot_results(results: Mapping[str, Any], path: str | Path) -> None:
     """Test MRR per arm (mean ± std over seeds, one marker per seed), one panel per variant."""
     import matplotlib
@@ -476,19 +462,10 @@ def write_results(plan: Plan) -> dict[str, Any]:
     in the sweep folder; returns the results."""
     out = Path(plan.out_dir)
     results = collect_results(plan)
-    atomic_write_json(out / "results.json", _finite(results))
-    atomic_write_text(out / "results.csv", _csv(results["runs"]))
+    atomic_write_json(out / "results.json", json_safe(results))
+    atomic_write_text(out / "results.csv",
+                      csv_text(results["runs"], list(dict.fromkeys(k for r in results["runs"] for k in r))))
     atomic_write_text(out / "results.md", results_markdown(results))
     if results["arms"]:
         plot_results(results, out / "results.png")
     return results
-
-
-def _finite(obj: Any) -> Any:
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {k: _finite(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_finite(v) for v in obj]
-    return obj
