@@ -23,6 +23,7 @@ COMMAND_MODULES: list[str] = [
     "raptor.commands.train",
     "raptor.commands.evaluate",
     "raptor.commands.report",
+    "raptor.commands.results",
     "raptor.commands.explain",
 ]
 

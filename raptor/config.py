@@ -118,6 +118,10 @@ class LabelingConfig:
     #: Independent parts (disjoint target ranges) the table is labeled in: the label flow maps them
     #: over the task runner (threads, or a Dask cluster with RAPTOR_DASK_ADDRESS); the same table.
     partitions: int = field(default=1, metadata=NO_EFFECT)
+    #: Algorithm 1's initial visited set: "target" = {o_q} as printed (a path may run back through the
+    #: query subject e_q, which the agent can never revisit); "target_and_subject" = {o_q, e_q} per
+    #: training query (such paths dropped; needs env.max_path_length <= 3). docs/labeling.md.
+    visited: Literal["target", "target_and_subject"] = "target"
 
 
 @dataclass(frozen=True)
@@ -170,6 +174,9 @@ class EvalConfig:
     valid_every: int = 20
     #: How an entity's score is formed from the log-probabilities of the beam paths ending on it.
     score_rule: Literal["max", "logsumexp"] = "max"
+    #: Early stopping: end training after this many validation rounds in a row without a new best
+    #: validation MRR (counted in rounds of ``valid_every`` epochs); 0 = off, the paper's full budget.
+    patience: int = 0
 
 
 @dataclass(frozen=True)
@@ -269,6 +276,7 @@ _CHECKS: dict[str, tuple[Any, str]] = {
     "rl.entropy_decay": (lambda v: 0 < v <= 1, "in (0, 1]"),
     "eval.beam_size": (lambda v: v >= 1, ">= 1"),
     "eval.valid_every": (lambda v: v >= 1, ">= 1"),
+    "eval.patience": (lambda v: v >= 0, ">= 0 (0 = no early stopping)"),
     "train.seeds": (lambda v: len(v) >= 1 and len(set(v)) == len(v), "a non-empty list of distinct ints"),
     "train.variants": (lambda v: len(v) >= 1, "a non-empty list"),
     "train.num_threads": (lambda v: v >= 0, ">= 0"),
@@ -305,6 +313,9 @@ def _cross_checks(params: Params) -> None:
     if unknown or len(set(params.train.variants)) != len(params.train.variants):
         raise ConfigError(f"train.variants: expected distinct names among {', '.join(VARIANTS)}, "
                           f"got {params.train.variants!r}")
+    if params.labeling.visited == "target_and_subject" and params.env.max_path_length > 3:
+        raise ConfigError(f"labeling.visited: 'target_and_subject' is implemented for env.max_path_length <= 3 "
+                          f"only (got {params.env.max_path_length}); use 'target'")
     if params.model.time_dim >= params.model.relation_dim:
         raise ConfigError(
             f"model.time_dim ({params.model.time_dim}) must be smaller than model.relation_dim "

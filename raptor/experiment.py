@@ -250,6 +250,7 @@ def run_variant(
     summary = {
         "variant": variant, "seed": seed, "pretrain_epochs": int(pretrain_epochs), "rl_epochs": n_rl,
         "precision": precision, "best_val_mrr": result.best_mrr, "best_epoch": result.best_epoch,
+        "epochs_trained": len(result.history), "stopped_early": result.stopped_early,
         "final_reward": result.history[-1]["reward"] if result.history else None,
         "model": str(out / "best.pt"), "restarted": restarted,
         "seconds": round(time.perf_counter() - started, 2),

@@ -22,6 +22,13 @@ Implementations (one interface, :func:`iter_label_chunks` / :func:`compute_label
   exactly (same tie-break); with ``None`` it is exact (equals brute-force enumeration of temporal
   simple paths).
 
+``labeling.visited``: Algorithm 1 as printed starts its visited set at ``{o_q}`` (``"target"``, the
+default), so a path may run back through the query subject ``e_q``, which the agent can never
+revisit. ``"target_and_subject"`` (K <= 3) adds two columns per row -- ``via``, the unique intermediate
+of a hop-2 row's latest paths, and ``latest_time_without_via`` -- from which :func:`action_labels`
+(given ``query_subject``) and :meth:`LabelTable.get_for_query` give, per query, the labels of
+Algorithm 1 with the visited set ``{o_q, e_q}``; the other columns are those of ``"target"``.
+
 ``SelectTopN`` tie-break: in-edges are the distinct ``(neighbor, time)`` pairs of the entity
 (relations collapse, as in the printed set ``N_in``), ordered by ``(time, neighbor)``; the N kept
 are the last N in that order -- latest times first, and among equal times at the cut the larger
@@ -53,7 +60,18 @@ from .graph import TemporalGraph
 from .io import atomic_dir, atomic_write_json
 
 LABEL_FORMAT_VERSION = 1
+#: Format 2 = format 1 plus the ``VIA_COLUMNS`` (written only with ``visited = "target_and_subject"``,
+#: so that a reader that knows only format 1 refuses such a table instead of misreading it).
+LABEL_FORMAT_VERSION_VIA = 2
+LABEL_FORMAT_VERSIONS = (LABEL_FORMAT_VERSION, LABEL_FORMAT_VERSION_VIA)
 LABEL_COLUMNS: tuple[str, ...] = ("target", "query_time", "entity", "hops", "latest_time")
+VIA_COLUMNS: tuple[str, ...] = ("via", "latest_time_without_via")
+#: ``labeling.visited``: Algorithm 1's initial visited set. ``"target"``: ``{o_q}`` as printed (paths
+#: through the query subject ``e_q`` count); ``"target_and_subject"``: ``{o_q, e_q}`` per training
+#: query, as the agent (which never returns to ``e_q``) sees it; K <= 3 only.
+VISITED_TARGET = "target"
+VISITED_SUBJECT = "target_and_subject"
+VISITED_MODES = (VISITED_TARGET, VISITED_SUBJECT)
 LABELS_FILE = "labels.parquet"
 PAIRS_FILE = "pairs.parquet"
 SUMMARY_FILE = "summary.json"
@@ -155,26 +173,56 @@ def _grow(ent, hop, lat, n, need):
 
 
 @numba.njit(cache=True, nogil=True)
-def _emit(allt, n_all, f1, best2, ent, hop, lat, n):
-    """Append the rows of one pair (entities in ``allt[:n_all]``, already sorted)."""
+def _grow_via(via, alt, n, need, track):
+    """``_grow`` for the optional ``via`` / ``latest_time_without_via`` columns (empty unless ``track``)."""
+    cap = len(via)
+    if not track or n + need <= cap:
+        return via, alt
+    new_cap = max(2 * cap, n + need, 1024)
+    v2 = np.empty(new_cap, np.int32)
+    a2 = np.empty(new_cap, np.int32)
+    v2[:n] = via[:n]
+    a2[:n] = alt[:n]
+    return v2, a2
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _via_of(best, arg, alt_best):
+    """``(via, latest_time_without_via)`` of a hop-2 record: ``via`` is the intermediate of its best
+    paths when it is unique (``alt_best < best``), else -1 and the time is ``best`` itself."""
+    if alt_best < best:
+        return arg, alt_best
+    return -1, best
+
+
+@numba.njit(cache=True, nogil=True)
+def _emit(allt, n_all, f1, best2, ent, hop, lat, n, track, arg2, alt2, via, alt):
+    """Append the rows of one pair (entities in ``allt[:n_all]``, already sorted); with ``track``
+    also their ``via`` / ``latest_time_without_via`` (hop-1 rows: -1 / ``latest_time``)."""
     ent, hop, lat = _grow(ent, hop, lat, n, 2 * n_all)
+    via, alt = _grow_via(via, alt, n, 2 * n_all, track)
     for i in range(n_all):
         e = allt[i]
         if f1[e] >= 0:
             ent[n] = e
             hop[n] = 1
             lat[n] = f1[e]
+            if track:
+                via[n] = -1
+                alt[n] = f1[e]
             n += 1
         if best2[e] >= 0:
             ent[n] = e
             hop[n] = 2
             lat[n] = best2[e]
+            if track:
+                via[n], alt[n] = _via_of(best2[e], arg2[e], alt2[e])
             n += 1
-    return ent, hop, lat, n
+    return ent, hop, lat, via, alt, n
 
 
 @numba.njit(cache=True, nogil=True)
-def _exact_h2_kernel(indptr, nbr, tim, num_entities, targets, tgt_ptr, pair_times, strict, max_hops):
+def _exact_h2_kernel(indptr, nbr, tim, num_entities, targets, tgt_ptr, pair_times, strict, max_hops, track):
     """Exact labels for hops <= 2, incremental over each target's sorted query times.
 
     hop 1: ``f1[x]`` = latest in-edge ``x -> o`` before the bound (``x != o``).
@@ -182,11 +230,16 @@ def _exact_h2_kernel(indptr, nbr, tim, num_entities, targets, tgt_ptr, pair_time
     (``e`` not in ``{o, x}``). For paths of <= 2 edges this DP over the last hop is exactly the
     maximum over simple paths: ``f1[x]`` never depends on ``e``. Because ``f1`` only grows with
     ``t_q``, each ``x``'s in-list is scanned once per target (``scanned[x]``) and maxima carry over.
+    With ``track`` (``visited = "target_and_subject"``) also ``arg2[e]``, the intermediate of the best
+    path, and ``alt2[e]``, the best over paths through any other intermediate (top-2 over distinct
+    intermediates; order-independent, so it carries over the query times like the maxima).
     """
     n_pairs = tgt_ptr[-1]
     counts = np.zeros(n_pairs, np.int64)
     f1 = np.full(num_entities, -1, np.int32)
     best2 = np.full(num_entities, -1, np.int32)
+    arg2 = np.full(num_entities, -1, np.int32)
+    alt2 = np.full(num_entities, -1, np.int32)
     scanned = np.full(num_entities, -1, np.int64)
     inall = np.zeros(num_entities, np.bool_)
     dirty = np.zeros(num_entities, np.bool_)
@@ -195,6 +248,8 @@ def _exact_h2_kernel(indptr, nbr, tim, num_entities, targets, tgt_ptr, pair_time
     ent = np.empty(1024, np.int32)
     hop = np.empty(1024, np.int8)
     lat = np.empty(1024, np.int32)
+    via = np.empty(1024 if track else 0, np.int32)
+    alt = np.empty(1024 if track else 0, np.int32)
     n = 0
     for ti in range(len(targets)):
         o = targets[ti]
@@ -244,41 +299,54 @@ def _exact_h2_kernel(indptr, nbr, tim, num_entities, targets, tgt_ptr, pair_time
                             allt[n_all] = e
                             n_all += 1
                             grew = True
+                        if track and arg2[e] != x:
+                            alt2[e] = best2[e]
+                            arg2[e] = x
                         best2[e] = t2
+                    elif track and t2 > alt2[e] and arg2[e] != x:
+                        alt2[e] = t2
                 scanned[x] = s
             if grew:
                 allt[:n_all] = np.sort(allt[:n_all])
             start = n
-            ent, hop, lat, n = _emit(allt, n_all, f1, best2, ent, hop, lat, n)
+            ent, hop, lat, via, alt, n = _emit(allt, n_all, f1, best2, ent, hop, lat, n, track, arg2, alt2, via, alt)
             counts[j] = n - start
         for i in range(n_all):
             e = allt[i]
             f1[e] = -1
             best2[e] = -1
+            arg2[e] = -1
+            alt2[e] = -1
             scanned[e] = -1
             inall[e] = False
-    return counts, ent[:n].copy(), hop[:n].copy(), lat[:n].copy()
+    m = n if track else 0
+    return counts, ent[:n].copy(), hop[:n].copy(), lat[:n].copy(), via[:m].copy(), alt[:m].copy()
 
 
 @numba.njit(cache=True, nogil=True)
-def _pruned_h2_kernel(indptr, nbr, tim, num_entities, targets, tgt_ptr, pair_times, strict, max_hops, top_n):
+def _pruned_h2_kernel(indptr, nbr, tim, num_entities, targets, tgt_ptr, pair_times, strict, max_hops, track, top_n):
     """Algorithm 1 with ``SelectTopN`` for hops <= 2, one pair at a time.
 
     Root window: the last ``N`` distinct in-edges of ``o`` before the bound. For each root entry
     ``(x, tau)`` (x != o) the level-2 window is the last ``N`` in-edges of ``x`` with time <= tau;
     windows of the same ``x`` are visited in increasing ``tau`` so their union is scanned once
-    (``last_stop[x]``). Level-2 entries are records only (never expanded).
+    (``last_stop[x]``). Level-2 entries are records only (never expanded). ``track``: as in
+    :func:`_exact_h2_kernel`, over the intermediates ``x`` of the root window.
     """
     n_pairs = tgt_ptr[-1]
     counts = np.zeros(n_pairs, np.int64)
     f1 = np.full(num_entities, -1, np.int32)
     best2 = np.full(num_entities, -1, np.int32)
+    arg2 = np.full(num_entities, -1, np.int32)
+    alt2 = np.full(num_entities, -1, np.int32)
     last_stop = np.full(num_entities, -1, np.int64)
     inall = np.zeros(num_entities, np.bool_)
     allt = np.empty(num_entities, np.int32)
     ent = np.empty(1024, np.int32)
     hop = np.empty(1024, np.int8)
     lat = np.empty(1024, np.int32)
+    via = np.empty(1024 if track else 0, np.int32)
+    alt = np.empty(1024 if track else 0, np.int32)
     n = 0
     for ti in range(len(targets)):
         o = targets[ti]
@@ -317,33 +385,45 @@ def _pruned_h2_kernel(indptr, nbr, tim, num_entities, targets, tgt_ptr, pair_tim
                                 inall[e] = True
                                 allt[n_all] = e
                                 n_all += 1
+                            if track and arg2[e] != x:
+                                alt2[e] = best2[e]
+                                arg2[e] = x
                             best2[e] = t2
+                        elif track and t2 > alt2[e] and arg2[e] != x:
+                            alt2[e] = t2
                     if xs > last_stop[x]:
                         last_stop[x] = xs
             allt[:n_all] = np.sort(allt[:n_all])
             start = n
-            ent, hop, lat, n = _emit(allt, n_all, f1, best2, ent, hop, lat, n)
+            ent, hop, lat, via, alt, n = _emit(allt, n_all, f1, best2, ent, hop, lat, n, track, arg2, alt2, via, alt)
             counts[j] = n - start
             for i in range(n_all):
                 e = allt[i]
                 f1[e] = -1
                 best2[e] = -1
+                arg2[e] = -1
+                alt2[e] = -1
                 last_stop[e] = -1
                 inall[e] = False
-    return counts, ent[:n].copy(), hop[:n].copy(), lat[:n].copy()
+    m = n if track else 0
+    return counts, ent[:n].copy(), hop[:n].copy(), lat[:n].copy(), via[:m].copy(), alt[:m].copy()
 
 
 @numba.njit(cache=True, nogil=True)
-def _dfs_kernel(indptr, nbr, tim, num_entities, targets, tgt_ptr, pair_times, strict, max_hops, top_n):
+def _dfs_kernel(indptr, nbr, tim, num_entities, targets, tgt_ptr, pair_times, strict, max_hops, track, top_n):
     """Any number of hops: depth-first enumeration of Algorithm 1's search tree (records are
     order-independent maxima, so DFS order gives the same ``L`` as the printed FIFO queue).
 
     Exponential in ``max_hops`` without pruning; used for ``K > 3`` and as a cross-check.
+    ``track`` (only for ``max_hops <= 2``, checked by the caller): the hop-2 rows' ``via`` as in
+    :func:`_exact_h2_kernel`, the intermediate being ``node[1]``.
     """
     H = max_hops
     n_pairs = tgt_ptr[-1]
     counts = np.zeros(n_pairs, np.int64)
     best = np.full((H + 1, num_entities), -1, np.int32)
+    arg2 = np.full(num_entities, -1, np.int32)
+    alt2 = np.full(num_entities, -1, np.int32)
     inall = np.zeros(num_entities, np.bool_)
     visited = np.zeros(num_entities, np.bool_)
     allt = np.empty(num_entities, np.int32)
@@ -353,6 +433,8 @@ def _dfs_kernel(indptr, nbr, tim, num_entities, targets, tgt_ptr, pair_times, st
     ent = np.empty(1024, np.int32)
     hop = np.empty(1024, np.int8)
     lat = np.empty(1024, np.int32)
+    via = np.empty(1024 if track else 0, np.int32)
+    alt = np.empty(1024 if track else 0, np.int32)
     n = 0
     for ti in range(len(targets)):
         o = targets[ti]
@@ -376,11 +458,16 @@ def _dfs_kernel(indptr, nbr, tim, num_entities, targets, tgt_ptr, pair_times, st
                         tau = tim[i]
                         h = d + 1
                         if tau > best[h, e]:
+                            if track and h == 2 and arg2[e] != node[1]:
+                                alt2[e] = best[h, e]
+                                arg2[e] = node[1]
                             best[h, e] = tau
                             if not inall[e]:
                                 inall[e] = True
                                 allt[n_all] = e
                                 n_all += 1
+                        elif track and h == 2 and tau > alt2[e] and arg2[e] != node[1]:
+                            alt2[e] = tau
                         if h < H:
                             d = h
                             node[d] = e
@@ -394,6 +481,7 @@ def _dfs_kernel(indptr, nbr, tim, num_entities, targets, tgt_ptr, pair_times, st
             allt[:n_all] = np.sort(allt[:n_all])
             start = n
             ent, hop, lat = _grow(ent, hop, lat, n, H * n_all)
+            via, alt = _grow_via(via, alt, n, H * n_all, track)
             for a in range(n_all):
                 e = allt[a]
                 for h in range(1, H + 1):
@@ -401,11 +489,20 @@ def _dfs_kernel(indptr, nbr, tim, num_entities, targets, tgt_ptr, pair_times, st
                         ent[n] = e
                         hop[n] = h
                         lat[n] = best[h, e]
+                        if track:
+                            if h == 2:
+                                via[n], alt[n] = _via_of(best[h, e], arg2[e], alt2[e])
+                            else:
+                                via[n] = -1
+                                alt[n] = best[h, e]
                         n += 1
                         best[h, e] = -1
+                arg2[e] = -1
+                alt2[e] = -1
                 inall[e] = False
             counts[j] = n - start
-    return counts, ent[:n].copy(), hop[:n].copy(), lat[:n].copy()
+    m = n if track else 0
+    return counts, ent[:n].copy(), hop[:n].copy(), lat[:n].copy(), via[:m].copy(), alt[:m].copy()
 
 
 # ============================================================================================
@@ -417,26 +514,12 @@ def _time_then_entity(et: tuple[int, int]) -> tuple[int, int]:
     return et[1], et[0]
 
 
-def reference_labels(
-    graph: TemporalGraph,
-    target: int,
-    query_time: int,
-    max_hops: int,
-    max_in_edges: Optional[int] = 200,
-    strict_history: bool = True,
-) -> dict[tuple[int, int], int]:
-    """Algorithm 1 for one pair; returns ``{(entity, hops): latest_time}``.
-
-    ``max_hops`` plays the role of the printed ``K`` (we call it with ``K - 1``: hop-``K`` records
-    can never label an action, and dropping the last level leaves the lower levels unchanged).
-    The printed ``N_in`` uses ``t' <= t_cur`` at every level; at the root (``t_cur = t_q``) we use
-    ``t' < t_q`` when ``strict_history`` (the history ``H`` of the paper), ``<=`` otherwise.
-    ``L`` is kept as a mapping ``(entity, hop) -> time``: ``IsLatest`` is "no record at that hop
-    with a time >= t'", ``RemoveEarlier`` + insert is an overwrite.
-    """
-    L: dict[tuple[int, int], int] = {}
+def _algorithm1(graph, target, query_time, max_hops, max_in_edges, strict_history, visited0):
+    """Algorithm 1's FIFO search from ``target`` with the visited set initialised to ``visited0``;
+    yields ``(entity, hop, time, parent)`` for every in-edge it records (after ``SelectTopN`` and
+    the visited filter; ``parent`` is the entity expanded, i.e. the next entity on the path)."""
     queue: deque = deque()
-    queue.append((int(target), int(query_time), frozenset([int(target)]), 0, True))
+    queue.append((int(target), int(query_time), frozenset(int(v) for v in visited0), 0, True))
     nbr, tim = graph.neighbor, graph.time
     while queue:
         e_cur, t_cur, v_cur, ell, is_root = queue.popleft()
@@ -455,10 +538,73 @@ def reference_labels(
         for e2, t2 in pruned:
             if e2 not in v_cur:
                 queue.append((e2, t2, v_cur | {e2}, ell + 1, False))
-                key = (e2, ell + 1)
-                if key not in L or L[key] < t2:  # IsLatest, then RemoveEarlier + insert
-                    L[key] = t2
+                yield e2, ell + 1, t2, e_cur
+
+
+def reference_labels(
+    graph: TemporalGraph,
+    target: int,
+    query_time: int,
+    max_hops: int,
+    max_in_edges: Optional[int] = 200,
+    strict_history: bool = True,
+    query_subject: Optional[int] = None,
+) -> dict[tuple[int, int], int]:
+    """Algorithm 1 for one pair; returns ``{(entity, hops): latest_time}``.
+
+    ``max_hops`` plays the role of the printed ``K`` (we call it with ``K - 1``: hop-``K`` records
+    can never label an action, and dropping the last level leaves the lower levels unchanged).
+    The printed ``N_in`` uses ``t' <= t_cur`` at every level; at the root (``t_cur = t_q``) we use
+    ``t' < t_q`` when ``strict_history`` (the history ``H`` of the paper), ``<=`` otherwise.
+    ``L`` is kept as a mapping ``(entity, hop) -> time``: ``IsLatest`` is "no record at that hop
+    with a time >= t'", ``RemoveEarlier`` + insert is an overwrite.
+
+    ``query_subject`` (``e_q`` of one query): the visited set starts as ``{o_q, e_q}`` instead of
+    ``{o_q}`` -- the labels of ``visited = "target_and_subject"`` for that query, by definition
+    (``e_q`` still uses its ``SelectTopN`` slots: the visited filter comes after the selection).
+    """
+    visited0 = {int(target)} if query_subject is None else {int(target), int(query_subject)}
+    L: dict[tuple[int, int], int] = {}
+    for e2, hop, t2, _ in _algorithm1(graph, target, query_time, max_hops, max_in_edges, strict_history, visited0):
+        key = (e2, hop)
+        if key not in L or L[key] < t2:  # IsLatest, then RemoveEarlier + insert
+            L[key] = t2
     return L
+
+
+def reference_labels_via(
+    graph: TemporalGraph,
+    target: int,
+    query_time: int,
+    max_hops: int,
+    max_in_edges: Optional[int] = 200,
+    strict_history: bool = True,
+) -> dict[tuple[int, int], tuple[int, int, int]]:
+    """Algorithm 1 for one pair (visited ``{o_q}``) with the columns of ``visited =
+    "target_and_subject"``: ``{(entity, hops): (latest_time, via, latest_time_without_via)}``.
+
+    For a hop-2 record, ``via`` is the intermediate ``x`` (``entity -> x -> o_q``) of its latest
+    paths when only one intermediate attains ``latest_time``, and ``latest_time_without_via`` the
+    latest time over the paths through any other intermediate (-1: none); otherwise (hop 1, or a
+    tie between intermediates) ``via = -1`` and the time is ``latest_time``. Only for ``max_hops <= 2``.
+    """
+    if max_hops > 2:
+        raise ValueError(f"via columns need max_hops <= 2 (K <= 3), got {max_hops}")
+    per: dict[tuple[int, int], dict[int, int]] = {}
+    for e2, hop, t2, parent in _algorithm1(graph, target, query_time, max_hops, max_in_edges, strict_history,
+                                           {int(target)}):
+        d = per.setdefault((e2, hop), {})
+        d[parent] = max(d.get(parent, -1), t2)
+    out = {}
+    for key, by_parent in per.items():
+        best = max(by_parent.values())
+        tops = [x for x, t in by_parent.items() if t == best]
+        if key[1] == 2 and len(tops) == 1:
+            rest = [t for x, t in by_parent.items() if x != tops[0]]
+            out[key] = (best, tops[0], max(rest, default=-1))
+        else:
+            out[key] = (best, -1, best)
+    return out
 
 
 # ============================================================================================
@@ -476,6 +622,9 @@ class LabelChunk:
     entity: np.ndarray  # int32 [m], sorted by (entity, hops) inside each pair
     hops: np.ndarray  # int8 [m]
     latest_time: np.ndarray  # int32 [m]
+    #: visited = "target_and_subject" only (else None): int32 [m] each, see reference_labels_via.
+    via: Optional[np.ndarray] = None
+    latest_time_without_via: Optional[np.ndarray] = None
 
 
 def resolve_workers(workers: int) -> int:
@@ -534,6 +683,7 @@ def iter_label_chunks(
     progress: Optional[Callable[[int], None]] = None,
     adjacency: Optional[InAdjacency] = None,
     kernel: str = "auto",
+    visited: str = VISITED_TARGET,
 ) -> Iterator[LabelChunk]:
     """Label the distinct pairs ``(targets[i], query_times[i])``; yield chunks in sorted order.
 
@@ -542,9 +692,14 @@ def iter_label_chunks(
     At most ``2 * workers`` chunks are in flight, so memory stays bounded on large datasets.
     ``kernel`` (fast implementation): ``"auto"`` (specialised kernels for K <= 3, depth-first
     otherwise) or ``"dfs"`` (the general depth-first kernel for any K; a cross-check in tests).
+    ``visited = "target_and_subject"``: the same rows, plus the ``via`` columns
+    (:func:`reference_labels_via`) from which :func:`action_labels` derives, per query, the labels
+    of Algorithm 1 with the visited set ``{o_q, e_q}``; only for ``max_path_length <= 3``.
     """
     if max_path_length < 1:
         raise ValueError(f"max_path_length must be >= 1, got {max_path_length}")
+    check_visited(visited, max_path_length)
+    track = visited == VISITED_SUBJECT
     if max_in_edges is not None and max_in_edges < 1:
         raise ValueError(f"max_in_edges must be a positive integer or None, got {max_in_edges}")
     if implementation not in ("fast", "reference"):
@@ -559,7 +714,7 @@ def iter_label_chunks(
         step = pairs_per_chunk or 256
         for lo in range(0, len(tgt), step):
             hi = min(lo + step, len(tgt))
-            yield _reference_chunk(graph, tgt[lo:hi], tms[lo:hi], max_hops, max_in_edges, strict_history)
+            yield _reference_chunk(graph, tgt[lo:hi], tms[lo:hi], max_hops, max_in_edges, strict_history, track)
             if progress:
                 progress(hi - lo)
         return
@@ -577,15 +732,18 @@ def iter_label_chunks(
         uniq = t_sub[starts].astype(np.int64)
         ptr = np.concatenate([starts, [hi - lo]]).astype(np.int64)
         times = tms[lo:hi].astype(np.int64)
-        args = (adj.indptr, adj.neighbor, adj.time, adj.num_entities, uniq, ptr, times, bool(strict_history), max_hops)
+        args = (adj.indptr, adj.neighbor, adj.time, adj.num_entities, uniq, ptr, times, bool(strict_history), max_hops,
+                track)
         if max_hops <= 2 and max_in_edges is None and kernel == "auto":
-            counts, ent, hop, lat = _exact_h2_kernel(*args)
+            counts, ent, hop, lat, via, alt = _exact_h2_kernel(*args)
         elif max_hops <= 2 and kernel == "auto":
-            counts, ent, hop, lat = _pruned_h2_kernel(*args, np.int64(max_in_edges))
+            counts, ent, hop, lat, via, alt = _pruned_h2_kernel(*args, np.int64(max_in_edges))
         else:
             n = _UNLIMITED if max_in_edges is None else np.int64(max_in_edges)
-            counts, ent, hop, lat = _dfs_kernel(*args, n)
-        return LabelChunk(t_sub, tms[lo:hi], counts, ent, hop, lat)
+            counts, ent, hop, lat, via, alt = _dfs_kernel(*args, n)
+        if not track:
+            via = alt = None
+        return LabelChunk(t_sub, tms[lo:hi], counts, ent, hop, lat, via, alt)
 
     if n_workers == 1 or len(ranges) == 1:
         for lo, hi in ranges:
@@ -612,20 +770,45 @@ def iter_label_chunks(
             yield chunk
 
 
-def _reference_chunk(graph, tgt, tms, max_hops, max_in_edges, strict_history) -> LabelChunk:
+def _reference_chunk(graph, tgt, tms, max_hops, max_in_edges, strict_history, track=False) -> LabelChunk:
     counts = np.zeros(len(tgt), np.int64)
-    ents, hops, lats = [], [], []
+    ents, hops, lats, vias, alts = [], [], [], [], []
     for i, (o, t) in enumerate(zip(tgt.tolist(), tms.tolist())):
-        L = reference_labels(graph, o, t, max_hops, max_in_edges, strict_history)
-        items = sorted(L.items())
+        if track:
+            items = sorted(reference_labels_via(graph, o, t, max_hops, max_in_edges, strict_history).items())
+        else:
+            items = sorted(reference_labels(graph, o, t, max_hops, max_in_edges, strict_history).items())
         counts[i] = len(items)
-        for (e, h), lt in items:
+        for (e, h), rec in items:
             ents.append(e)
             hops.append(h)
-            lats.append(lt)
+            if track:
+                lats.append(rec[0])
+                vias.append(rec[1])
+                alts.append(rec[2])
+            else:
+                lats.append(rec)
     return LabelChunk(
-        tgt, tms, counts, np.asarray(ents, np.int32), np.asarray(hops, np.int8), np.asarray(lats, np.int32)
+        tgt, tms, counts, np.asarray(ents, np.int32), np.asarray(hops, np.int8), np.asarray(lats, np.int32),
+        np.asarray(vias, np.int32) if track else None, np.asarray(alts, np.int32) if track else None,
     )
+
+
+def check_visited(visited: str, max_path_length: int) -> None:
+    """``labeling.visited`` is known, and ``"target_and_subject"`` comes with ``K <= 3``.
+
+    With ``K <= 3`` (hops <= 2) only a hop-2 row's intermediate can be ``e_q`` (a candidate entity
+    never is: the agent starts there and cannot return), so one alternative time per row suffices.
+    Longer paths would need one alternative per intermediate position, and the agent's own earlier
+    steps would be on its visited set as well, which ``{o_q, e_q}`` does not express: refused.
+    """
+    if visited not in VISITED_MODES:
+        raise ValueError(f"labeling.visited must be one of {list(VISITED_MODES)}, got {visited!r}")
+    if visited == VISITED_SUBJECT and max_path_length > 3:
+        raise ValueError(
+            f"labeling.visited = {VISITED_SUBJECT!r} is implemented for env.max_path_length <= 3 only "
+            f"(got K = {max_path_length}); use labeling.visited = {VISITED_TARGET!r}"
+        )
 
 
 # ============================================================================================
@@ -642,6 +825,11 @@ class LabelTable:
     ``(entity, hops)`` so a candidate entity is found by binary search inside its pair.
     ``entity`` int32, ``hops`` int8, ``latest_time`` int16 when times fit (else int32): 7 bytes a
     row (about 2.4 GB for ICEWS18 exact, less with pruning).
+
+    A table labeled with ``visited = "target_and_subject"`` also holds ``via`` (int32) and
+    ``latest_time_without_via`` (the dtype of ``latest_time``), 13 bytes a row in all; the labels of
+    a query with subject ``e_q`` are then those of Algorithm 1 with the visited set ``{o_q, e_q}``
+    (:meth:`get_for_query`, :func:`action_labels`).
     """
 
     pair_target: np.ndarray
@@ -655,6 +843,13 @@ class LabelTable:
     strict_history: bool
     max_in_edges: Optional[int]
     meta: dict = field(default_factory=dict)
+    via: Optional[np.ndarray] = None
+    latest_time_without_via: Optional[np.ndarray] = None
+
+    @property
+    def visited(self) -> str:
+        """``labeling.visited`` of the table: ``"target_and_subject"`` iff it has the via columns."""
+        return VISITED_TARGET if self.via is None else VISITED_SUBJECT
 
     def __post_init__(self) -> None:
         stride = int(self.pair_time.max()) + 2 if len(self.pair_time) else 1
@@ -699,14 +894,46 @@ class LabelTable:
             for e, h, t in zip(self.entity[lo:hi], self.hops[lo:hi], self.latest_time[lo:hi])
         }
 
-    def to_dict(self) -> dict[tuple[int, int], dict[tuple[int, int], int]]:
+    def to_dict(self, with_via: bool = False) -> dict[tuple[int, int], dict[tuple[int, int], Any]]:
+        """``{(target, query_time): {(entity, hops): latest_time}}``; ``with_via``: the values are
+        ``(latest_time, via, latest_time_without_via)`` (tables with the via columns only)."""
+        if with_via and self.via is None:
+            raise ValueError("this label table has no via columns (labeled with labeling.visited = 'target')")
         out = {}
         for p in range(self.num_pairs):
             lo, hi = int(self.pair_ptr[p]), int(self.pair_ptr[p + 1])
-            out[(int(self.pair_target[p]), int(self.pair_time[p]))] = {
-                (int(e), int(h)): int(t)
-                for e, h, t in zip(self.entity[lo:hi], self.hops[lo:hi], self.latest_time[lo:hi])
-            }
+            if with_via:
+                rows = zip(self.entity[lo:hi], self.hops[lo:hi], zip(self.latest_time[lo:hi].tolist(),
+                           self.via[lo:hi].tolist(), self.latest_time_without_via[lo:hi].tolist()))
+                out[(int(self.pair_target[p]), int(self.pair_time[p]))] = {
+                    (int(e), int(h)): tuple(int(x) for x in v) for e, h, v in rows}
+            else:
+                out[(int(self.pair_target[p]), int(self.pair_time[p]))] = {
+                    (int(e), int(h)): int(t)
+                    for e, h, t in zip(self.entity[lo:hi], self.hops[lo:hi], self.latest_time[lo:hi])
+                }
+        return out
+
+    def get_for_query(self, target: int, query_time: int, query_subject: int) -> dict[tuple[int, int], int]:
+        """``{(entity, hops): latest_time}`` of Algorithm 1 with the visited set ``{o_q, e_q}`` for
+        the query ``(e_q = query_subject, ?, o_q = target, t_q = query_time)``: ``e_q``'s own rows
+        dropped, and a hop-2 row whose best paths all run through ``e_q`` (``via == e_q``) takes
+        ``latest_time_without_via`` (dropped when -1). Needs the via columns."""
+        if self.via is None:
+            raise ValueError("this label table has no via columns: label with labeling.visited = "
+                             f"{VISITED_SUBJECT!r} to get the labels of a query with e_q visited")
+        s = int(query_subject)
+        p = int(self.pair_index([target], [query_time])[0])
+        lo, hi = int(self.pair_ptr[p]), int(self.pair_ptr[p + 1])
+        out = {}
+        for e, h, t, v, a in zip(self.entity[lo:hi].tolist(), self.hops[lo:hi].tolist(),
+                                 self.latest_time[lo:hi].tolist(), self.via[lo:hi].tolist(),
+                                 self.latest_time_without_via[lo:hi].tolist()):
+            if e == s:
+                continue
+            t = a if v == s else t
+            if t >= 0:
+                out[(e, h)] = t
         return out
 
 
@@ -721,6 +948,7 @@ def table_from_chunks(
     max_path_length: int,
     strict_history: bool,
     max_in_edges: Optional[int],
+    visited: str = VISITED_TARGET,
 ) -> LabelTable:
     chunks = list(chunks)
     cat = lambda name, dt: (  # noqa: E731
@@ -730,17 +958,22 @@ def table_from_chunks(
     ptr = np.zeros(len(counts) + 1, np.int64)
     np.cumsum(counts, out=ptr[1:])
     lat = cat("latest_time", np.int32)
+    tdt = _time_dtype(int(lat.max()) if len(lat) else 0)
+    via_cols = {}
+    if visited == VISITED_SUBJECT:
+        via_cols = {"via": cat("via", np.int32), "latest_time_without_via": cat("latest_time_without_via", tdt)}
     return LabelTable(
         pair_target=cat("pair_target", np.int32),
         pair_time=cat("pair_time", np.int32),
         pair_ptr=ptr,
         entity=cat("entity", np.int32),
         hops=cat("hops", np.int8),
-        latest_time=lat.astype(_time_dtype(int(lat.max()) if len(lat) else 0)),
+        latest_time=lat.astype(tdt),
         num_entities=num_entities,
         max_path_length=max_path_length,
         strict_history=strict_history,
         max_in_edges=max_in_edges,
+        **via_cols,
     )
 
 
@@ -754,6 +987,7 @@ def compute_labels(
     strict_history: bool = True,
     implementation: str = "fast",
     workers: int = 0,
+    visited: str = VISITED_TARGET,
     **kwargs: Any,
 ) -> LabelTable:
     """All labels in memory (small graphs, tests). Large datasets: :func:`write_labels`."""
@@ -766,6 +1000,7 @@ def compute_labels(
         strict_history=strict_history,
         implementation=implementation,
         workers=workers,
+        visited=visited,
         **kwargs,
     )
     return table_from_chunks(
@@ -774,6 +1009,7 @@ def compute_labels(
         max_path_length=max_path_length,
         strict_history=strict_history,
         max_in_edges=max_in_edges,
+        visited=visited,
     )
 
 
@@ -784,7 +1020,10 @@ def compute_labels(
 
 @numba.njit(cache=True, nogil=True)
 def _action_label_kernel(pair, steps, cand_entity, cand_time, stop, valid, current, targets, bound_t,
-                         pair_ptr, entity, hops, latest, K):
+                         pair_ptr, entity, hops, latest, K, use_via, subject, via, latest_without_via):
+    """``use_via`` (visited = "target_and_subject"): ``subject[b]`` = ``e_q`` is visited -- never a
+    reachable candidate, and a row whose best paths all run through it (``via == e_q``) counts with
+    ``latest_without_via`` (-1: no other path)."""
     B, A = cand_entity.shape
     y = np.zeros((B, A), np.uint8)
     for b in range(B):
@@ -793,6 +1032,7 @@ def _action_label_kernel(pair, steps, cand_entity, cand_time, stop, valid, curre
         hi0 = pair_ptr[p + 1]
         budget = K - steps[b]  # need hops < budget
         o = targets[b]
+        s = subject[b] if use_via else -1
         for a in range(A):
             if not valid[b, a]:
                 continue
@@ -806,11 +1046,15 @@ def _action_label_kernel(pair, steps, cand_entity, cand_time, stop, valid, curre
                 if t <= bound_t[b] and budget > 0:
                     y[b, a] = 1
                 continue
+            if use_via and e == s:
+                continue
             i = _lower_bound(entity, lo0, hi0, e)
             while i < hi0 and entity[i] == e:
-                if hops[i] < budget and t <= latest[i]:
-                    y[b, a] = 1
-                    break
+                if hops[i] < budget:
+                    lt = latest_without_via[i] if (use_via and via[i] == s) else latest[i]
+                    if t <= lt:
+                        y[b, a] = 1
+                        break
                 i += 1
     return y
 
@@ -829,6 +1073,7 @@ def action_labels(
     cand_relation=None,
     num_relations: Optional[int] = None,
     cand_mask=None,
+    query_subject=None,
 ) -> np.ndarray:
     """Reachability labels ``y[B, A]`` (uint8 0/1) of the candidate actions at step ``k``.
 
@@ -837,6 +1082,10 @@ def action_labels(
     a candidate whose entity is ``o_q`` itself is reachable (``h̄ = 0``, ``t̄`` = the last time
     allowed before ``t_q``), and STOP is reachable iff the agent already stands on ``o_q``.
     Padding candidates get 0.
+
+    With a table labeled ``visited = "target_and_subject"``, ``L`` is that of the query's own
+    visited set ``{o_q, e_q}`` (:meth:`LabelTable.get_for_query`), so ``query_subject`` is required;
+    with a ``"target"`` table it is ignored (the paper's ``L``, paths through ``e_q`` included).
 
     Args:
         table: the :class:`LabelTable`.
@@ -849,6 +1098,7 @@ def action_labels(
         K: the maximum path length (default: the table's).
         cand_mask: optional bool ``[B, A]``, False = padding. Entities outside ``[0, E)`` are
             padding as well.
+        query_subject: int ``[B]``, the query's subject ``e_q`` (used by tables with via columns).
     """
     K = table.max_path_length if K is None else int(K)
     ce = np.asarray(cand_entity, dtype=np.int64)
@@ -892,11 +1142,24 @@ def action_labels(
         cur = np.asarray(current_entity, dtype=np.int64).reshape(-1)
         if len(cur) != B:
             raise ValueError(f"current_entity must have length B={B}")
+    use_via = table.via is not None
+    if use_via:
+        if query_subject is None:
+            raise ValueError(f"label table labeled with labeling.visited = {VISITED_SUBJECT!r}: "
+                             "action_labels needs query_subject (e_q of every query)")
+        subj = np.asarray(query_subject, dtype=np.int64).reshape(-1)
+        if len(subj) != B:
+            raise ValueError(f"query_subject must have length B={B}")
+        via, alt = table.via, table.latest_time_without_via
+    else:
+        subj = np.zeros(0, np.int64)
+        via, alt = np.zeros(0, np.int32), np.zeros(0, table.latest_time.dtype)
     pair = table.pair_index(tg, qt) if B else np.zeros(0, np.int64)
     bound_t = qt - 1 if table.strict_history else qt
     return _action_label_kernel(
         pair.astype(np.int64), steps, ce, ct, np.ascontiguousarray(stop), np.ascontiguousarray(valid), cur, tg,
         bound_t, table.pair_ptr, table.entity, table.hops, table.latest_time, np.int64(K),
+        use_via, subj, via, alt,
     )
 
 
@@ -919,6 +1182,7 @@ def _parquet_writer(path: Path, schema: pa.Schema, compression_level: int) -> pq
 
 
 LABEL_SCHEMA = pa.schema([(c, pa.int32()) for c in LABEL_COLUMNS])
+LABEL_SCHEMA_VIA = pa.schema([(c, pa.int32()) for c in LABEL_COLUMNS + VIA_COLUMNS])
 PAIR_SCHEMA = pa.schema(
     [("target", pa.int32()), ("query_time", pa.int32()), ("row_start", pa.int64()), ("num_rows", pa.int32())]
 )
@@ -959,16 +1223,22 @@ def write_labels(
       empty ``L`` appear here only) -- the loader builds the CSR from it without decoding the
       ``target`` / ``query_time`` columns.
     * ``summary.json``: counts, rows-per-pair quantiles, bytes, mode, wall time, parameters.
+
+    With ``config.visited = "target_and_subject"``, ``labels.parquet`` has two more int32 columns,
+    ``via`` and ``latest_time_without_via`` (:func:`reference_labels_via`), and the summary says
+    ``format_version`` 2; otherwise the files are those of format 1.
     """
     t0 = _time.perf_counter()
     out_dir = Path(out_dir)
     mode = "exact" if config.max_in_edges is None else f"top{config.max_in_edges}"
+    track = config.visited == VISITED_SUBJECT
+    schema = LABEL_SCHEMA_VIA if track else LABEL_SCHEMA
     pair_t: list[np.ndarray] = []
     pair_q: list[np.ndarray] = []
     pair_c: list[np.ndarray] = []
     max_time = 0
     with atomic_dir(out_dir) as tmp:
-        writer = _parquet_writer(tmp / LABELS_FILE, LABEL_SCHEMA, compression_level)
+        writer = _parquet_writer(tmp / LABELS_FILE, schema, compression_level)
         try:
             for ch in iter_label_chunks(
                 graph,
@@ -980,6 +1250,7 @@ def write_labels(
                 implementation=config.implementation,
                 workers=config.workers,
                 progress=progress,
+                visited=config.visited,
             ):
                 pair_t.append(ch.pair_target)
                 pair_q.append(ch.pair_time)
@@ -987,16 +1258,16 @@ def write_labels(
                 if len(ch.entity) == 0:
                     continue
                 max_time = max(max_time, int(ch.latest_time.max()))
-                batch = pa.record_batch(
-                    [
-                        pa.array(np.repeat(ch.pair_target, ch.counts)),
-                        pa.array(np.repeat(ch.pair_time, ch.counts)),
-                        pa.array(ch.entity),
-                        pa.array(ch.hops.astype(np.int32)),
-                        pa.array(ch.latest_time),
-                    ],
-                    schema=LABEL_SCHEMA,
-                )
+                cols = [
+                    pa.array(np.repeat(ch.pair_target, ch.counts)),
+                    pa.array(np.repeat(ch.pair_time, ch.counts)),
+                    pa.array(ch.entity),
+                    pa.array(ch.hops.astype(np.int32)),
+                    pa.array(ch.latest_time),
+                ]
+                if track:
+                    cols += [pa.array(ch.via), pa.array(ch.latest_time_without_via)]
+                batch = pa.record_batch(cols, schema=schema)
                 writer.write_batch(batch, row_group_size=max(len(ch.entity), 1))
         finally:
             writer.close()
@@ -1016,11 +1287,12 @@ def write_labels(
         rows = int(p_c.sum())
         quant = _rows_per_pair(p_c)
         summary = {
-            "format_version": LABEL_FORMAT_VERSION,
+            "format_version": LABEL_FORMAT_VERSION_VIA if track else LABEL_FORMAT_VERSION,
             "pairs": int(len(p_c)),
             "rows": rows,
             "rows_per_pair": quant,
             "mode": mode,
+            "visited": config.visited,
             "max_in_edges": config.max_in_edges,
             "strict_history": config.strict_history,
             "implementation": config.implementation,
@@ -1047,10 +1319,15 @@ def _check_label_dir(directory: Path) -> dict:
     if not summary_path.exists():
         raise FileNotFoundError(f"{summary_path} not found: {directory} is not a label directory")
     summary = json.loads(summary_path.read_text())
-    if summary.get("format_version") != LABEL_FORMAT_VERSION:
+    if summary.get("format_version") not in LABEL_FORMAT_VERSIONS:
         raise ValueError(
-            f"{summary_path}: label format version {summary.get('format_version')}, expected {LABEL_FORMAT_VERSION}"
+            f"{summary_path}: label format version {summary.get('format_version')}, expected one of "
+            f"{list(LABEL_FORMAT_VERSIONS)}"
         )
+    visited = summary.setdefault("visited", VISITED_TARGET)  # tables written before the option: {o_q}
+    if (visited == VISITED_SUBJECT) != (summary["format_version"] == LABEL_FORMAT_VERSION_VIA):
+        raise ValueError(f"{summary_path}: visited = {visited!r} does not match label format version "
+                         f"{summary['format_version']} (the via columns come with format {LABEL_FORMAT_VERSION_VIA})")
     names = (PAIRS_FILE, LABELS_FILE) if not summary.get("parts") else ()
     for name in names:
         if not (directory / name).exists():
@@ -1092,14 +1369,19 @@ def load_label_table(directory: str | Path) -> LabelTable:
     ent = np.empty(n_rows, np.int32)
     hop = np.empty(n_rows, np.int8)
     lat = np.empty(n_rows, tdt)
+    track = summary["visited"] == VISITED_SUBJECT
+    via_cols = {"via": np.empty(n_rows, np.int32), "latest_time_without_via": np.empty(n_rows, tdt)} if track else {}
+    columns = ["entity", "hops", "latest_time"] + (list(VIA_COLUMNS) if track else [])
     pos = 0
     for pf in files:
         for g in range(pf.num_row_groups):
-            rg = pf.read_row_group(g, columns=["entity", "hops", "latest_time"])
+            rg = pf.read_row_group(g, columns=columns)
             m = rg.num_rows
             ent[pos : pos + m] = rg.column("entity").to_numpy()
             hop[pos : pos + m] = rg.column("hops").to_numpy()
             lat[pos : pos + m] = rg.column("latest_time").to_numpy()
+            for name, arr in via_cols.items():
+                arr[pos : pos + m] = rg.column(name).to_numpy()
             pos += m
     return LabelTable(
         pair_target=p_t,
@@ -1113,6 +1395,7 @@ def load_label_table(directory: str | Path) -> LabelTable:
         strict_history=bool(summary["strict_history"]),
         max_in_edges=summary.get("max_in_edges"),
         meta=summary,
+        **via_cols,
     )
 
 
@@ -1144,7 +1427,7 @@ def part_target_ranges(targets: np.ndarray, num_entities: int, num_parts: int) -
 def _part_settings(summary: dict) -> dict:
     keys = ("format_version", "mode", "max_in_edges", "strict_history", "max_path_length", "num_entities",
             "num_relations", "num_parts", "target_range", "input")
-    return {k: summary.get(k) for k in keys}
+    return {**{k: summary.get(k) for k in keys}, "visited": summary.get("visited", VISITED_TARGET)}
 
 
 def write_label_part(
@@ -1172,10 +1455,11 @@ def write_label_part(
     mode = "exact" if config.max_in_edges is None else f"top{config.max_in_edges}"
     extra = {"part": part, "num_parts": num_parts, "target_range": [lo, hi], "input": input_hash}
     out = Path(staging_dir) / PART_NAME.format(part)
-    want = _part_settings({"format_version": LABEL_FORMAT_VERSION, "mode": mode, "max_in_edges": config.max_in_edges,
+    version = LABEL_FORMAT_VERSION_VIA if config.visited == VISITED_SUBJECT else LABEL_FORMAT_VERSION
+    want = _part_settings({"format_version": version, "mode": mode, "max_in_edges": config.max_in_edges,
                            "strict_history": config.strict_history, "max_path_length": int(max_path_length),
                            "num_entities": int(graph.num_entities), "num_relations": int(graph.num_relations),
-                           **extra})
+                           "visited": config.visited, **extra})
     if (out / SUMMARY_FILE).exists():
         have = json.loads((out / SUMMARY_FILE).read_text())
         if _part_settings(have) == want:
@@ -1210,6 +1494,7 @@ def merge_label_parts(staging_dir: str | Path, out_dir: str | Path, num_parts: i
     summary = {k: first[k] for k in ("format_version", "mode", "max_in_edges", "strict_history", "implementation",
                                       "workers", "max_path_length", "max_hops", "num_entities", "num_relations",
                                       "tie_break")}
+    summary["visited"] = first.get("visited", VISITED_TARGET)
     summary.update({"pairs": int(len(counts)), "rows": int(counts.sum()), "rows_per_pair": quant,
                     "max_latest_time": max(int(s["max_latest_time"]) for s in summaries), "parts": names,
                     "part_wall_time_s": [s["wall_time_s"] for s in summaries]})

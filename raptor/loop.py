@@ -5,7 +5,7 @@ says what one epoch does and what else it keeps; the loop owns what is the same 
 
     resume from out/checkpoint.pt (or the previous one, if the latest is unreadable)
     replay the resumed history to the hook, marked "replayed"
-    for each remaining epoch:
+    for each remaining epoch, unless the phase says it is done (early stopping):
         row = phase.run_epoch(epoch)              # train one epoch: {metric: value}
         phase.after_epoch(epoch, row, last)       # validation, best model, snapshots (optional)
         checkpoint (atomic, the previous one kept), history files, hook, progress bar
@@ -51,6 +51,9 @@ class Phase:
     postfix: Callable[[dict[str, Any]], dict[str, Any]] = lambda row: {}
     #: Extra values kept in checkpoints and restored on resume (the phase reads and updates them).
     state: dict[str, Any] = field(default_factory=dict)
+    #: True when the phase ends before ``n_epochs`` (early stopping); asked before every epoch, so a
+    #: resumed run that had stopped trains nothing more. Reads ``state`` only.
+    done: Optional[Callable[[], bool]] = None
 
 
 def run_epochs(
@@ -67,7 +70,8 @@ def run_epochs(
     progress: bool = True,
     checkpoint_every: int = 1,
 ) -> list[dict[str, Any]]:
-    """Run ``phase`` up to ``n_epochs`` epochs; returns the whole history (resumed epochs included).
+    """Run ``phase`` up to ``n_epochs`` epochs (fewer if ``phase.done``); returns the whole history
+    (resumed epochs included).
 
     With ``out``: ``checkpoint.pt`` after every ``checkpoint_every``-th epoch, the last one and
     whenever ``after_epoch`` asks, and the history files after every epoch. With ``resume``, the
@@ -93,6 +97,8 @@ def run_epochs(
                 on_epoch_end(row["epoch"], {**row, "replayed": True})
     bar = progress_bar(range(start, n_epochs), desc=phase.name, enabled=progress, initial=start, total=n_epochs)
     for epoch in bar:
+        if phase.done is not None and phase.done():
+            break
         t0 = time.perf_counter()
         row: dict[str, Any] = {"epoch": epoch, **phase.run_epoch(epoch)}
         row["seconds"] = time.perf_counter() - t0
@@ -108,4 +114,5 @@ def run_epochs(
         if on_epoch_end is not None:
             on_epoch_end(epoch, row)
         bar.set_postfix(**phase.postfix(row))
+    bar.close()
     return history

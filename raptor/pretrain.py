@@ -106,7 +106,7 @@ def pretrain_batch(
         y_np = action_labels(
             table, state.answer, state.query_time, k, cands.entity, cands.time,
             current_entity=state.entity, cand_relation=cands.relation,
-            num_relations=env.num_relations, cand_mask=cands.mask,
+            num_relations=env.num_relations, cand_mask=cands.mask, query_subject=state.query_entity,
         )
         y = torch.from_numpy(y_np).to(device)
         total = total + reachability_bce(z, y, ct.mask).mean()
@@ -289,6 +289,11 @@ def pretrain_run(
     if table.max_path_length != p.env.max_path_length:
         raise ValueError(f"label table was built for K = {table.max_path_length}, "
                          f"but env.max_path_length = {p.env.max_path_length}")
+    visited = table.meta.get("visited", "target") if isinstance(table, PartitionedLabels) else table.visited
+    if visited != p.labeling.visited:
+        raise ValueError(f"label table {labels if not isinstance(labels, LabelTable) else ''} was built with "
+                         f"labeling.visited = {visited!r}, but params say {p.labeling.visited!r}: "
+                         "run the label stage again")
     torch.manual_seed(seed)
     policy = Policy(ctx.dataset.num_entities, ctx.dataset.num_relations, p.model, p.env.max_path_length)
     hook = (lambda e, m: on_epoch_end("pretrain", e, m)) if on_epoch_end else None

@@ -36,6 +36,9 @@ from .constants import HITS_AT, ID_DTYPE, METRIC_KEYS
 from .io import atomic_path, atomic_write_json
 
 
+#: The tie semantics of every rank this module computes (see the module docstring), as reports state it.
+TIE_RULE = "realistic: 1 + #greater + #equal / 2"
+
 #: ``format`` tag stored in the Parquet schema metadata of predictions files.
 PREDICTIONS_FORMAT = "raptor.predictions/v1"
 

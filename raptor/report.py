@@ -141,8 +141,22 @@ def _mark(sig: Optional[dict], variant: str, metric: str) -> str:
     return "*" if r and r.get("significant_one_sided") else ""
 
 
-def main_table_rows(dataset: str, summaries: Mapping[str, dict], sig: Optional[dict] = None) -> list[dict]:
-    """Rows of the paper's main-table layout for one dataset: the published rows, then ours."""
+def budget_text(train_dir: str | Path) -> str:
+    """The budget a variant's seeds actually trained, from their summaries and histories: e.g.
+    ``5 pretraining + 15 RL epochs`` or ``20 RL epochs``, with ``a/b`` where seeds differ (early stopping)."""
+    pre, rl = set(), set()
+    for seed, h in histories(train_dir).items():
+        summary = Path(train_dir) / f"seed{seed}" / "summary.json"
+        pre.add(json.loads(summary.read_text()).get("pretrain_epochs", 0) if summary.is_file() else 0)
+        rl.add(len(h))
+    fmt = lambda xs: "/".join(str(x) for x in sorted(xs))
+    return (f"{fmt(pre)} pretraining + " if pre - {0} else "") + f"{fmt(rl)} RL epochs"
+
+
+def main_table_rows(dataset: str, summaries: Mapping[str, dict], sig: Optional[dict] = None,
+                    budgets: Optional[Mapping[str, str]] = None) -> list[dict]:
+    """Rows of the paper's main-table layout for one dataset: the published rows, then ours
+    (``budgets``: variant -> the epochs it trained, :func:`budget_text`, in its ``source``)."""
     rows = []
     for model, per_ds in MAIN_TABLE.items():
         if dataset in per_ds:
@@ -150,7 +164,7 @@ def main_table_rows(dataset: str, summaries: Mapping[str, dict], sig: Optional[d
             rows.append({"model": model, "source": "paper", **{m: f"{v:.2f}" for m, v in zip(METRICS, vals)}})
     for variant, s in summaries.items():
         name = f"{variants.get(variant).label} (ours, {s['n']} seeds)"
-        row = {"model": name, "source": "this run"}
+        row = {"model": name, "source": "this run" + (f", {budgets[variant]}" if budgets and variant in budgets else "")}
         for m in METRICS:
             row[m] = f"{100 * s[m]['mean']:.2f} ± {100 * s[m]['std']:.2f}{_mark(sig, variant, m)}"
         rows.append(row)
@@ -185,8 +199,10 @@ def _curve_band(hists: Mapping[int, list[dict]], key: str) -> tuple[np.ndarray, 
 
 
 def plot_curves(curves: Mapping[str, Mapping[int, list[dict]]], key: str, ylabel: str, title: str,
-                path: str | Path, threshold: Optional[float] = None) -> None:
-    """One line per label with a ±1 std band across seeds, written as PNG atomically."""
+                path: str | Path, threshold: Optional[float] = None,
+                references: Optional[Mapping[str, float]] = None) -> None:
+    """One line per label with a ±1 std band across seeds, written as PNG atomically; ``references``
+    (label -> value) are dashed horizontal lines in their label's colour."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -197,8 +213,12 @@ def plot_curves(curves: Mapping[str, Mapping[int, list[dict]]], key: str, ylabel
         x, m, s = _curve_band(hists, key)
         if len(x) == 0:
             continue
-        ax.plot(x, m, label=f"{label} ({len(hists)} seed{'s' if len(hists) != 1 else ''})", marker="o" if len(x) < 30 else None, markersize=3)
+        line, = ax.plot(x, m, label=f"{label} ({len(hists)} seed{'s' if len(hists) != 1 else ''})",
+                        marker="o" if len(x) < 30 else None, markersize=3)
         ax.fill_between(x, m - s, m + s, alpha=0.2)
+        if references and label in references:
+            ax.axhline(references[label], color=line.get_color(), linestyle="--", linewidth=1,
+                       label=f"{label}, paper (test): {references[label]:.4f}")
     if threshold is not None:
         ax.axhline(threshold, color="grey", linestyle="--", linewidth=1, label=f"reward {threshold}")
     ax.set_xlabel("RL epoch")
@@ -226,7 +246,7 @@ def write_report(
     ``validation_mrr.png``, ``efficiency.csv``, ``README.md`` (an index) and ``report.json``."""
     sig = json.loads(Path(significance_path).read_text()) if significance_path else None
     summaries = {v: summarize(seed_metrics(d), METRICS) for v, d in eval_dirs.items()}
-    rows = main_table_rows(dataset, summaries, sig)
+    rows = main_table_rows(dataset, summaries, sig, {v: budget_text(d) for v, d in train_dirs.items()})
     cols = ["model", "source", *METRICS]
     rl_hists = {v: histories(d) for v, d in train_dirs.items()}
     eff_rows = []

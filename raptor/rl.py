@@ -334,6 +334,8 @@ class TrainResult:
     best_mrr: Optional[float]
     best_epoch: Optional[int]
     out_dir: Optional[str] = None
+    #: Ended before its epoch budget by early stopping (``eval.patience``).
+    stopped_early: bool = False
 
 
 HISTORY_FIELDS = ("epoch", "reward", "actor_loss", "critic_loss", "entropy", "entropy_beta", "val_mrr",
@@ -380,7 +382,8 @@ def train(
         train_queries: int ``[n, 4]`` queries, both directions (see ``data.with_inverse_queries``).
         evaluate_fn: ``policy -> {"mrr": ..., ...}`` on the validation split (beam search); called
             after every ``eval_cfg.valid_every``-th epoch and after the last one. The best-MRR
-            weights go to ``out_dir/best.pt``.
+            weights go to ``out_dir/best.pt``. With ``eval_cfg.patience > 0`` training ends after
+            that many validation rounds in a row without a better MRR (the history then ends early).
         out_dir: where ``checkpoint.pt`` (latest, atomic), ``best.pt``, ``final.pt``, ``history.json``
             and ``history.csv`` are written; ``None`` writes nothing.
         resume: continue from ``out_dir/checkpoint.pt`` if it exists.
@@ -392,7 +395,8 @@ def train(
     policy.to(device)
     optimizer = make_optimizer(policy, rl)
     queries = np.ascontiguousarray(train_queries, dtype=np.int64)
-    best = {"best_mrr": None, "best_epoch": None}  # kept in checkpoints
+    # kept in checkpoints: the best model so far and the validation rounds since it (early stopping)
+    best = {"best_mrr": None, "best_epoch": None, "rounds_since_best": 0}
 
     def run_epoch(epoch: int) -> dict[str, Any]:
         return train_epoch(policy, optimizer, env, queries, epoch, seed, rl, precision, device, progress)
@@ -409,21 +413,30 @@ def train(
         row["val_mrr"] = float(metrics["mrr"])
         row.update({f"val_{k}": v for k, v in metrics.items() if k != "mrr"})
         if best["best_mrr"] is None or row["val_mrr"] > best["best_mrr"]:
-            best.update(best_mrr=row["val_mrr"], best_epoch=epoch)
+            best.update(best_mrr=row["val_mrr"], best_epoch=epoch, rounds_since_best=0)
             if out is not None:
                 save_model(out / "best.pt", policy, {**meta, "epoch": epoch, "val_mrr": row["val_mrr"]})
-        return True  # checkpoint the epoch that moved the best model
+        else:
+            best["rounds_since_best"] += 1
+        if stopped():
+            row["early_stop"] = True
+        return True  # checkpoint every validated epoch (the best model or the early-stopping count moved)
+
+    def stopped() -> bool:
+        """Early stopping: ``eval_cfg.patience`` validation rounds in a row without a better MRR."""
+        return eval_cfg.patience > 0 and best["rounds_since_best"] >= eval_cfg.patience
 
     phase = Phase("train", CHECKPOINT_FORMAT, "RAPTOR RL checkpoint", run_epoch, _write_history, validate,
                   postfix=lambda r: {"reward": f"{r['reward']:.3f}",
                                      "mrr": r["val_mrr"] if r["val_mrr"] is not None else "-"},
-                  state=best)
+                  state=best, done=stopped)
     history = run_epochs(phase, policy, optimizer, n_epochs, seed=seed, meta=meta, out=out, resume=resume,
                          on_epoch_end=on_epoch_end, progress=progress, checkpoint_every=checkpoint_every)
     best_mrr, best_epoch = best["best_mrr"], best["best_epoch"]
+    last_epoch = history[-1]["epoch"] if history else n_epochs - 1  # earlier after early stopping
     if out is not None:
-        save_model(out / "final.pt", policy, {**meta, "epoch": n_epochs - 1})
+        save_model(out / "final.pt", policy, {**meta, "epoch": last_epoch})
         if best_epoch is None:  # no validation: the final weights are the selected ones
-            save_model(out / "best.pt", policy, {**meta, "epoch": n_epochs - 1, "val_mrr": None})
+            save_model(out / "best.pt", policy, {**meta, "epoch": last_epoch, "val_mrr": None})
     return TrainResult(history=history, best_mrr=best_mrr, best_epoch=best_epoch,
-                       out_dir=str(out) if out is not None else None)
+                       out_dir=str(out) if out is not None else None, stopped_early=stopped())

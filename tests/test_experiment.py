@@ -289,3 +289,20 @@ def test_equal_total_epochs_gives_pure_rl_the_pretraining_budget(ctx, tmp_path):
     assert effective_epochs(p, "pure_rl", 0) == 2 and effective_epochs(p, "raptor", 1) == 1
     s = run_variant(dataclasses.replace(c, params=p), "pure_rl", 6, tmp_path / "r", progress=False)
     assert s["rl_epochs"] == 2 == len(json.loads((tmp_path / "r/history.json").read_text()))
+
+
+def test_pretraining_refuses_labels_of_the_other_visited_mode(ctx, tmp_path):
+    """labeling.visited is a label-stage param: pretraining on a table built the other way is an error
+    naming both values, and a subject-mode table with matching params pretrains end to end."""
+    c, root = ctx
+    subject = params_from_dict({**PARAMS, "labeling": {"visited": "target_and_subject"}})
+    c_subject = load_context(root / "data", root / "graph.npz", subject)
+    with pytest.raises(ValueError, match=r"labeling.visited = 'target', but params say 'target_and_subject'"):
+        pretrain_run(c_subject, 0, tmp_path / "a", root / "labels", [1], progress=False)
+    assert not (tmp_path / "a" / "pretrained-e1.pt").exists()
+    label_dataset(root / "data", tmp_path / "labels", max_path_length=3, config=subject.labeling,
+                  graph_path=root / "graph.npz", show_progress=False)
+    snaps = pretrain_run(c_subject, 0, tmp_path / "b", tmp_path / "labels", [1], progress=False)
+    assert Path(snaps[1]).is_file()
+    hist = json.loads((tmp_path / "b" / "history.json").read_text())
+    assert len(hist) == 1 and 0.0 <= hist[0]["label_accuracy"] <= 1.0

@@ -479,3 +479,339 @@ def test_label_cli_missing_input_is_one_clear_line(params_file, tmp_path, capsys
     err = capsys.readouterr().err
     assert rc == 1 and err.startswith("raptor label: error:") and "raptor ingest" in err
     assert "Traceback" not in err
+
+
+# ================================================================================================
+# labeling.visited = "target_and_subject": Algorithm 1 with the visited set {o_q, e_q} per query
+# ================================================================================================
+#
+# The table is per pair (o_q, t_q); e_q is a per-query input of action_labels / get_for_query. The
+# naive reference is Algorithm 1 run per query with its visited set initialised to {o_q, e_q}
+# (reference_labels(..., query_subject=e_q)) and, for exact labels, forward enumeration of the
+# simple paths that avoid e_q (brute_force_avoiding).
+
+SUBJ = L.VISITED_SUBJECT
+
+
+def brute_force_avoiding(quads, num_entities, target, query_time, max_hops, avoid, strict=True):
+    """brute_force over the simple paths that do not touch ``avoid`` (an entity that is visited
+    from the start, like o_q): neither as the start nor on the way."""
+    adj: dict[int, list[tuple[int, int]]] = {}
+    for s, _, o, t in quads:
+        adj.setdefault(s, []).append((o, t))
+        adj.setdefault(o, []).append((s, t))
+    allowed = (lambda t: t < query_time) if strict else (lambda t: t <= query_time)
+    out: dict[tuple[int, int], int] = {}
+
+    def walk(start, cur, path, t_prev, first, hops):
+        for nb, t in adj.get(cur, []):
+            if not allowed(t) or t < t_prev or nb in path or (nb == avoid and nb != target):
+                continue
+            f = t if first is None else first
+            if nb == target:
+                out[(start, hops + 1)] = max(out.get((start, hops + 1), -1), f)
+            elif hops + 1 < max_hops:
+                walk(start, nb, path | {nb}, t, f, hops + 1)
+
+    for e in range(num_entities):
+        if e != target and e != avoid:
+            walk(e, e, {e}, -1, None, 0)
+    return out
+
+
+def _tables(g, pairs, **kw):
+    """The subject-mode table of every implementation (fast specialised, fast depth-first,
+    reference), as {(o, t): {(e, h): (latest, via, without_via)}}; asserts they are identical."""
+    fast = L.compute_labels(g, [p[0] for p in pairs], [p[1] for p in pairs], visited=SUBJ, workers=2,
+                            pairs_per_chunk=1, **kw)
+    d = fast.to_dict(with_via=True)
+    dfs = L.compute_labels(g, [p[0] for p in pairs], [p[1] for p in pairs], visited=SUBJ, workers=1, kernel="dfs",
+                           **kw)
+    ref = L.compute_labels(g, [p[0] for p in pairs], [p[1] for p in pairs], visited=SUBJ, implementation="reference",
+                           **kw)
+    assert dfs.to_dict(with_via=True) == d
+    assert ref.to_dict(with_via=True) == d
+    return fast
+
+
+@SETTINGS
+@given(small_tkg(), st.sampled_from([2, 3]), st.booleans())
+def test_subject_mode_exact_equals_naive_per_query(tkg, K, strict):
+    e, quads, pairs = tkg
+    g = _graph(e, quads)
+    kw = dict(max_path_length=K, max_in_edges=None, strict_history=strict)
+    table = _tables(g, pairs, **kw)
+    for o, t in set(pairs):
+        for s in range(e):  # every possible query subject, o_q itself included
+            got = table.get_for_query(o, t, s)
+            assert got == brute_force_avoiding(quads.tolist(), e, o, t, K - 1, s, strict), (o, t, s)
+            assert got == L.reference_labels(g, o, t, K - 1, None, strict, query_subject=s), (o, t, s)
+
+
+@SETTINGS
+@given(small_tkg(), st.sampled_from([2, 3]), st.sampled_from([1, 2, 3, 5]), st.booleans())
+def test_subject_mode_pruned_equals_algorithm1_per_query(tkg, K, N, strict):
+    e, quads, pairs = tkg
+    g = _graph(e, quads)
+    table = _tables(g, pairs, max_path_length=K, max_in_edges=N, strict_history=strict)
+    for o, t in set(pairs):
+        for s in range(e):
+            assert table.get_for_query(o, t, s) == L.reference_labels(g, o, t, K - 1, N, strict, query_subject=s)
+
+
+@SETTINGS
+@given(small_tkg(), st.sampled_from([None, 1, 2, 5]))
+def test_subject_mode_keeps_the_default_rows(tkg, N):
+    """The option adds two columns and changes nothing else: the default mode's table is the
+    subject-mode table without them, and a default table ignores query_subject."""
+    e, quads, pairs = tkg
+    g = _graph(e, quads)
+    kw = dict(max_path_length=3, max_in_edges=N)
+    default = L.compute_labels(g, [p[0] for p in pairs], [p[1] for p in pairs], **kw)
+    subj = L.compute_labels(g, [p[0] for p in pairs], [p[1] for p in pairs], visited=SUBJ, **kw)
+    assert default.via is None and default.visited == "target" and subj.visited == SUBJ
+    for name in ("pair_target", "pair_time", "pair_ptr", "entity", "hops", "latest_time"):
+        np.testing.assert_array_equal(getattr(subj, name), getattr(default, name))
+    assert np.all(subj.latest_time_without_via <= subj.latest_time)
+    assert np.all((subj.via == -1) == (subj.latest_time_without_via == subj.latest_time))
+    assert np.all(subj.via[subj.hops == 1] == -1)
+    rng = np.random.default_rng(0)
+    B, A = len(pairs), 5
+    tg, tq = [p[0] for p in pairs], [p[1] for p in pairs]
+    ent, tim = rng.integers(0, e, (B, A)), rng.integers(0, 7, (B, A))
+    subject = rng.integers(0, e, B)
+    np.testing.assert_array_equal(L.action_labels(default, tg, tq, 0, ent, tim, query_subject=subject),
+                                  L.action_labels(default, tg, tq, 0, ent, tim))
+
+
+@SETTINGS
+@given(small_tkg(), st.integers(0, 2), st.sampled_from([None, 2]), st.integers(0, 2**31 - 1))
+def test_subject_mode_action_labels_match_definition(tkg, k, N, seed):
+    e, quads, pairs = tkg
+    g = _graph(e, quads)
+    tg = np.array([p[0] for p in pairs])
+    tq = np.array([p[1] for p in pairs])
+    table = L.compute_labels(g, tg, tq, max_path_length=3, max_in_edges=N, visited=SUBJ)
+    rng = np.random.default_rng(seed)
+    B, A = len(pairs), 6
+    subject = rng.integers(0, e, B)
+    ent = rng.integers(0, e + 1, (B, A))
+    tim = rng.integers(0, 7, (B, A))
+    stop = rng.random((B, A)) < 0.2
+    cur = rng.integers(0, e, B)
+    y = L.action_labels(table, tg, tq, k, ent, tim, stop, cur, 3, query_subject=subject)
+    for b in range(B):
+        rows = L.reference_labels(g, int(tg[b]), int(tq[b]), 2, N, query_subject=int(subject[b]))
+        for a in range(A):
+            if ent[b, a] == e:
+                want = 0
+            elif stop[b, a]:
+                want = int(cur[b] == tg[b])
+            elif ent[b, a] == tg[b]:
+                want = int(tim[b, a] < tq[b])
+            else:  # e_q itself has no row: it is visited
+                want = int(any(ee == ent[b, a] and tim[b, a] <= t and h < 3 - k for (ee, h), t in rows.items()))
+            assert y[b, a] == want, (b, a)
+
+
+# e_q = 1 asks (1, r, ?, 9), answer o_q = 0. The agent's step-0 candidates: 2 at time 3 and 0 at 5.
+# 2 reaches 0 only as 2 -(3)-> 1 -(5)-> 0, back through e_q: reachable for Algorithm 1 as printed,
+# not for an agent that can never return to 1.
+ONLY_THROUGH_EQ = np.array([(1, 0, 0, 5), (1, 0, 2, 3)])
+
+
+@pytest.mark.parametrize("max_in_edges", [None, 2, 200])
+@pytest.mark.parametrize("implementation", ["fast", "reference"])
+def test_hand_worked_path_through_the_query_subject(max_in_edges, implementation):
+    from raptor.env import TemporalEnv
+
+    g = TemporalGraph.from_quadruples(ONLY_THROUGH_EQ, 3, 1)
+    kw = dict(max_path_length=3, max_in_edges=max_in_edges, implementation=implementation)
+    default = L.compute_labels(g, [0], [9], **kw)
+    subj = L.compute_labels(g, [0], [9], visited=SUBJ, **kw)
+    assert default.get(0, 9) == subj.get(0, 9) == {(1, 1): 5, (2, 2): 3}
+    assert subj.to_dict(with_via=True)[(0, 9)] == {(1, 1): (5, -1, 5), (2, 2): (3, 1, -1)}
+    assert subj.get_for_query(0, 9, 1) == {}  # e_q = 1 visited: nothing reaches 0
+    assert subj.get_for_query(0, 9, 2) == {(1, 1): 5}  # another subject: 1 is an ordinary intermediate
+    # The environment's step-0 candidates of the query, labeled in both modes.
+    env = TemporalEnv(g)
+    state = env.reset(np.array([[1, 0, 0, 9]]))
+    c = env.candidates(state)
+    assert c.entity[0, 1:].tolist() == [0, 2] and c.time[0, 1:].tolist() == [5, 3]
+    args = (state.answer, state.query_time, 0, c.entity, c.time)
+    kw2 = dict(current_entity=state.entity, cand_relation=c.relation, num_relations=1, cand_mask=c.mask,
+               query_subject=state.query_entity)
+    assert L.action_labels(default, *args, **kw2).tolist() == [[0, 1, 1]]
+    assert L.action_labels(subj, *args, **kw2).tolist() == [[0, 1, 0]]
+
+
+def test_hand_worked_alternative_intermediate():
+    # As above plus 2 -(2)-> 3 -(4)-> 0 and an earlier 1 -(1)- 2: 2's best hop-2 path runs through
+    # e_q = 1 (leaves 2 at 3); the best one avoiding it goes through 3 (leaves 2 at 2).
+    quads = np.vstack([ONLY_THROUGH_EQ, [(2, 0, 3, 2), (3, 0, 0, 4), (1, 0, 2, 1)]])
+    g = TemporalGraph.from_quadruples(quads, 4, 1)
+    subj = L.compute_labels(g, [0], [9], max_path_length=3, max_in_edges=None, visited=SUBJ)
+    assert subj.to_dict(with_via=True)[(0, 9)][(2, 2)] == (3, 1, 2)
+    assert subj.get_for_query(0, 9, 1) == {(3, 1): 4, (2, 2): 2}
+    ent, tim = np.array([[2, 2]]), np.array([[3, 1]])  # the candidate 2 at time 3 and at time 1
+    assert L.action_labels(subj, [0], [9], 0, ent, tim, query_subject=[1]).tolist() == [[0, 1]]
+    assert L.action_labels(subj, [0], [9], 0, ent, tim, query_subject=[3]).tolist() == [[1, 1]]
+
+
+def test_subject_mode_on_environment_walks():
+    """Labels of the environment's candidates along random walks (training queries both ways, the
+    pretraining call) equal Algorithm 1 run per query with visited {o_q, e_q}, N = 3 and exact."""
+    from raptor.data import with_inverse_queries
+    from raptor.env import TemporalEnv
+    from raptor.synthetic import SyntheticSpec, generate
+
+    spec = SyntheticSpec(num_entities=40, num_timestamps=20, seed=3)
+    splits = generate(spec)
+    g = TemporalGraph.from_quadruples(np.concatenate(list(splits.values())), spec.num_entities, spec.num_relations)
+    env = TemporalEnv(g)
+    queries = with_inverse_queries(splits["train"], spec.num_relations)[::7].astype(np.int64)
+    tg, tq = L.label_pairs(splits["train"])
+    rng = np.random.default_rng(0)
+    for N in (None, 3):
+        table = L.compute_labels(g, tg, tq, max_path_length=3, max_in_edges=N, visited=SUBJ, workers=1)
+        refs = {}
+        state = env.reset(queries)
+        differs = 0
+        for k in range(env.K):
+            c = env.candidates(state)
+            y = L.action_labels(table, state.answer, state.query_time, k, c.entity, c.time,
+                                current_entity=state.entity, cand_relation=c.relation,
+                                num_relations=spec.num_relations, cand_mask=c.mask, query_subject=state.query_entity)
+            for b in range(state.batch_size):
+                q = (int(state.answer[b]), int(state.query_time[b]), int(state.query_entity[b]))
+                if q not in refs:
+                    refs[q] = L.reference_labels(g, q[0], q[1], 2, N, query_subject=q[2])
+                for a in range(1, int(c.count[b]) + 1):
+                    e, t = int(c.entity[b, a]), int(c.time[b, a])
+                    want = (e == q[0] and t < q[1]) or any(
+                        ee == e and t <= lt and h < 3 - k for (ee, h), lt in refs[q].items())
+                    assert y[b, a] == want, (k, b, a)
+            if k == 0:
+                plain = L.action_labels(table, state.answer, state.query_time, 0, c.entity, c.time,
+                                        current_entity=state.entity, cand_relation=c.relation,
+                                        num_relations=spec.num_relations, cand_mask=c.mask,
+                                        query_subject=np.full(state.batch_size, -1))
+                differs = int((plain != y).sum())
+            choice = np.array([rng.integers(0, int(n) + 1) for n in c.count])
+            state = env.step(state, c, choice)
+        assert differs > 0  # the synthetic graph has paths back through e_q
+
+
+def test_subject_mode_storage_round_trip_and_parts(tmp_path):
+    import pyarrow.parquet as pq
+
+    g, train = _synthetic_graph()
+    tg, tq = L.label_pairs(train)
+    cfg = LabelingConfig(max_in_edges=3, workers=1, visited=SUBJ)
+    s = L.write_labels(tmp_path / "one", g, tg, tq, max_path_length=3, config=cfg)
+    assert s["format_version"] == 2 and s["visited"] == SUBJ
+    assert pq.read_schema(tmp_path / "one" / "labels.parquet").names == list(L.LABEL_COLUMNS + L.VIA_COLUMNS)
+    loaded = L.load_label_table(tmp_path / "one")
+    direct = L.compute_labels(g, tg, tq, max_path_length=3, max_in_edges=3, visited=SUBJ)
+    assert loaded.visited == SUBJ and loaded.to_dict(with_via=True) == direct.to_dict(with_via=True)
+    assert loaded.latest_time_without_via.dtype == loaded.latest_time.dtype
+    # The default mode still writes format 1 (five columns) and says so.
+    d = L.write_labels(tmp_path / "default", g, tg, tq, max_path_length=3, config=LabelingConfig(max_in_edges=3))
+    assert d["format_version"] == 1 and d["visited"] == "target"
+    assert pq.read_schema(tmp_path / "default" / "labels.parquet").names == list(L.LABEL_COLUMNS)
+    # Partitioned: same table; parts of the other mode are relabeled, not merged.
+    cfg3 = LabelingConfig(max_in_edges=3, workers=1, visited=SUBJ, partitions=3)
+    staging = tmp_path / "p.parts"
+    for i in range(3):
+        L.write_label_part(staging, i, 3, g, tg, tq, max_path_length=3, config=cfg3, input_hash="h")
+    before = (staging / "part-00001" / "labels.parquet").stat().st_mtime_ns
+    L.write_label_part(staging, 1, 3, g, tg, tq, max_path_length=3, config=cfg3, input_hash="h")
+    assert (staging / "part-00001" / "labels.parquet").stat().st_mtime_ns == before
+    back = L.write_label_part(staging, 1, 3, g, tg, tq, max_path_length=3, input_hash="h",
+                              config=LabelingConfig(max_in_edges=3, workers=1, partitions=3))
+    assert back["visited"] == "target"
+    with pytest.raises(ValueError, match="different settings"):
+        L.merge_label_parts(staging, tmp_path / "p", 3)
+    L.write_label_part(staging, 1, 3, g, tg, tq, max_path_length=3, config=cfg3, input_hash="h")
+    merged = L.merge_label_parts(staging, tmp_path / "p", 3)
+    assert merged["visited"] == SUBJ and merged["format_version"] == 2
+    assert L.load_label_table(tmp_path / "p").to_dict(with_via=True) == direct.to_dict(with_via=True)
+    assert L.PartitionedLabels(tmp_path / "p").load(0).visited == SUBJ
+
+
+def test_subject_mode_old_tables_and_errors(tmp_path):
+    g, train = _synthetic_graph()
+    tg, tq = L.label_pairs(train[:20])
+    # A table written before the option (no "visited" in its summary) reads as the default mode.
+    out = tmp_path / "old"
+    L.write_labels(out, g, tg, tq, max_path_length=3)
+    s = json.loads((out / "summary.json").read_text())
+    del s["visited"]
+    (out / "summary.json").write_text(json.dumps(s))
+    old = L.load_label_table(out)
+    assert old.visited == "target" and old.via is None
+    with pytest.raises(ValueError, match="no via columns"):
+        old.get_for_query(int(tg[0]), int(tq[0]), 0)
+    with pytest.raises(ValueError, match="no via columns"):
+        old.to_dict(with_via=True)
+    # A version / mode mismatch is refused.
+    s["visited"] = SUBJ
+    (out / "summary.json").write_text(json.dumps(s))
+    with pytest.raises(ValueError, match="does not match label format version 1"):
+        L.load_label_table(out)
+    # Subject-mode tables need e_q in action_labels.
+    subj = L.compute_labels(g, tg, tq, max_path_length=3, visited=SUBJ)
+    ent = np.array([[1]])
+    with pytest.raises(ValueError, match="needs query_subject"):
+        L.action_labels(subj, tg[:1], tq[:1], 0, ent, ent)
+    with pytest.raises(ValueError, match="query_subject must have length"):
+        L.action_labels(subj, tg[:1], tq[:1], 0, ent, ent, query_subject=[1, 2])
+    # K > 3 is refused, naming the setting; so is an unknown mode.
+    with pytest.raises(ValueError, match=r"labeling.visited = 'target_and_subject' .*env.max_path_length <= 3 only \(got K = 4\)"):
+        L.compute_labels(g, tg, tq, max_path_length=4, visited=SUBJ)
+    with pytest.raises(ValueError, match="labeling.visited must be one of"):
+        L.compute_labels(g, tg, tq, max_path_length=3, visited="subject")
+    with pytest.raises(ValueError, match="max_hops <= 2"):
+        L.reference_labels_via(g, int(tg[0]), int(tq[0]), 3)
+
+
+def test_subject_mode_config():
+    from raptor.config import ConfigError, params_from_dict
+
+    assert LabelingConfig().visited == "target"
+    p = params_from_dict({"labeling": {"visited": "target_and_subject"}})
+    assert p.labeling.visited == SUBJ
+    with pytest.raises(ConfigError, match="labeling.visited: expected one of"):
+        params_from_dict({"labeling": {"visited": "subject"}})
+    with pytest.raises(ConfigError, match=r"labeling.visited: 'target_and_subject' .* <= 3 only \(got 4\)"):
+        params_from_dict({"labeling": {"visited": "target_and_subject"}, "env": {"max_path_length": 4}})
+    assert params_from_dict({"env": {"max_path_length": 4}}).labeling.visited == "target"
+
+
+def test_subject_mode_pretrain_batch():
+    """Pretraining runs on a subject-mode table and labels fewer candidates reachable."""
+    import torch
+
+    from raptor.config import ModelConfig
+    from raptor.data import with_inverse_queries
+    from raptor.env import TemporalEnv
+    from raptor.policy import Policy
+    from raptor.pretrain import pretrain_batch
+    from raptor.synthetic import SyntheticSpec, generate
+
+    spec = SyntheticSpec(seed=1)
+    splits = generate(spec)
+    g = TemporalGraph.from_quadruples(np.concatenate(list(splits.values())), spec.num_entities, spec.num_relations)
+    env = TemporalEnv(g)
+    train = with_inverse_queries(splits["train"], spec.num_relations)
+    tg, tq = L.label_pairs(splits["train"])
+    small = ModelConfig(entity_dim=16, relation_dim=16, time_dim=4, step_dim=4, mlp_hidden_dim=16)
+    rates = {}
+    for mode in ("target", SUBJ):
+        table = L.compute_labels(g, tg, tq, max_path_length=3, max_in_edges=200, visited=mode)
+        torch.manual_seed(0)
+        policy = Policy(spec.num_entities, spec.num_relations, small)
+        pb = pretrain_batch(policy, env, table, train[:64], torch.Generator().manual_seed(0))
+        assert torch.isfinite(pb.loss)
+        rates[mode] = pb.stats["label_positive_rate"]
+    assert 0 < rates[SUBJ] < rates["target"]

@@ -158,6 +158,13 @@ def test_dvc_repro_end_to_end(project):
     sig = json.loads((proj / "reports/SYNTH/significance.json").read_text())
     assert sig["baseline"] == "pure_rl" and sig["comparisons"]["raptor"]["seeds"] == [0, 1]
     assert (proj / "reports/SYNTH/report/training_efficiency.png").stat().st_size > 1000
+    # The results page reads the workspace as a user's `raptor results` does.
+    page = proj.parent / "results" / "results.md"
+    _run([sys.executable, "-m", "raptor.cli", "results", f"smoke={proj}", "--out", str(page)], proj, env)
+    rows = {line.split(" | ")[2]: line for line in page.read_text().splitlines() if line.startswith("| smoke | SYNTH")}
+    for variant, row_name in (("pure_rl", "Pure-RL"), ("raptor", "RL-RAPTOR")):
+        mrr = json.loads((proj / f"runs/SYNTH/{variant}/metrics.json").read_text())["mrr"]
+        assert f"| {100 * mrr:.2f} ± " in rows[row_name] and "| 2 of 2 |" in rows[row_name]
 
     # Every output the declaration names exists, and the stages wrote nothing anywhere else.
     declared = [Path(path) for _, _, path in stages.outputs(params_from_dict(yaml.safe_load(

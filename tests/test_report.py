@@ -85,6 +85,8 @@ def test_write_report(runs):
     evals = {"pure_rl": root / "eval/pure_rl", "raptor": root / "eval/raptor"}
     sig = compare_variants(evals, n_resamples=500)
     atomic_write_json(root / "sig.json", sig)
+    for seed in (0, 1, 2):
+        atomic_write_json(root / f"train/raptor/seed{seed}/summary.json", {"pretrain_epochs": 3, "rl_epochs": 6})
     write_report("ICEWS14", {"pure_rl": root / "train/pure_rl", "raptor": root / "train/raptor"}, evals,
                  root / "report", root / "sig.json")
     out = root / "report"
@@ -94,8 +96,11 @@ def test_write_report(runs):
     rows = list(csv.DictReader((out / "main_table.csv").open()))
     paper = {r["model"]: r for r in rows if r["source"] == "paper"}
     assert paper["RL-RAPTOR"]["mrr"] == "42.86" and paper["Pure-RL"]["hits@10"] == "59.46"
-    ours = [r for r in rows if r["source"] == "this run"]
+    ours = [r for r in rows if r["source"].startswith("this run")]
     assert len(ours) == 2
+    # each row states the budget its seeds trained (histories of 6 epochs; RAPTOR's summaries: 3 pretraining)
+    assert {r["model"].split(" (")[0]: r["source"] for r in ours} == {
+        "Pure-RL": "this run, 6 RL epochs", "RL-RAPTOR": "this run, 3 pretraining + 6 RL epochs"}
     raptor_row = next(r for r in ours if r["model"].startswith("RL-RAPTOR"))
     mean = 100 * np.mean([metrics[("raptor", s)]["mrr"] for s in (0, 1, 2)])
     assert raptor_row["mrr"].startswith(f"{mean:.2f}") and raptor_row["mrr"].endswith("*")

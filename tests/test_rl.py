@@ -220,3 +220,29 @@ def test_precision_auto_is_bfloat16_only_where_the_hardware_has_it():
     assert resolve_precision("float32", "cpu", spr) == "float32"
     with pytest.warns(RuntimeWarning, match="emulated"):
         assert resolve_precision("bfloat16", "cpu", avx2) == "bfloat16"  # kept: the user asked for it
+
+
+@pytest.mark.parametrize("patience, stop_epoch", [(1, 2), (2, 5), (0, 7)])
+def test_early_stopping_counts_validation_rounds_and_survives_resume(synthetic, tmp_path, patience, stop_epoch):
+    """Validation MRR 0.1, 0.2, 0.15, 0.25, 0.2, 0.2, 0.3, 0.1 (one round per epoch): patience 1 stops
+    after the first round without a better MRR (epoch 2), patience 2 after two in a row (epoch 5),
+    0 trains the whole budget. A stopped run, resumed, trains nothing more."""
+    env, q, E, R = synthetic
+    mrrs = iter([0.1, 0.2, 0.15, 0.25, 0.2, 0.2, 0.3, 0.1])
+    rl = RLConfig(epochs=8, batch_size=512)
+    ev = EvalConfig(valid_every=1, beam_size=5, patience=patience)
+    torch.manual_seed(0)
+    res = train(Policy(E, R, SMALL, 3), env, q["train"][:512], rl, ev, seed=0, out_dir=tmp_path,
+                evaluate_fn=lambda p: {"mrr": next(mrrs)}, progress=False)
+    assert [h["epoch"] for h in res.history] == list(range(stop_epoch + 1))
+    assert res.stopped_early == (patience > 0)
+    assert res.best_mrr == max(h["val_mrr"] for h in res.history)
+    _, meta = load_model(tmp_path / "final.pt")
+    assert meta["epoch"] == stop_epoch
+    assert [h.get("early_stop", False) for h in res.history][-1] == (patience > 0)
+    seen = []
+    again = train(Policy(E, R, SMALL, 3), env, q["train"][:512], rl, ev, seed=0, out_dir=tmp_path,
+                  evaluate_fn=lambda p: pytest.fail("a stopped run must not validate again"), resume=True,
+                  on_epoch_end=lambda e, m: seen.append(m.get("replayed", False)), progress=False)
+    assert len(again.history) == stop_epoch + 1 and all(seen)  # only replayed epochs
+    assert again.stopped_early == (patience > 0) and again.best_mrr == res.best_mrr

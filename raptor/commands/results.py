@@ -1,0 +1,29 @@
+"""`raptor results`: the results page (docs/results.md here) generated from the runs' artifacts."""
+
+from __future__ import annotations
+
+import argparse
+
+NAME = "results"
+HELP = ("write the results page from one or more result folders (a pipeline workspace: runs/ and reports/; "
+        "or a folder of `raptor train --out <dataset>/<variant>/seed<S>` runs): test metrics with budget, "
+        "precision and tie rule per row, significance, the paper's layout, and learning curves with the "
+        "paper's numbers as reference lines. No number on the page is typed.")
+
+
+def register(p: argparse.ArgumentParser) -> None:
+    p.add_argument("sources", nargs="+", metavar="[NAME=]FOLDER",
+                   help="result folders, in the page's order; NAME labels its rows (default: the folder's name)")
+    p.add_argument("--out", default="results.md", help="the Markdown page (default: %(default)s)")
+    p.add_argument("--figures", help="figure folder (default: figures/results beside --out)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..results import write_from_sources
+
+    command = "raptor results " + " ".join(args.sources) + f" --out {args.out}"
+    summary = write_from_sources(args.sources, args.out, args.figures, command=command)
+    for name, dataset, vs in summary["sets"]:
+        print(f"{name} / {dataset}: {', '.join(vs)}")
+    print(f"results -> {summary['out']}")
+    return 0

@@ -1,0 +1,115 @@
+"""The generated results page: rows, budgets, significance and curves read from hand-made artifacts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from raptor.cli import main as cli
+from raptor.paper import MAIN_TABLE
+from raptor.results import discover, paper_layout_rows, result_rows, significance_rows
+
+
+def _write(path: Path, obj) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(obj))
+
+
+def _history(n: int, val_every: int, mrr0: float) -> list[dict]:
+    return [{"epoch": e, "reward": 0.2 + 0.01 * e, "seconds": 36.0,
+             "val_mrr": mrr0 + 0.001 * e if (e + 1) % val_every == 0 else None,
+             "val_seconds": 72.0 if (e + 1) % val_every == 0 else None} for e in range(n)]
+
+
+def _params(precision: str = "float32") -> dict:
+    return {"params": {"eval.beam_size": 100, "train.precision": precision}}
+
+
+@pytest.fixture
+def workspace(tmp_path):
+    """A pipeline workspace with two variants x two seeds on ICEWS14, one Pure-RL seed early-stopped."""
+    ws = tmp_path / "ws"
+    mrr = {("pure_rl", 0): 0.40, ("pure_rl", 1): 0.42, ("raptor", 0): 0.41, ("raptor", 1): 0.45}
+    for (v, s), m in mrr.items():
+        d = ws / f"runs/ICEWS14/{v}/train/seed{s}"
+        n = 6 if (v, s) == ("pure_rl", 1) else 10
+        _write(d / "history.json", _history(n, 2, 0.3))
+        _write(d / "run_config.json", _params("auto"))
+        _write(d / "summary.json", {"rl_epochs": 10, "pretrain_epochs": 5 if v == "raptor" else 0,
+                                    "precision": "float32", "stopped_early": n < 10})
+        _write(ws / f"runs/ICEWS14/{v}/eval/seed{s}/metrics.json",
+               {"mrr": m, "hits@1": m - 0.1, "hits@3": m + 0.05, "hits@10": m + 0.15})
+    _write(ws / "reports/ICEWS14/significance.json", {"baseline": "pure_rl", "comparisons": {"raptor": {
+        "seed_level": {"mrr": {"mean_diff": 0.02, "p_one_sided": 0.0123, "n": 2}},
+        "per_query": {"bootstrap": {"ci_low": 0.01, "ci_high": 0.03}, "wilcoxon": {"p_two_sided": 1e-5}}}}})
+    return ws
+
+
+@pytest.fixture
+def long_runs(tmp_path):
+    """A folder of `raptor train --out` runs, one finished and evaluated, one still training."""
+    root = tmp_path / "long"
+    d = root / "ICEWS18/raptor/seed0"
+    _write(d / "rl/history.json", _history(40, 20, 0.25))
+    _write(d / "rl/summary.json", {"rl_epochs": 40, "pretrain_epochs": 4, "precision": "bfloat16"})
+    _write(d / "run_config.json", _params("bfloat16"))
+    _write(d / "eval/metrics.json", {"mrr": 0.3, "hits@1": 0.2, "hits@3": 0.35, "hits@10": 0.5})
+    d = root / "ICEWS18/pure_rl/seed0"
+    _write(d / "rl/history.json", _history(7, 20, 0.25))
+    _write(d / "run_config.json", _params())
+    (root / "COMMIT").write_text("0123456789abcdef\n")
+    return root
+
+
+def test_rows_state_budget_precision_ties_and_hand_computed_means(workspace, long_runs):
+    sets = discover(workspace, "quick") + discover(long_runs, "long")
+    rows = {(r["set"], r["system"]): r for r in result_rows(sets)}
+    pure, rap = rows[("quick", "Pure-RL")], rows[("quick", "RL-RAPTOR")]
+    # mean and sample std over the seeds, in percent: (40 + 42) / 2 = 41, std = sqrt(2) = 1.41
+    assert pure["MRR"] == "41.00 ± 1.41" and rap["MRR"] == "43.00 ± 2.83"
+    assert pure["H@10"] == "56.00 ± 1.41"
+    assert pure["RL epochs"] == "10/6 of 10 (early stop)" and rap["RL epochs"] == "10 of 10"
+    assert rap["pretrain epochs"] == "5" and pure["precision"] == "float32" and rap["ties"] == "realistic"
+    assert rap["vs paper"] == f"{43.0 - MAIN_TABLE['RL-RAPTOR']['ICEWS14'][0]:+.2f}"
+    # best validation MRR: 0.3 + 0.001 * 9 (10 epochs) and 0.3 + 0.001 * 5 (6 epochs)
+    assert pure["best val MRR"] == f"{(30.9 + 30.5) / 2:.2f} ± {abs(30.9 - 30.5) / 2 ** 0.5:.2f}"
+    # 36 s per epoch plus 72 s per validation round: 10 epochs (5 rounds) and 6 epochs (3 rounds)
+    assert pure["train h/seed"] == f"{((10 * 36 + 5 * 72) + (6 * 36 + 3 * 72)) / 2 / 3600:.2f}"
+    long_rap, long_pure = rows[("long", "RL-RAPTOR")], rows[("long", "Pure-RL")]
+    assert long_rap["MRR"] == "30.00" and long_rap["precision"] == "bfloat16" and long_rap["RL epochs"] == "40 of 40"
+    assert long_pure["MRR"] == "not evaluated" and long_pure["RL epochs"] == "7 (training)"
+    assert "vs paper" not in long_pure and long_pure["best val MRR"] == ""  # no validation round yet
+
+
+def test_significance_and_paper_layout(workspace, long_runs):
+    sets = discover(workspace, "quick") + discover(long_runs, "long")
+    sig = significance_rows(sets)
+    assert sig == [{"set": "quick", "dataset": "ICEWS14", "comparison": "RL-RAPTOR vs Pure-RL",
+                    "MRR diff (points)": "+2.00", "t-test over seeds, p (one-sided)": "0.0123 (n = 2)",
+                    "per-query bootstrap 95% CI": "[+1.00, +3.00]", "Wilcoxon p (two-sided)": "1e-05"}]
+    rows, cols = paper_layout_rows(sets)
+    ours = {r["model"].split(" (ours)")[0].strip("*"): r for r in rows if "(ours)" in r["model"]}
+    assert ours["RL-RAPTOR"]["ICEWS14 MRR"] == "43.00 ± 2.83" and ours["RL-RAPTOR"]["ICEWS18 MRR"] == "30.00"
+    # Pure-RL on ICEWS18 is not evaluated: its cell stays empty rather than showing a partial result
+    assert "ICEWS18 MRR" not in ours["Pure-RL"] and "ICEWS05-15 MRR" in cols
+    assert sum("(paper)" in r["model"] for r in rows) == len(MAIN_TABLE)
+
+
+def test_cli_writes_the_page_and_curves(workspace, long_runs, tmp_path, capsys):
+    out = tmp_path / "docs/results.md"
+    assert cli(["results", f"quick={workspace}", f"long={long_runs}", "--out", str(out)]) == 0
+    page = out.read_text()
+    assert "do not edit by hand" in page and "commit 0123456789ab" in page
+    for name in ("quick-icews14-val-mrr.png", "quick-icews14-reward.png", "long-icews18-val-mrr.png"):
+        assert (out.parent / "figures/results" / name).stat().st_size > 1000
+        assert f"figures/results/{name}" in page
+    assert "nan" not in page.lower()
+
+
+def test_a_folder_without_runs_is_a_clear_error(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    assert cli(["results", str(tmp_path / "empty"), "--out", str(tmp_path / "r.md")]) == 1
+    assert "no runs found" in capsys.readouterr().err
+    assert not (tmp_path / "r.md").exists()
