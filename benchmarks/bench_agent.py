@@ -7,7 +7,10 @@
   (both directions) searched ``--chunk`` at a time.
 
 Both for float32 and bfloat16 autocast. Records wall and process CPU time, the thread count and the
-``uptime`` load average before and after (the cores are shared). Writes
+``uptime`` load average before and after (the cores are shared). With each, the distance to the
+hardware limit: the FLOPs of an epoch and of a query counted from the configuration
+(``raptor/flops.py``), the achieved GFLOP/s, and the ratio of the measured time to the time the
+machine's own GEMM rate at the model's shapes (measured in the same run) would need for them. Writes
 ``benchmarks/results/agent.json``.
 
 Run: ``.venv/bin/python benchmarks/bench_agent.py [--threads 2] [--batches 40] [--queries 1024]
@@ -92,6 +95,58 @@ def bench_train(env, policy, queries, precision, batches, warmup, full_epoch, se
     }
 
 
+def gemm_rate(gemms, precision: str, repeats: int = 5, min_seconds: float = 0.2) -> dict:
+    """GFLOP/s of this machine at the GEMM shapes of ``gemms`` (forward ``[m,k]x[k,n]`` and the two
+    backward products ``[m,n]x[n,k]``, ``[k,m]x[m,n]``), in ``precision``: FLOPs-weighted over the
+    shapes, min/median over ``repeats`` timings of each."""
+    from raptor.flops import gemm_shapes
+
+    dtype = torch.bfloat16 if precision == "bfloat16" else torch.float32
+    shapes = {}
+    for (m, k, n), f in gemm_shapes(gemms).items():
+        for shp in ((m, k, n), (m, n, k), (k, m, n)):
+            shapes[shp] = shapes.get(shp, 0.0) + f
+    best_t, med_t, total = 0.0, 0.0, 0.0
+    for (m, k, n), f in shapes.items():
+        a, b = torch.randn(m, k, dtype=dtype), torch.randn(k, n, dtype=dtype)
+        reps = max(1, int(min_seconds / max(2 * m * k * n / 50e9, 1e-7)))
+        times = []
+        for _ in range(repeats):
+            t = time.perf_counter()
+            for _ in range(reps):
+                torch.mm(a, b)
+            times.append((time.perf_counter() - t) / reps)
+        per = 2.0 * m * k * n
+        best_t += f / per * min(times)
+        med_t += f / per * float(np.median(times))
+        total += f
+    return {"gflops_best": total / best_t / 1e9, "gflops_median": total / med_t / 1e9, "shapes": len(shapes)}
+
+
+def bound(result_train: dict, result_beam: dict, precision: str, num_relations: int, time_rows: int,
+          train_queries: int) -> dict:
+    """Distance to the hardware limit: counted FLOPs over measured seconds, against the machine's GEMM
+    rate at the same shapes (``raptor/flops.py``: the formula, tested against torch's FLOP counter)."""
+    from raptor.flops import beam_query_flops, training_epoch_flops, training_gemms
+
+    cfg = ModelConfig()
+    rate = gemm_rate(training_gemms(cfg, 512, 3, num_relations, time_rows), precision)
+    out = {"gemm_rate": rate}
+    if result_train:
+        w = training_epoch_flops(cfg, train_queries, 512, 3, 150, num_relations, time_rows)
+        sec = result_train["seconds_per_epoch"]
+        lim = w.total / (rate["gflops_best"] * 1e9)
+        out["train"] = {"tflop_per_epoch": w.total / 1e12, "gemm_share": w.gemm / w.total,
+                        "achieved_gflops": w.total / sec / 1e9, "bound_seconds": lim, "ratio_to_bound": sec / lim}
+    if result_beam:
+        w = beam_query_flops(cfg, result_beam.get("beam", 100), 3, 150, num_relations, time_rows)
+        sec = result_beam["ms_per_query"] / 1e3
+        lim = w.total / (rate["gflops_best"] * 1e9)
+        out["beam"] = {"mflop_per_query": w.total / 1e6, "achieved_gflops": w.total / sec / 1e9,
+                       "bound_ms_per_query": lim * 1e3, "ratio_to_bound": sec / lim}
+    return out
+
+
 def bench_beam(env, policy, queries, precision, chunk, beam):
     cfg = EvalConfig(beam_size=beam)
     beam_search(policy, env, queries[:chunk], cfg, precision=precision, chunk_size=chunk)  # warm-up
@@ -103,6 +158,7 @@ def bench_beam(env, policy, queries, precision, chunk, beam):
     return {
         "queries": len(queries),
         "chunk": chunk,
+        "beam": beam,
         "ms_per_query": 1e3 * wall / len(queries),
         "cpu_ms_per_query": 1e3 * cpu / len(queries),
         "mean_candidates": float(reached.mean()),
@@ -197,6 +253,9 @@ def main() -> None:
         if not args.skip_beam:
             run["beam"] = bench_beam(env, policy, test_q, precision, args.chunk, args.beam)
             print(precision, "beam", json.dumps(run["beam"]), "load", load_avg(), flush=True)
+        time_rows = int(max(int(a[:, 3].max()) for a in splits.values())) + 1
+        run["bound"] = bound(run.get("train"), run.get("beam"), precision, R, time_rows, len(train_q))
+        print(precision, "bound", json.dumps(run["bound"]), flush=True)
         result["runs"][precision] = run
     if args.compare_epochs:
         result["precision_comparison"] = {
