@@ -122,13 +122,19 @@ def save_model(path: Path, policy: "Policy", meta: dict) -> None:
 
 
 def load_model(path: str | Path, device="cpu") -> tuple["Policy", dict]:
-    """Rebuild a :class:`Policy` saved by :func:`save_model` (or take it from an RL checkpoint).
+    """Rebuild a :class:`Policy` saved by :func:`save_model` (or take it from an RL checkpoint); a
+    TITer model (``meta["architecture"] == "titer"``) comes back as a :class:`raptor.titer.TITerPolicy`.
     Only tensors and plain data are read (:mod:`raptor.checkpoints`): a file carrying code is refused."""
     from .config import ModelConfig
     from .policy import Policy
 
-    obj = load(path, (MODEL_FORMAT, RL_CHECKPOINT_FORMAT), "RAPTOR model", map_location=device)
+    from . import titer
+
+    obj = load(path, (MODEL_FORMAT, RL_CHECKPOINT_FORMAT, titer.TITER_CHECKPOINT_FORMAT), "RAPTOR model",
+               map_location=device)
     meta = obj["meta"]
+    if meta.get("architecture") == titer.ARCHITECTURE:  # the TITer-150 variant's agent
+        return titer.load_titer_model(path, device=device)
     policy = Policy(meta["num_entities"], meta["num_relations"], ModelConfig(**meta["model"]),
                     meta["max_path_length"]).to(device)
     policy.load_state_dict(obj["policy"])

@@ -180,12 +180,84 @@ class EvalConfig:
 
 
 @dataclass(frozen=True)
+class TITerConfig:
+    """TITer's published defaults (``main.py`` argparse defaults unless said otherwise).
+
+    The action cap and the path length are not here: they are our environment's
+    (``env.max_actions = 150``, ``env.max_path_length = 3``, TITer's ``--path_length 3``); beam size
+    and validation frequency are our ``eval`` section's (TITer: ``--beam_size 100``,
+    ``--valid_epoch 30``).
+    """
+
+    # --- agent (model/agent.py) ---
+    #: ``--ent_dim 100``: entity embedding incl. the time encoding (DynamicEmbedding: 80 static + 20).
+    entity_dim: int = 100
+    #: ``--rel_dim 100``.
+    relation_dim: int = 100
+    #: ``--time_dim 20``: the cos time encoding inside the entity embedding.
+    time_dim: int = 20
+    #: ``--state_dim 100``: LSTM hidden size.
+    state_dim: int = 100
+    #: ``--hidden_dim 100``: PolicyMLP hidden width.
+    mlp_hidden_dim: int = 100
+    #: Our ``dt`` (time steps) times this = TITer's ``dt``: its ICEWS files are stamped in hours
+    #: (one snapshot = 24, ``--time_span 24``); 1 for its YAGO/WIKI (``--time_span 1``).
+    time_scale: float = 24.0
+
+    # --- training (utils/trainer.py, model/policyGradient.py, main.py); the epoch budget is the
+    # variants' common ``rl.epochs`` (TITer's ``--max_epochs 400`` too) ---
+    #: ``--batch_size 512``.
+    batch_size: int = 512
+    #: ``--lr 0.001``.
+    learning_rate: float = 1.0e-3
+    #: main.py: ``torch.optim.Adam(..., weight_decay=0.00001)``.
+    weight_decay: float = 1.0e-5
+    #: ``--clip_gradient 10.0`` (trainer: ``clip_grad_norm_``); 0 = no clipping.
+    clip_gradient: float = 10.0
+    #: ``--Gamma 0.95``: discount of the terminal reward.
+    gamma: float = 0.95
+    #: ``--Ita 0.01``: entropy regularisation weight.
+    entropy_beta: float = 0.01
+    #: ``--Zita 0.9``: its decay factor.
+    entropy_decay: float = 0.9
+    #: What the decay counts: TITer's trainer increments ``pg.now_epoch`` after every *batch*.
+    entropy_decay_per: Literal["batch", "epoch"] = "batch"
+    #: ``--Lambda 0.0``: ReactiveBaseline update rate (0 keeps the baseline at 0).
+    baseline_lambda: float = 0.0
+    #: policyGradient.calc_reinforce_loss: ``(x - mean) / (std + 1e-6)``.
+    reward_std_eps: float = 1.0e-6
+
+    # --- time-shaped reward (model/dirichlet.py, mle_dirichlet.py) ---
+    #: ``--reward_shaping`` (on in the README's training command).
+    reward_shaping: bool = True
+    #: ``--k 300``: time bins ("recent K historical snapshots") of the Dirichlet distributions.
+    dirichlet_k: int = 300
+    #: dirichlet._meanprecision: ``D = D + 1e-9`` before the fit.
+    dirichlet_eps: float = 1.0e-9
+    #: mle_dirichlet.py ``--tol 1e-7``: convergence of the log-likelihood (and of the inner loops).
+    dirichlet_tol: float = 1.0e-7
+    #: mle_dirichlet.py ``--maxiter 100``: mean-precision rounds.
+    dirichlet_maxiter: int = 100
+    #: dirichlet._fit_s / _fit_m ``maxiter=1000``.
+    dirichlet_inner_maxiter: int = 1000
+    #: dirichlet._ipsi ``tol=1.48e-9``, ``maxiter=10`` (inverse digamma, Newton).
+    ipsi_tol: float = 1.48e-9
+    ipsi_maxiter: int = 10
+
+    # --- test time (utils/tester.py) ---
+    #: ``--IM`` (used in the README's test command): inductive mean for unseen query entities.
+    inductive_mean: bool = True
+    #: ``--mu 0.1``: weight of the entity's own embedding in the inductive mean shift.
+    im_mu: float = 0.1
+
+
+@dataclass(frozen=True)
 class TrainConfig:
     """What the training stages run and how."""
 
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2, 3, 4], metadata=NO_EFFECT)
     #: The systems the pipeline trains and compares (names of :data:`raptor.variants.VARIANTS`).
-    variants: list[str] = field(default_factory=lambda: ["pure_rl", "raptor"], metadata=NO_EFFECT)
+    variants: list[str] = field(default_factory=lambda: ["pure_rl", "raptor", "titer"], metadata=NO_EFFECT)
     #: float32; bfloat16 autocast; or auto: bfloat16 where the hardware has it natively (a CUDA GPU that
     #: supports it, a CPU with AVX512-BF16/AMX), float32 elsewhere (emulated bfloat16 is far slower).
     precision: Literal["float32", "bfloat16", "auto"] = "float32"
@@ -223,6 +295,8 @@ class Params:
     rl: RLConfig = field(default_factory=RLConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
+    #: The TITer-150 variant's own agent and training (``raptor/titer.py``).
+    titer: TITerConfig = field(default_factory=TITerConfig)
     ablation: AblationConfig = field(default_factory=AblationConfig, metadata=NO_EFFECT)
 
     def dataset(self, name: Optional[str] = None) -> tuple[str, DatasetConfig]:
@@ -265,6 +339,22 @@ _CHECKS: dict[str, tuple[Any, str]] = {
     "model.time_dim": (lambda v: v >= 1, ">= 1"),
     "model.step_dim": (lambda v: v >= 1, ">= 1"),
     "model.mlp_hidden_dim": (lambda v: v >= 1, ">= 1"),
+    "titer.entity_dim": (lambda v: v >= 2, ">= 2"),
+    "titer.relation_dim": (lambda v: v >= 1, ">= 1"),
+    "titer.time_dim": (lambda v: v >= 1, ">= 1"),
+    "titer.state_dim": (lambda v: v >= 1, ">= 1"),
+    "titer.mlp_hidden_dim": (lambda v: v >= 1, ">= 1"),
+    "titer.time_scale": (lambda v: v > 0, "> 0"),
+    "titer.batch_size": (lambda v: v >= 1, ">= 1"),
+    "titer.learning_rate": (lambda v: v > 0, "> 0"),
+    "titer.weight_decay": (lambda v: v >= 0, ">= 0"),
+    "titer.clip_gradient": (lambda v: v >= 0, ">= 0 (0 = no clipping)"),
+    "titer.gamma": (lambda v: 0 < v <= 1, "in (0, 1]"),
+    "titer.entropy_beta": (lambda v: v >= 0, ">= 0"),
+    "titer.entropy_decay": (lambda v: 0 < v <= 1, "in (0, 1]"),
+    "titer.baseline_lambda": (lambda v: 0 <= v <= 1, "in [0, 1]"),
+    "titer.dirichlet_k": (lambda v: v >= 1, ">= 1"),
+    "titer.im_mu": (lambda v: 0 <= v <= 1, "in [0, 1]"),
     "pretrain.epochs": (lambda v: v >= 0, ">= 0"),
     "pretrain.batch_size": (lambda v: v >= 1, ">= 1"),
     "pretrain.learning_rate": (lambda v: v > 0, "> 0"),
@@ -316,6 +406,9 @@ def _cross_checks(params: Params) -> None:
     if params.labeling.visited == "target_and_subject" and params.env.max_path_length > 3:
         raise ConfigError(f"labeling.visited: 'target_and_subject' is implemented for env.max_path_length <= 3 "
                           f"only (got {params.env.max_path_length}); use 'target'")
+    if params.titer.time_dim >= params.titer.entity_dim:
+        raise ConfigError(f"titer.time_dim ({params.titer.time_dim}) must be smaller than titer.entity_dim "
+                          f"({params.titer.entity_dim}): TITer's entity embedding holds a static part and the time encoding")
     if params.model.time_dim >= params.model.relation_dim:
         raise ConfigError(
             f"model.time_dim ({params.model.time_dim}) must be smaller than model.relation_dim "

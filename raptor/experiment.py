@@ -228,25 +228,43 @@ def run_variant(
     if init_model is not None and not Path(init_model).is_file():
         raise FileNotFoundError(f"initial weights not found: {init_model} (run the pretrain stage first)")
     inputs = {**ctx.input_hashes(), "init_model": content_hash(init_model) if init_model else None}
-    fingerprint = run_fingerprint(p, "rl", seed, inputs, code_hash([__name__]), continued=("rl.epochs",),
-                                  ignored_sections=("pretrain", "labeling"), variant=variant,
+    # a variant's fingerprint holds only the params its agent reads (actor-critic: model, rl; TITer: titer)
+    agent_sections = ("titer",) if v.agent == "actor_critic" else ("model", "rl")
+    code = [__name__] + (["raptor.titer"] if v.agent == "titer" else [])
+    fingerprint = run_fingerprint(p, "rl", seed, inputs, code_hash(code), continued=("rl.epochs",),
+                                  ignored_sections=("pretrain", "labeling") + agent_sections, variant=variant,
                                   pretrain_epochs=int(pretrain_epochs))
     restarted = prepare_run_dir(out, fingerprint, resume)
     started = time.perf_counter()
 
     torch.manual_seed(seed)
-    policy = Policy(ctx.dataset.num_entities, ctx.dataset.num_relations, p.model, p.env.max_path_length)
     meta = {"variant": variant, "dataset": ctx.dataset.meta.get("dataset"), "params": params_to_dict(p),
             "pretrain_epochs": int(pretrain_epochs), "rl_epochs": n_rl}
+    hook = (lambda e, m: on_epoch_end("rl", e, m)) if on_epoch_end else None
+    validator = make_validator(ctx, "valid", precision, device)
+    if v.agent == "titer":
+        from .titer import TITerPolicy, train_titer
+
+        policy = TITerPolicy(ctx.dataset.num_entities, ctx.dataset.num_relations, p.titer, p.env.max_path_length)
+        result = train_titer(policy, ctx.env, ctx.train_queries, p.titer, seed, eval_cfg=p.eval, precision=precision,
+                             device=device, out_dir=out, evaluate_fn=validator, resume=resume, epochs=n_rl,
+                             on_epoch_end=hook, meta=meta, progress=progress)
+        return _finish_run(out, variant, seed, pretrain_epochs, n_rl, precision, result, restarted, started)
+    policy = Policy(ctx.dataset.num_entities, ctx.dataset.num_relations, p.model, p.env.max_path_length)
     if init_model is not None:
         init, _ = load_model(init_model, device=device)
         policy.load_state_dict(init.state_dict())
         meta["init_model"] = str(init_model)
 
-    hook = (lambda e, m: on_epoch_end("rl", e, m)) if on_epoch_end else None
     result = train(policy, ctx.env, ctx.train_queries, p.rl, p.eval, seed=seed, precision=precision,
-                   device=device, out_dir=out, evaluate_fn=make_validator(ctx, "valid", precision, device),
+                   device=device, out_dir=out, evaluate_fn=validator,
                    resume=resume, epochs=n_rl, on_epoch_end=hook, meta=meta, progress=progress)
+    return _finish_run(out, variant, seed, pretrain_epochs, n_rl, precision, result, restarted, started)
+
+
+def _finish_run(out: Path, variant: str, seed: int, pretrain_epochs: int, n_rl: int, precision: str, result,
+                restarted, started: float) -> dict[str, Any]:
+    """The run's ``summary.json`` (written atomically) from its :class:`raptor.loop.TrainResult`."""
     summary = {
         "variant": variant, "seed": seed, "pretrain_epochs": int(pretrain_epochs), "rl_epochs": n_rl,
         "precision": precision, "best_val_mrr": result.best_mrr, "best_epoch": result.best_epoch,
@@ -257,6 +275,18 @@ def run_variant(
     }
     atomic_write_json(out / "summary.json", summary)
     return summary
+
+
+def _test_time_agent(ctx: Context, policy, meta: dict, split: str):
+    """What an agent does differently at test time: TITer's inductive mean for query entities unseen in
+    training (``titer.inductive_mean``; on the test split, as TITer's tester; validation runs without)."""
+    import contextlib
+
+    if meta.get("architecture") == "titer" and split == "test":
+        from .titer import inductive_mean
+
+        return inductive_mean(policy, ctx.dataset.splits["train"], enabled=ctx.params.titer.inductive_mean)
+    return contextlib.nullcontext()
 
 
 def evaluate_model(
@@ -274,12 +304,13 @@ def evaluate_model(
     model_path = Path(model_path)
     if not model_path.exists():
         raise FileNotFoundError(f"model not found: {model_path} (train it first)")
-    policy, _ = load_model(model_path, device=device)
+    policy, meta = load_model(model_path, device=device)
     policy.eval()
     queries = ctx.queries(split)
     started = time.perf_counter()
     precision = resolve_precision(p.train.precision, device)
-    res, ranks = rank_queries(ctx, policy, queries, precision, device)
+    with _test_time_agent(ctx, policy, meta, split):
+        res, ranks = rank_queries(ctx, policy, queries, precision, device)
     seconds = time.perf_counter() - started
     metrics = evaluation_metrics(ranks, queries[:, 1], ctx.dataset.num_relations)
     metrics["split"] = split

@@ -18,14 +18,17 @@ code) is decided before, by its fingerprint (:func:`raptor.experiment.prepare_ru
 
 from __future__ import annotations
 
+import csv
+import io as _io
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 import torch
 
 from . import checkpoints
+from .io import atomic_write_json, atomic_write_text
 
 #: ``(epoch, row)`` hook called after every epoch (and for every replayed epoch on resume).
 EpochHook = Callable[[int, dict[str, Any]], None]
@@ -116,3 +119,82 @@ def run_epochs(
         bar.set_postfix(**phase.postfix(row))
     bar.close()
     return history
+
+
+# ------------------------------------------------------------------------------------------------
+# What every RL phase (actor-critic, TITer) adds: history files, validation, the best model
+# ------------------------------------------------------------------------------------------------
+
+
+def write_history(out: Path, history: list[dict[str, Any]], fields: Sequence[str]) -> None:
+    """``history.json`` (every key) and ``history.csv`` (``fields``, empty where missing), atomically."""
+    atomic_write_json(out / "history.json", history)
+    buf = _io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=list(fields), extrasaction="ignore", lineterminator="\n")
+    w.writeheader()
+    for row in history:
+        w.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in fields})
+    atomic_write_text(out / "history.csv", buf.getvalue())
+
+
+@dataclass
+class TrainResult:
+    history: list[dict[str, Any]]
+    best_mrr: Optional[float]
+    best_epoch: Optional[int]
+    out_dir: Optional[str] = None
+    #: Ended before its epoch budget by early stopping (``eval.patience``).
+    stopped_early: bool = False
+
+
+class Selection:
+    """Validation rounds, the best model and early stopping of an RL phase.
+
+    After every ``valid_every``-th epoch and the last: ``evaluate_fn(policy)`` (validation MRR and
+    more) into the row, the best-MRR weights to ``out/best.pt``; ``patience > 0`` ends the phase after
+    that many rounds in a row without a better MRR. Its counters live in ``state`` (the phase's
+    checkpointed state), so a resumed run selects as an uninterrupted one.
+    """
+
+    def __init__(self, policy: torch.nn.Module, evaluate_fn: Optional[Callable[[Any], dict[str, float]]],
+                 valid_every: int, patience: int, out: Optional[Path], meta: dict[str, Any]) -> None:
+        self.policy, self.evaluate_fn, self.out, self.meta = policy, evaluate_fn, out, meta
+        self.valid_every, self.patience = valid_every, patience
+        self.state: dict[str, Any] = {"best_mrr": None, "best_epoch": None, "rounds_since_best": 0}
+
+    def done(self) -> bool:
+        return self.patience > 0 and self.state["rounds_since_best"] >= self.patience
+
+    def after_epoch(self, epoch: int, row: dict[str, Any], last: bool) -> bool:
+        """Validate if due; True (checkpoint this epoch) when it did."""
+        row["val_mrr"] = None
+        if self.evaluate_fn is None or not ((epoch + 1) % self.valid_every == 0 or last):
+            return False
+        t1 = time.perf_counter()
+        self.policy.eval()
+        metrics = self.evaluate_fn(self.policy)
+        row["val_seconds"] = time.perf_counter() - t1
+        row["val_mrr"] = float(metrics["mrr"])
+        row.update({f"val_{k}": v for k, v in metrics.items() if k != "mrr"})
+        st = self.state
+        if st["best_mrr"] is None or row["val_mrr"] > st["best_mrr"]:
+            st.update(best_mrr=row["val_mrr"], best_epoch=epoch, rounds_since_best=0)
+            if self.out is not None:
+                checkpoints.save_model(self.out / "best.pt", self.policy,
+                                       {**self.meta, "epoch": epoch, "val_mrr": row["val_mrr"]})
+        else:
+            st["rounds_since_best"] += 1
+        if self.done():
+            row["early_stop"] = True
+        return True  # the best model or the early-stopping count moved: checkpoint it
+
+    def finish(self, history: list[dict[str, Any]], n_epochs: int) -> TrainResult:
+        """``final.pt`` (and ``best.pt`` = final when nothing was validated); the result."""
+        last_epoch = history[-1]["epoch"] if history else n_epochs - 1  # earlier after early stopping
+        if self.out is not None:
+            checkpoints.save_model(self.out / "final.pt", self.policy, {**self.meta, "epoch": last_epoch})
+            if self.state["best_epoch"] is None:  # no validation: the final weights are the selected ones
+                checkpoints.save_model(self.out / "best.pt", self.policy,
+                                       {**self.meta, "epoch": last_epoch, "val_mrr": None})
+        return TrainResult(history=history, best_mrr=self.state["best_mrr"], best_epoch=self.state["best_epoch"],
+                           out_dir=str(self.out) if self.out is not None else None, stopped_early=self.done())

@@ -27,10 +27,7 @@ Building blocks reused by the pretraining loop: :func:`query_tensors`, :func:`sc
 
 from __future__ import annotations
 
-import csv
-import io as _io
 import math
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -42,10 +39,9 @@ import torch
 from . import checkpoints
 from .config import EvalConfig, RLConfig
 from .env import Candidates, State, TemporalEnv
-from .io import atomic_write_json, atomic_write_text
-from .loop import Phase, run_epochs
+from .loop import Phase, Selection, TrainResult, run_epochs, write_history
 from .policy import Policy
-from .checkpoints import model_meta, save_model
+from .checkpoints import model_meta
 from .runtime import autocast, epoch_seed
 
 CHECKPOINT_FORMAT = checkpoints.RL_CHECKPOINT_FORMAT
@@ -328,28 +324,12 @@ def make_optimizer(policy: Policy, rl: RLConfig) -> torch.optim.Optimizer:
         return torch.optim.Adam(policy.parameters(), lr=rl.learning_rate, foreach=True)
 
 
-@dataclass
-class TrainResult:
-    history: list[dict[str, Any]]
-    best_mrr: Optional[float]
-    best_epoch: Optional[int]
-    out_dir: Optional[str] = None
-    #: Ended before its epoch budget by early stopping (``eval.patience``).
-    stopped_early: bool = False
-
-
 HISTORY_FIELDS = ("epoch", "reward", "actor_loss", "critic_loss", "entropy", "entropy_beta", "val_mrr",
                   "seconds", "val_seconds")
 
 
 def _write_history(out: Path, history: list[dict[str, Any]]) -> None:
-    atomic_write_json(out / "history.json", history)
-    buf = _io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=HISTORY_FIELDS, extrasaction="ignore", lineterminator="\n")
-    w.writeheader()
-    for row in history:
-        w.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in HISTORY_FIELDS})
-    atomic_write_text(out / "history.csv", buf.getvalue())
+    write_history(out, history, HISTORY_FIELDS)
 
 
 def load_checkpoint(path: Path) -> dict | None:
@@ -395,48 +375,18 @@ def train(
     policy.to(device)
     optimizer = make_optimizer(policy, rl)
     queries = np.ascontiguousarray(train_queries, dtype=np.int64)
-    # kept in checkpoints: the best model so far and the validation rounds since it (early stopping)
-    best = {"best_mrr": None, "best_epoch": None, "rounds_since_best": 0}
+    selection = Selection(policy, evaluate_fn, eval_cfg.valid_every, eval_cfg.patience, out, meta)
 
     def run_epoch(epoch: int) -> dict[str, Any]:
         return train_epoch(policy, optimizer, env, queries, epoch, seed, rl, precision, device, progress)
 
-    def validate(epoch: int, row: dict[str, Any], last: bool) -> bool:
-        """Validation MRR after every ``valid_every``-th epoch and the last; the best weights to best.pt."""
-        row["val_mrr"] = None
-        if evaluate_fn is None or not ((epoch + 1) % eval_cfg.valid_every == 0 or last):
-            return False
-        t1 = time.perf_counter()
-        policy.eval()
-        metrics = evaluate_fn(policy)
-        row["val_seconds"] = time.perf_counter() - t1
-        row["val_mrr"] = float(metrics["mrr"])
-        row.update({f"val_{k}": v for k, v in metrics.items() if k != "mrr"})
-        if best["best_mrr"] is None or row["val_mrr"] > best["best_mrr"]:
-            best.update(best_mrr=row["val_mrr"], best_epoch=epoch, rounds_since_best=0)
-            if out is not None:
-                save_model(out / "best.pt", policy, {**meta, "epoch": epoch, "val_mrr": row["val_mrr"]})
-        else:
-            best["rounds_since_best"] += 1
-        if stopped():
-            row["early_stop"] = True
-        return True  # checkpoint every validated epoch (the best model or the early-stopping count moved)
-
-    def stopped() -> bool:
-        """Early stopping: ``eval_cfg.patience`` validation rounds in a row without a better MRR."""
-        return eval_cfg.patience > 0 and best["rounds_since_best"] >= eval_cfg.patience
-
-    phase = Phase("train", CHECKPOINT_FORMAT, "RAPTOR RL checkpoint", run_epoch, _write_history, validate,
-                  postfix=lambda r: {"reward": f"{r['reward']:.3f}",
-                                     "mrr": r["val_mrr"] if r["val_mrr"] is not None else "-"},
-                  state=best, done=stopped)
+    phase = Phase("train", CHECKPOINT_FORMAT, "RAPTOR RL checkpoint", run_epoch, _write_history,
+                  selection.after_epoch, postfix=postfix, state=selection.state, done=selection.done)
     history = run_epochs(phase, policy, optimizer, n_epochs, seed=seed, meta=meta, out=out, resume=resume,
                          on_epoch_end=on_epoch_end, progress=progress, checkpoint_every=checkpoint_every)
-    best_mrr, best_epoch = best["best_mrr"], best["best_epoch"]
-    last_epoch = history[-1]["epoch"] if history else n_epochs - 1  # earlier after early stopping
-    if out is not None:
-        save_model(out / "final.pt", policy, {**meta, "epoch": last_epoch})
-        if best_epoch is None:  # no validation: the final weights are the selected ones
-            save_model(out / "best.pt", policy, {**meta, "epoch": last_epoch, "val_mrr": None})
-    return TrainResult(history=history, best_mrr=best_mrr, best_epoch=best_epoch,
-                       out_dir=str(out) if out is not None else None, stopped_early=stopped())
+    return selection.finish(history, n_epochs)
+
+
+def postfix(row: dict[str, Any]) -> dict[str, Any]:
+    """The epoch bar's postfix of an RL phase."""
+    return {"reward": f"{row['reward']:.3f}", "mrr": row["val_mrr"] if row["val_mrr"] is not None else "-"}

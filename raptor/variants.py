@@ -8,6 +8,7 @@ which of them a pipeline runs.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 
 @dataclass(frozen=True)
@@ -22,12 +23,16 @@ class Variant:
     pretrained: bool
     #: The reference of significance tests: others are compared against it.
     baseline: bool = False
+    #: The agent and its training: the paper's actor-critic policy (``raptor.policy``, ``raptor.rl``)
+    #: or TITer's agent and REINFORCE (``raptor.titer``, params section ``titer``).
+    agent: Literal["actor_critic", "titer"] = "actor_critic"
 
 
 VARIANTS: dict[str, Variant] = {
     v.name: v for v in (
         Variant("pure_rl", "Pure-RL", pretrained=False, baseline=True),
         Variant("raptor", "RL-RAPTOR", pretrained=True),
+        Variant("titer", "TITer-150", pretrained=False, agent="titer"),
     )
 }
 

@@ -306,3 +306,34 @@ def test_pretraining_refuses_labels_of_the_other_visited_mode(ctx, tmp_path):
     assert Path(snaps[1]).is_file()
     hist = json.loads((tmp_path / "b" / "history.json").read_text())
     assert len(hist) == 1 and 0.0 <= hist[0]["label_accuracy"] <= 1.0
+
+
+def test_titer_variant_trains_and_evaluates_through_the_same_run_and_evaluation(ctx, tmp_path):
+    """TITer-150 is a variant like the others: run_variant trains TITer's agent with its own section of
+    params (not model/rl), best.pt loads back as a TITer policy, and the test evaluation (with the
+    inductive mean) writes the same artifacts with ranks that agree with its metrics."""
+    from raptor.checkpoints import load_model
+    from raptor.titer import TITerPolicy
+
+    c, root = ctx
+    small = {"entity_dim": 16, "relation_dim": 12, "time_dim": 4, "state_dim": 12, "mlp_hidden_dim": 12}
+    ct = load_context(root / "data", root / "graph.npz", params_from_dict({**PARAMS, "titer": small}))
+    summary = run_variant(ct, "titer", 0, tmp_path / "titer", progress=False)
+    assert summary["variant"] == "titer" and summary["pretrain_epochs"] == 0 and summary["epochs_trained"] == 3
+    hist = json.loads((tmp_path / "titer/history.json").read_text())
+    assert [h["epoch"] for h in hist] == [0, 1, 2] and "shaped_reward" in hist[0] and "critic_loss" not in hist[0]
+    assert (tmp_path / "titer/dirichlet.npz").is_file()
+    policy, meta = load_model(summary["model"])
+    assert isinstance(policy, TITerPolicy) and meta["architecture"] == "titer"
+    assert policy.config.entity_dim == 16  # titer section, not model
+    # the agent's params are in the fingerprint, the actor-critic's are not
+    fp = json.loads((tmp_path / "titer/run_config.json").read_text())["params"]
+    assert "titer.entity_dim" in fp and "model.entity_dim" not in fp and "rl.gamma" not in fp
+    metrics = evaluate_model(ct, summary["model"], tmp_path / "eval", split="test")
+    pred = read_predictions(tmp_path / "eval/predictions.parquet")
+    assert len(pred.rank) == 2 * len(ct.dataset.splits["test"])
+    assert metrics["mrr"] == pytest.approx(float(np.mean(1.0 / pred.rank)))
+    # an actor-critic run's fingerprint ignores the titer section
+    pure = run_variant(c, "pure_rl", 3, tmp_path / "pure", progress=False, rl_epochs=1)
+    fp = json.loads((tmp_path / "pure/run_config.json").read_text())["params"]
+    assert pure["variant"] == "pure_rl" and not any(k.startswith("titer.") for k in fp)

@@ -39,8 +39,10 @@ def test_variants_come_from_params():
     assert {"pretrain", "finetune-raptor", "evaluate-raptor", "significance"} <= set(both)
     assert both["finetune-raptor"]["do"]["deps"][2] == "runs/${key}/pretrain"
     assert "runs/${key}/pretrain" not in both["finetune-pure_rl"]["do"]["deps"]
+    assert "finetune-titer" in both and "runs/${key}/pretrain" not in both["finetune-titer"]["do"]["deps"]
+    assert "raptor/titer.py" in both["finetune-titer"]["do"]["deps"]
     with pytest.raises(ConfigError, match="train.variants"):
-        params_from_dict({"train": {"variants": ["pure_rl", "titer"]}})
+        params_from_dict({"train": {"variants": ["pure_rl", "xerte"]}})
 
 
 def _calls(fn: ast.AST) -> set[str]:
