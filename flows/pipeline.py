@@ -47,6 +47,18 @@ def _run_command(cmd: str) -> None:
         raise RuntimeError(f"{cmd!r} exited with {rc}")
 
 
+def _tag_invocation() -> None:
+    """Tag this flow run as its stages are tagged (``pipeline-<id>``: :mod:`flows.invocation`)."""
+    from prefect.client.orchestration import get_client
+    from prefect.context import FlowRunContext
+
+    from .invocation import invocation_tag
+
+    run = FlowRunContext.get().flow_run
+    with get_client(sync_client=True) as client:
+        client.update_flow_run(run.id, tags=sorted({*run.tags, invocation_tag(run.id)}))
+
+
 @flow(name="raptor-pipeline", flow_run_name="pipeline")
 def pipeline_flow(root: str = ".", dvcfile: str = "dvc.yaml", targets: Optional[list[str]] = None) -> dict:
     """Run every changed stage of ``dvcfile`` (or of ``targets`` and what they depend on) in order.
@@ -59,6 +71,7 @@ def pipeline_flow(root: str = ".", dvcfile: str = "dvc.yaml", targets: Optional[
 
     log = get_run_logger()
     started = time.perf_counter()
+    _tag_invocation()
     ran, skipped, blocked, failed = [], [], [], {}
     with Repo(str(Path(root).resolve())) as repo, contextlib.ExitStack() as held:
         try:

@@ -7,6 +7,7 @@ here.
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Optional
@@ -29,6 +30,7 @@ from tasks.train import (
     label_part_task,
     label_task,
     parent_of,
+    pipeline_run_of,
     pretrain_run_task,
     remember_parent,
     seed_aggregates,
@@ -85,14 +87,19 @@ def label_flow(dataset: str, params: str, inputs: dict, outputs: dict) -> dict:
 
 
 def _pretrain(dataset: str, params: str, inputs: dict, out: str, seeds: list[int], epochs: list[int],
-              experiment: str) -> list[dict]:
+              experiment: str, nest: bool = True) -> list[dict]:
+    """``nest``: the runs go under the invocation's pipeline run in MLflow (the main experiment)."""
     p = load_resolved(params)
     threads = threads_per_run(p.train.num_threads, p.train.parallel_runs)
-    futures = pretrain_run_task.map(
-        unmapped(params), unmapped(dataset), unmapped(inputs["data"]), unmapped(inputs["graph"]),
-        unmapped(inputs["labels"]), seeds, [seed_dir(out, s) for s in seeds], unmapped(epochs),
-        unmapped(threads), unmapped(experiment))
-    return [f.result() for f in futures]
+    pipe, created = tracking.pipeline_run(experiment, dataset) if nest else (None, False)
+    try:
+        futures = pretrain_run_task.map(
+            unmapped(params), unmapped(dataset), unmapped(inputs["data"]), unmapped(inputs["graph"]),
+            unmapped(inputs["labels"]), seeds, [seed_dir(out, s) for s in seeds], unmapped(epochs),
+            unmapped(threads), unmapped(experiment), parent_run_id=unmapped(pipe.run_id if pipe else None))
+        return [f.result() for f in futures]
+    finally:
+        tracking.close_pipeline_run(pipe, created)
 
 
 @flow(name="pretrain", flow_run_name="pretrain-{dataset}")
@@ -107,8 +114,9 @@ def pretrain_flow(dataset: str, params: str, inputs: dict, outputs: dict) -> lis
 def ablation_pretrain_flow(dataset: str, params: str, inputs: dict, outputs: dict) -> list[dict]:
     """The same pretraining for the ablation's seeds, with a snapshot at every arm's epoch count."""
     p = load_resolved(params)
+    # no pipeline run above them: the ablation's arms stay one level under its parent (one click to compare)
     return _pretrain(dataset, params, inputs, outputs["out"], p.ablation.seeds, sorted(set(p.ablation.pretrain_epochs)),
-                     experiment_name(dataset, "ablation-pretrain-epochs"))
+                     experiment_name(dataset, "ablation-pretrain-epochs"), nest=False)
 
 
 @flow(name="finetune", flow_run_name="finetune-{dataset}-{variant}")
@@ -118,12 +126,13 @@ def finetune_flow(dataset: str, params: str, inputs: dict, outputs: dict, varian
     p = load_resolved(params)
     v = variants.get(variant)
     exp = experiment_name(dataset)
+    pipe, created = tracking.pipeline_run(exp, dataset)
     # The parent holds the aggregates over seeds; created at once (its children name it), dropped
     # again when no seed trained anything (then the earlier parent stands).
     parent = tracking.start_run(exp, f"finetune-{dataset}-{variant}",
                                 params={"variant": variant, "seeds": p.train.seeds, "profile": p.profile},
                                 tags={"dataset": dataset, "variant": variant, "stage": "finetune",
-                                      "aggregate": "seeds"})
+                                      "aggregate": "seeds", **tracking.prefect_ids()}, parent=pipe)
     seeds = p.train.seeds
     init = [str(snapshot_path(seed_dir(inputs["pretrain"], s), p.pretrain.epochs)) if v.pretrained else None
             for s in seeds]
@@ -133,10 +142,12 @@ def finetune_flow(dataset: str, params: str, inputs: dict, outputs: dict, varian
             unmapped(variant), seeds, [seed_dir(outputs["out"], s) for s in seeds], unmapped(exp),
             unmapped(parent.run_id), unmapped(threads_per_run(p.train.num_threads, p.train.parallel_runs)),
             [f"{dataset}-{variant}-seed{s}" for s in seeds], init,
-            unmapped(p.pretrain.epochs if v.pretrained else 0))
+            unmapped(p.pretrain.epochs if v.pretrained else 0),
+            pretrain_history=[pretrain_history(inputs["pretrain"], s) if v.pretrained else None for s in seeds])
         results = [f.result() for f in futures]
     except BaseException:
         parent.finish("FAILED")
+        tracking.close_pipeline_run(pipe, created)
         raise
     if all(r.get("mlflow_run_kept") for r in results) and parent_of(outputs["out"]):
         parent.delete()  # nothing trained: the parent of the runs kept stands
@@ -144,9 +155,16 @@ def finetune_flow(dataset: str, params: str, inputs: dict, outputs: dict, varian
         parent.log_metrics(seed_aggregates(results, ("best_val_mrr", "final_reward", "rl_epochs")), step=0)
         remember_parent(outputs["out"], parent)
         parent.finish()
+    tracking.close_pipeline_run(pipe, created)
     publish_runs(f"finetune-{dataset}-{variant}", exp, results, ("seed", "best_val_mrr", "best_epoch", "rl_epochs"),
                  f"{variants.get(variant).label} on {dataset}: one row per seed")
     return results
+
+
+def pretrain_history(pretrain_dir: str, seed: int) -> str:
+    """The history of a seed's pretraining run (its epochs are logged again to the runs that start
+    from its snapshots: their pretraining curve on the total-epoch axis)."""
+    return str(Path(seed_dir(pretrain_dir, seed)) / "history.json")
 
 
 def publish_runs(key: str, experiment: str, rows: list[dict], columns: tuple[str, ...], description: str) -> None:
@@ -191,6 +209,21 @@ def _per_variant(inputs: dict, prefix: str) -> dict[str, str]:
     return {k[len(prefix):]: v for k, v in inputs.items() if k.startswith(prefix)}
 
 
+def significance_metrics(result: dict) -> dict[str, float]:
+    """The headline numbers of each comparison for MLflow: ``significance/<variant>/mrr_diff`` (per
+    query), ``.../t_test_p`` (seeds, one-sided), ``.../wilcoxon_p`` and ``.../bootstrap_p`` (per query)."""
+    out = {}
+    for v, c in result.get("comparisons", {}).items():
+        q = c.get("per_query") or {}
+        for name, value in (("mrr_diff", q.get("mrr_diff")),
+                            ("t_test_p", ((c.get("seed_level") or {}).get("mrr") or {}).get("p_one_sided")),
+                            ("wilcoxon_p", (q.get("wilcoxon") or {}).get("p_one_sided")),
+                            ("bootstrap_p", (q.get("bootstrap") or {}).get("p_one_sided"))):
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                out[f"significance/{v}/{name}"] = float(value)
+    return out
+
+
 @flow(name="significance", flow_run_name="significance-{dataset}")
 def significance_flow(dataset: str, params: str, inputs: dict, outputs: dict) -> dict:
     """Every variant against the baseline: paired tests over seeds and per query."""
@@ -199,8 +232,18 @@ def significance_flow(dataset: str, params: str, inputs: dict, outputs: dict) ->
 
 @flow(name="report", flow_run_name="report-{dataset}")
 def report_flow(dataset: str, params: str, inputs: dict, outputs: dict) -> dict:
-    result = report_task(dataset, _per_variant(inputs, "train_"), _per_variant(inputs, "eval_"), outputs["out"],
-                         inputs.get("significance"))
+    """Tables and figures. They and the significance results are logged to the MLflow pipeline run
+    that holds the models they report on (the newest of the variants' finetune parent runs is under
+    it), not to a new run: a report made again over the same models adds no run."""
+    train = _per_variant(inputs, "train_")
+    result = report_task(dataset, train, _per_variant(inputs, "eval_"), outputs["out"], inputs.get("significance"))
+    pipe = pipeline_run_of(train.values())
+    if pipe is not None:
+        pipe.log_artifact(outputs["out"], "report")
+        if inputs.get("significance"):
+            pipe.log_metrics(significance_metrics(json.loads(Path(inputs["significance"]).read_text())), step=0)
+            pipe.log_artifact(inputs["significance"], "significance")
+        pipe.sync()
     return {"report": outputs["out"], "variants": sorted(result["summaries"])}
 
 
@@ -213,9 +256,10 @@ def ablation_flow(dataset: str, params: str, inputs: dict, outputs: dict) -> dic
     p = load_resolved(params)
     epochs = sorted(set(p.ablation.pretrain_epochs))
     exp = experiment_name(dataset, "ablation-pretrain-epochs")
+    # The invocation's parent here, holding the report (its runs carry the tag pipeline_run_id).
     parent = tracking.start_run(exp, f"ablation-{dataset}", params={"arms": epochs, "seeds": p.ablation.seeds,
                                                                      "rl.epochs": p.rl.epochs, "profile": p.profile},
-                                tags={"dataset": dataset, "stage": "ablation"})
+                                tags={"dataset": dataset, "stage": "ablation", **tracking.prefect_ids()})
     jobs = [(n, s) for n in epochs for s in p.ablation.seeds]
     arms = {n: str(Path(outputs["out"]) / f"p{n}") for n in epochs}
     try:
@@ -225,7 +269,11 @@ def ablation_flow(dataset: str, params: str, inputs: dict, outputs: dict) -> dic
             unmapped(parent.run_id), unmapped(threads_per_run(p.train.num_threads, p.train.parallel_runs)),
             [f"{dataset}-pretrain{n}-seed{s}" for n, s in jobs],
             [str(snapshot_path(seed_dir(inputs["pretrain"], s), n)) if n else None for n, s in jobs],
-            [n for n, _ in jobs], [{"stage": "ablation", "pretrain_epochs": n} for n, _ in jobs])
+            [n for n, _ in jobs], [{"stage": "ablation", "pretrain_epochs": n} for n, _ in jobs],
+            # the arm's own value of the ablation's grid key, a number: MLflow's compare page plots
+            # its first param (in name order, this one) against its first metric (best_val_mrr)
+            logged_params=[{"ablation.pretrain_epochs": n} for n, _ in jobs],
+            pretrain_history=[pretrain_history(inputs["pretrain"], s) if n else None for n, s in jobs])
         trained = [f.result() for f in futures]
         evals = {n: str(Path(outputs["eval"]) / f"p{n}") for n in epochs}
         tests = evaluate_run_task.map(
@@ -253,9 +301,13 @@ FLOWS = {"ingest": ingest_flow, "graph": graph_flow, "label": label_flow, "pretr
 
 
 def run_stage(kind: str, dataset: str, params: str, inputs: dict, outputs: dict, variant: Optional[str] = None):
-    """Run the flow of one stage (with the task runner the params ask for)."""
+    """Run the flow of one stage (with the task runner the params ask for), as a subflow of its
+    pipeline invocation's run (:mod:`flows.invocation`)."""
     fn = FLOWS[kind]
     if kind in ("pretrain", "ablation-pretrain", "finetune", "evaluate", "ablation"):
         fn = fn.with_options(task_runner=_runner(params))
-    kwargs = {"variant": variant} if variant else {}
-    return fn(dataset=dataset, params=params, inputs=inputs, outputs=outputs, **kwargs)
+    kwargs = {"dataset": dataset, "params": params, "inputs": inputs, "outputs": outputs,
+              **({"variant": variant} if variant else {})}
+    from .invocation import run_stage_flow
+
+    return run_stage_flow(fn, kwargs, list(load_resolved(params).datasets))

@@ -272,11 +272,65 @@ def run_url(experiment: str, run_id: str) -> Optional[str]:
 
 
 def prefect_ids() -> dict[str, str]:
-    """Tags linking an MLflow run to the Prefect flow and task run that logged it (empty outside Prefect)."""
+    """Tags linking an MLflow run to the Prefect flow and task run that logged it (empty outside
+    Prefect), and ``pipeline_run_id``: the top-level Prefect flow run above this one, i.e. the
+    invocation it belongs to (the pipeline flow, the parent of a ``dvc repro``'s stages, a sweep's
+    flow); none in a top-level flow run (a stage started by hand)."""
     from prefect.runtime import flow_run, task_run
 
     ids = {"prefect_flow_run_id": flow_run.id, "prefect_task_run_id": task_run.id}
+    if flow_run.id:
+        try:
+            root = flow_run.root_flow_run_id
+        except Exception:  # noqa: BLE001 - the Prefect API is gone: the tag is left out, training goes on
+            root = None
+        if root and str(root) != str(flow_run.id):
+            ids["pipeline_run_id"] = root
     return {k: str(v) for k, v in ids.items() if v}
+
+
+PIPELINE_STAGE = "pipeline"
+
+
+def pipeline_run(experiment: str, dataset: str) -> tuple[Optional[Run], bool]:
+    """``(run, created)``: the MLflow run of this pipeline invocation in ``experiment`` (tag
+    ``stage: pipeline``, named ``pipeline-<dataset>``), the parent of the stage runs logged there;
+    found by its ``pipeline_run_id`` or created. ``(None, False)`` outside a pipeline invocation or
+    when MLflow cannot be reached (the stage's runs are then top-level, as before)."""
+    ids = prefect_ids()
+    invocation = ids.get("pipeline_run_id")
+    if not invocation:
+        return None, False
+    try:
+        exp_id = experiment_id(experiment)
+        found = client().search_runs([exp_id], max_results=1, filter_string=(
+            f"tags.pipeline_run_id = '{invocation}' and tags.stage = '{PIPELINE_STAGE}'"))
+    except UNREACHABLE:
+        return None, False
+    if found:
+        return Run(found[0].info.run_id, exp_id), False
+    ids.pop("prefect_task_run_id", None)
+    run = start_run(experiment, f"pipeline-{dataset}", tags={"dataset": dataset, "stage": PIPELINE_STAGE, **ids})
+    return (run, True) if run.run_id else (None, False)
+
+
+def close_pipeline_run(run: Optional[Run], created: bool) -> None:
+    """End a stage's use of its pipeline run: finished (its end time is the last stage's), or deleted
+    again when this stage created it and logged nothing under it (a stage that trained nothing)."""
+    if run is None:
+        return
+    if created:
+        try:
+            children = client().search_runs([run.experiment_id], max_results=1,
+                                             filter_string=f"tags.mlflow.parentRunId = '{run.run_id}'")
+            data = client().get_run(run.run_id).data
+            empty = not children and not data.metrics and not client().list_artifacts(run.run_id)
+        except UNREACHABLE:
+            empty = False
+        if empty:
+            run.delete()
+            return
+    run.finish()
 
 
 def runs_markdown(experiment: str, rows: list[dict[str, Any]], columns: tuple[str, ...]) -> str:

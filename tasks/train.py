@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import math
 import os
 from pathlib import Path
@@ -146,6 +147,23 @@ def parent_of(folder: str | Path) -> Optional[tracking.Run]:
     return tracking.Run(run_id) if run_id else None
 
 
+def pipeline_run_of(train_dirs) -> Optional[tracking.Run]:
+    """The MLflow pipeline run (tag ``stage: pipeline``) above the newest of these finetune outputs'
+    parent runs, where their report goes; None if they have none (trained outside a pipeline)."""
+    newest = None
+    for folder in train_dirs:
+        parent = parent_of(folder)
+        try:
+            up = parent and tracking.client().get_run(parent.run_id).data.tags.get(tracking.MLFLOW_PARENT_RUN_ID)
+            pipe = up and tracking.client().get_run(up)
+        except tracking.UNREACHABLE:
+            continue
+        if (pipe and pipe.data.tags.get("stage") == tracking.PIPELINE_STAGE and pipe.info.lifecycle_stage == "active"
+                and (newest is None or pipe.info.start_time > newest.info.start_time)):
+            newest = pipe
+    return tracking.Run(newest.info.run_id, newest.info.experiment_id) if newest else None
+
+
 def _previous_run(out: Path) -> dict:
     return _read_json(out / RUN_FILE)
 
@@ -158,14 +176,16 @@ def _remember_run(out: Path, run: tracking.Run, experiment: str) -> None:
 
 @task(name="pretrain-run", cache_policy=NO_CACHE, task_run_name="pretrain-{dataset}-seed{seed}")
 def pretrain_run_task(params_path: str, dataset: str, data_dir: str, graph_path: str, labels_dir: str, seed: int,
-                      out_dir: str, epochs: list[int], num_threads: int, experiment: str) -> dict:
+                      out_dir: str, epochs: list[int], num_threads: int, experiment: str,
+                      parent_run_id: Optional[str] = None) -> dict:
     """One seed's pretraining run with its MLflow run; resumes from ``out_dir`` when it may."""
     ctx = context(params_path, data_dir, graph_path)
     out = Path(out_dir)
+    # pretrain.epochs: the epochs this run trains (the ablation's: up to its last arm), not the config's
     run = _tracked_run(experiment, f"{dataset}-pretrain-seed{seed}",
-                       {**flatten(params_to_dict(ctx.params)), "seed": seed, "pretrain_epochs": max(epochs)},
+                       {**flatten(params_to_dict(ctx.params)), "seed": seed, "pretrain.epochs": max(epochs)},
                        {"dataset": dataset, "seed": seed, "stage": "pretrain", "profile": ctx.params.profile,
-                        **tracking.data_hashes(data_dir)}, None)
+                        **tracking.data_hashes(data_dir)}, parent_run_id)
 
     previous, trained = _previous_run(out), []
     try:
@@ -198,17 +218,28 @@ def train_run_task(
     init_model: Optional[str] = None,
     pretrain_epochs: int = 0,
     extra_tags: Optional[dict] = None,
+    logged_params: Optional[dict] = None,
+    pretrain_history: Optional[str] = None,
 ) -> dict:
-    """Train one (variant, seed) with its own MLflow run; resumes from ``out_dir`` when it may."""
+    """Train one (variant, seed) with its own MLflow run; resumes from ``out_dir`` when it may.
+
+    ``logged_params`` override params as logged (an ablation arm's own value of the grid key);
+    ``pretrain_history``: the history of the pretraining run whose snapshot after ``pretrain_epochs``
+    epochs ``init_model`` is; those epochs are logged as ``pretrain/*`` at step = pretraining epoch,
+    which is their step on the total-epoch axis (the RL epochs follow at ``pretrain_epochs + epoch``).
+    """
     ctx = context(params_path, data_dir, graph_path)
     params = ctx.params
     out = Path(out_dir)
     tags = {"dataset": dataset, "variant": variant, "seed": seed, "stage": "finetune", "profile": params.profile,
             **tracking.data_hashes(data_dir), **(extra_tags or {})}
     # The epochs this run really trains, not the config's: Pure-RL under equal_total_epochs, an ablation arm.
-    logged = {**flatten(params_to_dict(params)), "variant": variant, "seed": seed, "pretrain_epochs": pretrain_epochs,
-              "pretrain.epochs": pretrain_epochs, "rl.epochs": effective_epochs(params, variant, pretrain_epochs)}
+    logged = {**flatten(params_to_dict(params)), "variant": variant, "seed": seed,
+              "pretrain.epochs": pretrain_epochs, "rl.epochs": effective_epochs(params, variant, pretrain_epochs),
+              **(logged_params or {})}
     run = _tracked_run(experiment, run_name, logged, tags, parent_run_id)
+    if pretrain_history and pretrain_epochs:
+        log_pretraining(run, pretrain_history, pretrain_epochs)
 
     previous, trained = _previous_run(out), []
     try:
@@ -231,6 +262,20 @@ def train_run_task(
         raise
     summary["mlflow_run_id"] = run.run_id
     return summary
+
+
+def log_pretraining(run: tracking.Run, history_path: str | Path, epochs: int) -> None:
+    """The first ``epochs`` epochs of a pretraining run's history as ``pretrain/<name>`` at step =
+    epoch, deferred: sent with the run's first trained epoch (a run that trains nothing is not
+    created for them)."""
+    path = Path(history_path)
+    if not path.exists():
+        logging.getLogger("raptor.tracking").warning("no pretraining history at %s: not logged to %s", path, run.name)
+        return
+    for row in json.loads(path.read_text()):
+        if int(row["epoch"]) < epochs:
+            values = {f"pretrain/{k}": v for k, v in _numeric(row).items() if k != "epoch"}
+            run.log_metrics(values, step=int(row["epoch"]), defer=True)
 
 
 @task(name="evaluate-run", cache_policy=NO_CACHE, task_run_name="evaluate-{variant}-seed{seed}")

@@ -113,8 +113,32 @@ def project(tmp_path_factory):
         server.wait(timeout=30)
 
 
-def _flow_runs(api: str) -> list[dict]:
-    return http_json(f"{api}/flow_runs/filter", {})
+def _flow_runs(api: str, **flow_runs_filter) -> list[dict]:
+    return http_json(f"{api}/flow_runs/filter", {"flow_runs": flow_runs_filter} if flow_runs_filter else {})
+
+
+def _parent_run(api: str, flow_run: dict) -> dict | None:
+    """The flow run that ``flow_run`` is a subflow of (through its tracking task run), or None."""
+    if not flow_run["parent_task_run_id"]:
+        return None
+    task = http_json(f"{api}/task_runs/{flow_run['parent_task_run_id']}")
+    return http_json(f"{api}/flow_runs/{task['flow_run_id']}")
+
+
+def _invocation(api: str, new_runs: list[dict]) -> dict:
+    """The one parent run of the stage flow runs ``new_runs`` of a `dvc repro` (checked: every one of
+    them is its subflow and carries its tag ``pipeline-<id>``), as Prefect's REST API returns it."""
+    parents = {p["id"]: p for p in (_parent_run(api, r) for r in new_runs) if p}
+    assert len(parents) == 1, sorted(p["name"] for p in parents.values())
+    parent = next(iter(parents.values()))
+    tag = f"pipeline-{parent['id'].replace('-', '')[:8]}"
+    assert parent["name"] == "pipeline-SYNTH" and parent["state_type"] == "COMPLETED" and tag in parent["tags"]
+    stages = [r for r in new_runs if r["id"] != parent["id"]]
+    assert stages and all(_parent_run(api, r)["id"] == parent["id"] and tag in r["tags"] for r in stages), \
+        [(r["name"], r["tags"]) for r in stages]
+    # the UI's tag filter finds exactly this invocation
+    assert {r["id"] for r in _flow_runs(api, tags={"all_": [tag]})} == {r["id"] for r in new_runs}
+    return parent
 
 
 MAIN = ["params", "ingest@SYNTH", "graph@SYNTH", "label@SYNTH", "pretrain@SYNTH", "finetune-pure_rl@SYNTH",
@@ -124,9 +148,14 @@ MAIN = ["params", "ingest@SYNTH", "graph@SYNTH", "label@SYNTH", "pretrain@SYNTH"
 
 def test_dvc_repro_end_to_end(project):
     proj, env, api = project
+    before = {r["id"] for r in _flow_runs(api)}
     out = _run(["dvc", "repro"], proj, env)
     for stage in MAIN:
         assert f"Running stage '{stage}'" in out, stage
+    # Prefect: the stages of this `dvc repro` are subflows of one parent run, `pipeline-SYNTH`.
+    new_runs = [r for r in _flow_runs(api) if r["id"] not in before]
+    assert len(new_runs) == len(MAIN)  # 10 stage flows (params is no flow) and their parent
+    invocation = _invocation(api, new_runs)
 
     # Data stages.
     ds = load_dataset(proj / "data/SYNTH/ingested")
@@ -171,7 +200,8 @@ def test_dvc_repro_end_to_end(project):
         (proj / "params.yaml").read_text())))]
     main_outs = [p for p in declared if "ablation" not in str(p)]
     assert all((proj / p).exists() for p in main_outs), [str(p) for p in main_outs if not (proj / p).exists()]
-    allowed = {Path(p) for p in ("build/params.json", "dvc.lock", "params.local.yaml", "mlflow.db")}
+    allowed = {Path(p) for p in ("build/params.json", "build/pipeline-run.json", "dvc.lock", "params.local.yaml",
+                                 "mlflow.db")}
     for top in ("data", "runs", "reports", "build"):
         for f in (proj / top).rglob("*"):
             rel = f.relative_to(proj)
@@ -185,7 +215,7 @@ def test_dvc_repro_end_to_end(project):
     client = mlflow.MlflowClient(tracking_uri=env["MLFLOW_TRACKING_URI"])
     exp = client.get_experiment_by_name("raptor/SYNTH")
     runs = client.search_runs([exp.experiment_id])
-    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    children = [r for r in runs if r.data.tags.get("stage") == "finetune" and "seed" in r.data.tags]
     assert len(children) == 4
     flow_run_ids = {f["id"] for f in _flow_runs(api)}
     artifacts = {a["key"]: a for a in http_json(f"{api}/artifacts/filter", {}) if a.get("key")}
@@ -216,6 +246,24 @@ def test_dvc_repro_end_to_end(project):
         test = json.loads((proj / f"runs/SYNTH/{v}/metrics.json").read_text())
         assert r.data.metrics["test/mrr"] == pytest.approx(test["mrr"])
         assert r.data.metrics["test/mrr_std"] == pytest.approx(test["mrr_std"])
+    # RL-RAPTOR's runs carry their pretraining curve (epochs 0, 1), then RL at total epochs 2, 3.
+    history = json.loads((proj / "runs/SYNTH/pretrain/seed0/history.json").read_text())
+    raptor0 = next(r for r in children if r.data.tags["variant"] == "raptor" and r.data.tags["seed"] == "0")
+    curve = sorted((m.step, m.value) for m in client.get_metric_history(raptor0.info.run_id, "pretrain/bce"))
+    assert [c[0] for c in curve] == [h["epoch"] for h in history] == [0, 1]
+    assert [c[1] for c in curve] == pytest.approx([h["bce"] for h in history])
+    assert not any(k.startswith("pretrain/") for r in children if r.data.tags["variant"] == "pure_rl"
+                   for k in r.data.metrics)
+    # Every MLflow run of the invocation names its Prefect parent run; one MLflow run per invocation,
+    # `pipeline-SYNTH`, is the parent of the stages' runs and holds the significance results and report.
+    assert {r.data.tags.get("pipeline_run_id") for r in runs} == {invocation["id"]}
+    [pipe] = [r for r in runs if r.data.tags.get("stage") == "pipeline"]
+    assert pipe.info.run_name == "pipeline-SYNTH"
+    assert sorted(r.data.tags.get("stage") for r in runs if r.data.tags.get("mlflow.parentRunId") == pipe.info.run_id) \
+        == ["finetune", "finetune", "pretrain", "pretrain"]
+    assert {a.path for a in client.list_artifacts(pipe.info.run_id)} == {"report", "significance"}
+    assert pipe.data.metrics["significance/raptor/mrr_diff"] == pytest.approx(
+        sig["comparisons"]["raptor"]["per_query"]["mrr_diff"])
 
     # Prefect's API saw the stage flows complete, each named for its dataset and variant.
     flow_runs = _flow_runs(api)
@@ -227,6 +275,16 @@ def test_dvc_repro_end_to_end(project):
     # Nothing changed: a second repro runs nothing but the params resolution.
     out = _run(["dvc", "repro"], proj, env)
     assert [s for s in MAIN if f"Running stage '{s}'" in out] == ["params"]
+    # Another `dvc repro` that runs a stage (one stage, forced, without the params stage): a new parent.
+    before = {r["id"] for r in _flow_runs(api)}
+    _run(["dvc", "repro", "--force", "--single-item", "significance@SYNTH"], proj, env)
+    new_runs = [r for r in _flow_runs(api) if r["id"] not in before]
+    again = _invocation(api, new_runs)
+    assert again["id"] != invocation["id"] and sorted(r["name"] for r in new_runs) == ["pipeline-SYNTH",
+                                                                                       "significance-SYNTH"]
+    # it trained nothing: no new MLflow run (the first pipeline run keeps the report of its models)
+    pipes = [r for r in client.search_runs([exp.experiment_id]) if r.data.tags.get("stage") == "pipeline"]
+    assert [r.data.tags["pipeline_run_id"] for r in pipes] == [invocation["id"]]
 
 
 def _reproduced(proj: Path, env: dict) -> None:
@@ -352,6 +410,7 @@ def test_one_pipeline_at_a_time(project):
 
 def test_ablation_pipeline(project):
     proj, env, api = project
+    before = {r["id"] for r in _flow_runs(api)}
     out = _run(["dvc", "repro", "ablation/dvc.yaml"], proj, env)
     assert "ablation-pretrain@SYNTH" in out and "Running stage 'ablation/dvc.yaml:ablation@SYNTH'" in out
     arms = json.loads((proj / "reports/SYNTH/ablation/ablation.json").read_text())["arms"]
@@ -366,17 +425,38 @@ def test_ablation_pipeline(project):
     client = mlflow.MlflowClient(tracking_uri=env["MLFLOW_TRACKING_URI"])
     exp = client.get_experiment_by_name("raptor/SYNTH/ablation-pretrain-epochs")
     every = client.search_runs([exp.experiment_id])
-    runs = [r for r in every if "mlflow.parentRunId" in r.data.tags]
+    runs = [r for r in every if "pretrain_epochs" in r.data.tags]
     assert sorted(r.data.tags["pretrain_epochs"] for r in runs) == ["0", "1"]
     assert {r.data.tags["pretrain_epochs"]: r.data.metrics["test/mrr"] for r in runs} == pytest.approx(
         {str(a["pretrain_epochs"]): a["test_mrr_mean"] for a in arms})
     parent = next(r for r in every if r.info.run_id == runs[0].data.tags["mlflow.parentRunId"])
+    # the arms are one level down: no pipeline run above the ablation's parent in this experiment
+    assert "mlflow.parentRunId" not in parent.data.tags
+    assert not [r for r in every if r.data.tags.get("stage") == "pipeline"]
     assert {"report/ablation.csv", "report/ablation_reward.png"} <= {
         a.path for a in client.list_artifacts(parent.info.run_id, "report")}
     assert all(len(client.get_metric_history(r.info.run_id, "rl/reward")) == 2 for r in runs)
-    # The params logged are the arm's own, as numbers: not the config's pretrain.epochs.
-    assert all(r.data.params["pretrain.epochs"] == r.data.tags["pretrain_epochs"] == r.data.params["pretrain_epochs"]
-               for r in runs)
+    # The params logged are the arm's own, as numbers: not the config's pretrain.epochs, not the grid's
+    # list; `ablation.pretrain_epochs` is the first param in name order (MLflow's compare page plots it).
+    assert all(r.data.params["pretrain.epochs"] == r.data.tags["pretrain_epochs"]
+               == r.data.params["ablation.pretrain_epochs"] and "pretrain_epochs" not in r.data.params for r in runs)
+    assert all(min(r.data.params) == "ablation.pretrain_epochs" for r in runs)
+    # Each arm carries its pretraining curve (the pretraining run's first n epochs, at steps 0..n-1 of
+    # the total-epoch axis); its RL epochs follow at n, n+1.
+    history = json.loads((proj / "runs/SYNTH/ablation/pretrain/seed0/history.json").read_text())
+    for r in runs:
+        n = int(r.data.tags["pretrain_epochs"])
+        curve = sorted((m.step, m.value) for m in client.get_metric_history(r.info.run_id, "pretrain/bce"))
+        assert [c[0] for c in curve] == [h["epoch"] for h in history[:n]] == list(range(n))
+        assert [c[1] for c in curve] == pytest.approx([h["bce"] for h in history[:n]])
+        assert len(client.get_metric_history(r.info.run_id, "pretrain/label_accuracy")) == n
+        assert sorted(m.step for m in client.get_metric_history(r.info.run_id, "total/reward")) == [n, n + 1]
+    # One Prefect parent run for this `dvc repro`, new (not the main pipeline's), its stages as subflows.
+    new_runs = [r for r in _flow_runs(api) if r["id"] not in before]
+    invocation = _invocation(api, new_runs)
+    assert {"ablation-pretrain-SYNTH", "ablation-SYNTH"} <= {r["name"] for r in new_runs}
+    assert all(r.data.tags["pipeline_run_id"] == invocation["id"] for r in every
+               if r.data.tags.get("prefect_flow_run_id") in {x["id"] for x in new_runs})
 
 
 def test_sweep_trains_every_arm_into_one_mlflow_comparison(project):
@@ -404,6 +484,11 @@ def test_sweep_trains_every_arm_into_one_mlflow_comparison(project):
 
     runs = children()
     assert set(runs) == expected
+    # pipeline_run_id: the top-level Prefect run above the one that logged it, here the sweep's flow
+    # run (its tasks run in subflows); no `pipeline-<dataset>` MLflow run outside the pipeline's stages
+    [sweep_run] = _flow_runs(api, name={"any_": ["sweep-t-SYNTH"]})
+    assert {r.data.tags.get("pipeline_run_id") for r in runs.values()} == {sweep_run["id"]}
+    assert not [r for r in client.search_runs([exp.experiment_id]) if r.data.tags.get("stage") == "pipeline"]
     assert {k: r.data.params["rl.gamma"] for k, r in runs.items()} == {
         ("default", "pure_rl"): "0.95", ("default", "raptor"): "0.95", ("rl.gamma=0.9", "pure_rl"): "0.9",
         ("rl.gamma=0.9", "raptor"): "0.9"}

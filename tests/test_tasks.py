@@ -180,3 +180,34 @@ def test_prefect_artifact_rows_link_the_mlflow_runs(monkeypatch):
     md = tracking.runs_markdown("raptor/T", rows, ("seed", "best_val_mrr"))
     assert ("[abcdef01](http://mlflow:5000/#/experiments/7/runs/abcdef0123456789?workflowType=machine_learning)"
             in md)
+
+
+def test_a_stage_finds_the_dvc_process_it_runs_under(tmp_path):
+    """The stages of one `dvc repro` share its parent run through the DVC process above them (their
+    nearest ancestor named dvc, through the shell DVC runs a command in); two invocations are two
+    processes; a stage run by hand has none."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    fake = tmp_path / "dvc"  # runs its argument through a shell, as DVC runs a stage's command
+    fake.write_text(f"#!{sys.executable}\nimport subprocess, sys\n"
+                    "sys.exit(subprocess.call(['/bin/sh', '-c', sys.argv[2]]))\n")
+    fake.chmod(0o755)
+    probe = [sys.executable, "-c",
+             "import json; from flows.invocation import dvc_process; print(json.dumps(dvc_process()))"]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+
+    def under_dvc():
+        out = subprocess.run([str(fake), "repro", " ".join(probe[:2]) + " '" + probe[2] + "'"], cwd=root, env=env,
+                             capture_output=True, text=True, check=True).stdout
+        return json.loads(out.strip().splitlines()[-1])
+
+    first, second = under_dvc(), under_dvc()
+    assert first["command"].startswith("dvc repro ") and first["pid"] > 1
+    assert (first["pid"], first["start"]) != (second["pid"], second["start"])
+    by_hand = subprocess.run(probe, cwd=root, env=env, capture_output=True, text=True, check=True).stdout
+    assert json.loads(by_hand.strip().splitlines()[-1]) is None
