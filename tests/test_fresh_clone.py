@@ -71,11 +71,11 @@ def test_readme_main_job_runs_from_a_fresh_clone(tmp_path):
     assert proc.returncode == 0, log[-6000:]
     ran = _ran_stages(log)
     for stage in ("params", "ingest@ICEWS14", "label@ICEWS14", "pretrain@ICEWS14", "finetune-raptor@ICEWS14",
-                  "evaluate-pure_rl@ICEWS14", "report@ICEWS14"):
+                  "evaluate-pure_rl@ICEWS14", "finetune-titer@ICEWS14", "evaluate-titer@ICEWS14", "report@ICEWS14"):
         assert stage in ran, (stage, ran)
     assert "Starting temporary server" not in log  # every stage used the job's one server
     report = json.loads((repo / "reports/ICEWS14/report/report.json").read_text())
-    assert set(report["summaries"]) == {"pure_rl", "raptor"}
+    assert set(report["summaries"]) == {"pure_rl", "raptor", "titer"}  # the three systems of the paper
 
     # The job edited no tracked file and left nothing untracked but DVC's lock (which users commit).
     status = subprocess.run(["git", "status", "--porcelain"], cwd=repo, capture_output=True, text=True, check=True)
