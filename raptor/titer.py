@@ -1020,6 +1020,8 @@ def train_titer(
     The ReactiveBaseline's value is kept in checkpoints; the entropy coefficient's batch counter is
     ``epoch * batches_per_epoch + batch``, so a resumed run repeats exactly the uninterrupted one.
     """
+    if epochs is None:
+        raise ValueError("train_titer needs epochs= (the variants' common budget, rl.epochs)")
     n_epochs = epochs
     out = Path(out_dir) if out_dir is not None else None
     meta = dict(meta or {})
