@@ -37,7 +37,8 @@ from raptor.env import TemporalEnv
 from raptor.graph import TemporalGraph
 from raptor.io import atomic_write_json
 from raptor.policy import Policy
-from raptor.rl import actor_critic_loss, make_optimizer, rollout
+from raptor.rl import actor_critic_loss, make_optimizer
+from raptor.rollout import rollout
 from raptor.runtime import autocast, configure_runtime, native_bf16
 
 RAW = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "ICEWS14"

@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         print("flows.deploy: --limit must be >= 1", file=sys.stderr)
         return 2
     try:
-        schedule = schedule_from_args(args)
+        schedule_from_args(args)  # validated now: a bad schedule fails before the server check
     except ValueError as exc:
         print(f"flows.deploy: {exc}", file=sys.stderr)
         return 2

@@ -34,7 +34,7 @@ import torch
 from .config import EvalConfig
 from .env import TemporalEnv
 from .policy import Policy
-from .rl import candidate_tensors, query_context
+from .rollout import candidate_tensors, query_context
 from .runtime import autocast
 
 

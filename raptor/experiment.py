@@ -150,6 +150,15 @@ def _differences(old: dict, new: dict, prefix: str = "") -> list[str]:
     return out
 
 
+def rl_fingerprint(params: Params, variant: str, seed: int, inputs: dict[str, Optional[str]], code: str,
+                   pretrain_epochs: int = 0) -> dict[str, Any]:
+    """The fingerprint of one RL run: labels and pretraining reach it through ``init_model`` (an
+    input), and it holds only the params its agent reads (actor-critic: model, rl; TITer: titer)."""
+    return run_fingerprint(params, "rl", seed, inputs, code, continued=("rl.epochs",),
+                           ignored_sections=("pretrain", "labeling") + variants.get(variant).unread_params,
+                           variant=variant, pretrain_epochs=int(pretrain_epochs))
+
+
 def prepare_run_dir(out: Path, fingerprint: dict[str, Any], resume: bool = True,
                     cannot_continue: Optional[Callable[[Path], Optional[str]]] = None) -> Optional[str]:
     """Make ``out`` hold only checkpoints of this ``fingerprint``: a folder written by any other
@@ -228,12 +237,8 @@ def run_variant(
     if init_model is not None and not Path(init_model).is_file():
         raise FileNotFoundError(f"initial weights not found: {init_model} (run the pretrain stage first)")
     inputs = {**ctx.input_hashes(), "init_model": content_hash(init_model) if init_model else None}
-    # a variant's fingerprint holds only the params its agent reads (actor-critic: model, rl; TITer: titer)
-    agent_sections = ("titer",) if v.agent == "actor_critic" else ("model", "rl")
     code = [__name__] + (["raptor.titer"] if v.agent == "titer" else [])
-    fingerprint = run_fingerprint(p, "rl", seed, inputs, code_hash(code), continued=("rl.epochs",),
-                                  ignored_sections=("pretrain", "labeling") + agent_sections, variant=variant,
-                                  pretrain_epochs=int(pretrain_epochs))
+    fingerprint = rl_fingerprint(p, variant, seed, inputs, code_hash(code), pretrain_epochs)
     restarted = prepare_run_dir(out, fingerprint, resume)
     started = time.perf_counter()
 

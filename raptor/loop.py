@@ -198,3 +198,8 @@ class Selection:
                                        {**self.meta, "epoch": last_epoch, "val_mrr": None})
         return TrainResult(history=history, best_mrr=self.state["best_mrr"], best_epoch=self.state["best_epoch"],
                            out_dir=str(self.out) if self.out is not None else None, stopped_early=self.done())
+
+
+def rl_postfix(row: dict[str, Any]) -> dict[str, Any]:
+    """The epoch bar's postfix of an RL phase (a :class:`Selection`'s rows carry ``val_mrr``)."""
+    return {"reward": f"{row['reward']:.3f}", "mrr": row["val_mrr"] if row["val_mrr"] is not None else "-"}

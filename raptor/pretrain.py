@@ -46,15 +46,9 @@ from .labeling import LabelTable, PartitionedLabels, action_labels
 from .loop import Phase, run_epochs
 from .policy import Policy
 from .checkpoints import model_meta, save_model
-from .rl import (
-    advance,
-    make_optimizer,
-    candidate_tensors,
-    query_context,
-    sample_actions,
-    score_candidates,
-)
-from .runtime import autocast, epoch_seed
+from .rollout import advance, candidate_tensors, query_context, score_candidates
+from .runtime import adam, autocast, epoch_seed
+from .sampling import sample_actions
 
 PRETRAIN_CHECKPOINT_FORMAT = "raptor.pretrain-checkpoint/v1"
 
@@ -184,7 +178,7 @@ def pretrain(
     meta = model_meta(policy, meta, seed)
     meta["phase"] = "pretrain"
     policy.to(device)
-    optimizer = make_optimizer(policy, cfg)  # any config with learning_rate
+    optimizer = adam(policy.parameters(), cfg.learning_rate)
     queries = np.ascontiguousarray(train_queries, dtype=np.int64)
     bs = cfg.batch_size
 

@@ -112,3 +112,12 @@ def epoch_seed(seed: int, epoch: int, stream: int) -> int:
     """The seed of random stream ``stream`` in epoch ``epoch`` of a run seeded ``seed``: a pure
     function of the three, so a resumed run draws exactly what an uninterrupted one would."""
     return int(np.random.SeedSequence([seed, epoch, stream]).generate_state(1, dtype=np.uint64)[0] >> 1)
+
+
+def adam(parameters, lr: float, weight_decay: float = 0.0) -> torch.optim.Optimizer:
+    """Adam with the single-kernel (fused) update where torch has it for the device, else foreach."""
+    parameters = list(parameters)
+    try:
+        return torch.optim.Adam(parameters, lr=lr, weight_decay=weight_decay, fused=True)
+    except (RuntimeError, TypeError):
+        return torch.optim.Adam(parameters, lr=lr, weight_decay=weight_decay, foreach=True)

@@ -104,7 +104,7 @@ def main_stages(variants: Sequence[str]) -> list[Stage]:
     """ingest -> graph -> label -> pretrain -> finetune (per variant) -> evaluate (per variant)
     -> significance -> report, per dataset; after ``params``, which resolves the params."""
     vs = [variant_registry.get(v) for v in variants]
-    run_params = ("env", "model", "train.precision", "train.device", "train.seeds")
+    run_params = ("env", "train.precision", "train.device", "train.seeds")
     stages = [
         Stage("params", "resolve params.yaml, its profile and params.local.yaml into one file",
               "raptor.stages", outputs={"out": PARAMS_FILE}, per_dataset=False, uncached=("out",),
@@ -122,7 +122,7 @@ def main_stages(variants: Sequence[str]) -> list[Stage]:
             "pretrain", "reachability pretraining, one run per seed (checkpoint at pretrain.epochs)",
             "raptor.pretrain",
             inputs={"data": _data("ingested"), "graph": _data("graph.npz"), "labels": _data("labels")},
-            outputs={"out": _runs("pretrain")}, params=run_params + ("pretrain",), persist=("out",)))
+            outputs={"out": _runs("pretrain")}, params=run_params + ("model", "pretrain"), persist=("out",)))
     for v in vs:
         inputs = {"data": _data("ingested"), "graph": _data("graph.npz")}
         extra: tuple[str, ...] = ("pretrain.epochs",)
@@ -130,10 +130,12 @@ def main_stages(variants: Sequence[str]) -> list[Stage]:
             inputs["pretrain"] = _runs("pretrain")
         else:
             extra += ("train.equal_total_epochs",)
+        # the agent's own sections, the epoch budget (rl.epochs: every agent's) and the validation
+        agent = v.params + (() if "rl" in v.params else ("rl.epochs",))
         stages.append(Stage(
-            f"finetune-{v.name}", f"{v.label}: actor-critic RL for every seed",
+            f"finetune-{v.name}", f"{v.label}: {v.training} for every seed",
             "raptor.experiment,raptor.stats",  # stats: the parent run's seed aggregates
-            inputs=inputs, outputs={"out": _runs(f"{v.name}/train")}, params=run_params + ("rl", "eval") + extra,
+            inputs=inputs, outputs={"out": _runs(f"{v.name}/train")}, params=run_params + agent + ("eval",) + extra,
             kind="finetune", variant=v.name, persist=("out",)))
         stages.append(Stage(
             f"evaluate-{v.name}", f"{v.label}: beam-search test evaluation of every seed",

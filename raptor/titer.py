@@ -65,10 +65,11 @@ from . import checkpoints
 from .config import EvalConfig, TITerConfig
 from .constants import entity_vocab_size, relation_vocab_size, stop_relation
 from .env import State, TemporalEnv
-from .loop import Phase, Selection, TrainResult, run_epochs, write_history
+from .loop import Phase, Selection, TrainResult, rl_postfix, run_epochs, write_history
 from .policy import gather_dot, lookup
-from .rl import advance, candidate_tensors, postfix, query_context, sample_step
-from .runtime import autocast, epoch_seed
+from .rollout import advance, candidate_tensors, query_context
+from .runtime import adam, autocast, epoch_seed
+from .sampling import sample_step
 
 log = logging.getLogger("raptor")
 
@@ -666,7 +667,7 @@ class TITerPolicy(nn.Module):
         else:
             if self._pending_path_state is None:
                 raise RuntimeError("TITerPolicy.initial_path_state needs the query: call precompute_query "
-                                   "(rl.query_context) first, or pass its output as `query`")
+                                   "(rollout.query_context) first, or pass its output as `query`")
             hc, self._pending_path_state = self._pending_path_state, None
         if hc[0].shape[0] != batch_size:
             raise ValueError(f"initial_path_state({batch_size}) but the query context has {hc[0].shape[0]} rows")
@@ -920,11 +921,8 @@ def entropy_coefficient(cfg: TITerConfig, epoch: int, batch: int, batches_per_ep
 
 
 def make_optimizer(policy: nn.Module, cfg: TITerConfig) -> torch.optim.Optimizer:
-    """Adam with TITer's weight decay (fused where torch supports it for the device)."""
-    try:
-        return torch.optim.Adam(policy.parameters(), lr=cfg.learning_rate, weight_decay=cfg.weight_decay, fused=True)
-    except (RuntimeError, TypeError):
-        return torch.optim.Adam(policy.parameters(), lr=cfg.learning_rate, weight_decay=cfg.weight_decay, foreach=True)
+    """Adam with TITer's weight decay."""
+    return adam(policy.parameters(), cfg.learning_rate, cfg.weight_decay)
 
 
 def train_epoch(policy: TITerPolicy, optimizer: torch.optim.Optimizer, env: TemporalEnv, queries: np.ndarray,
@@ -1050,7 +1048,7 @@ def train_titer(
         return row
 
     phase = Phase("titer", TITER_CHECKPOINT_FORMAT, "TITer checkpoint", run_epoch, _write_history,
-                  selection.after_epoch, postfix=postfix, state=state, done=selection.done)
+                  selection.after_epoch, postfix=rl_postfix, state=state, done=selection.done)
     history = run_epochs(phase, policy, optimizer, n_epochs, seed=seed, meta=meta, out=out, resume=resume,
                          on_epoch_end=on_epoch_end, progress=progress, checkpoint_every=checkpoint_every)
     return selection.finish(history, n_epochs)

@@ -27,6 +27,28 @@ class Variant:
     #: or TITer's agent and REINFORCE (``raptor.titer``, params section ``titer``).
     agent: Literal["actor_critic", "titer"] = "actor_critic"
 
+    @property
+    def params(self) -> tuple[str, ...]:
+        """The params sections its agent's training reads (besides env, eval, train and the epoch
+        budget ``rl.epochs``): its finetune stage lists them, its runs' fingerprint holds them."""
+        return AGENT_PARAMS[self.agent]
+
+    @property
+    def unread_params(self) -> tuple[str, ...]:
+        """The other agents' sections: a change there neither re-runs nor restarts its training."""
+        return tuple(s for agent, secs in AGENT_PARAMS.items() if agent != self.agent for s in secs
+                     if s not in self.params)
+
+    @property
+    def training(self) -> str:
+        """What its finetune stage does, in words."""
+        return AGENT_TRAINING[self.agent]
+
+
+#: Per agent: the params sections its training reads (see :attr:`Variant.params`).
+AGENT_PARAMS: dict[str, tuple[str, ...]] = {"actor_critic": ("model", "rl"), "titer": ("titer",)}
+AGENT_TRAINING = {"actor_critic": "actor-critic RL", "titer": "TITer's REINFORCE"}
+
 
 VARIANTS: dict[str, Variant] = {
     v.name: v for v in (

@@ -1,4 +1,4 @@
-"""Helpers shared by the tests that start real servers on loopback."""
+"""Helpers shared by the tests: the synthetic environment of the agent tests, and loopback servers."""
 
 from __future__ import annotations
 
@@ -45,3 +45,23 @@ def stack_env(prefect_home: Path, api_url: str, mlflow_db: Path, **extra: str) -
         **extra,
     )
     return env
+
+
+def synthetic_env(max_actions: int, max_path_length: int = 3):
+    """The default synthetic dataset (``raptor.synthetic.SyntheticSpec()``) as the agent tests use it:
+    ``(env, queries, E, R, splits)``, with ``queries[split]`` int64 ``[n, 4]`` in both directions."""
+    import numpy as np
+
+    from raptor.config import EnvConfig
+    from raptor.data import with_inverse_queries
+    from raptor.env import TemporalEnv
+    from raptor.graph import TemporalGraph
+    from raptor.synthetic import SyntheticSpec, generate
+
+    spec = SyntheticSpec()
+    splits = generate(spec)
+    E, R = spec.num_entities, spec.num_relations
+    graph = TemporalGraph.from_quadruples(np.concatenate(list(splits.values())), E, R)
+    env = TemporalEnv(graph, EnvConfig(max_path_length=max_path_length, max_actions=max_actions))
+    q = {k: with_inverse_queries(v, R).astype(np.int64) for k, v in splits.items()}
+    return env, q, E, R, splits

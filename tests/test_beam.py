@@ -11,7 +11,7 @@ from raptor.config import EnvConfig, EvalConfig, ModelConfig
 from raptor.env import TemporalEnv
 from raptor.graph import TemporalGraph
 from raptor.policy import Policy
-from raptor.rl import candidate_tensors, query_embedding
+from raptor.rollout import candidate_tensors, query_embedding
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

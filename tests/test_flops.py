@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+from helpers import synthetic_env
+
 from raptor.beam import search_beams
 from raptor.config import EnvConfig, ModelConfig, RLConfig
-from raptor.data import with_inverse_queries
 from raptor.env import TemporalEnv
 from raptor.flops import beam_gemms, training_epoch_flops, training_gemms
-from raptor.graph import TemporalGraph
 from raptor.policy import Policy
-from raptor.rl import actor_critic_loss, rollout
-from raptor.synthetic import SyntheticSpec, generate
+from raptor.rl import actor_critic_loss
+from raptor.rollout import rollout
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -24,13 +23,8 @@ SMALL = ModelConfig(entity_dim=24, relation_dim=20, time_dim=6, step_dim=5, mlp_
 
 @pytest.fixture(scope="module")
 def setup():
-    spec = SyntheticSpec()
-    splits = generate(spec)
-    E, R = spec.num_entities, spec.num_relations
-    graph = TemporalGraph.from_quadruples(np.concatenate(list(splits.values())), E, R)
-    env = TemporalEnv(graph, EnvConfig(max_path_length=3, max_actions=30))
-    q = with_inverse_queries(splits["train"], R).astype(np.int64)
-    return env, q, E, R
+    env, q, E, R, _ = synthetic_env(max_actions=30)
+    return env, q["train"], E, R
 
 
 def _time_rows(policy, widths=None):

@@ -29,16 +29,18 @@ BIN = Path(sys.executable).parent
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("pipeline")]
 
-#: The test's own params (not the repo's params.yaml): one dataset, both variants, a small profile.
+#: The test's own params (not the repo's params.yaml): one dataset, the three systems, a small profile.
 PARAMS = {
     "profile": "paper",
     "datasets": {"SYNTH": {"raw_dir": None, "start_date": "2020-01-01"}},
-    "train": {"variants": ["pure_rl", "raptor"]},
+    "train": {"variants": ["pure_rl", "raptor", "titer"]},
     "profiles": {"small": {
         "model.entity_dim": 16, "model.relation_dim": 16, "model.time_dim": 4, "model.step_dim": 4,
         "model.mlp_hidden_dim": 32, "env.max_actions": 20, "pretrain.epochs": 2, "pretrain.batch_size": 256,
         "rl.epochs": 2, "rl.batch_size": 256, "eval.beam_size": 10, "eval.valid_every": 1, "train.seeds": [0, 1],
-        "train.num_threads": 1, "ablation.pretrain_epochs": [0, 1], "ablation.seeds": [0]}},
+        "train.num_threads": 1, "ablation.pretrain_epochs": [0, 1], "ablation.seeds": [0],
+        "titer.entity_dim": 16, "titer.relation_dim": 12, "titer.time_dim": 4, "titer.state_dim": 12,
+        "titer.mlp_hidden_dim": 12, "titer.batch_size": 256}},
     "sweeps": {"t": {"base": {"train.seeds": [0]}, "variants": ["pure_rl", "raptor"], "grid": {"rl.gamma": [0.9]}}},
 }
 
@@ -142,8 +144,9 @@ def _invocation(api: str, new_runs: list[dict]) -> dict:
 
 
 MAIN = ["params", "ingest@SYNTH", "graph@SYNTH", "label@SYNTH", "pretrain@SYNTH", "finetune-pure_rl@SYNTH",
-        "evaluate-pure_rl@SYNTH", "finetune-raptor@SYNTH", "evaluate-raptor@SYNTH", "significance@SYNTH",
-        "report@SYNTH"]
+        "evaluate-pure_rl@SYNTH", "finetune-raptor@SYNTH", "evaluate-raptor@SYNTH", "finetune-titer@SYNTH",
+        "evaluate-titer@SYNTH", "significance@SYNTH", "report@SYNTH"]
+SYSTEMS = (("pure_rl", "Pure-RL"), ("raptor", "RL-RAPTOR"), ("titer", "TITer-150"))
 
 
 def test_dvc_repro_end_to_end(project):
@@ -167,17 +170,24 @@ def test_dvc_repro_end_to_end(project):
     lock = yaml.safe_load((proj / "dvc.lock").read_text())["stages"]
     assert lock["finetune-raptor@SYNTH"]["params"]["build/params.json"]["rl.epochs"] == 2
 
-    # RAPTOR fine-tuned from the pretrain stage's checkpoint; Pure-RL from scratch.
+    # RAPTOR fine-tuned from the pretrain stage's checkpoint; Pure-RL and TITer-150 from scratch.
     for seed in (0, 1):
         summary = json.loads((proj / f"runs/SYNTH/raptor/train/seed{seed}/summary.json").read_text())
         assert summary["pretrain_epochs"] == 2 and summary["rl_epochs"] == 2
         assert (proj / f"runs/SYNTH/pretrain/seed{seed}/pretrained-e2.pt").is_file()
-        assert json.loads((proj / f"runs/SYNTH/pure_rl/train/seed{seed}/summary.json").read_text())["pretrain_epochs"] == 0
+        for scratch in ("pure_rl", "titer"):
+            summary = json.loads((proj / f"runs/SYNTH/{scratch}/train/seed{seed}/summary.json").read_text())
+            assert summary["pretrain_epochs"] == 0 and summary["rl_epochs"] == 2
+    # TITer-150 is TITer's agent with its own dims (the titer section), not the actor-critic policy
+    from raptor.checkpoints import load_model
+
+    titer, meta = load_model(proj / "runs/SYNTH/titer/train/seed0/best.pt")
+    assert meta["architecture"] == "titer" and titer.config.entity_dim == 16
 
     # Evaluation outputs agree with the per-variant summaries and the report.
     n_test = 2 * len(ds.splits["test"])
     table = {r["model"]: r for r in csv.DictReader((proj / "reports/SYNTH/report/main_table.csv").open())}
-    for variant, row_name in (("pure_rl", "Pure-RL"), ("raptor", "RL-RAPTOR")):
+    for variant, row_name in SYSTEMS:
         summary = json.loads((proj / f"runs/SYNTH/{variant}/metrics.json").read_text())
         per_seed = [json.loads((proj / f"runs/SYNTH/{variant}/eval/seed{s}/metrics.json").read_text()) for s in (0, 1)]
         assert all(m["queries"]["total"] == n_test for m in per_seed)
@@ -186,12 +196,13 @@ def test_dvc_repro_end_to_end(project):
         assert ours["mrr"].startswith(f"{100 * summary['mrr']:.2f}")
     sig = json.loads((proj / "reports/SYNTH/significance.json").read_text())
     assert sig["baseline"] == "pure_rl" and sig["comparisons"]["raptor"]["seeds"] == [0, 1]
+    assert sig["comparisons"]["titer"]["seeds"] == [0, 1]
     assert (proj / "reports/SYNTH/report/training_efficiency.png").stat().st_size > 1000
     # The results page reads the workspace as a user's `raptor results` does.
     page = proj.parent / "results" / "results.md"
     _run([sys.executable, "-m", "raptor.cli", "results", f"smoke={proj}", "--out", str(page)], proj, env)
     rows = {line.split(" | ")[2]: line for line in page.read_text().splitlines() if line.startswith("| smoke | SYNTH")}
-    for variant, row_name in (("pure_rl", "Pure-RL"), ("raptor", "RL-RAPTOR")):
+    for variant, row_name in SYSTEMS:
         mrr = json.loads((proj / f"runs/SYNTH/{variant}/metrics.json").read_text())["mrr"]
         assert f"| {100 * mrr:.2f} ± " in rows[row_name] and "| 2 of 2 |" in rows[row_name]
 
@@ -216,7 +227,7 @@ def test_dvc_repro_end_to_end(project):
     exp = client.get_experiment_by_name("raptor/SYNTH")
     runs = client.search_runs([exp.experiment_id])
     children = [r for r in runs if r.data.tags.get("stage") == "finetune" and "seed" in r.data.tags]
-    assert len(children) == 4
+    assert len(children) == 6
     flow_run_ids = {f["id"] for f in _flow_runs(api)}
     artifacts = {a["key"]: a for a in http_json(f"{api}/artifacts/filter", {}) if a.get("key")}
     assert sorted(r.data.tags["seed"] for r in runs if r.data.tags.get("stage") == "pretrain") == ["0", "1"]
@@ -237,7 +248,7 @@ def test_dvc_repro_end_to_end(project):
         assert {"model", "predictions", "history"} <= arts
     # Each finetune invocation's parent run holds the aggregates over its seeds, validation and test.
     parents = [r for r in runs if r.data.tags.get("aggregate") == "seeds"]
-    assert sorted(r.data.tags["variant"] for r in parents) == ["pure_rl", "raptor"]
+    assert sorted(r.data.tags["variant"] for r in parents) == ["pure_rl", "raptor", "titer"]
     for r in parents:
         v = r.data.tags["variant"]
         best = [json.loads((proj / f"runs/SYNTH/{v}/train/seed{s}/summary.json").read_text())["best_val_mrr"]
@@ -252,7 +263,7 @@ def test_dvc_repro_end_to_end(project):
     curve = sorted((m.step, m.value) for m in client.get_metric_history(raptor0.info.run_id, "pretrain/bce"))
     assert [c[0] for c in curve] == [h["epoch"] for h in history] == [0, 1]
     assert [c[1] for c in curve] == pytest.approx([h["bce"] for h in history])
-    assert not any(k.startswith("pretrain/") for r in children if r.data.tags["variant"] == "pure_rl"
+    assert not any(k.startswith("pretrain/") for r in children if r.data.tags["variant"] != "raptor"
                    for k in r.data.metrics)
     # Every MLflow run of the invocation names its Prefect parent run; one MLflow run per invocation,
     # `pipeline-SYNTH`, is the parent of the stages' runs and holds the significance results and report.
@@ -260,7 +271,7 @@ def test_dvc_repro_end_to_end(project):
     [pipe] = [r for r in runs if r.data.tags.get("stage") == "pipeline"]
     assert pipe.info.run_name == "pipeline-SYNTH"
     assert sorted(r.data.tags.get("stage") for r in runs if r.data.tags.get("mlflow.parentRunId") == pipe.info.run_id) \
-        == ["finetune", "finetune", "pretrain", "pretrain"]
+        == ["finetune", "finetune", "finetune", "pretrain", "pretrain"]
     assert {a.path for a in client.list_artifacts(pipe.info.run_id)} == {"report", "significance"}
     assert pipe.data.metrics["significance/raptor/mrr_diff"] == pytest.approx(
         sig["comparisons"]["raptor"]["per_query"]["mrr_diff"])
@@ -313,7 +324,7 @@ def test_dvc_status_follows_code_and_resolved_params(project):
         local.write_text(before + "rl.gamma: 0.5\n")
         _run(["dvc", "repro", "params"], proj, env)
         changed = _status(proj, env) - {"ablation/dvc.yaml:ablation-pretrain@SYNTH", "ablation/dvc.yaml:ablation@SYNTH"}
-        assert changed == {"finetune-pure_rl@SYNTH", "finetune-raptor@SYNTH"}, changed
+        assert changed == {"finetune-pure_rl@SYNTH", "finetune-raptor@SYNTH"}, changed  # TITer reads no rl.gamma
     finally:
         local.write_text(before)
         _run(["dvc", "repro", "params"], proj, env)
@@ -337,7 +348,8 @@ def test_prefect_pipeline_flow_agrees_with_dvc(project):
         assert result["ran"][0] == "params" and set(result["ran"]) == {
             "params", "finetune-pure_rl@SYNTH", "finetune-raptor@SYNTH", "evaluate-pure_rl@SYNTH",
             "evaluate-raptor@SYNTH", "significance@SYNTH", "report@SYNTH"}, result
-        assert set(result["skipped"]) == {"ingest@SYNTH", "graph@SYNTH", "label@SYNTH", "pretrain@SYNTH"}
+        assert set(result["skipped"]) == {"ingest@SYNTH", "graph@SYNTH", "label@SYNTH", "pretrain@SYNTH",
+                                          "finetune-titer@SYNTH", "evaluate-titer@SYNTH"}  # TITer reads no rl.gamma
         status = _status(proj, env)
         assert not (status & set(MAIN)), status  # DVC agrees: what the flow ran is committed
     finally:

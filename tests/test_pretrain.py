@@ -12,7 +12,7 @@ from raptor.labeling import PartitionedLabels, compute_labels, label_pairs, merg
 from raptor.policy import Policy
 from raptor.pretrain import epoch_blocks, pretrain, pretrain_batch, reachability_bce
 from raptor.checkpoints import load_model
-from raptor.rl import rollout
+from raptor.rollout import rollout
 from raptor.synthetic import SyntheticSpec, generate
 
 SMALL = ModelConfig(entity_dim=32, relation_dim=32, time_dim=8, step_dim=8, mlp_hidden_dim=64)

@@ -8,15 +8,15 @@ import numpy as np
 import pytest
 import torch
 
+from helpers import synthetic_env
+
 from raptor.beam import beam_search
-from raptor.config import EnvConfig, EvalConfig, ModelConfig, RLConfig
-from raptor.data import with_inverse_queries
-from raptor.env import TemporalEnv
-from raptor.graph import TemporalGraph
+from raptor.config import EvalConfig, ModelConfig, RLConfig
 from raptor.policy import Policy
 from raptor.checkpoints import load_model
-from raptor.rl import Rollout, actor_critic_loss, rollout, sample_actions, train
-from raptor.synthetic import SyntheticSpec, generate
+from raptor.rl import actor_critic_loss, train
+from raptor.rollout import Rollout, rollout
+from raptor.synthetic import SyntheticSpec
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -37,13 +37,7 @@ def simple_mrr(res, queries, num_entities):
 
 @pytest.fixture(scope="module")
 def synthetic():
-    spec = SyntheticSpec()
-    splits = generate(spec)
-    E, R = spec.num_entities, spec.num_relations
-    graph = TemporalGraph.from_quadruples(np.concatenate(list(splits.values())), E, R)
-    env = TemporalEnv(graph, EnvConfig(max_path_length=3, max_actions=50))
-    q = {k: with_inverse_queries(v, R).astype(np.int64) for k, v in splits.items()}
-    return env, q, E, R
+    return synthetic_env(max_actions=50)[:4]
 
 
 def test_actor_critic_loss_matches_appendix_c():
@@ -65,22 +59,6 @@ def test_actor_critic_loss_matches_appendix_c():
     torch.testing.assert_close(logp.grad, -adv / B)
     torch.testing.assert_close(val.grad, 2 * (val.detach() - g) / B)
     torch.testing.assert_close(ent.grad, torch.full_like(ent, -beta / B))
-
-
-def test_sample_actions_respects_mask_and_allowed():
-    torch.manual_seed(0)
-    z = torch.tensor([[0.0, 1.0, float("-inf"), 2.0], [0.0, float("-inf"), float("-inf"), float("-inf")]])
-    gen = torch.Generator().manual_seed(0)
-    c = sample_actions(z.repeat(4000, 1), gen).reshape(4000, 2)
-    assert torch.all(c[:, 1] == 0)
-    counts = np.bincount(c[:, 0].numpy(), minlength=4)
-    assert counts[2] == 0
-    p = torch.softmax(z[0], 0).numpy()
-    np.testing.assert_allclose(counts / counts.sum(), p, atol=0.04)
-    allowed = torch.tensor([[True, False, False, False], [False, True, False, False]])
-    for _ in range(50):
-        c = sample_actions(z, gen, allowed)
-        assert c[0] == 0 and c[1] == 0  # row 1: nothing allowed is valid -> falls back to valid
 
 
 def test_rollout_is_reproducible_and_rewards_are_terminal(synthetic):
@@ -150,35 +128,6 @@ def test_training_learns_planted_pattern(synthetic):
     assert np.mean(rewards[-5:]) > 2.5 * np.mean(rewards[:3])
     trained_mrr = simple_mrr(beam_search(pol, env, q["test"], ev), q["test"], E)
     assert trained_mrr > random_mrr + 0.08, (random_mrr, trained_mrr)
-
-
-def test_fused_sample_step_matches_torch_reference():
-    from raptor.rl import sample_step
-
-    torch.manual_seed(0)
-    z = torch.randn(64, 9, dtype=torch.float32) * 3
-    mask = torch.rand(64, 9) < 0.6
-    mask[:, 0] = True
-    z = z.masked_fill(~mask, float("-inf")).requires_grad_(True)
-    gl, ge = torch.randn(64), torch.randn(64)
-    choice, logp_c, ent = sample_step(z, mask, torch.Generator().manual_seed(3))
-    assert torch.all(mask[torch.arange(64), choice])
-    (logp_c * gl + ent * ge).sum().backward()
-    g1 = z.grad.clone()
-    z.grad = None
-    logp = torch.log_softmax(z, 1)
-    ref_lp = logp.gather(1, choice[:, None]).squeeze(1)
-    ref_ent = -(logp.exp() * logp.masked_fill(~mask, 0.0)).sum(1)
-    torch.testing.assert_close(logp_c, ref_lp.detach(), rtol=1e-5, atol=1e-5)
-    torch.testing.assert_close(ent, ref_ent.detach(), rtol=1e-5, atol=1e-5)
-    (ref_lp * gl + ref_ent * ge).sum().backward()
-    torch.testing.assert_close(g1, z.grad, rtol=1e-4, atol=1e-5)
-    # sampling frequencies follow softmax(z)
-    zz = torch.tensor([[0.0, 1.0, 2.0, float("-inf")]]).repeat(20000, 1)
-    m = torch.isfinite(zz)
-    c, _, _ = sample_step(zz, m, torch.Generator().manual_seed(1))
-    freq = np.bincount(c.numpy(), minlength=4) / 20000
-    np.testing.assert_allclose(freq, torch.softmax(zz[0], 0).numpy(), atol=0.015)
 
 
 def test_train_command_end_to_end(tmp_path):

@@ -209,3 +209,22 @@ def test_orchestration_packages_are_not_installed_as_top_level_names():
 
     include = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]["include"]
     assert include == ["raptor*"]
+
+
+@pytest.mark.parametrize("variant", ["pure_rl", "raptor", "titer"])
+def test_a_finetune_stage_tracks_the_params_its_runs_depend_on(variant):
+    """DVC re-runs a finetune stage exactly when a param in its runs' fingerprint changes (plus the
+    epoch budget and the seed list, which the fingerprint holds as continuation and folder): TITer's
+    stage follows the `titer` section, not `model` or `rl`, and the actor-critic stages the reverse."""
+    from raptor import variants
+    from raptor.experiment import rl_fingerprint
+
+    p = Params()
+    v = variants.get(variant)
+    stage = next(s for s in stages.main_stages(["pure_rl", "raptor", "titer"]) if s.name == f"finetune-{variant}")
+    tracked = set(stages.expand_params(stage.params, p))
+    fingerprint = set(rl_fingerprint(p, variant, 0, {}, "")["params"])
+    assert tracked - fingerprint == {"pretrain.epochs", "rl.epochs", "train.seeds"}
+    assert fingerprint - tracked <= {"train.equal_total_epochs"}  # read by the from-scratch variants only
+    sections = {k.split(".")[0] for k in tracked}
+    assert ("titer" in sections, "model" in sections) == ((True, False) if v.agent == "titer" else (False, True))

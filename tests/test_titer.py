@@ -13,14 +13,14 @@ import torch
 from scipy.special import gammaln, polygamma, psi
 
 from raptor import titer
+from helpers import synthetic_env
+
 from raptor.beam import beam_search
 from raptor.config import EnvConfig, EvalConfig
-from raptor.data import with_inverse_queries
 from raptor.env import TemporalEnv
 from raptor.graph import TemporalGraph
 from raptor.ranking import build_filter, filtered_ranks
-from raptor.rl import candidate_tensors, query_context
-from raptor.synthetic import SyntheticSpec, generate
+from raptor.rollout import candidate_tensors, query_context
 from raptor.titer import (DirichletFit, TITerConfig, TITerPolicy, dirichlet_statistics, fit_dirichlet, inductive_mean,
                           inductive_mean_table, load_titer_model, reinforce_loss, shaped_reward, statistics_of,
                           train_titer)
@@ -34,13 +34,7 @@ LEARN = dict(entity_dim=32, relation_dim=32, time_dim=8, state_dim=32, mlp_hidde
 
 @pytest.fixture(scope="module")
 def synthetic():
-    spec = SyntheticSpec()
-    splits = generate(spec)
-    E, R = spec.num_entities, spec.num_relations
-    graph = TemporalGraph.from_quadruples(np.concatenate(list(splits.values())), E, R)
-    env = TemporalEnv(graph, EnvConfig(max_path_length=3, max_actions=50))
-    q = {k: with_inverse_queries(v, R).astype(np.int64) for k, v in splits.items()}
-    return env, q, E, R, splits
+    return synthetic_env(max_actions=50)
 
 
 def random_graph(seed, E=9, R=3, T=8, n=60, K=2, max_actions=5):
