@@ -13,11 +13,18 @@ from __future__ import annotations
 import ast
 import functools
 import hashlib
+import threading
 from pathlib import Path
 from typing import Iterable
 
 PACKAGE = "raptor"
 PACKAGE_DIR = Path(__file__).resolve().parent
+
+# CPython 3.11's AST constructor keeps its recursion depth in interpreter-wide state, so two
+# threads parsing at once can fail with "SystemError: AST constructor recursion depth mismatch"
+# (python/cpython#106905). Runs started together on a thread pool (`train.parallel_runs`) all hash
+# their code first, so parsing is serialised here.
+_PARSE_LOCK = threading.Lock()
 
 
 def _module_path(module: str) -> Path | None:
@@ -35,7 +42,9 @@ def _module_path(module: str) -> Path | None:
 
 def _imports(path: Path, module: str) -> set[str]:
     """``raptor`` modules imported anywhere in ``path`` (module level or inside functions)."""
-    tree = ast.parse(path.read_text(), filename=str(path))
+    source = path.read_text()
+    with _PARSE_LOCK:
+        tree = ast.parse(source, filename=str(path))
     is_pkg = path.name == "__init__.py"
     base = module.split(".") if is_pkg else module.split(".")[:-1]
     found: set[str] = set()
