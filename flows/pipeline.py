@@ -8,6 +8,10 @@ second run on unchanged inputs runs nothing (only the ``params`` stage, which re
 fraction of a second), and ``dvc repro`` afterwards agrees. A stage that fails blocks the stages
 that depend on it; the others (another dataset's, say) still run, and the flow fails at the end.
 
+Every stage that runs is measured (:mod:`raptor.resources`): its wall time and its own peak resident
+memory go to the log, to the flow's result (``stages``) and to a ``pipeline-resources`` table
+artifact in Prefect's UI.
+
 The flow holds DVC's repository lock from start to end, as ``dvc repro`` does: a second pipeline run
 or a ``dvc repro`` started meanwhile in the same project stops at once with a clear error instead of
 training into the same run folders.
@@ -22,6 +26,8 @@ from pathlib import Path
 from typing import Optional
 
 from prefect import flow, get_run_logger
+
+from raptor.resources import measure
 
 FLOWS_CMD = ["python", "-m", "flows"]
 
@@ -59,11 +65,25 @@ def _tag_invocation() -> None:
         client.update_flow_run(run.id, tags=sorted({*run.tags, invocation_tag(run.id)}))
 
 
+def _resources_artifact(usage: dict[str, dict]) -> None:
+    """A table of the stages that ran, their wall time and peak memory, on the flow run's page."""
+    from prefect.artifacts import create_markdown_artifact
+
+    rows = [f"| {name} | {u['seconds']:.1f} | {u['peak_rss_gb']:.2f}{'' if u['peak_is_per_stage'] else ' *'} |"
+            for name, u in usage.items()]
+    note = ("\n\n\\* the process's lifetime peak: this system does not allow resetting it per stage"
+            if not all(u["peak_is_per_stage"] for u in usage.values()) else "")
+    create_markdown_artifact(
+        key="pipeline-resources", description="wall time and peak memory of each stage that ran",
+        markdown="| stage | seconds | peak RSS (GB) |\n|---|---:|---:|\n" + "\n".join(rows) + note)
+
+
 @flow(name="raptor-pipeline", flow_run_name="pipeline")
 def pipeline_flow(root: str = ".", dvcfile: str = "dvc.yaml", targets: Optional[list[str]] = None) -> dict:
     """Run every changed stage of ``dvcfile`` (or of ``targets`` and what they depend on) in order.
 
-    Returns ``{"ran": [...], "skipped": [...], "blocked": [...], "failed": {...}, "seconds": s}``.
+    Returns ``{"ran": [...], "skipped": [...], "blocked": [...], "failed": {...}, "seconds": s,
+    "stages": {name: {"seconds", "peak_rss_gb", "peak_is_per_stage"}}}`` (``stages``: those that ran or failed).
     """
     import networkx as nx
     from dvc.lock import LockError
@@ -91,6 +111,7 @@ def pipeline_flow(root: str = ".", dvcfile: str = "dvc.yaml", targets: Optional[
                 wanted |= nx.descendants(graph, s)  # what they depend on
             stages = [s for s in stages if s in wanted]
         bad: set = set()
+        usage: dict[str, dict] = {}
         for stage in stages:
             name = stage.addressing
             if bad & nx.descendants(graph, stage):
@@ -103,17 +124,24 @@ def pipeline_flow(root: str = ".", dvcfile: str = "dvc.yaml", targets: Optional[
                 continue
             log.info("%s: running `%s`", name, stage.cmd)
             try:
-                _run_command(stage.cmd)
+                with measure() as used:
+                    _run_command(stage.cmd)
             except Exception as exc:  # noqa: BLE001 - recorded, reported at the end
                 failed[name] = f"{type(exc).__name__}: {exc}"
                 bad.add(stage)
                 log.error("%s failed: %s", name, failed[name])
                 continue
+            finally:
+                usage[name] = {"seconds": round(used.seconds, 2), "peak_rss_gb": round(used.peak_rss_gb, 3),
+                               "peak_is_per_stage": used.peak_is_per_block}
+            log.info("%s: done in %s", name, used.describe())
             repo.commit(name, force=True)
             repo._reset()  # what `dvc repro` does between stages: the next status sees this stage's outputs
             ran.append(name)
-    result = {"ran": ran, "skipped": skipped, "blocked": blocked, "failed": failed,
+    result = {"ran": ran, "skipped": skipped, "blocked": blocked, "failed": failed, "stages": usage,
               "seconds": round(time.perf_counter() - started, 2)}
+    if usage:
+        _resources_artifact(usage)
     log.info("pipeline: %d ran, %d up to date, %d failed, %d blocked in %.1f s",
              len(ran), len(skipped), len(failed), len(blocked), result["seconds"])
     if failed:

@@ -1,0 +1,68 @@
+"""Wall time and peak memory of one piece of work inside a long-lived process.
+
+The pipeline runs its stages one after another in one process, so the process's lifetime peak
+(``getrusage``'s ``ru_maxrss``) would report the largest stage for every later one. On Linux the peak
+resident set (``VmHWM``) can be reset by writing ``5`` to ``/proc/self/clear_refs``: :func:`measure`
+resets it on entry and reads it on exit, so each stage gets its own peak. Where that file cannot be
+written (another OS, a restricted container) the lifetime peak is reported and marked as such.
+Memory of other processes (Dask workers) is not counted.
+"""
+
+from __future__ import annotations
+
+import resource
+import sys
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+_PROC = Path("/proc/self")
+
+
+@dataclass
+class Usage:
+    """Filled in when the ``with measure()`` block ends."""
+
+    seconds: float = 0.0
+    peak_rss_bytes: int = 0
+    peak_is_per_block: bool = False  # False: the process's lifetime peak (the reset was not possible)
+
+    @property
+    def peak_rss_gb(self) -> float:
+        return self.peak_rss_bytes / 1e9
+
+    def describe(self) -> str:
+        peak = f"peak RSS {self.peak_rss_gb:.2f} GB" + ("" if self.peak_is_per_block else " (process lifetime)")
+        return f"{self.seconds:.1f} s, {peak}"
+
+
+def _reset_peak() -> bool:
+    try:
+        (_PROC / "clear_refs").write_text("5")
+        return True
+    except OSError:
+        return False
+
+
+def _peak_bytes() -> int:
+    try:
+        for line in (_PROC / "status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024  # kB
+    except OSError:
+        pass
+    scale = 1 if sys.platform == "darwin" else 1024  # ru_maxrss: bytes on macOS, kB on Linux
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale
+
+
+@contextmanager
+def measure():
+    """``with measure() as usage: ...``; afterwards ``usage.seconds`` and ``usage.peak_rss_bytes``."""
+    usage = Usage(peak_is_per_block=_reset_peak())
+    started = time.perf_counter()
+    try:
+        yield usage
+    finally:
+        usage.seconds = time.perf_counter() - started
+        usage.peak_rss_bytes = _peak_bytes()
