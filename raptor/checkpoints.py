@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Optional
 import torch
 
 from .io import atomic_path
+from .runtime import seeded_init
 
 if TYPE_CHECKING:
     from .policy import Policy
@@ -135,7 +136,8 @@ def load_model(path: str | Path, device="cpu") -> tuple["Policy", dict]:
     meta = obj["meta"]
     if meta.get("architecture") == titer.ARCHITECTURE:  # the TITer-150 variant's agent
         return titer.load_titer_model(path, device=device)
-    policy = Policy(meta["num_entities"], meta["num_relations"], ModelConfig(**meta["model"]),
-                    meta["max_path_length"]).to(device)
+    with seeded_init():  # its random init is overwritten, but must not draw from a run's seeded stream
+        policy = Policy(meta["num_entities"], meta["num_relations"], ModelConfig(**meta["model"]),
+                        meta["max_path_length"]).to(device)
     policy.load_state_dict(obj["policy"])
     return policy, meta

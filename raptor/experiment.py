@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
-import torch
 
 from . import variants
 from .beam import beam_search
@@ -37,7 +36,7 @@ from .provenance import code_hash, content_hash
 from .ranking import FilterIndex, build_filter, evaluation_metrics, filtered_ranks, write_metrics, write_predictions
 from .checkpoints import load_model
 from .rl import train
-from .runtime import configure_runtime, resolve_device, resolve_precision
+from .runtime import configure_runtime, resolve_device, resolve_precision, seeded_init
 
 log = logging.getLogger("raptor")
 
@@ -242,7 +241,6 @@ def run_variant(
     restarted = prepare_run_dir(out, fingerprint, resume)
     started = time.perf_counter()
 
-    torch.manual_seed(seed)
     meta = {"variant": variant, "dataset": ctx.dataset.meta.get("dataset"), "params": params_to_dict(p),
             "pretrain_epochs": int(pretrain_epochs), "rl_epochs": n_rl}
     hook = (lambda e, m: on_epoch_end("rl", e, m)) if on_epoch_end else None
@@ -250,12 +248,14 @@ def run_variant(
     if v.agent == "titer":
         from .titer import TITerPolicy, train_titer
 
-        policy = TITerPolicy(ctx.dataset.num_entities, ctx.dataset.num_relations, p.titer, p.env.max_path_length)
+        with seeded_init(seed):
+            policy = TITerPolicy(ctx.dataset.num_entities, ctx.dataset.num_relations, p.titer, p.env.max_path_length)
         result = train_titer(policy, ctx.env, ctx.train_queries, p.titer, seed, eval_cfg=p.eval, precision=precision,
                              device=device, out_dir=out, evaluate_fn=validator, resume=resume, epochs=n_rl,
                              on_epoch_end=hook, meta=meta, progress=progress)
         return _finish_run(out, variant, seed, pretrain_epochs, n_rl, precision, result, restarted, started)
-    policy = Policy(ctx.dataset.num_entities, ctx.dataset.num_relations, p.model, p.env.max_path_length)
+    with seeded_init(seed):
+        policy = Policy(ctx.dataset.num_entities, ctx.dataset.num_relations, p.model, p.env.max_path_length)
     if init_model is not None:
         init, _ = load_model(init_model, device=device)
         policy.load_state_dict(init.state_dict())

@@ -47,7 +47,7 @@ from .loop import Phase, run_epochs
 from .policy import Policy
 from .checkpoints import model_meta, save_model
 from .rollout import advance, candidate_tensors, query_context, score_candidates
-from .runtime import adam, autocast, epoch_seed
+from .runtime import adam, autocast, epoch_seed, seeded_init
 from .sampling import sample_actions
 
 PRETRAIN_CHECKPOINT_FORMAT = "raptor.pretrain-checkpoint/v1"
@@ -288,8 +288,8 @@ def pretrain_run(
         raise ValueError(f"label table {labels if not isinstance(labels, LabelTable) else ''} was built with "
                          f"labeling.visited = {visited!r}, but params say {p.labeling.visited!r}: "
                          "run the label stage again")
-    torch.manual_seed(seed)
-    policy = Policy(ctx.dataset.num_entities, ctx.dataset.num_relations, p.model, p.env.max_path_length)
+    with seeded_init(seed):
+        policy = Policy(ctx.dataset.num_entities, ctx.dataset.num_relations, p.model, p.env.max_path_length)
     hook = (lambda e, m: on_epoch_end("pretrain", e, m)) if on_epoch_end else None
     precision = resolve_precision(p.train.precision, device)
     pretrain(policy, ctx.env, table, ctx.train_queries, p.pretrain, seed=seed, precision=precision,

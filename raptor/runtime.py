@@ -7,11 +7,28 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import threading
 from pathlib import Path
 from typing import Optional
 
 import numpy as np
 import torch
+
+# torch's default generator (which module initialisation draws from) is process-wide, and a stage
+# trains `train.parallel_runs` seeds as threads of one process: without this lock two runs seed it
+# and draw their initial weights interleaved, so a run's weights depend on the other's timing.
+_INIT_LOCK = threading.RLock()
+
+
+@contextlib.contextmanager
+def seeded_init(seed: Optional[int] = None):
+    """Build modules inside ``with seeded_init(seed):``: the default generator is seeded with ``seed``
+    and no other thread draws from it until the block ends. ``seed=None`` only holds the lock (for
+    modules built to load weights into, whose draws must not consume another run's stream)."""
+    with _INIT_LOCK:
+        if seed is not None:
+            torch.manual_seed(seed)
+        yield
 
 
 

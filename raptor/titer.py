@@ -68,7 +68,7 @@ from .env import State, TemporalEnv
 from .loop import Phase, Selection, TrainResult, rl_postfix, run_epochs, write_history
 from .policy import gather_dot, lookup
 from .rollout import advance, candidate_tensors, query_context
-from .runtime import adam, autocast, epoch_seed
+from .runtime import adam, autocast, epoch_seed, seeded_init
 from .sampling import sample_step
 
 log = logging.getLogger("raptor")
@@ -1068,7 +1068,8 @@ def load_titer_model(path: str | Path, device="cpu") -> tuple[TITerPolicy, dict]
     if meta.get("architecture") != ARCHITECTURE:
         raise checkpoints.CheckpointError(f"{path}: not a TITer model (architecture "
                                           f"{meta.get('architecture', 'raptor')!r})")
-    policy = TITerPolicy(meta["num_entities"], meta["num_relations"], TITerConfig(**meta["model"]),
-                         meta["max_path_length"]).to(device)
+    with seeded_init():  # see checkpoints.load_model
+        policy = TITerPolicy(meta["num_entities"], meta["num_relations"], TITerConfig(**meta["model"]),
+                             meta["max_path_length"]).to(device)
     policy.load_state_dict(obj["policy"])
     return policy, meta

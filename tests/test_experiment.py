@@ -337,3 +337,41 @@ def test_titer_variant_trains_and_evaluates_through_the_same_run_and_evaluation(
     pure = run_variant(c, "pure_rl", 3, tmp_path / "pure", progress=False, rl_epochs=1)
     fp = json.loads((tmp_path / "pure/run_config.json").read_text())["params"]
     assert pure["variant"] == "pure_rl" and not any(k.startswith("titer.") for k in fp)
+
+
+def test_runs_trained_as_threads_equal_runs_trained_alone(ctx, tmp_path, monkeypatch):
+    """A stage trains `train.parallel_runs` seeds as threads of one process. Their initial weights come
+    from torch's process-wide generator: each run must seed it and draw its weights without another
+    run drawing in between, or a run's weights depend on the other's timing. Policy construction is
+    slowed down here so that, without that guarantee, the two runs would interleave for certain."""
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    from raptor.policy import Policy
+
+    c, root = ctx
+
+    def pretrain(seed, tag):
+        pretrain_run(c, seed, tmp_path / tag / f"pre{seed}", root / "labels", [1], progress=False)
+        return json.loads((tmp_path / tag / f"pre{seed}" / "history.json").read_text())
+
+    def rl(seed, tag):
+        s = run_variant(c, "pure_rl", seed, tmp_path / tag / f"rl{seed}", rl_epochs=1, progress=False)
+        return json.loads((tmp_path / tag / f"rl{seed}" / "history.json").read_text()), s["best_val_mrr"]
+
+    alone = {s: (pretrain(s, "alone"), rl(s, "alone")) for s in (6, 7)}
+    original = Policy.__init__
+
+    def slow_init(self, *args, **kwargs):
+        time.sleep(0.05)
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(Policy, "__init__", slow_init)
+    with ThreadPoolExecutor(2) as pool:
+        pre = dict(zip((6, 7), pool.map(lambda s: pretrain(s, "threads"), (6, 7))))
+        rls = dict(zip((6, 7), pool.map(lambda s: rl(s, "threads"), (6, 7))))
+    for s in (6, 7):
+        assert [e["bce"] for e in pre[s]] == [e["bce"] for e in alone[s][0]], s
+        assert [e["reward"] for e in rls[s][0]] == [e["reward"] for e in alone[s][1][0]], s
+        assert rls[s][1] == alone[s][1][1]
+    assert alone[6][0][0]["bce"] != alone[7][0][0]["bce"]  # the seeds differ: the comparison has teeth
