@@ -5,7 +5,9 @@ The pipeline runs its stages one after another in one process, so the process's 
 resident set (``VmHWM``) can be reset by writing ``5`` to ``/proc/self/clear_refs``: :func:`measure`
 resets it on entry and reads it on exit, so each stage gets its own peak. Where that file cannot be
 written (another OS, a restricted container) the lifetime peak is reported and marked as such.
-Memory of other processes (Dask workers) is not counted.
+Memory of other processes (Dask workers) is not counted. The peak is the process's resident memory,
+so it includes heap that an earlier block freed but the allocator kept (:func:`raptor.runtime`'s
+allocator tuning keeps up to 1 GiB): for a block after others it is an upper bound of its own need.
 """
 
 from __future__ import annotations
