@@ -53,7 +53,7 @@ from .config import (SWEEPS_KEY, ConfigError, Params, check_not_stage_graph, fla
 from .constants import METRIC_KEYS, seed_dir
 from .experiment import snapshot_path
 from .io import atomic_write_json, atomic_write_text
-from .report import csv_text
+from .report import csv_text, significance
 from .stats import json_safe, summarize
 
 #: Where a sweep writes unless told otherwise (``{dataset}``, ``{name}`` filled in).
@@ -400,27 +400,55 @@ def collect_results(plan: Plan) -> dict[str, Any]:
     order = {a.name: i for i, a in enumerate(plan.sweep.arms)}
     arms.sort(key=lambda a: (order[a["arm"]], a["variant"]))
     base = {a["variant"]: a["test_mrr_mean"] for a in arms if a["arm"] == DEFAULT_ARM}
+    eval_dirs = {(j.arm, j.variant): str(Path(j.eval_dir).parent) for j in plan.train}
+    incomplete = {(j.arm, j.variant) for j in plan.train if j.run_name in missing}
     for a in arms:
         a["delta_test_mrr"] = a["test_mrr_mean"] - base[a["variant"]] if a["variant"] in base else None
+        pair = ((a["arm"], a["variant"]), (DEFAULT_ARM, a["variant"]))
+        a["vs_default"] = (_vs_default(eval_dirs[pair[0]], eval_dirs[pair[1]])
+                           if a["variant"] in base and a["arm"] != DEFAULT_ARM and not incomplete & set(pair) else None)
     return {"sweep": plan.sweep.name, "dataset": plan.dataset, "runs": runs, "arms": arms, "missing": missing}
+
+
+def _vs_default(arm_eval_dir: str, default_eval_dir: str) -> dict[str, Any]:
+    """An arm's test MRR against the default arm's, same variant and seeds: the paired t-test over
+    seeds (two-sided; ``None`` with fewer than 2 seeds) and, on the per-query reciprocal ranks averaged
+    over seeds, the paired bootstrap (95% CI of the MRR difference) and the Wilcoxon test (both two-sided):
+    :func:`raptor.report.significance`, the test the pipeline applies to the variants."""
+    sig = significance({"arm": arm_eval_dir, DEFAULT_ARM: default_eval_dir}, "arm", DEFAULT_ARM)
+    t = (sig["seed_level"] or {}).get("mrr")
+    pq = sig["per_query"]
+    return {"seeds": sig["seeds"], "queries": pq["n"], "mrr_diff": pq["mrr_diff"],
+            "seed_ttest_p": t["p_two_sided"] if t else None,
+            "bootstrap_ci": [pq["bootstrap"]["ci_low"], pq["bootstrap"]["ci_high"]],
+            "bootstrap_p": pq["bootstrap"]["p_two_sided"], "wilcoxon_p": pq["wilcoxon"]["p_two_sided"]}
 
 
 def _pct(mean: float, std: float) -> str:
     return f"{100 * mean:.2f} ± {100 * std:.2f}"
 
 
+def _p(p: Optional[float]) -> str:
+    return "" if p is None else f"{p:.2g}"
+
+
 def results_markdown(results: Mapping[str, Any]) -> str:
-    """The per-arm table (percent, mean ± sample std over seeds)."""
-    head = ("| arm | overrides | variant | seeds | val MRR | test MRR | Hits@1 | Hits@3 | Hits@10 | Δ test MRR |\n"
-            "|---|---|---|---|---|---|---|---|---|---|\n")
+    """The per-arm table (percent, mean ± sample std over seeds), with each arm's test MRR against the
+    default arm's (:func:`_vs_default`: t-test over seeds, per-query bootstrap CI and Wilcoxon, p two-sided)."""
+    head = ("| arm | overrides | variant | seeds | val MRR | test MRR | Hits@1 | Hits@3 | Hits@10 | Δ test MRR "
+            "| t-test p (seeds) | per-query 95% CI of Δ | Wilcoxon p |\n"
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
     rows = []
     for a in results["arms"]:
         over = ", ".join(f"`{k}: {_value_name(v)}`" for k, v in a["overrides"].items()) or "(base)"
         delta = "" if a["delta_test_mrr"] is None or a["arm"] == DEFAULT_ARM else f"{100 * a['delta_test_mrr']:+.2f}"
+        vs = a.get("vs_default")
+        tests = (f"{_p(vs['seed_ttest_p'])} | [{100 * vs['bootstrap_ci'][0]:+.2f}, {100 * vs['bootstrap_ci'][1]:+.2f}] "
+                 f"| {_p(vs['wilcoxon_p'])}") if vs else " | "
         rows.append(f"| {a['arm']} | {over} | {a['variant']} | {len(a['seeds'])} | "
                     f"{_pct(a['best_val_mrr_mean'], a['best_val_mrr_std'])} | "
                     + " | ".join(_pct(a[f'test_{m}_mean'], a[f'test_{m}_std']) for m in METRIC_KEYS)
-                    + f" | {delta} |")
+                    + f" | {delta} | {tests} |")
     tail = f"\nMissing (not yet trained or evaluated): {', '.join(results['missing'])}\n" if results["missing"] else ""
     return head + "\n".join(rows) + "\n" + tail
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
@@ -170,6 +171,38 @@ def test_results_mean_std_and_delta_against_the_default(tmp_path):
     rows = (Path(plan.out_dir) / "results.csv").read_text().splitlines()
     assert rows[0].startswith("arm,variant,seed") and len(rows) == 4
     assert results_markdown(collect_results(plan)) == md
+
+
+def test_results_test_each_arm_against_the_default_per_query_and_over_seeds(tmp_path):
+    from scipy import stats as sps
+
+    from raptor.ranking import write_predictions
+
+    raw = {**RAW, "sweeps": {"g": {"grid": {"rl.gamma": [0.9]}, "variants": ["raptor"]}}}
+    plan, _ = _plan(tmp_path, raw, "g")
+    ranks = {(DEFAULT_ARM, 0): [1, 2, 4, 1, 3, 5], (DEFAULT_ARM, 1): [2, 2, 4, 1, 3, 1],
+             ("rl.gamma=0.9", 0): [1, 1, 2, 1, 1, 5], ("rl.gamma=0.9", 1): [1, 2, 2, 1, 2, 1]}
+    q = np.arange(6)
+    for job in plan.train:
+        r = np.asarray(ranks[(job.arm, job.seed)], dtype=np.float64)
+        _fake_run(job, 0.5, float(np.mean(1 / r)))
+        write_predictions(Path(job.eval_dir) / "predictions.parquet", q, q, q + 1, q,
+                          np.zeros((6, 1), dtype=np.int64), np.zeros((6, 1)), r)
+    res = write_results(plan)
+    default, gamma = res["arms"]
+    assert default["vs_default"] is None
+    vs = gamma["vs_default"]
+    rr = {k: 1 / np.asarray(v, dtype=np.float64) for k, v in ranks.items()}
+    per_query = (rr[("rl.gamma=0.9", 0)] + rr[("rl.gamma=0.9", 1)] - rr[(DEFAULT_ARM, 0)] - rr[(DEFAULT_ARM, 1)]) / 2
+    assert vs["seeds"] == [0, 1] and vs["queries"] == 6
+    assert vs["mrr_diff"] == pytest.approx(per_query.mean()) == pytest.approx(gamma["delta_test_mrr"])
+    by_seed = [rr[("rl.gamma=0.9", s)].mean() for s in (0, 1)], [rr[(DEFAULT_ARM, s)].mean() for s in (0, 1)]
+    assert vs["seed_ttest_p"] == pytest.approx(sps.ttest_rel(*by_seed).pvalue)
+    assert vs["wilcoxon_p"] == pytest.approx(sps.wilcoxon(per_query[per_query != 0]).pvalue)
+    lo, hi = vs["bootstrap_ci"]
+    assert 0 <= lo < per_query.mean() < hi <= per_query.max()  # no query got worse
+    md = (Path(plan.out_dir) / "results.md").read_text()
+    assert f"| [{100 * lo:+.2f}, {100 * hi:+.2f}] |" in md
 
 
 def test_overrides_key_wins_over_the_profile_and_loses_to_the_local_file(tmp_path):

@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# Long runs (the paper's budget: hours each) from a pinned commit, so later commits neither restart nor
+# silently alter them. Everything lives under .longruns/ (git-ignored; LONGRUN_DIR to move it):
+#   src/         a git worktree at the pinned commit (made by the first `start`; later starts reuse it)
+#   params.yaml  that commit's params.yaml plus the --set overrides (written by the first `start`)
+#   data/DS/     ingested data, graph and label tables, made from src/ when missing
+#   runs/DS/VARIANT/seedS/  `raptor train` outputs, resumed from their checkpoints; train.log beside them
+#
+#   scripts/longrun.sh start [--commit REV] [--dataset DS] [--set KEY=VALUE]... VARIANT:SEED...
+#   scripts/longrun.sh status       one line per run: epochs done, best validation MRR, alive or not
+#   scripts/longrun.sh stop         SIGTERM to the runs (each resumes from its last checkpoint)
+#
+# Runs start in the background with nohup at the lowest CPU priority (nice 19, and their autogroup too,
+# so an interactive shell's work is not slowed), one process per VARIANT:SEED. Starting a run that is
+# already alive does nothing. Example, the paper's budget in bfloat16 with one thread per run:
+#   scripts/longrun.sh start --set train.precision=bfloat16 --set train.num_threads=1 raptor:0 pure_rl:0
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+dir="${LONGRUN_DIR:-$root/.longruns}"
+cmd="${1:-}"; [ $# -gt 0 ] && shift
+commit=HEAD; dataset=ICEWS14; sets=(); runs=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --commit) commit="$2"; shift 2 ;;
+    --dataset) dataset="$2"; shift 2 ;;
+    --set) sets+=("$2"); shift 2 ;;
+    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -*) echo "longrun.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
+    *) runs+=("$1"); shift ;;
+  esac
+done
+case "$cmd" in start|status|stop) ;; -h|--help|"") sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  *) echo "longrun.sh: unknown command '$cmd' (start, status, stop)" >&2; exit 2 ;; esac
+
+py="$root/.venv/bin/python"
+[ -x "$py" ] || { echo "longrun.sh: no .venv: run scripts/setup.sh first" >&2; exit 1; }
+# Relative paths in params (a dataset's raw_dir) are read from the repository root, as in the pipeline.
+raptor() { PYTHONPATH="$dir/src" "$py" -m raptor.cli "$@"; }
+params="$dir/params.yaml"
+
+if [ "$cmd" = status ]; then
+  [ -d "$dir/runs" ] || { echo "no long runs under $dir"; exit 0; }
+  echo "source: $(git -C "$dir/src" rev-parse --short HEAD 2>/dev/null || echo '?') ($dir/src)"
+  for out in "$dir"/runs/*/*/seed*; do
+    [ -d "$out" ] || continue
+    pid=$(cat "$out/pid" 2>/dev/null || true)
+    alive=stopped; [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && alive="running (pid $pid)"
+    "$py" - "$out" "$alive" <<'PY'
+import json, sys
+from pathlib import Path
+out, alive = Path(sys.argv[1]), sys.argv[2]
+def last(path):
+    try:
+        h = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None, None
+    vals = [r["val_mrr"] for r in h if r.get("val_mrr") is not None]
+    return (h[-1]["epoch"] + 1 if h else 0), (max(vals) if vals else None)
+pre, _ = last(out / "pretrain" / "history.json")
+rl, best = last(out / "rl" / "history.json")
+done = (out / "rl" / "summary.json").exists()
+parts = [f"{'/'.join(out.parts[-3:])}:"]
+if pre is not None:
+    parts.append(f"pretraining {pre} epochs,")
+parts.append(f"RL {rl or 0} epochs" + (" (finished)" if done else "") + ",")
+parts.append(f"best val MRR {best:.4f}," if best is not None else "no validation yet,")
+parts.append(alive)
+print(" ".join(parts))
+PY
+  done
+  exit 0
+fi
+
+if [ "$cmd" = stop ]; then
+  for f in "$dir"/runs/*/*/seed*/pid; do
+    [ -f "$f" ] || continue
+    pid=$(cat "$f"); kill -0 "$pid" 2>/dev/null && { kill "$pid"; echo "stopped pid $pid ($(dirname "$f"))"; }
+  done
+  exit 0
+fi
+
+[ ${#runs[@]} -gt 0 ] || { echo "longrun.sh start: name at least one VARIANT:SEED (e.g. raptor:0)" >&2; exit 2; }
+mkdir -p "$dir"
+if [ ! -d "$dir/src" ]; then
+  git worktree add --detach "$dir/src" "$commit" >/dev/null
+  echo "pinned $(git -C "$dir/src" rev-parse --short HEAD) in $dir/src"
+elif [ "$commit" != HEAD ] && [ "$(git rev-parse "$commit")" != "$(git -C "$dir/src" rev-parse HEAD)" ]; then
+  echo "longrun.sh: $dir/src is pinned at $(git -C "$dir/src" rev-parse --short HEAD), not $commit; stop the runs" \
+       "and remove it (git worktree remove $dir/src) to pin another commit" >&2; exit 1
+fi
+if [ ! -f "$dir/params.yaml" ]; then
+  "$py" - "$dir/src/params.yaml" "$dir/params.yaml" "${sets[@]+"${sets[@]}"}" <<'PY'
+import sys
+import yaml
+src, dst, sets = sys.argv[1], sys.argv[2], sys.argv[3:]
+over = {}
+for s in sets:
+    key, sep, value = s.partition("=")
+    if not sep:
+        sys.exit(f"longrun.sh: --set {s!r}: expected KEY=VALUE")
+    over[key] = yaml.safe_load(value)
+text = open(src).read()
+if over:
+    text += "\n# longrun.sh --set\noverrides:\n" + "".join(f"  {k}: {yaml.safe_dump(v, default_flow_style=True).strip().removesuffix('...').strip()}\n"
+                                                          for k, v in over.items())
+open(dst, "w").write(text)
+PY
+  echo "wrote $dir/params.yaml (overrides: ${sets[*]:-none})"
+elif [ ${#sets[@]} -gt 0 ]; then
+  echo "longrun.sh: $dir/params.yaml exists; --set is only read by the first start (edit it, or remove it and the runs)" >&2
+  exit 1
+fi
+# Fail here, with the key named, rather than in every background run.
+PYTHONPATH="$dir/src" "$py" -c "import sys; from raptor.config import load_params; load_params(sys.argv[1])" "$params"
+
+data="$dir/data/$dataset"
+mkdir -p "$data"
+[ -f "$data/ingested/meta.json" ] || raptor ingest --dataset "$dataset" --params "$params" --out "$data/ingested"
+[ -f "$data/graph.npz" ] || raptor graph --data "$data/ingested" --out "$data/graph.npz"
+for spec in "${runs[@]}"; do
+  variant="${spec%%:*}"; seed="${spec#*:}"
+  [ "$variant" != "$spec" ] || { echo "longrun.sh: '$spec': expected VARIANT:SEED" >&2; exit 2; }
+  labels=()
+  if [ "$variant" = raptor ]; then
+    [ -f "$data/labels/summary.json" ] || raptor label --data "$data/ingested" --params "$params" --out "$data/labels"
+    labels=(--labels "$data/labels")
+  fi
+  out="$dir/runs/$dataset/$variant/seed$seed"
+  mkdir -p "$out"
+  if [ -f "$out/pid" ] && kill -0 "$(cat "$out/pid")" 2>/dev/null; then
+    echo "$variant seed $seed: already running (pid $(cat "$out/pid"))"; continue
+  fi
+  (PYTHONPATH="$dir/src" nohup nice -n 19 "$py" -m raptor.cli train --data "$data/ingested" \
+     --graph "$data/graph.npz" --out "$out" --variant "$variant" --seed "$seed" --params "$params" \
+     "${labels[@]+"${labels[@]}"}" --no-progress >> "$out/train.log" 2>&1 & echo $! > "$out/pid")
+  pid=$(cat "$out/pid")
+  echo 19 > "/proc/$pid/autogroup" 2>/dev/null || true
+  echo "$variant seed $seed: started (pid $pid), log $out/train.log"
+done
