@@ -50,7 +50,8 @@ class BeamResult:
 
 @dataclass(frozen=True)
 class Beams:
-    """All final beams of a set of queries: ``[Q, W]`` (rows with ``score = -inf`` are dead)."""
+    """All final beams of a set of queries: ``[Q, W]``, best first; a query with fewer than ``W`` beams is
+    padded with dead ones (``score = -inf``, paths ``-1``)."""
 
     score: np.ndarray  # float32 [Q, W]
     entity: np.ndarray  # int64 [Q, W, K] entity after each hop
@@ -106,7 +107,14 @@ def aggregate_scores(final_entity: np.ndarray, score: np.ndarray, score_rule: st
 @torch.inference_mode()
 def search_beams(policy: Policy, env: TemporalEnv, queries: np.ndarray, beam_size: int,
                  precision: str = "float32", device="cpu") -> Beams:
-    """Final beams of ``[Q, >=3]`` queries ``(e_q, r_q, [o_q,] t_q)`` (one chunk, all at once)."""
+    """Final beams of ``[Q, >=3]`` queries ``(e_q, r_q, [o_q,] t_q)`` (one chunk, all at once).
+
+    The live beams of all queries are one flat batch of rows, grouped by query, best first within a
+    query. A query with fewer than ``beam_size`` expansions keeps fewer beams: no row is spent on a
+    dead (``-inf``) beam, which at the first step after the start is about a quarter of ICEWS14's
+    rows (queries with fewer than ``beam_size`` candidate actions). The top-k of a step is taken over
+    ``[Q, W x A]``, every query's expansions padded with ``-inf`` to the widest query's.
+    """
     queries = np.asarray(queries, dtype=np.int64)
     state = env.reset(queries, with_answer=False)
     Q = state.batch_size
@@ -115,37 +123,36 @@ def search_beams(policy: Policy, env: TemporalEnv, queries: np.ndarray, beam_siz
     with autocast(precision, device):
         q_all = query_context(policy, state, device)
         h, c = policy.initial_path_state(Q)
-        width = 1
-        beam_score = torch.zeros(Q, 1, device=device)
-        row_query = np.arange(Q)  # query of each row
+        beam_score = torch.zeros(Q, device=device)  # [N] log-probability of each live beam
+        row_query = np.arange(Q)  # [N] query of each row, non-decreasing
         for k in range(K):
+            N = len(row_query)
+            start = np.searchsorted(row_query, np.arange(Q))  # first row of each query
+            rank = np.arange(N) - start[row_query]  # position of a row among its query's beams
+            width = int(rank.max()) + 1
             cands = env.candidates(state)
             ct = candidate_tensors(state, cands, device)
-            if k == 0:
-                q = q_all
-            else:
-                q = policy.select_rows(q_all, torch.from_numpy(row_query).to(device))
+            q = q_all if k == 0 else policy.select_rows(q_all, torch.from_numpy(row_query).to(device))
             s, _ = policy.heads(q, h, k, critic=False)
             z = policy.candidate_logits(s, ct.entity, ct.relation, ct.dt, ct.mask)
             logp = torch.log_softmax(z.float(), dim=1)  # [N, A]
             A = logp.shape[1]
-            total = (beam_score.reshape(-1, 1) + logp).reshape(Q, width * A)
-            new_width = min(beam_size, width * A)
-            top_score, top_idx = torch.topk(total, new_width, dim=1)  # sorted, best first
-            top_idx = top_idx.cpu()
-            parent = (top_idx // A).numpy()
-            slot = (top_idx % A).numpy()
-            rows = (np.arange(Q)[:, None] * width + parent).reshape(-1)
-            slot = slot.reshape(-1)
-            dead = ~np.isfinite(top_score.cpu().numpy().reshape(-1))
-            slot[dead] = 0  # dead beams follow STOP of their parent (always valid), score stays -inf
-            e = cands.entity[rows, slot]
-            r = cands.relation[rows, slot]
-            t = cands.time[rows, slot]
+            total = beam_score[:, None] + logp  # [N, A]
+            if N < Q * width:  # some query has fewer beams: pad its rows with -inf (row copies)
+                padded = torch.full((Q * width, A), -torch.inf, device=device)
+                total = padded.index_copy_(0, torch.from_numpy(row_query * width + rank).to(device), total)
+            total = total.view(Q, width * A)
+            top_score, top_idx = torch.topk(total, min(beam_size, width * A), dim=1)  # sorted, best first
+            keep = torch.isfinite(top_score).cpu().numpy()
+            top_idx = top_idx.cpu().numpy()
+            query_of = np.nonzero(keep)[0]  # row-major: grouped by query, best first
+            idx = top_idx[keep]
+            rows = start[query_of] + idx // A
+            slot = idx % A
+            e, r, t = cands.entity[rows, slot], cands.relation[rows, slot], cands.time[rows, slot]
             state = env.move(state.take(rows), e, r, t)
-            beam_score = top_score
-            width = new_width
-            row_query = np.repeat(np.arange(Q), width)
+            beam_score = top_score[torch.from_numpy(keep).to(device)]
+            row_query = query_of
             if k < K - 1:
                 rows_t = torch.from_numpy(rows).to(device)
                 if h.stride(0) == 0:  # still the shared h_0: keep it shared (cheaper LSTM step)
@@ -154,12 +161,18 @@ def search_beams(policy: Policy, env: TemporalEnv, queries: np.ndarray, beam_siz
                     h, c = h[rows_t], c[rows_t]
                 dt = torch.from_numpy(state.query_time - state.time).to(device)
                 h, c = policy.advance_path((h, c), torch.from_numpy(e).to(device), torch.from_numpy(r).to(device), dt)
-    return Beams(
-        score=beam_score.float().cpu().numpy().reshape(Q, width),
-        entity=state.path_entity.reshape(Q, width, K),
-        relation=state.path_relation.reshape(Q, width, K),
-        time=state.path_time.reshape(Q, width, K),
-    )
+    # back to [Q, W]: a query's beams first, then dead padding (score -inf, paths -1)
+    start = np.searchsorted(row_query, np.arange(Q))
+    rank = np.arange(len(row_query)) - start[row_query]
+    W = int(rank.max()) + 1
+    score = np.full((Q, W), -np.inf, dtype=np.float32)
+    score[row_query, rank] = beam_score.float().cpu().numpy()
+    paths = []
+    for a in (state.path_entity, state.path_relation, state.path_time):
+        out = np.full((Q, W, K), -1, dtype=np.int64)
+        out[row_query, rank] = a
+        paths.append(out)
+    return Beams(score, *paths)
 
 
 def beam_search(policy: Policy, env: TemporalEnv, queries: np.ndarray, eval_cfg: EvalConfig = EvalConfig(),

@@ -111,45 +111,51 @@ def training_epoch_flops(model: ModelConfig, queries: int, batch: int, max_path_
     return WorkCount(gemm=g * scale, kernel=(f + b) * scale)
 
 
-def beam_gemms(model: ModelConfig, queries: int, beam: int, max_path_length: int, actions: int | Sequence[int],
-               num_relations: int, time_rows: int | Sequence[int]) -> list[Gemm]:
+def beam_rows(queries: int, beam: int, max_path_length: int, actions: int | Sequence[int]) -> list[int]:
+    """Rows (live beams) scored at each step when every query has ``A_k`` candidate slots at step ``k``
+    (``actions``: one value for every step or one per step): ``Q``, then ``Q * min(beam, width * A_k)``;
+    the most a beam search can score (a query with fewer candidates keeps fewer beams)."""
+    acts = [actions] * max_path_length if isinstance(actions, int) else list(actions)
+    out, width = [], 1
+    for k in range(max_path_length):
+        out.append(queries * width)
+        width = min(beam, width * acts[k])
+    return out
+
+
+def beam_gemms(model: ModelConfig, queries: int, rows: Sequence[int], num_relations: int,
+               time_rows: int | Sequence[int]) -> list[Gemm]:
     """The GEMMs of a beam search over ``queries`` queries (forward only; the actor only in the heads,
-    but the critic's query block is computed with the actor's). Row counts: ``Q`` at step 0, then
-    ``Q * width`` with ``width = min(beam, width * A_k)``; ``actions`` is ``A_k``, the candidate slots
-    of step ``k`` (at most ``max_actions + 1``; one value for every step or one per step), and
-    ``time_rows`` likewise per step or one bound."""
+    but the critic's query block is computed with the actor's). ``rows[k]`` is the number of live beams
+    scored at step ``k`` (``rows[0] = Q``; :func:`beam_rows` for the most), so ``K = len(rows)``; the LSTM
+    after step ``k`` feeds the ``rows[k + 1]`` surviving beams. ``time_rows``: the time table's rows, per
+    step or one bound."""
     de, dr, dt, dk, H = model.entity_dim, model.relation_dim, model.time_dim, model.step_dim, model.mlp_hidden_dim
     da, dq, ds = de + dr, de + dr, dr - dt
     R2 = 2 * num_relations + 2
-    K = max_path_length
-    acts = [actions] * K if isinstance(actions, int) else list(actions)
+    K = len(rows)
     trows = [time_rows] * K if isinstance(time_rows, int) else list(time_rows)
     out = [Gemm("actor_query", queries, dq, H), Gemm("critic_query", queries, dq, H),
            Gemm("actor_step", K, dk, H), Gemm("critic_step", K, dk, H),
            Gemm("lstm_init_ih", 1, da, 4 * da), Gemm("lstm_init_hh", 1, da, 4 * da)]
-    width = 1
     for k in range(K):
-        rows = queries * width
-        out += [Gemm(f"actor_h[{k}]", rows, da, H), Gemm(f"actor_out[{k}]", rows, H, da),
-                Gemm(f"score_relation[{k}]", rows, ds, R2), Gemm(f"score_time[{k}]", rows, dt, trows[k])]
-        shared = width == 1  # h is still the shared h_0
-        width = min(beam, width * acts[k])
+        out += [Gemm(f"actor_h[{k}]", rows[k], da, H), Gemm(f"actor_out[{k}]", rows[k], H, da),
+                Gemm(f"score_relation[{k}]", rows[k], ds, R2), Gemm(f"score_time[{k}]", rows[k], dt, trows[k])]
         if k < K - 1:
-            out += [Gemm(f"lstm_ih[{k}]", queries * width, da, 4 * da),
-                    Gemm(f"lstm_hh[{k}]", 1 if shared else queries * width, da, 4 * da)]
+            shared = k == 0  # h is still the shared h_0: W_hh h_0 for one row
+            out += [Gemm(f"lstm_ih[{k}]", rows[k + 1], da, 4 * da),
+                    Gemm(f"lstm_hh[{k}]", 1 if shared else rows[k + 1], da, 4 * da)]
     return out
 
 
 def beam_query_flops(model: ModelConfig, beam: int, max_path_length: int, max_actions: int, num_relations: int,
                      time_rows: int) -> WorkCount:
-    """FLOPs of evaluating one query by beam search (amortised over a chunk of 1,000 queries)."""
+    """FLOPs of evaluating one query by beam search when every state has ``max_actions + 1`` actions
+    (an upper bound: queries with fewer candidates keep fewer beams), amortised over a chunk of 1,000."""
     chunk = 1000
-    gemms = beam_gemms(model, chunk, beam, max_path_length, max_actions + 1, num_relations, time_rows)
-    rows, width = 0, 1
-    for _ in range(max_path_length):
-        rows += chunk * width
-        width = min(beam, width * (max_actions + 1))
-    f, _ = scoring_kernel_flops(model, rows, max_actions + 1)
+    rows = beam_rows(chunk, beam, max_path_length, max_actions + 1)
+    gemms = beam_gemms(model, chunk, rows, num_relations, time_rows)
+    f, _ = scoring_kernel_flops(model, sum(rows), max_actions + 1)
     return WorkCount(gemm=sum(g.forward for g in gemms) / chunk, kernel=f / chunk)
 
 

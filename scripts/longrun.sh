@@ -4,15 +4,18 @@
 #   src/         a git worktree at the pinned commit (made by the first `start`; later starts reuse it)
 #   params.yaml  that commit's params.yaml plus the --set overrides (written by the first `start`)
 #   data/DS/     ingested data, graph and label tables, made from src/ when missing
-#   runs/DS/VARIANT/seedS/  `raptor train` outputs, resumed from their checkpoints; train.log beside them
+#   runs/DS/VARIANT/seedS/  `raptor train` outputs (pretrain/, rl/), resumed from their checkpoints, then
+#                           eval/: `raptor evaluate` of rl/best.pt on test; train.log beside them
+# `raptor results "paper budget=.longruns/runs" ...` puts them on the results page.
 #
 #   scripts/longrun.sh start [--commit REV] [--dataset DS] [--set KEY=VALUE]... VARIANT:SEED...
 #   scripts/longrun.sh status       one line per run: epochs done, best validation MRR, alive or not
 #   scripts/longrun.sh stop         SIGTERM to the runs (each resumes from its last checkpoint)
 #
-# Runs start in the background with nohup at the lowest CPU priority (nice 19, and their autogroup too,
-# so an interactive shell's work is not slowed), one process per VARIANT:SEED. Starting a run that is
-# already alive does nothing. Example, the paper's budget in bfloat16 with one thread per run:
+# Runs start in the background with nohup, each in its own session at the lowest CPU priority (nice 19,
+# and its scheduler autogroup too, so work started from a shell is not slowed), one job per VARIANT:SEED:
+# train, resuming from the checkpoint, then test. Starting a run that is alive, or finished and tested,
+# does nothing. Example, the paper's budget in bfloat16 with one thread per run:
 #   scripts/longrun.sh start --set train.precision=bfloat16 --set train.num_threads=1 raptor:0 pure_rl:0
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,12 +28,12 @@ while [ $# -gt 0 ]; do
     --commit) commit="$2"; shift 2 ;;
     --dataset) dataset="$2"; shift 2 ;;
     --set) sets+=("$2"); shift 2 ;;
-    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     -*) echo "longrun.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) runs+=("$1"); shift ;;
   esac
 done
-case "$cmd" in start|status|stop) ;; -h|--help|"") sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+case "$cmd" in start|status|stop) ;; -h|--help|"") awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
   *) echo "longrun.sh: unknown command '$cmd' (start, status, stop)" >&2; exit 2 ;; esac
 
 py="$root/.venv/bin/python"
@@ -131,9 +134,13 @@ for spec in "${runs[@]}"; do
   if [ -f "$out/pid" ] && kill -0 "$(cat "$out/pid")" 2>/dev/null; then
     echo "$variant seed $seed: already running (pid $(cat "$out/pid"))"; continue
   fi
-  (PYTHONPATH="$dir/src" nohup nice -n 19 "$py" -m raptor.cli train --data "$data/ingested" \
-     --graph "$data/graph.npz" --out "$out" --variant "$variant" --seed "$seed" --params "$params" \
-     "${labels[@]+"${labels[@]}"}" --no-progress >> "$out/train.log" 2>&1 & echo $! > "$out/pid")
+  if [ -f "$out/eval/metrics.json" ]; then echo "$variant seed $seed: finished and evaluated"; continue; fi
+  # train (resuming from the checkpoint), then test the best-validation model: one background job
+  (PYTHONPATH="$dir/src" nohup setsid nice -n 19 sh -c '"$0" -m raptor.cli train --data "$1" --graph "$2" --out "$3" \
+       --variant "$4" --seed "$5" --params "$6" $7 --no-progress && "$0" -m raptor.cli evaluate \
+       --model "$3/rl/best.pt" --data "$1" --graph "$2" --params "$6" --split test --out "$3/eval"' \
+     "$py" "$data/ingested" "$data/graph.npz" "$out" "$variant" "$seed" "$params" "${labels[*]+${labels[*]}}" \
+     >> "$out/train.log" 2>&1 & echo $! > "$out/pid")
   pid=$(cat "$out/pid")
   echo 19 > "/proc/$pid/autogroup" 2>/dev/null || true
   echo "$variant seed $seed: started (pid $pid), log $out/train.log"

@@ -11,7 +11,7 @@ from helpers import synthetic_env
 from raptor.beam import search_beams
 from raptor.config import EnvConfig, ModelConfig, RLConfig
 from raptor.env import TemporalEnv
-from raptor.flops import beam_gemms, training_epoch_flops, training_gemms
+from raptor.flops import beam_gemms, beam_rows, training_epoch_flops, training_gemms
 from raptor.policy import Policy
 from raptor.rl import actor_critic_loss
 from raptor.rollout import rollout
@@ -27,16 +27,16 @@ def setup():
     return env, q["train"], E, R
 
 
-def _time_rows(policy, widths=None):
+def _time_rows(policy, rows=None):
     """Record the time-table rows of every scoring call (they depend on the batch's largest dt) and,
-    with ``widths``, the candidate slots of every step."""
+    with ``rows``, the rows (states) scored at every step."""
     seen = []
     orig = policy.candidate_logits
 
     def wrapped(s, entity, relation, dt, mask=None):
         seen.append(int(dt.max()) + 1)
-        if widths is not None:
-            widths.append(entity.shape[1])
+        if rows is not None:
+            rows.append(entity.shape[0])
         return orig(s, entity, relation, dt, mask)
 
     policy.candidate_logits = wrapped
@@ -73,12 +73,13 @@ def test_beam_gemm_count_equals_torchs_flop_counter(setup, first):
     env, q, E, R = setup
     torch.manual_seed(0)
     policy = Policy(E, R, SMALL, 3)
-    widths = []
-    seen = _time_rows(policy, widths)
+    rows = []
+    seen = _time_rows(policy, rows)
     Q, beam = 16, 7
     with torch.no_grad(), FlopCounterMode(display=False) as counter:
         search_beams(policy, env, q[first:first + Q], beam)
-    assert counter.get_total_flops() == sum(g.forward for g in beam_gemms(SMALL, Q, beam, 3, widths, R, seen))
+    assert rows[0] == Q and all(r <= b for r, b in zip(rows, beam_rows(Q, beam, 3, 31)))
+    assert counter.get_total_flops() == sum(g.forward for g in beam_gemms(SMALL, Q, rows, R, seen))
 
 
 def test_paper_configuration_epoch_is_about_two_tflop():

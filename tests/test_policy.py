@@ -90,6 +90,31 @@ def test_lstm_cell_matches_torch_lstmcell():
     torch.testing.assert_close(c1, c2)
 
 
+@pytest.mark.parametrize("precision, tol", [("float32", 1e-6), ("bfloat16", 2e-2)])
+@pytest.mark.parametrize("shared", [True, False])
+def test_lstm_cell_without_autograd_equals_the_autograd_path(precision, tol, shared):
+    """Beam search's LSTM step (fused bias, one sigmoid over the four gates) is the same function."""
+    from raptor.runtime import autocast
+
+    torch.manual_seed(3)
+    pol = Policy(5, 2, SMALL)
+    pol.INFERENCE_BLOCK_ROWS = 128  # three blocks, the last one partial
+    da = pol.d_action
+    x = torch.randn(300, da)
+    if shared:
+        h0, c0 = pol.initial_path_state(300)
+    else:
+        h0, c0 = torch.randn(300, da), torch.randn(300, da)
+    with autocast(precision):
+        h1, c1 = pol.lstm_cell(x, (h0, c0))  # autograd path (the parameters require grad)
+        with torch.inference_mode():
+            h2, c2 = pol.lstm_cell(x, (h0, c0))
+    assert h1.requires_grad and not h2.requires_grad
+    assert h2.dtype == c2.dtype == torch.float32 and h2.shape == c2.shape == (300, da)
+    torch.testing.assert_close(h2, h1.detach(), atol=tol, rtol=tol)
+    torch.testing.assert_close(c2, c1.detach(), atol=tol, rtol=tol)
+
+
 def test_shapes_masking_and_softmax():
     torch.manual_seed(3)
     rng = np.random.default_rng(3)
