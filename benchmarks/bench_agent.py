@@ -124,8 +124,8 @@ def gemm_rate(gemms, precision: str, repeats: int = 5, min_seconds: float = 0.2)
     return {"gflops_best": total / best_t / 1e9, "gflops_median": total / med_t / 1e9, "shapes": len(shapes)}
 
 
-def bound(result_train: dict, result_beam: dict, precision: str, num_relations: int, time_rows: int,
-          train_queries: int) -> dict:
+def bound(result_train: dict, result_beam: dict, precision: str, num_entities: int, num_relations: int,
+          time_rows: int, train_queries: int) -> dict:
     """Distance to the hardware limit: counted FLOPs over measured seconds, against the machine's GEMM
     rate at the same shapes (``raptor/flops.py``: the formula, tested against torch's FLOP counter)."""
     from raptor.flops import beam_query_flops, training_epoch_flops, training_gemms
@@ -142,7 +142,8 @@ def bound(result_train: dict, result_beam: dict, precision: str, num_relations: 
     if result_beam:
         # the work the search did (live beams only; counted during the timed run) and, for reference,
         # the most it could do (every state with 151 actions)
-        full = beam_query_flops(cfg, result_beam.get("beam", 100), 3, 150, num_relations, time_rows).total
+        full = beam_query_flops(cfg, result_beam.get("beam", 100), 3, 150, num_entities, num_relations, time_rows,
+                                result_beam["queries"]).total
         flop = result_beam.get("flop_per_query", full)
         sec = result_beam["ms_per_query"] / 1e3
         lim = flop / (rate["gflops_best"] * 1e9)
@@ -151,11 +152,11 @@ def bound(result_train: dict, result_beam: dict, precision: str, num_relations: 
     return out
 
 
-def count_beam_flops(policy, num_relations: int):
-    """Wrap ``policy.candidate_logits`` to record every scoring call of a beam search; returns
-    ``(calls, flops)``: ``flops(K)`` is the FLOPs of the recorded searches (``raptor/flops.py``, counted
-    from the rows and actions each step actually scored)."""
-    from raptor.flops import beam_gemms, scoring_kernel_flops
+def count_beam_flops(policy, num_entities: int, num_relations: int, time_rows: int):
+    """Wrap ``policy.candidate_logits`` to record every scoring call of one ``beam_search`` call; returns
+    ``(calls, flops)``: ``flops(K)`` is the FLOPs of the recorded search (``raptor/flops.py``, counted
+    from the rows and actions each step actually scored, plus the LSTM input tables once)."""
+    from raptor.flops import beam_gemms, path_table_gemms, scoring_kernel_flops
 
     calls = []
     orig = policy.candidate_logits
@@ -167,7 +168,7 @@ def count_beam_flops(policy, num_relations: int):
     policy.candidate_logits = wrapped
 
     def flops(K: int) -> float:
-        total = 0.0
+        total = sum(g.forward for g in path_table_gemms(ModelConfig(), num_entities, num_relations, time_rows))
         for i in range(0, len(calls), K):
             chunk = calls[i:i + K]
             rows = [c[0] for c in chunk]
@@ -181,7 +182,8 @@ def count_beam_flops(policy, num_relations: int):
 def bench_beam(env, policy, queries, precision, chunk, beam):
     cfg = EvalConfig(beam_size=beam)
     beam_search(policy, env, queries[:chunk], cfg, precision=precision, chunk_size=chunk)  # warm-up
-    calls, flops = count_beam_flops(policy, (env.graph.num_relations))
+    calls, flops = count_beam_flops(policy, env.graph.num_entities, env.graph.num_relations,
+                                    int(queries[:, -1].max()) + 1)
     t, c = time.perf_counter(), time.process_time()
     res = beam_search(policy, env, queries, cfg, precision=precision, chunk_size=chunk)
     wall, cpu = time.perf_counter() - t, time.process_time() - c
@@ -289,7 +291,7 @@ def main() -> None:
             run["beam"] = bench_beam(env, policy, test_q, precision, args.chunk, args.beam)
             print(precision, "beam", json.dumps(run["beam"]), "load", load_avg(), flush=True)
         time_rows = int(max(int(a[:, 3].max()) for a in splits.values())) + 1
-        run["bound"] = bound(run.get("train"), run.get("beam"), precision, R, time_rows, len(train_q))
+        run["bound"] = bound(run.get("train"), run.get("beam"), precision, E, R, time_rows, len(train_q))
         print(precision, "bound", json.dumps(run["bound"]), flush=True)
         result["runs"][precision] = run
     if args.compare_epochs:

@@ -26,6 +26,7 @@ candidate construction, the policy forward and the top-k selection are batched o
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
 
 import numba
 import numpy as np
@@ -104,9 +105,16 @@ def aggregate_scores(final_entity: np.ndarray, score: np.ndarray, score_rule: st
     return out_ent, out_score
 
 
+def path_tables(policy: Policy, queries: np.ndarray) -> Optional[dict]:
+    """The policy's LSTM input tables (:meth:`raptor.policy.Policy.path_input_tables`) for ``queries``
+    (their largest ``t_q`` bounds every ``dt``), or ``None`` for a policy without them (TITer's)."""
+    make = getattr(policy, "path_input_tables", None)
+    return None if make is None else make(int(np.asarray(queries)[:, -1].max()))
+
+
 @torch.inference_mode()
 def search_beams(policy: Policy, env: TemporalEnv, queries: np.ndarray, beam_size: int,
-                 precision: str = "float32", device="cpu") -> Beams:
+                 precision: str = "float32", device="cpu", tables: Optional[dict] = None) -> Beams:
     """Final beams of ``[Q, >=3]`` queries ``(e_q, r_q, [o_q,] t_q)`` (one chunk, all at once).
 
     The live beams of all queries are one flat batch of rows, grouped by query, best first within a
@@ -120,6 +128,9 @@ def search_beams(policy: Policy, env: TemporalEnv, queries: np.ndarray, beam_siz
     Q = state.batch_size
     K = env.K
     policy.eval()
+    if tables is None:
+        tables = path_tables(policy, queries)
+    lstm_kw = {} if tables is None else {"tables": tables}
     with autocast(precision, device):
         q_all = query_context(policy, state, device)
         h, c = policy.initial_path_state(Q)
@@ -160,7 +171,8 @@ def search_beams(policy: Policy, env: TemporalEnv, queries: np.ndarray, beam_siz
                 else:
                     h, c = h[rows_t], c[rows_t]
                 dt = torch.from_numpy(state.query_time - state.time).to(device)
-                h, c = policy.advance_path((h, c), torch.from_numpy(e).to(device), torch.from_numpy(r).to(device), dt)
+                h, c = policy.advance_path((h, c), torch.from_numpy(e).to(device), torch.from_numpy(r).to(device), dt,
+                                           **lstm_kw)
     # back to [Q, W]: a query's beams first, then dead padding (score -inf, paths -1)
     start = np.searchsorted(row_query, np.arange(Q))
     rank = np.arange(len(row_query)) - start[row_query]
@@ -189,9 +201,11 @@ def beam_search(policy: Policy, env: TemporalEnv, queries: np.ndarray, eval_cfg:
     path_relation = np.full((Q, K), -1, dtype=np.int64)
     path_time = np.full((Q, K), -1, dtype=np.int64)
     path_score = np.full(Q, -np.inf, dtype=np.float32)
+    with torch.inference_mode():
+        tables = path_tables(policy, queries)  # once: the weights do not change during the search
     for lo in progress_bar(range(0, Q, chunk_size), desc="beam search", enabled=progress, nested=True):
         hi = min(Q, lo + chunk_size)
-        beams = search_beams(policy, env, queries[lo:hi], W, precision, device)
+        beams = search_beams(policy, env, queries[lo:hi], W, precision, device, tables)
         ent, sc = aggregate_scores(beams.entity[:, :, -1], beams.score, eval_cfg.score_rule)
         w = ent.shape[1]
         cand_entity[lo:hi, :w] = ent

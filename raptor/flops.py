@@ -142,21 +142,33 @@ def beam_gemms(model: ModelConfig, queries: int, rows: Sequence[int], num_relati
         out += [Gemm(f"actor_h[{k}]", rows[k], da, H), Gemm(f"actor_out[{k}]", rows[k], H, da),
                 Gemm(f"score_relation[{k}]", rows[k], ds, R2), Gemm(f"score_time[{k}]", rows[k], dt, trows[k])]
         if k < K - 1:
-            shared = k == 0  # h is still the shared h_0: W_hh h_0 for one row
-            out += [Gemm(f"lstm_ih[{k}]", rows[k + 1], da, 4 * da),
-                    Gemm(f"lstm_hh[{k}]", 1 if shared else rows[k + 1], da, 4 * da)]
+            # the input part W_ih a is a sum of table rows (path_table_gemms, once per search); W_hh h
+            # is computed for one row while h is the shared h_0
+            shared = k == 0
+            out += [Gemm(f"lstm_hh[{k}]", 1 if shared else rows[k + 1], da, 4 * da)]
     return out
 
 
-def beam_query_flops(model: ModelConfig, beam: int, max_path_length: int, max_actions: int, num_relations: int,
-                     time_rows: int) -> WorkCount:
+def path_table_gemms(model: ModelConfig, num_entities: int, num_relations: int, time_rows: int) -> list[Gemm]:
+    """The GEMMs of :meth:`raptor.policy.Policy.path_input_tables` (once per beam search call): the LSTM's
+    input weights applied to every entity, relation and time difference (``time_rows = max dt + 1``)."""
+    de, dr, dt = model.entity_dim, model.relation_dim, model.time_dim
+    da = de + dr
+    return [Gemm("path_table_entity", num_entities + 1, de, 4 * da),
+            Gemm("path_table_relation", 2 * num_relations + 2, dr - dt, 4 * da),
+            Gemm("path_table_time", time_rows, dt, 4 * da)]
+
+
+def beam_query_flops(model: ModelConfig, beam: int, max_path_length: int, max_actions: int, num_entities: int,
+                     num_relations: int, time_rows: int, queries: int = 1000) -> WorkCount:
     """FLOPs of evaluating one query by beam search when every state has ``max_actions + 1`` actions
-    (an upper bound: queries with fewer candidates keep fewer beams), amortised over a chunk of 1,000."""
-    chunk = 1000
-    rows = beam_rows(chunk, beam, max_path_length, max_actions + 1)
-    gemms = beam_gemms(model, chunk, rows, num_relations, time_rows)
+    (an upper bound: queries with fewer candidates keep fewer beams), amortised over a call of
+    ``queries`` queries (the LSTM input tables are computed once per call)."""
+    rows = beam_rows(queries, beam, max_path_length, max_actions + 1)
+    gemms = beam_gemms(model, queries, rows, num_relations, time_rows)
+    gemms += path_table_gemms(model, num_entities, num_relations, time_rows)
     f, _ = scoring_kernel_flops(model, sum(rows), max_actions + 1)
-    return WorkCount(gemm=sum(g.forward for g in gemms) / chunk, kernel=f / chunk)
+    return WorkCount(gemm=sum(g.forward for g in gemms) / queries, kernel=f / queries)
 
 
 def gemm_shapes(gemms: list[Gemm]) -> dict[tuple[int, int, int], float]:

@@ -36,6 +36,7 @@ both agree.
 from __future__ import annotations
 
 import math
+from typing import Callable, Optional
 
 import numba
 import numpy as np
@@ -414,12 +415,13 @@ class Policy(nn.Module):
 
     def lstm_cell(self, x: torch.Tensor, hc: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         """One LSTM step, ``x [B, d_a]``, ``h, c [B, d_a]`` -> ``(h', c')`` float32 (``torch.nn.LSTMCell``'s
-        gate order ``i, f, g, o``). Without autograd (beam search) :meth:`_lstm_cell_inference`."""
+        gate order ``i, f, g, o``). Without autograd (beam search) :meth:`_lstm_step_inference`."""
         h, c = hc
+        if not torch.is_grad_enabled():
+            w_ih = self.lstm_weight_ih * self._gate_scale()
+            return self._lstm_step_inference(x.shape[0], lambda rows: torch.mm(x[rows], w_ih.t()), h, c)
         if h.dim() == 2 and h.shape[0] > 1 and h.stride(0) == 0:
             h = h[:1]  # every row has the same h (h_0 expanded): W_hh h + b is computed for one row
-        if not torch.is_grad_enabled():
-            return self._lstm_cell_inference(x, h, c)
         gates = F.linear(x, self.lstm_weight_ih) + F.linear(h.to(x.dtype), self.lstm_weight_hh, self.lstm_bias)
         # gate nonlinearities in float32 (bfloat16 elementwise ops are slow on CPU)
         i, f, g, o = gates.float().chunk(4, dim=-1)
@@ -427,36 +429,46 @@ class Policy(nn.Module):
         h = torch.sigmoid(o) * _tanh(c)
         return h, c
 
-    #: Rows per block of :meth:`_lstm_cell_inference`: its float32 gates (``[block, 4 d_a]``, 4 MB at
+    #: Rows per block of :meth:`_lstm_step_inference`: its float32 gates (``[block, 4 d_a]``, 4 MB at
     #: ``d_a = 256``) stay in cache between the elementwise passes instead of streaming through memory.
     INFERENCE_BLOCK_ROWS = 1024
 
-    def _lstm_cell_inference(self, x: torch.Tensor, h: torch.Tensor, c: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """:meth:`lstm_cell` without autograd, for beam search, whose 12,800-row steps it dominated.
-        Per block of rows: the bias (with ``W_hh h`` when ``h`` is one shared row) enters the GEMM as
-        its ``C`` operand and ``W_hh h`` accumulates in place; ``tanh(g) = 2 sigmoid(2 g) - 1`` with the
-        ``g`` rows of the weights doubled, so one in-place sigmoid covers the four gates; the cell
-        update writes into the outputs. Same function up to rounding (tested against the autograd
-        path); on ICEWS14's beam shapes (12,800 rows, one thread) 10-30% less time than the autograd
-        path's ops, most in bfloat16 (benchmarks/results/beam_ab.json)."""
-        N, d = x.shape[0], self.lstm_weight_ih.shape[0] // 4
-        scale = torch.ones(4 * d, 1, dtype=self.lstm_weight_ih.dtype, device=x.device)
+    def _gate_scale(self) -> torch.Tensor:
+        """``[4 d_a, 1]``: 2 for the ``g`` gate's rows, 1 elsewhere: with them doubled,
+        ``tanh(g) = 2 sigmoid(2 g) - 1`` lets one sigmoid cover the four gates."""
+        d = self.lstm_weight_ih.shape[0] // 4
+        scale = torch.ones(4 * d, 1, dtype=self.lstm_weight_ih.dtype, device=self.lstm_weight_ih.device)
         scale[2 * d:3 * d] = 2.0
-        w_ih, w_hh, b = self.lstm_weight_ih * scale, self.lstm_weight_hh * scale, self.lstm_bias * scale[:, 0]
-        shared = h.shape[0] == 1 and N > 1
+        return scale
+
+    def _lstm_step_inference(self, n: int, input_gates: Callable[[slice], torch.Tensor], h: torch.Tensor,
+                             c: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`lstm_cell` without autograd, for beam search, whose 12,800-row steps it dominated.
+
+        ``input_gates(rows)`` gives ``W_ih x`` of a slice of the ``n`` rows with the ``g`` rows doubled
+        (:meth:`_gate_scale`): a GEMM (:meth:`lstm_cell`) or a sum of table rows
+        (:meth:`advance_path` with :meth:`path_input_tables`). Per block of rows, in float32: the bias
+        (with ``W_hh h`` once when ``h`` is one shared row) and ``W_hh h`` are added in place, one
+        sigmoid covers the four gates, the cell update writes into the outputs. Same function as the
+        autograd path up to rounding (tested)."""
+        shared = h.dim() == 2 and h.shape[0] > 1 and h.stride(0) == 0
+        if shared or h.shape[0] == 1:
+            h, shared = h[:1], n > 1 or shared
+        d = self.lstm_weight_hh.shape[1]
+        scale = self._gate_scale()
+        w_hh, b = self.lstm_weight_hh * scale, self.lstm_bias * scale[:, 0]
         if shared:
-            b = F.linear(h, w_hh, b)  # [1, 4d]: W_hh h + b of the one shared row
-        h_out = torch.empty(N, d, device=x.device)
-        c_out = torch.empty(N, d, device=x.device)
-        for lo in range(0, N, self.INFERENCE_BLOCK_ROWS):
-            rows = slice(lo, min(N, lo + self.INFERENCE_BLOCK_ROWS))
-            gates = torch.addmm(b, x[rows], w_ih.t())
+            b = F.linear(h, w_hh, b).float()  # [1, 4d]: W_hh h + b of the one shared row
+        h_out = torch.empty(n, d, device=b.device)
+        c_out = torch.empty(n, d, device=b.device)
+        for lo in range(0, n, self.INFERENCE_BLOCK_ROWS):
+            rows = slice(lo, min(n, lo + self.INFERENCE_BLOCK_ROWS))
+            gates = input_gates(rows).float().add_(b)  # a fresh float32 block (a copy if reduced precision)
             if not shared:
-                torch.addmm(gates, h[rows].to(gates.dtype), w_hh.t().to(gates.dtype), out=gates)  # in place
-            s = gates.float().sigmoid_()  # a float32 copy (reduced precision) or gates itself, in place
-            i, f, g2, o = s.chunk(4, dim=-1)  # g2 = sigmoid(2 g)
+                gates.add_(F.linear(h[rows], w_hh))
+            i, f, g2, o = gates.sigmoid_().chunk(4, dim=-1)  # g2 = sigmoid(2 g)
             cb, hb = c_out[rows], h_out[rows]
-            torch.mul(f, c[rows] if c.shape[0] == N else c, out=cb)
+            torch.mul(f, c[rows] if c.shape[0] == n else c, out=cb)
             cb.addcmul_(i, g2, value=2.0).sub_(i)  # c' = f c + i tanh(g)
             torch.mul(cb, 2.0, out=hb).sigmoid_().mul_(2.0).sub_(1.0).mul_(o)  # h' = o tanh(c')
         return h_out, c_out
@@ -466,9 +478,32 @@ class Policy(nn.Module):
         h, c = self.lstm_cell(self.a_init[None], (self.h_init[None], self.c_init[None]))
         return h.expand(batch_size, -1), c.expand(batch_size, -1)
 
-    def advance_path(self, hc, entity, relation, dt):
-        """Feed the taken actions (``[B]`` each) to the LSTM: ``h_{k+1} = LSTM(a_k, h_k)``."""
-        return self.lstm_cell(self.action_embedding(entity, relation, dt), hc)
+    def path_input_tables(self, max_dt: int) -> dict[str, torch.Tensor]:
+        """For inference: ``W_ih a`` of an action ``a = [Emb_E(e'); Emb_R(r'); tau(dt)]`` is the sum of
+        one row of each of three tables, ``entity [E+1, 4 d_a]``, ``relation [2R+2, 4 d_a]`` and
+        ``time [max_dt + 1, 4 d_a]`` (``dt`` is a whole number of time steps), ``g`` rows doubled
+        (:meth:`_gate_scale`). Computed in float32 (no autocast) once per evaluation: beam search then
+        gathers rows instead of running its largest GEMM at every step. Stale as soon as the weights
+        change."""
+        de, ds = self.d_entity, self.d_static
+        with torch.no_grad(), torch.autocast(self.lstm_weight_ih.device.type, enabled=False):
+            w = self.lstm_weight_ih * self._gate_scale()
+            times = torch.arange(max_dt + 1, device=w.device)
+            return {"entity": self.entity_emb.weight @ w[:, :de].t(),
+                    "relation": self.relation_emb.weight @ w[:, de:de + ds].t(),
+                    "time": self.time_encoding(times) @ w[:, de + ds:].t()}
+
+    def advance_path(self, hc, entity, relation, dt, tables: Optional[dict[str, torch.Tensor]] = None):
+        """Feed the taken actions (``[B]`` each) to the LSTM: ``h_{k+1} = LSTM(a_k, h_k)``. ``tables``
+        (:meth:`path_input_tables`, inference only) replaces the input GEMM by row look-ups."""
+        if tables is None or torch.is_grad_enabled():
+            return self.lstm_cell(self.action_embedding(entity, relation, dt), hc)
+        te, tr, tt = tables["entity"], tables["relation"], tables["time"]
+
+        def input_gates(rows: slice) -> torch.Tensor:
+            return te[entity[rows]].add_(tr[relation[rows]]).add_(tt[dt[rows]])
+
+        return self._lstm_step_inference(entity.shape[0], input_gates, *hc)
 
     # -------------------------------------------------------------- heads
 

@@ -11,7 +11,7 @@ from helpers import synthetic_env
 from raptor.beam import search_beams
 from raptor.config import EnvConfig, ModelConfig, RLConfig
 from raptor.env import TemporalEnv
-from raptor.flops import beam_gemms, beam_rows, training_epoch_flops, training_gemms
+from raptor.flops import beam_gemms, beam_rows, path_table_gemms, training_epoch_flops, training_gemms
 from raptor.policy import Policy
 from raptor.rl import actor_critic_loss
 from raptor.rollout import rollout
@@ -79,7 +79,8 @@ def test_beam_gemm_count_equals_torchs_flop_counter(setup, first):
     with torch.no_grad(), FlopCounterMode(display=False) as counter:
         search_beams(policy, env, q[first:first + Q], beam)
     assert rows[0] == Q and all(r <= b for r, b in zip(rows, beam_rows(Q, beam, 3, 31)))
-    assert counter.get_total_flops() == sum(g.forward for g in beam_gemms(SMALL, Q, rows, R, seen))
+    tables = path_table_gemms(SMALL, E, R, int(q[first:first + Q, -1].max()) + 1)
+    assert counter.get_total_flops() == sum(g.forward for g in beam_gemms(SMALL, Q, rows, R, seen) + tables)
 
 
 def test_paper_configuration_epoch_is_about_two_tflop():

@@ -115,6 +115,30 @@ def test_lstm_cell_without_autograd_equals_the_autograd_path(precision, tol, sha
     torch.testing.assert_close(c2, c1.detach(), atol=tol, rtol=tol)
 
 
+@pytest.mark.parametrize("precision, tol", [("float32", 1e-5), ("bfloat16", 2e-2)])
+def test_advance_path_from_tables_equals_the_action_embedding_path(precision, tol):
+    """Beam search feeds the LSTM ``W_ih a`` as a sum of table rows (entity, relation, time difference)."""
+    from raptor.runtime import autocast
+
+    torch.manual_seed(4)
+    E, R, B = 11, 3, 300
+    pol = Policy(E, R, SMALL)
+    pol.INFERENCE_BLOCK_ROWS = 128
+    e, r = torch.randint(0, E + 1, (B,)), torch.randint(0, 2 * R + 2, (B,))  # padding and STOP rows included
+    dt = torch.randint(0, 40, (B,))
+    hc = (torch.randn(B, pol.d_action), torch.randn(B, pol.d_action))
+    with autocast(precision):
+        h1, c1 = pol.advance_path(hc, e, r, dt)
+        with torch.inference_mode():
+            tables = pol.path_input_tables(int(dt.max()))
+            h2, c2 = pol.advance_path(hc, e, r, dt, tables=tables)
+            h3, c3 = pol.advance_path(pol.initial_path_state(B), e, r, dt, tables=tables)
+        h4, c4 = pol.advance_path(pol.initial_path_state(B), e, r, dt)
+    assert tables["time"].shape == (int(dt.max()) + 1, 4 * pol.d_action)
+    for got, want in ((h2, h1), (c2, c1), (h3, h4), (c3, c4)):
+        torch.testing.assert_close(got, want.detach(), atol=tol, rtol=tol)
+
+
 def test_shapes_masking_and_softmax():
     torch.manual_seed(3)
     rng = np.random.default_rng(3)
