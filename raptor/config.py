@@ -227,6 +227,11 @@ class TITerConfig:
     #: policyGradient.calc_reinforce_loss: ``(x - mean) / (std + 1e-6)``.
     reward_std_eps: float = 1.0e-6
 
+    #: Autocast precision of TITer's runs (training and evaluation): float32 | bfloat16 | auto, as
+    #: ``train.precision`` for the actor-critic variants. TITer's code trains in float32, and bfloat16
+    #: was measured for the actor-critic agent only (docs/agent.md), so TITer-150 keeps float32.
+    precision: Literal["float32", "bfloat16", "auto"] = "float32"
+
     # --- time-shaped reward (model/dirichlet.py, mle_dirichlet.py) ---
     #: ``--reward_shaping`` (on in the README's training command).
     reward_shaping: bool = True

@@ -200,6 +200,13 @@ def effective_epochs(params: Params, variant: str, pretrain_epochs: int, rl_epoc
     return n_rl
 
 
+def variant_precision(params: Params, variant: str, device) -> str:
+    """The resolved autocast precision of ``variant``'s runs: ``titer.precision`` for TITer-150's
+    agent, ``train.precision`` for the actor-critic variants."""
+    agent = variants.get(variant).agent
+    return resolve_precision(params.titer.precision if agent == "titer" else params.train.precision, device)
+
+
 def run_variant(
     ctx: Context,
     variant: str,
@@ -230,7 +237,7 @@ def run_variant(
                          "(the pretrain stage writes it)")
     configure_runtime(p.train.num_threads if num_threads is None else num_threads)
     device = resolve_device(p.train.device)
-    precision = resolve_precision(p.train.precision, device)
+    precision = variant_precision(p, variant, device)
     out = Path(out_dir)
     n_rl = effective_epochs(p, variant, pretrain_epochs, rl_epochs)
     if init_model is not None and not Path(init_model).is_file():
@@ -313,7 +320,9 @@ def evaluate_model(
     policy.eval()
     queries = ctx.queries(split)
     started = time.perf_counter()
-    precision = resolve_precision(p.train.precision, device)
+    variant = meta.get("variant")
+    precision = (variant_precision(p, variant, device) if variant in variants.VARIANTS
+                 else resolve_precision(p.train.precision, device))
     with _test_time_agent(ctx, policy, meta, split):
         res, ranks = rank_queries(ctx, policy, queries, precision, device)
     seconds = time.perf_counter() - started

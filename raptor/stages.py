@@ -142,7 +142,8 @@ def main_stages(variants: Sequence[str]) -> list[Stage]:
             "raptor.experiment,raptor.report",
             inputs={"data": _data("ingested"), "graph": _data("graph.npz"), "train": _runs(f"{v.name}/train")},
             outputs={"out": _runs(f"{v.name}/eval"), "metrics": _runs(f"{v.name}/metrics.json")},
-            params=("eval.beam_size", "eval.score_rule", "train.precision", "train.device", "train.seeds"),
+            params=("eval.beam_size", "eval.score_rule", "train.precision", "train.device", "train.seeds")
+            + (("titer.precision",) if v.agent == "titer" else ()),  # experiment.variant_precision
             kind="evaluate", variant=v.name, uncached=("metrics",), metrics=("metrics",)))
     evals = {f"eval_{v.name}": _runs(f"{v.name}/eval") for v in vs}
     if len(vs) >= 2:

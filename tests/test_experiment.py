@@ -375,3 +375,15 @@ def test_runs_trained_as_threads_equal_runs_trained_alone(ctx, tmp_path, monkeyp
         assert [e["reward"] for e in rls[s][0]] == [e["reward"] for e in alone[s][1][0]], s
         assert rls[s][1] == alone[s][1][1]
     assert alone[6][0][0]["bce"] != alone[7][0][0]["bce"]  # the seeds differ: the comparison has teeth
+
+
+def test_titer_runs_take_their_own_precision_and_the_actor_critic_runs_train_precision():
+    """bfloat16 was measured for the actor-critic agent only: ``train.precision: auto`` must not move
+    TITer-150 off float32 (``titer.precision``)."""
+    from raptor.experiment import variant_precision
+
+    p = params_from_dict({"train": {"precision": "bfloat16"}, "titer": {"precision": "float32"}})
+    assert [variant_precision(p, v, "cpu") for v in ("pure_rl", "raptor", "titer")] == ["bfloat16", "bfloat16", "float32"]
+    p = params_from_dict({"train": {"precision": "float32"}, "titer": {"precision": "bfloat16"}})
+    assert [variant_precision(p, v, "cpu") for v in ("pure_rl", "raptor", "titer")] == ["float32", "float32", "bfloat16"]
+    assert params_from_dict({}).titer.precision == "float32"
