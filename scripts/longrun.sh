@@ -118,7 +118,8 @@ fi
 PYTHONPATH="$dir/src" "$py" -c "import sys; from raptor.config import load_params; load_params(sys.argv[1])" "$params"
 
 data="$dir/data/$dataset"
-mkdir -p "$data"
+mkdir -p "$data" "$dir/runs"
+git -C "$dir/src" rev-parse HEAD > "$dir/runs/COMMIT"  # the commit `raptor results` names for these runs
 [ -f "$data/ingested/meta.json" ] || raptor ingest --dataset "$dataset" --params "$params" --out "$data/ingested"
 [ -f "$data/graph.npz" ] || raptor graph --data "$data/ingested" --out "$data/graph.npz"
 for spec in "${runs[@]}"; do
