@@ -5,7 +5,8 @@ Run: ``.venv/bin/python benchmarks/check_thread_determinism.py`` (two runs as th
 then float32; compare with ``... float32 bfloat16``, which runs them one after the other). Found on
 2026-11-24 (AVX-512 BF16 CPU, torch 2.13.0): float32 threads equal the lone run to the last digit;
 bfloat16 threads do not (the second thread's loss differs from the second batch on), so bfloat16
-runs trained with ``parallel_runs: 2`` are not bit-reproducible. Cause not found yet.
+runs trained with ``parallel_runs: 2`` are not bit-reproducible. The forward agrees; the gradients of
+the autocast bfloat16 GEMM layers differ in one thread, differently per repetition: a race. Cause not found yet.
 """
 import sys, numpy as np, torch
 sys.path.insert(0, 'benchmarks')
