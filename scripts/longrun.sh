@@ -39,7 +39,7 @@ case "$cmd" in start|status|stop) ;; -h|--help|"") awk 'NR > 1 && /^#/ { sub(/^#
 py="$root/.venv/bin/python"
 [ -x "$py" ] || { echo "longrun.sh: no .venv: run scripts/setup.sh first" >&2; exit 1; }
 # Relative paths in params (a dataset's raw_dir) are read from the repository root, as in the pipeline.
-raptor() { PYTHONPATH="$dir/src" "$py" -m raptor.cli "$@"; }
+raptor() { PYTHONPATH="$dir/src" "$py" -P -m raptor.cli "$@"; }
 params="$dir/params.yaml"
 
 if [ "$cmd" = status ]; then
@@ -137,8 +137,8 @@ for spec in "${runs[@]}"; do
   fi
   if [ -f "$out/eval/metrics.json" ]; then echo "$variant seed $seed: finished and evaluated"; continue; fi
   # train (resuming from the checkpoint), then test the best-validation model: one background job
-  (PYTHONPATH="$dir/src" nohup setsid nice -n 19 sh -c '"$0" -m raptor.cli train --data "$1" --graph "$2" --out "$3" \
-       --variant "$4" --seed "$5" --params "$6" $7 --no-progress && "$0" -m raptor.cli evaluate \
+  (PYTHONPATH="$dir/src" nohup setsid nice -n 19 sh -c '"$0" -P -m raptor.cli train --data "$1" --graph "$2" --out "$3" \
+       --variant "$4" --seed "$5" --params "$6" $7 --no-progress && "$0" -P -m raptor.cli evaluate \
        --model "$3/rl/best.pt" --data "$1" --graph "$2" --params "$6" --split test --out "$3/eval"' \
      "$py" "$data/ingested" "$data/graph.npz" "$out" "$variant" "$seed" "$params" "${labels[*]+${labels[*]}}" \
      >> "$out/train.log" 2>&1 & echo $! > "$out/pid")
