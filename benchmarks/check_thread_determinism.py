@@ -3,10 +3,12 @@ bit-identical to the same run alone? Six RL batches of a fresh policy (seed 0) o
 
 Run: ``.venv/bin/python benchmarks/check_thread_determinism.py`` (two runs as threads, in bfloat16
 then float32; compare with ``... float32 bfloat16``, which runs them one after the other). Found on
-2026-11-24 (AVX-512 BF16 CPU, torch 2.13.0): float32 threads equal the lone run to the last digit;
-bfloat16 threads do not (the second thread's loss differs from the second batch on), so bfloat16
-runs trained with ``parallel_runs: 2`` are not bit-reproducible. The forward agrees; the gradients of
-the autocast bfloat16 GEMM layers differ in one thread, differently per repetition: a race. Cause not found yet.
+2026-11-24 (AVX-512 BF16 CPU, torch 2.13.0): float32 threads equalled the lone run to the last digit;
+bfloat16 threads did not (one thread's loss departed after a few batches, differently per repetition).
+Cause: torch's autocast weight-cast cache is process-wide and emptied whenever any thread leaves its
+outermost autocast region, so a weight used at several steps got one cast node or several and its
+gradient was summed in bfloat16 or float32. Fixed by ``cache_enabled=False`` in
+``raptor.runtime.autocast``: with it, both threads equal the lone run in bfloat16 too.
 """
 import sys, numpy as np, torch
 sys.path.insert(0, 'benchmarks')

@@ -12,7 +12,7 @@ import importlib
 import sys
 
 from .config import ConfigError
-from .io import OutputError
+from .io import OutputError, RunMismatchError
 
 #: Stage modules, in pipeline order.
 COMMAND_MODULES: list[str] = [
@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return int(args._run(args) or 0)
-    except (ConfigError, FileNotFoundError, ValueError, OutputError) as exc:
+    except (ConfigError, FileNotFoundError, ValueError, OutputError, RunMismatchError) as exc:
         # Known user errors: one clear line, no traceback.
         print(f"raptor {args.command}: error: {exc}", file=sys.stderr)
         return 1

@@ -30,7 +30,7 @@ from .constants import METRIC_KEYS
 from .data import Dataset, load_dataset, with_inverse_queries
 from .env import TemporalEnv
 from .graph import TemporalGraph
-from .io import atomic_write_json
+from .io import RunMismatchError, atomic_write_json
 from .policy import Policy
 from .provenance import code_hash, content_hash
 from .ranking import FilterIndex, build_filter, evaluation_metrics, filtered_ranks, write_metrics, write_predictions
@@ -159,11 +159,16 @@ def rl_fingerprint(params: Params, variant: str, seed: int, inputs: dict[str, Op
 
 
 def prepare_run_dir(out: Path, fingerprint: dict[str, Any], resume: bool = True,
-                    cannot_continue: Optional[Callable[[Path], Optional[str]]] = None) -> Optional[str]:
+                    cannot_continue: Optional[Callable[[Path], Optional[str]]] = None,
+                    resume_only: bool = False) -> Optional[str]:
     """Make ``out`` hold only checkpoints of this ``fingerprint``: a folder written by any other
     configuration (or any folder, without ``resume``, or one that ``cannot_continue(out)`` gives a
     reason against) is emptied. Returns why it was emptied (also logged), or ``None`` when the
-    folder was new or is continued."""
+    folder was new or is continued.
+
+    ``resume_only``: never empty a folder that holds files; raise :class:`RunMismatchError` naming
+    the reason instead, and leave the folder as it was (hours of a long run are not thrown away
+    because the code or a param moved under it)."""
     out.mkdir(parents=True, exist_ok=True)
     marker = out / RUN_CONFIG_FILE
     reason = None
@@ -182,6 +187,9 @@ def prepare_run_dir(out: Path, fingerprint: dict[str, Any], resume: bool = True,
         reason = f"holds files of an unknown run (no {RUN_CONFIG_FILE})" if resume else "asked to start afresh"
     if reason is None and cannot_continue is not None:
         reason = cannot_continue(out)
+    if reason is not None and resume_only:
+        raise RunMismatchError(f"{out}: refusing to start afresh (it holds a run that cannot be continued: {reason}); "
+                               "move or delete the folder to start a new run there")
     if reason is not None:
         log.warning("%s: starting afresh, %s", out, reason)
         for child in out.iterdir():
@@ -220,6 +228,7 @@ def run_variant(
     resume: bool = True,
     progress: bool = True,
     num_threads: Optional[int] = None,
+    resume_only: bool = False,
 ) -> dict[str, Any]:
     """Train one (variant, seed) with RL; returns a summary (also written to ``out_dir/summary.json``).
 
@@ -245,7 +254,7 @@ def run_variant(
     inputs = {**ctx.input_hashes(), "init_model": content_hash(init_model) if init_model else None}
     code = [__name__] + (["raptor.titer"] if v.agent == "titer" else [])
     fingerprint = rl_fingerprint(p, variant, seed, inputs, code_hash(code), pretrain_epochs)
-    restarted = prepare_run_dir(out, fingerprint, resume)
+    restarted = prepare_run_dir(out, fingerprint, resume, resume_only=resume_only)
     started = time.perf_counter()
 
     meta = {"variant": variant, "dataset": ctx.dataset.meta.get("dataset"), "params": params_to_dict(p),

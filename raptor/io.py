@@ -21,6 +21,10 @@ from typing import Any, Iterator
 _NO_ROOM = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT}
 
 
+class RunMismatchError(RuntimeError):
+    """A run folder holds checkpoints that cannot be continued, and the caller asked not to delete them."""
+
+
 class OutputError(OSError):
     """An output could not be written (no space left, a quota, a size limit); names the output. The
     previous output at that path, if any, is untouched."""

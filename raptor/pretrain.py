@@ -242,6 +242,7 @@ def pretrain_run(
     num_threads: Optional[int] = None,
     progress: bool = True,
     resume: bool = True,
+    resume_only: bool = False,
 ) -> dict[int, str]:
     """One seed's pretraining run for ``max(epochs)`` epochs, saving ``pretrained-e{n}.pt`` after
     ``n`` epochs for every ``n`` in ``epochs`` (a snapshot after ``n`` epochs equals a separate
@@ -249,7 +250,8 @@ def pretrain_run(
 
     ``ctx`` is a :class:`raptor.experiment.Context`. The folder continues only a run of the same
     fingerprint (params, content of data, graph and labels, code; more epochs continue a run) that
-    can still write every snapshot asked for; otherwise it starts afresh and says why.
+    can still write every snapshot asked for; otherwise it starts afresh and says why (or, with
+    ``resume_only``, raises :class:`raptor.io.RunMismatchError` and deletes nothing).
     """
     from .labeling import load_label_table
     from .provenance import code_hash, content_hash
@@ -273,7 +275,7 @@ def pretrain_run(
         missing = [n for n in wanted if n <= done and not snapshot_path(run, n).exists()]
         return f"the run is past the snapshots asked for after {missing} epochs" if missing else None
 
-    prepare_run_dir(out, fingerprint, resume, cannot_continue=past_a_snapshot)
+    prepare_run_dir(out, fingerprint, resume, cannot_continue=past_a_snapshot, resume_only=resume_only)
     if isinstance(labels, LabelTable):
         table = labels
     elif p.pretrain.labels_in_memory == "part":

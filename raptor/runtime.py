@@ -39,7 +39,13 @@ def autocast(precision: str, device: torch.device | str = "cpu"):
     if precision == "auto":
         precision = resolve_precision(precision, device)
     if precision == "bfloat16":
-        return torch.autocast(device_type=dev, dtype=torch.bfloat16)
+        # No weight-cast cache: torch keeps one cache for the whole process and empties it whenever
+        # any thread leaves its outermost autocast region, so runs trained as threads of one process
+        # (train.parallel_runs) lost cached casts at moments set by the other thread. A weight used
+        # at several steps then got a varying number of cast nodes, and its gradient summed partly in
+        # bfloat16 (one node) and partly in float32 (several): not bit-reproducible. Without the cache
+        # every use has its own cast, each use's gradient is summed in float32, and threads agree.
+        return torch.autocast(device_type=dev, dtype=torch.bfloat16, cache_enabled=False)
     return contextlib.nullcontext()
 
 

@@ -15,7 +15,8 @@
 # Runs start in the background with nohup, each in its own session at the lowest CPU priority (nice 19,
 # and its scheduler autogroup too, so work started from a shell is not slowed), one job per VARIANT:SEED:
 # train, resuming from the checkpoint, then test. Starting a run that is alive, or finished and tested,
-# does nothing. Example, the paper's budget in bfloat16 with one thread per run:
+# does nothing. A run whose checkpoints another configuration or code wrote is never deleted: it fails
+# (train --resume-only), and its log says why; move its folder away to start it anew. Example, the paper's budget in bfloat16 with one thread per run:
 #   scripts/longrun.sh start --set train.precision=bfloat16 --set train.num_threads=1 raptor:0 pure_rl:0
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -122,6 +123,10 @@ mkdir -p "$data" "$dir/runs"
 git -C "$dir/src" rev-parse HEAD > "$dir/runs/COMMIT"  # the commit `raptor results` names for these runs
 [ -f "$data/ingested/meta.json" ] || raptor ingest --dataset "$dataset" --params "$params" --out "$data/ingested"
 [ -f "$data/graph.npz" ] || raptor graph --data "$data/ingested" --out "$data/graph.npz"
+# A run whose fingerprint changed (code, params, data) must fail, not start afresh over hours of epochs.
+guard=--resume-only
+grep -q -- "--resume-only" "$dir/src/raptor/commands/train.py" || {
+  guard=""; echo "longrun.sh: warning: the pinned source predates --resume-only; a run whose code or params changed restarts" >&2; }
 for spec in "${runs[@]}"; do
   variant="${spec%%:*}"; seed="${spec#*:}"
   [ "$variant" != "$spec" ] || { echo "longrun.sh: '$spec': expected VARIANT:SEED" >&2; exit 2; }
@@ -140,7 +145,7 @@ for spec in "${runs[@]}"; do
   (PYTHONPATH="$dir/src" nohup setsid nice -n 19 sh -c '"$0" -P -m raptor.cli train --data "$1" --graph "$2" --out "$3" \
        --variant "$4" --seed "$5" --params "$6" $7 --no-progress && "$0" -P -m raptor.cli evaluate \
        --model "$3/rl/best.pt" --data "$1" --graph "$2" --params "$6" --split test --out "$3/eval"' \
-     "$py" "$data/ingested" "$data/graph.npz" "$out" "$variant" "$seed" "$params" "${labels[*]+${labels[*]}}" \
+     "$py" "$data/ingested" "$data/graph.npz" "$out" "$variant" "$seed" "$params" "${labels[*]+${labels[*]}} $guard" \
      >> "$out/train.log" 2>&1 & echo $! > "$out/pid")
   pid=$(cat "$out/pid")
   echo 19 > "/proc/$pid/autogroup" 2>/dev/null || true

@@ -247,6 +247,24 @@ def test_changed_code_restarts_rl(ctx, tmp_path, monkeypatch):
     assert s["restarted"] and "code" in s["restarted"]
 
 
+def test_resume_only_refuses_to_delete_a_run_it_cannot_continue(ctx, tmp_path, monkeypatch):
+    """Long runs pass ``resume_only``: a run whose code changed under it fails with a clear error and
+    its checkpoints stay as they were (two paper-budget runs were once lost to a silent restart)."""
+    import raptor.experiment as experiment
+    from raptor.io import RunMismatchError
+
+    c, _ = ctx
+    out = tmp_path / "run"
+    run_variant(c, "pure_rl", 0, out, rl_epochs=1, progress=False)
+    # The same configuration still continues under resume_only.
+    assert run_variant(c, "pure_rl", 0, out, rl_epochs=2, progress=False, resume_only=True)["restarted"] is None
+    before = {f.name: f.read_bytes() for f in out.iterdir() if f.is_file()}
+    monkeypatch.setattr(experiment, "code_hash", lambda mods: "f" * 64)
+    with pytest.raises(RunMismatchError, match=r"refusing to start afresh.*code"):
+        run_variant(c, "pure_rl", 0, out, rl_epochs=3, progress=False, resume_only=True)
+    assert {f.name: f.read_bytes() for f in out.iterdir() if f.is_file()} == before
+
+
 def test_truncated_checkpoint_resumes_from_the_previous_epoch(ctx, tmp_path, caplog):
     c, _ = ctx
     out = tmp_path / "run"

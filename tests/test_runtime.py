@@ -33,3 +33,39 @@ def test_seeded_init_without_a_seed_only_holds_the_lock():
     with seeded_init():
         pass
     assert torch.equal(torch.rand(2), expected)  # nothing reseeded, nothing drawn
+
+
+def _two_use_grad(cache_cleared_between_uses: bool) -> torch.Tensor:
+    """The weight gradient of a layer used twice under ``raptor.runtime.autocast("bfloat16")``,
+    optionally with another thread entering and leaving autocast between the two uses (which empties
+    torch's process-wide autocast cache, as a parallel run's rollout does)."""
+    import threading
+
+    from raptor.runtime import autocast
+
+    gen = torch.Generator().manual_seed(0)
+    lin = torch.nn.Linear(64, 64)
+    with torch.no_grad():
+        lin.weight.copy_(torch.randn(64, 64, generator=gen))
+        lin.bias.copy_(torch.randn(64, generator=gen))
+    x = torch.randn(256, 64, generator=gen)
+    with autocast("bfloat16"):
+        h = torch.tanh(lin(x))
+        if cache_cleared_between_uses:
+            def other_run():
+                with autocast("bfloat16"):
+                    torch.ones(2, 2) @ torch.ones(2, 2)
+            t = threading.Thread(target=other_run)
+            t.start()
+            t.join()
+        y = lin(h)
+    y.float().square().sum().backward()
+    return lin.weight.grad
+
+
+def test_bfloat16_gradients_do_not_depend_on_another_threads_autocast():
+    """Runs trained as threads of one process (train.parallel_runs) must equal lone runs in
+    bfloat16 too: with torch's default weight-cast cache, another thread leaving autocast between two
+    uses of a weight changed how its gradient was summed (bfloat16 vs float32), and the runs' losses
+    parted after a few batches."""
+    assert torch.equal(_two_use_grad(False), _two_use_grad(True))

@@ -28,6 +28,9 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--epochs", type=int, default=None, help="override rl.epochs")
     p.add_argument("--pretrain-epochs", type=int, default=None, help="override pretrain.epochs")
     p.add_argument("--fresh", action="store_true", help="ignore a checkpoint in --out (default: resume from it)")
+    p.add_argument("--resume-only", action="store_true",
+                   help="fail instead of deleting checkpoints in --out that were written by another configuration, "
+                        "data or code (long runs: an edit must not throw hours away)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
@@ -56,9 +59,9 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(f"variant {args.variant!r} pretrains on the reachability labels: give --labels")
         n_pre = params.pretrain.epochs
         init = pretrain_run(ctx, args.seed, out / "pretrain", args.labels, [n_pre], resume=not args.fresh,
-                            progress=not args.no_progress)[n_pre]
+                            progress=not args.no_progress, resume_only=args.resume_only)[n_pre]
     s = run_variant(ctx, args.variant, args.seed, out / "rl", init_model=init, pretrain_epochs=n_pre,
-                    resume=not args.fresh, progress=not args.no_progress)
+                    resume=not args.fresh, progress=not args.no_progress, resume_only=args.resume_only)
     best = f"{s['best_val_mrr']:.4f} at epoch {s['best_epoch']}" if s["best_val_mrr"] is not None else "n/a"
     print(f"train {args.variant} seed {args.seed}: {s['pretrain_epochs']} pretraining + {s['rl_epochs']} RL epochs "
           f"in {s['seconds']:.1f} s, best validation MRR {best} -> {args.out}")
