@@ -10,7 +10,7 @@
 #
 #   scripts/longrun.sh start [--commit REV] [--dataset DS] [--set KEY=VALUE]... VARIANT:SEED...
 #   scripts/longrun.sh status       one line per run: epochs done, best validation MRR, alive or not
-#   scripts/longrun.sh stop         SIGTERM to the runs (each resumes from its last checkpoint)
+#   scripts/longrun.sh stop         SIGTERM to the runs' process groups (each resumes from its last checkpoint)
 #
 # Runs start in the background with nohup, each in its own session at the lowest CPU priority (nice 19,
 # and its scheduler autogroup too, so work started from a shell is not slowed), one job per VARIANT:SEED:
@@ -49,7 +49,7 @@ if [ "$cmd" = status ]; then
   for out in "$dir"/runs/*/*/seed*; do
     [ -d "$out" ] || continue
     pid=$(cat "$out/pid" 2>/dev/null || true)
-    alive=stopped; [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && alive="running (pid $pid)"
+    alive=stopped; [ -n "$pid" ] && kill -0 -- "-$pid" 2>/dev/null && alive="running (pid $pid)"
     "$py" - "$out" "$alive" <<'PY'
 import json, sys
 from pathlib import Path
@@ -79,7 +79,8 @@ fi
 if [ "$cmd" = stop ]; then
   for f in "$dir"/runs/*/*/seed*/pid; do
     [ -f "$f" ] || continue
-    pid=$(cat "$f"); kill -0 "$pid" 2>/dev/null && { kill "$pid"; echo "stopped pid $pid ($(dirname "$f"))"; }
+    # the whole process group (setsid made the job's shell its leader): the shell and its python
+    pid=$(cat "$f"); kill -0 -- "-$pid" 2>/dev/null && { kill -TERM -- "-$pid"; echo "stopped pid $pid ($(dirname "$f"))"; }
   done
   exit 0
 fi
@@ -137,7 +138,7 @@ for spec in "${runs[@]}"; do
   fi
   out="$dir/runs/$dataset/$variant/seed$seed"
   mkdir -p "$out"
-  if [ -f "$out/pid" ] && kill -0 "$(cat "$out/pid")" 2>/dev/null; then
+  if [ -f "$out/pid" ] && kill -0 -- "-$(cat "$out/pid")" 2>/dev/null; then
     echo "$variant seed $seed: already running (pid $(cat "$out/pid"))"; continue
   fi
   if [ -f "$out/eval/metrics.json" ]; then echo "$variant seed $seed: finished and evaluated"; continue; fi

@@ -35,3 +35,40 @@ def test_help_and_status_of_an_empty_folder(tmp_path):
     assert r.returncode == 0 and "scripts/longrun.sh start" in r.stdout and "set -euo" not in r.stdout
     r = _run("status", tmp_path=tmp_path)
     assert r.returncode == 0 and "no long runs under" in r.stdout
+
+
+def test_stop_ends_the_whole_process_group(tmp_path):
+    """A run is a shell (the recorded pid, leader of its own session) and its python child: `stop`
+    must end both. Killing the shell alone once left the trainer running, reported as stopped, where
+    a second `start` would have trained the same folder twice."""
+    import signal
+    import time
+
+    run = tmp_path / "lr" / "runs" / "ICEWS14" / "pure_rl" / "seed0"
+    run.mkdir(parents=True)
+    job = subprocess.Popen(["sh", "-c", "sleep 300 & echo $! > child; wait"], cwd=run, start_new_session=True)
+    try:
+        (run / "pid").write_text(f"{job.pid}\n")
+        for _ in range(100):
+            if (run / "child").exists() and (run / "child").read_text().strip():
+                break
+            time.sleep(0.05)
+        child = int((run / "child").read_text())
+        assert "running" in _run("status", tmp_path=tmp_path).stdout
+        r = _run("stop", tmp_path=tmp_path)
+        assert r.returncode == 0 and f"stopped pid {job.pid}" in r.stdout
+        job.wait(timeout=10)
+        for _ in range(100):
+            try:
+                os.kill(child, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.05)
+        else:
+            raise AssertionError("the run's child process survived `stop`")
+        assert "stopped" in _run("status", tmp_path=tmp_path).stdout
+    finally:
+        try:
+            os.killpg(job.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
