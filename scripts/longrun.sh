@@ -143,12 +143,13 @@ for spec in "${runs[@]}"; do
   fi
   if [ -f "$out/eval/metrics.json" ]; then echo "$variant seed $seed: finished and evaluated"; continue; fi
   # train (resuming from the checkpoint), then test the best-validation model: one background job
-  (PYTHONPATH="$dir/src" nohup setsid nice -n 19 sh -c '"$0" -P -m raptor.cli train --data "$1" --graph "$2" --out "$3" \
+  (PYTHONPATH="$dir/src" nohup setsid nice -n 19 sh -c 'echo 19 > /proc/$$/autogroup 2>/dev/null || true; "$0" -P -m raptor.cli train --data "$1" --graph "$2" --out "$3" \
        --variant "$4" --seed "$5" --params "$6" $7 --no-progress && "$0" -P -m raptor.cli evaluate \
        --model "$3/rl/best.pt" --data "$1" --graph "$2" --params "$6" --split test --out "$3/eval"' \
      "$py" "$data/ingested" "$data/graph.npz" "$out" "$variant" "$seed" "$params" "${labels[*]+${labels[*]}} $guard" \
      >> "$out/train.log" 2>&1 & echo $! > "$out/pid")
   pid=$(cat "$out/pid")
-  echo 19 > "/proc/$pid/autogroup" 2>/dev/null || true
+  # (the job's shell lowers its own autogroup, after setsid made it one: writing it from here raced
+  # with setsid and once lowered the caller's group to 19 and left the run's at 0)
   echo "$variant seed $seed: started (pid $pid), log $out/train.log"
 done
