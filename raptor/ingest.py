@@ -418,6 +418,28 @@ def infer_time_step(raw_times: np.ndarray) -> int:
 # ------------------------------------------------------------------------------------ fetching
 
 
+def extract_tar_safely(tf: tarfile.TarFile, dest: Path, source: str,
+                       use_filter: bool = hasattr(tarfile, "data_filter")) -> None:
+    """Extract ``tf`` into ``dest`` refusing what could write outside it: tarfile's ``data`` filter
+    where this Python has it (3.11.4+, 3.12), else the same refusals by hand (absolute paths, ``..``,
+    links, devices), since Python 3.11.0-3.11.3 (Debian 12's 3.11.2) have no ``filter`` argument."""
+    if use_filter:
+        try:
+            tf.extractall(dest, filter="data")
+        except tarfile.FilterError as exc:
+            raise IngestError(f"{source}: unsafe member in archive: {exc}") from None
+        return
+    members = tf.getmembers()
+    for m in members:
+        parts = Path(m.name).parts
+        if Path(m.name).is_absolute() or ".." in parts:
+            raise IngestError(f"{source}: unsafe path in archive: {m.name}")
+        if not (m.isfile() or m.isdir()):
+            raise IngestError(f"{source}: archive member {m.name} is not a regular file or folder "
+                              "(links and devices are refused)")
+    tf.extractall(dest, members=members)
+
+
 def fetch_archive(url: str, sha256: str, workdir: Path) -> Path:
     """Download ``url`` (any scheme urllib knows, file:// included), check its SHA-256, unpack it.
 
@@ -439,7 +461,7 @@ def fetch_archive(url: str, sha256: str, workdir: Path) -> Path:
             zf.extractall(unpacked)
     elif tarfile.is_tarfile(archive):
         with tarfile.open(archive) as tf:
-            tf.extractall(unpacked, filter="data")
+            extract_tar_safely(tf, unpacked, url)
     else:
         raise IngestError(f"{url}: not a zip or tar archive")
     found = sorted(unpacked.rglob("valid.txt"))

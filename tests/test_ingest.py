@@ -285,3 +285,38 @@ def test_the_same_facts_in_either_layout_give_the_same_named_dataset(tiny_raw, t
 
     assert facts(a) == facts(b)
     assert b.meta["calendar"]["start_date"] == "2014-01-01"
+
+
+@pytest.mark.parametrize("use_filter", [False] + ([True] if hasattr(tarfile, "data_filter") else []))
+def test_tar_archives_are_extracted_without_escaping_the_folder(tmp_path, use_filter):
+    """With tarfile's `data` filter (Python 3.11.4+) and without it (3.11.0-3.11.3, Debian 12's
+    3.11.2, where `extractall(filter=...)` raised TypeError in a fresh clone): regular files land
+    in the folder; a `..` path and an absolute symlink are refused before anything is written."""
+    import io
+
+    from raptor.ingest import extract_tar_safely
+
+    def make(name, members):
+        path = tmp_path / name
+        with tarfile.open(path, "w") as tf:
+            for member_name, data, link in members:
+                info = tarfile.TarInfo(member_name)
+                if link is not None:
+                    info.type, info.linkname = tarfile.SYMTYPE, link
+                    tf.addfile(info)
+                else:
+                    info.size = len(data)
+                    tf.addfile(info, io.BytesIO(data))
+        return path
+
+    good = make("good.tar", [("ds/valid.txt", b"1\t2\t3\t0\n", None)])
+    with tarfile.open(good) as tf:
+        extract_tar_safely(tf, tmp_path / "out", "good.tar", use_filter=use_filter)
+    assert (tmp_path / "out/ds/valid.txt").read_bytes() == b"1\t2\t3\t0\n"
+    for name, members in (("up.tar", [("../escaped.txt", b"x", None)]),
+                          ("link.tar", [("ds/passwd", b"", "/etc/passwd")])):
+        dest = tmp_path / f"out-{name}"
+        with tarfile.open(make(name, members)) as tf, pytest.raises(IngestError, match=name):
+            extract_tar_safely(tf, dest, name, use_filter=use_filter)
+        assert not (tmp_path / "escaped.txt").exists()
+        assert not (dest / "ds" / "passwd").exists()
