@@ -418,6 +418,12 @@ def infer_time_step(raw_times: np.ndarray) -> int:
 # ------------------------------------------------------------------------------------ fetching
 
 
+def _check_member_path(name: str, source: str) -> None:
+    """Refuse an archive member whose path would land outside the extraction folder."""
+    if Path(name).is_absolute() or ".." in Path(name).parts:
+        raise IngestError(f"{source}: unsafe path in archive: {name}")
+
+
 def extract_tar_safely(tf: tarfile.TarFile, dest: Path, source: str,
                        use_filter: bool = hasattr(tarfile, "data_filter")) -> None:
     """Extract ``tf`` into ``dest`` refusing what could write outside it: tarfile's ``data`` filter
@@ -431,9 +437,7 @@ def extract_tar_safely(tf: tarfile.TarFile, dest: Path, source: str,
         return
     members = tf.getmembers()
     for m in members:
-        parts = Path(m.name).parts
-        if Path(m.name).is_absolute() or ".." in parts:
-            raise IngestError(f"{source}: unsafe path in archive: {m.name}")
+        _check_member_path(m.name, source)
         if not (m.isfile() or m.isdir()):
             raise IngestError(f"{source}: archive member {m.name} is not a regular file or folder "
                               "(links and devices are refused)")
@@ -456,8 +460,7 @@ def fetch_archive(url: str, sha256: str, workdir: Path) -> Path:
     if zipfile.is_zipfile(archive):
         with zipfile.ZipFile(archive) as zf:
             for member in zf.namelist():
-                if Path(member).is_absolute() or ".." in Path(member).parts:
-                    raise IngestError(f"{url}: unsafe path in archive: {member}")
+                _check_member_path(member, url)
             zf.extractall(unpacked)
     elif tarfile.is_tarfile(archive):
         with tarfile.open(archive) as tf:
