@@ -9,8 +9,9 @@ fraction of a second), and ``dvc repro`` afterwards agrees. A stage that fails b
 that depend on it; the others (another dataset's, say) still run, and the flow fails at the end.
 
 Every stage that runs is measured (:mod:`raptor.resources`): its wall time and its own peak resident
-memory go to the log, to the flow's result (``stages``) and to a ``pipeline-resources`` table
-artifact in Prefect's UI.
+memory go to the log, to the flow's result (``stages``), to a ``pipeline-resources`` table
+artifact in Prefect's UI and, one line per stage, to ``runs/stage-usage.jsonl``
+(:data:`raptor.stages.USAGE_LOG`), which ``raptor results`` turns into a table.
 
 The flow holds DVC's repository lock from start to end, as ``dvc repro`` does: a second pipeline run
 or a ``dvc repro`` started meanwhile in the same project stops at once with a clear error instead of
@@ -22,12 +23,14 @@ from __future__ import annotations
 import contextlib
 import shlex
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Optional
 
 from prefect import flow, get_run_logger
 
-from raptor.resources import measure
+from raptor.resources import append_usage, measure
+from raptor.stages import USAGE_LOG
 
 FLOWS_CMD = ["python", "-m", "flows"]
 
@@ -123,9 +126,11 @@ def pipeline_flow(root: str = ".", dvcfile: str = "dvc.yaml", targets: Optional[
                 log.info("%s: up to date, skipped", name)
                 continue
             log.info("%s: running `%s`", name, stage.cmd)
+            ok = False  # stays False for an interrupt too: the record must not call a killed stage done
             try:
                 with measure() as used:
                     _run_command(stage.cmd)
+                ok = True
             except Exception as exc:  # noqa: BLE001 - recorded, reported at the end
                 failed[name] = f"{type(exc).__name__}: {exc}"
                 bad.add(stage)
@@ -134,6 +139,9 @@ def pipeline_flow(root: str = ".", dvcfile: str = "dvc.yaml", targets: Optional[
             finally:
                 usage[name] = {"seconds": round(used.seconds, 2), "peak_rss_gb": round(used.peak_rss_gb, 3),
                                "peak_is_per_stage": used.peak_is_per_block}
+                append_usage(Path(root) / USAGE_LOG, {
+                    "stage": name, "ok": ok, **usage[name],
+                    "finished": datetime.now(timezone.utc).isoformat(timespec="seconds")})
             log.info("%s: done in %s", name, used.describe())
             repo.commit(name, force=True)
             repo._reset()  # what `dvc repro` does between stages: the next status sees this stage's outputs

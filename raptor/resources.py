@@ -12,12 +12,15 @@ allocator tuning keeps up to 1 GiB): for a block after others it is an upper bou
 
 from __future__ import annotations
 
+import json
+import os
 import resource
 import sys
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Mapping
 
 _PROC = Path("/proc/self")
 
@@ -68,3 +71,49 @@ def measure():
     finally:
         usage.seconds = time.perf_counter() - started
         usage.peak_rss_bytes = _peak_bytes()
+
+
+# ------------------------------------------------------------------------------ the stage usage log
+# One JSON object per line, appended as each pipeline stage ends: a record of what every stage cost,
+# kept across pipeline runs (the last record of a stage is its latest run), read by `raptor results`.
+
+
+def append_usage(path: str | Path, record: Mapping[str, Any]) -> None:
+    """Append ``record`` as one line of ``path`` (created with its folder if missing).
+
+    One ``write`` of a short line to a file opened for appending: a reader sees the whole line or,
+    if the process is killed mid-write, a torn last line that :func:`read_usage` skips.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    line = json.dumps(dict(record), sort_keys=True) + "\n"
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line.encode())
+    finally:
+        os.close(fd)
+
+
+def read_usage(path: str | Path) -> dict[str, dict[str, Any]]:
+    """``{stage: its last record}`` from a usage log (``{}`` if there is none).
+
+    A torn last line (a killed write) is skipped; a malformed line before it is an error naming the
+    file and line, since something other than :func:`append_usage` wrote it.
+    """
+    path = Path(path)
+    if not path.is_file():
+        return {}
+    lines = path.read_text().splitlines()
+    last: dict[str, dict[str, Any]] = {}
+    for i, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+            stage = record["stage"]
+        except (json.JSONDecodeError, KeyError, TypeError) as exc:
+            if i == len(lines):
+                continue
+            raise ValueError(f"{path}, line {i}: not a stage usage record ({exc})") from None
+        last[stage] = record
+    return last

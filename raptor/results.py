@@ -8,6 +8,7 @@
       runs/<dataset>/<variant>/train/seed<S>/   history.json, run_config.json, summary.json, best.pt
       runs/<dataset>/<variant>/eval/seed<S>/    metrics.json
       reports/<dataset>/significance.json
+      runs/stage-usage.jsonl                    each stage's wall time and peak memory (the pipeline flow)
 
 * a folder of ``raptor train --out <dataset>/<variant>/seed<S>`` runs (the long paper-budget runs)::
 
@@ -24,7 +25,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
@@ -36,6 +37,8 @@ from .io import atomic_write_text
 from .paper import DATASETS as PAPER_DATASETS, MAIN_TABLE
 from .ranking import TIE_RULE
 from .report import _markdown_table, _seed_dirs, plot_curves
+from .resources import read_usage
+from .stages import USAGE_LOG
 
 _METRIC_NAMES = {"mrr": "MRR", "hits@1": "H@1", "hits@3": "H@3", "hits@10": "H@10"}
 
@@ -82,6 +85,9 @@ class ResultSet:
     runs: dict[str, dict[int, SeedRun]]
     #: ``significance.json`` of the pipeline (``None`` for folders of single runs).
     significance: Optional[dict[str, Any]] = None
+    #: The latest usage record of each of this dataset's pipeline stages (stage name -> record), in
+    #: pipeline order; empty where the folder has no usage log.
+    usage: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------------------------------- reading
@@ -148,6 +154,7 @@ def discover(folder: str | Path, name: Optional[str] = None) -> list[ResultSet]:
     source = f"`{folder}`" + (f" (commit {commit})" if commit else "")
     pipeline = (folder / "runs").is_dir()
     root = folder / "runs" if pipeline else folder
+    usage = read_usage(folder / USAGE_LOG) if pipeline else {}
     sets = []
     for ds_dir in sorted(p for p in root.iterdir() if p.is_dir()):
         runs: dict[str, dict[int, SeedRun]] = {}
@@ -167,7 +174,8 @@ def discover(folder: str | Path, name: Optional[str] = None) -> list[ResultSet]:
                 runs[v] = seeds
         if runs:
             sig = _read_json(folder / "reports" / ds_dir.name / "significance.json") if pipeline else None
-            sets.append(ResultSet(name or folder.name, ds_dir.name, source, runs, sig))
+            mine = {stage: rec for stage, rec in usage.items() if stage.endswith(f"@{ds_dir.name}")}
+            sets.append(ResultSet(name or folder.name, ds_dir.name, source, runs, sig, mine))
     if not sets:
         raise FileNotFoundError(f"{folder}: no runs found (expected runs/<dataset>/<variant>/train/seed<S>/history.json "
                                 "or <dataset>/<variant>/seed<S>/rl/history.json)")
@@ -272,8 +280,44 @@ SIGNIFICANCE_COLUMNS = ("set", "dataset", "comparison", "MRR diff (points)", "t-
                         "per-query bootstrap 95% CI", "Wilcoxon p (two-sided)")
 
 
+def _duration(seconds: float) -> str:
+    return f"{seconds:.1f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
+
+
+def usage_rows(sets: Sequence[ResultSet]) -> list[dict[str, str]]:
+    """Per set and stage: the wall time and peak resident memory of the stage's latest run.
+
+    The records are the pipeline flow's (:data:`raptor.stages.USAGE_LOG`); ``*`` marks a process
+    lifetime peak (the system did not allow resetting it per stage), ``failed`` a stage that did not
+    finish (the time is up to its failure or interruption).
+    """
+    rows, seen = [], set()
+    for s in sets:
+        if (s.source, s.dataset) in seen:  # two sets read from one folder share its log
+            continue
+        seen.add((s.source, s.dataset))
+        for stage, rec in s.usage.items():
+            rows.append({
+                "set": s.name, "dataset": s.dataset, "stage": stage.rsplit("@", 1)[0],
+                "wall time": _duration(float(rec["seconds"])),
+                "peak RSS (GB)": f"{float(rec['peak_rss_gb']):.2f}" + ("" if rec.get("peak_is_per_stage") else " *"),
+                "finished (UTC)": str(rec.get("finished", "")).replace("T", " ").replace("+00:00", ""),
+                "status": "ok" if rec.get("ok") else "failed",
+            })
+    return rows
+
+
+USAGE_COLUMNS = ("set", "dataset", "stage", "wall time", "peak RSS (GB)", "finished (UTC)", "status")
+
+
 def paper_layout_rows(sets: Sequence[ResultSet]) -> tuple[list[dict[str, str]], list[str]]:
-    """The paper's Table 1 layout: published rows, then ours (the first evaluated set per dataset)."""
+    """The paper's Table 1 layout: the published rows, then ours.
+
+    Ours: one row per (result-set name, system), in the order the sets were given, so runs of one
+    budget line up across datasets (``quick`` on ICEWS14, ICEWS18 and ICEWS05-15 in one row). A
+    dataset's cells are filled only when every seed of that set is evaluated; the row's label says,
+    per dataset, its seeds, RL epochs and precision.
+    """
     cols = ["model"] + [f"{d} {_METRIC_NAMES[m]}" for d in PAPER_DATASETS for m in METRIC_KEYS]
     rows = []
     for model, by_ds in MAIN_TABLE.items():
@@ -282,22 +326,26 @@ def paper_layout_rows(sets: Sequence[ResultSet]) -> tuple[list[dict[str, str]], 
             for m, val in zip(METRIC_KEYS, by_ds.get(d, ())):
                 row[f"{d} {_METRIC_NAMES[m]}"] = f"{val:.2f}"
         rows.append(row)
-    ours: dict[str, dict[str, str]] = {}
-    for v in variant_registry.VARIANTS:
-        label = variant_registry.get(v).label
-        for d in PAPER_DATASETS:
-            s = next((s for s in sets if s.dataset == d and v in s.runs
-                      and all(r.metrics for r in s.runs[v].values())), None)
-            if s is None:
-                continue
-            runs = list(s.runs[v].values())
-            row = ours.setdefault(v, {"model": f"**{label} (ours)**"})
-            for m in METRIC_KEYS:
-                row[f"{d} {_METRIC_NAMES[m]}"] = _pm([r.metrics[m] for r in runs])
-            row["model"] += f" {d}: {s.name}, {len(runs)} seed{'s' if len(runs) > 1 else ''}, {_epochs(runs)} RL epochs;"
-    for row in ours.values():
-        row["model"] = row["model"].rstrip(";")
-    return rows + list(ours.values()), cols
+    names = list(dict.fromkeys(s.name for s in sets))
+    for name in names:
+        for v in variant_registry.VARIANTS:
+            label = variant_registry.get(v).label
+            row: dict[str, str] = {}
+            notes = []
+            for d in PAPER_DATASETS:
+                s = next((s for s in sets if s.name == name and s.dataset == d and v in s.runs
+                          and all(r.metrics for r in s.runs[v].values())), None)
+                if s is None:
+                    continue
+                runs = list(s.runs[v].values())
+                for m in METRIC_KEYS:
+                    row[f"{d} {_METRIC_NAMES[m]}"] = _pm([r.metrics[m] for r in runs])
+                notes.append(f"{d}: {len(runs)} seed{'s' if len(runs) > 1 else ''}, {_epochs(runs)} RL epochs, "
+                             f"{_one([r.precision for r in runs])}")
+            if notes:
+                row["model"] = f"**{label} (ours, {name})** " + "; ".join(notes)
+                rows.append(row)
+    return rows, cols
 
 
 # ---------------------------------------------------------------------------------------- page
@@ -336,6 +384,15 @@ def write_results_page(sets: Sequence[ResultSet], out: str | Path, figures_dir: 
                   _markdown_table(sig, SIGNIFICANCE_COLUMNS)]
     rows, cols = paper_layout_rows(sets)
     lines += ["## In the paper's layout", "", _markdown_table(rows, cols)]
+    used = usage_rows(sets)
+    if used:
+        lines += ["## Stage wall time and peak memory", "",
+                  "The latest run of each pipeline stage, as the pipeline flow measured it "
+                  "(`runs/stage-usage.jsonl`): wall time, and the stage's own peak resident memory (`*`: the "
+                  "process's lifetime peak). A stage resumed after an interruption counts only its last run; "
+                  "`train h/seed` above has the training's whole time. Seeds train side by side "
+                  "(`train.parallel_runs`), so a fine-tuning stage's time is not the sum over its seeds.", "",
+                  _markdown_table(used, USAGE_COLUMNS)]
     lines += ["## Learning curves", "",
               "Validation MRR and training reward per RL epoch, mean ± 1 std over seeds, to the longest "
               "budget reached; dashed lines: the paper's test MRR of the same system (400 RL epochs).", ""]

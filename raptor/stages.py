@@ -35,6 +35,9 @@ PARAMS_FILE = "build/params.json"
 PARAMS_SOURCE = "params.yaml"
 DVC_FILE = "dvc.yaml"
 ABLATION_DVC_FILE = "ablation/dvc.yaml"
+#: The pipeline flow appends each stage's wall time and peak memory here as the stage ends (a log
+#: across runs, not a DVC output); ``raptor results`` shows each stage's latest record.
+USAGE_LOG = "runs/stage-usage.jsonl"
 
 #: Placeholders in path templates; DVC's ``foreach`` fills them (``${key}``, ``${item.raw_dir}``).
 DATASET, RAW_DIR = "{dataset}", "{raw_dir}"

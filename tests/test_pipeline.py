@@ -20,6 +20,8 @@ from helpers import free_port, http_json, stack_env
 
 from raptor import stages
 from raptor.config import params_from_dict
+from raptor.resources import read_usage
+from raptor.stages import USAGE_LOG
 from raptor.data import load_dataset
 from raptor.graph import TemporalGraph
 from raptor.synthetic import SyntheticSpec, write_raw
@@ -353,6 +355,9 @@ def test_prefect_pipeline_flow_agrees_with_dvc(project):
         assert set(result["stages"]) == set(result["ran"])  # each stage that ran is measured
         for name, used in result["stages"].items():
             assert used["seconds"] > 0 and used["peak_rss_gb"] > 0.01 and used["peak_is_per_stage"], (name, used)
+        logged = read_usage(proj / USAGE_LOG)  # the same measurements, kept on disk for `raptor results`
+        for name, used in result["stages"].items():
+            assert logged[name]["ok"] and logged[name]["seconds"] == used["seconds"], (name, logged.get(name))
         status = _status(proj, env)
         assert not (status & set(MAIN)), status  # DVC agrees: what the flow ran is committed
     finally:

@@ -90,11 +90,61 @@ def test_significance_and_paper_layout(workspace, long_runs):
                     "MRR diff (points)": "+2.00", "t-test over seeds, p (one-sided)": "0.0123 (n = 2)",
                     "per-query bootstrap 95% CI": "[+1.00, +3.00]", "Wilcoxon p (two-sided)": "1e-05"}]
     rows, cols = paper_layout_rows(sets)
-    ours = {r["model"].split(" (ours)")[0].strip("*"): r for r in rows if "(ours)" in r["model"]}
-    assert ours["RL-RAPTOR"]["ICEWS14 MRR"] == "43.00 ± 2.83" and ours["RL-RAPTOR"]["ICEWS18 MRR"] == "30.00"
-    # Pure-RL on ICEWS18 is not evaluated: its cell stays empty rather than showing a partial result
-    assert "ICEWS18 MRR" not in ours["Pure-RL"] and "ICEWS05-15 MRR" in cols
+    ours = {r["model"].split("**")[1]: r for r in rows if "(ours" in r["model"]}
+    # one row per (set, system): the two sets' rows stay apart, each stating seeds, epochs and precision
+    assert set(ours) == {"Pure-RL (ours, quick)", "RL-RAPTOR (ours, quick)", "RL-RAPTOR (ours, long)"}
+    assert ours["RL-RAPTOR (ours, quick)"]["ICEWS14 MRR"] == "43.00 ± 2.83"
+    assert "ICEWS18 MRR" not in ours["RL-RAPTOR (ours, quick)"]
+    long = ours["RL-RAPTOR (ours, long)"]
+    assert long["ICEWS18 MRR"] == "30.00" and "ICEWS14 MRR" not in long
+    assert long["model"].endswith("ICEWS18: 1 seed, 40 of 40 RL epochs, bfloat16")
+    # Pure-RL on ICEWS18 is not evaluated: no row rather than a partial result
+    assert "ICEWS05-15 MRR" in cols
     assert sum("(paper)" in r["model"] for r in rows) == len(MAIN_TABLE)
+
+
+def test_one_row_per_set_lines_datasets_up(workspace, tmp_path):
+    """Two datasets of one set (the quick pipeline on ICEWS14 and ICEWS18) share a row."""
+    import shutil
+
+    shutil.copytree(workspace / "runs/ICEWS14", workspace / "runs/ICEWS18")
+    rows, _ = paper_layout_rows(discover(workspace, "quick"))
+    ours = [r for r in rows if "(ours" in r["model"]]
+    assert len(ours) == 2
+    rap = next(r for r in ours if "RL-RAPTOR" in r["model"])
+    assert rap["ICEWS14 MRR"] == rap["ICEWS18 MRR"] == "43.00 ± 2.83"
+    assert "ICEWS14: 2 seeds, 10 of 10 RL epochs, float32; ICEWS18: 2 seeds" in rap["model"]
+
+
+def test_stage_usage_log_becomes_a_table(workspace):
+    from raptor.resources import append_usage
+    from raptor.results import usage_rows
+
+    log = workspace / "runs/stage-usage.jsonl"
+    append_usage(log, {"stage": "label@ICEWS14", "ok": True, "seconds": 15.24, "peak_rss_gb": 1.19,
+                       "peak_is_per_stage": True, "finished": "2026-11-24T10:00:00+00:00"})
+    append_usage(log, {"stage": "finetune-raptor@ICEWS14", "ok": False, "seconds": 300.0, "peak_rss_gb": 3.0,
+                       "peak_is_per_stage": False, "finished": "2026-11-24T10:05:00+00:00"})
+    append_usage(log, {"stage": "label@OTHER", "ok": True, "seconds": 1.0, "peak_rss_gb": 0.1,
+                       "peak_is_per_stage": True, "finished": "2026-11-24T10:06:00+00:00"})
+    # the resumed stage's later record replaces the interrupted one, in the stage's first place
+    append_usage(log, {"stage": "finetune-raptor@ICEWS14", "ok": True, "seconds": 750.0, "peak_rss_gb": 3.5,
+                       "peak_is_per_stage": True, "finished": "2026-11-24T11:00:00+00:00"})
+    with log.open("a") as f:
+        f.write('{"stage": "evaluate-rap')  # a write torn by a kill: skipped
+    rows = usage_rows(discover(workspace, "quick"))
+    assert rows == [
+        {"set": "quick", "dataset": "ICEWS14", "stage": "label", "wall time": "15.2 s", "peak RSS (GB)": "1.19",
+         "finished (UTC)": "2026-11-24 10:00:00", "status": "ok"},
+        {"set": "quick", "dataset": "ICEWS14", "stage": "finetune-raptor", "wall time": "12.5 min",
+         "peak RSS (GB)": "3.50", "finished (UTC)": "2026-11-24 11:00:00", "status": "ok"}]
+
+
+def test_a_malformed_usage_line_is_an_error_naming_the_file_and_line(workspace):
+    log = workspace / "runs/stage-usage.jsonl"
+    log.write_text('not json\n{"stage": "label@ICEWS14", "ok": true, "seconds": 1, "peak_rss_gb": 1}\n')
+    with pytest.raises(ValueError, match=r"stage-usage.jsonl, line 1"):
+        discover(workspace, "quick")
 
 
 def test_cli_writes_the_page_and_curves(workspace, long_runs, tmp_path, capsys):
@@ -106,6 +156,7 @@ def test_cli_writes_the_page_and_curves(workspace, long_runs, tmp_path, capsys):
         assert (out.parent / "figures/results" / name).stat().st_size > 1000
         assert f"figures/results/{name}" in page
     assert "nan" not in page.lower()
+    assert "## Stage wall time" not in page  # no usage log in these folders: no empty table
 
 
 def test_a_folder_without_runs_is_a_clear_error(tmp_path, capsys):
