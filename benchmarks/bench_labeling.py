@@ -1,4 +1,4 @@
-"""Benchmark: reachable-entity labeling on the full ICEWS14 and ICEWS18 training sets.
+"""Benchmark: reachable-entity labeling on the full ICEWS training sets (ICEWS14 and ICEWS18 by default).
 
 For each dataset (ingested from ``/work/shared/data`` into a temporary folder first, not timed):
 
@@ -10,7 +10,8 @@ For each dataset (ingested from ``/work/shared/data`` into a temporary folder fi
   all pairs, and the per-pair speed-up of the fast implementation (full run, and the same
   sample single-threaded); the sample's labels are checked equal to the fast ones.
 
-Writes ``benchmarks/results/labeling.json`` with the machine load (``/proc/loadavg``) before and
+Writes ``benchmarks/results/labeling.json`` (updating the datasets measured; the others' entries are
+kept) with the machine load (``/proc/loadavg``) before and
 after each run. Run when the machine is otherwise idle:
 
     .venv/bin/python benchmarks/bench_labeling.py [--datasets ICEWS14 ICEWS18] [--sample 200]
@@ -191,6 +192,8 @@ def main() -> None:
         "targets": {"ICEWS14_s": 15, "ICEWS18_s": 180, "peak_rss_gb": 8, "speedup_per_pair": 100},
         "datasets": {},
     }
+    if RESULTS.is_file():  # keep the datasets measured before (each entry records its own machine load)
+        results["datasets"] = json.loads(RESULTS.read_text()).get("datasets", {})
     import numba
 
     results["machine"]["numba"] = numba.__version__
