@@ -29,7 +29,7 @@ from typing import Optional
 
 from prefect import flow, get_run_logger
 
-from raptor.resources import append_usage, measure
+from raptor.resources import append_usage, measure, release_freed_memory
 from raptor.stages import USAGE_LOG
 
 FLOWS_CMD = ["python", "-m", "flows"]
@@ -86,7 +86,7 @@ def pipeline_flow(root: str = ".", dvcfile: str = "dvc.yaml", targets: Optional[
     """Run every changed stage of ``dvcfile`` (or of ``targets`` and what they depend on) in order.
 
     Returns ``{"ran": [...], "skipped": [...], "blocked": [...], "failed": {...}, "seconds": s,
-    "stages": {name: {"seconds", "peak_rss_gb", "peak_is_per_stage"}}}`` (``stages``: those that ran or failed).
+    "stages": {name: {"seconds", "peak_rss_gb", "peak_is_per_stage", "released_before"}}}`` (``stages``: those that ran or failed).
     """
     import networkx as nx
     from dvc.lock import LockError
@@ -127,7 +127,9 @@ def pipeline_flow(root: str = ".", dvcfile: str = "dvc.yaml", targets: Optional[
                 continue
             log.info("%s: running `%s`", name, stage.cmd)
             ok = False  # stays False for an interrupt too: the record must not call a killed stage done
+            released = False
             try:
+                released = release_freed_memory()  # the stage's peak is then not an earlier stage's garbage
                 with measure() as used:
                     _run_command(stage.cmd)
                 ok = True
@@ -138,7 +140,7 @@ def pipeline_flow(root: str = ".", dvcfile: str = "dvc.yaml", targets: Optional[
                 continue
             finally:
                 usage[name] = {"seconds": round(used.seconds, 2), "peak_rss_gb": round(used.peak_rss_gb, 3),
-                               "peak_is_per_stage": used.peak_is_per_block}
+                               "peak_is_per_stage": used.peak_is_per_block, "released_before": released}
                 append_usage(Path(root) / USAGE_LOG, {
                     "stage": name, "ok": ok, **usage[name],
                     "finished": datetime.now(timezone.utc).isoformat(timespec="seconds")})

@@ -253,6 +253,14 @@ RESULT_COLUMNS = ("set", "dataset", "system", "seeds", "pretrain epochs", "RL ep
                   "MRR", "H@1", "H@3", "H@10", "paper MRR", "vs paper", "best val MRR", "train h/seed")
 
 
+def format_p(p: Optional[float]) -> str:
+    """A p-value for a table: three significant digits; an exact 0 is a probability that underflowed
+    a double (a normal-approximation tail beyond about 38 standard errors), so it reads ``< 1e-300``."""
+    if p is None:
+        return "n/a"
+    return "< 1e-300" if p == 0 else f"{p:.3g}"
+
+
 def significance_rows(sets: Sequence[ResultSet]) -> list[dict[str, str]]:
     """Per set and comparison: the paired t-test over seeds and the per-query tests on MRR."""
     rows = []
@@ -265,13 +273,13 @@ def significance_rows(sets: Sequence[ResultSet]) -> list[dict[str, str]]:
             seed_mrr = (pair.get("seed_level") or {}).get("mrr")
             if seed_mrr:
                 row["MRR diff (points)"] = f"{100 * seed_mrr['mean_diff']:+.2f}"
-                row["t-test over seeds, p (one-sided)"] = f"{seed_mrr['p_one_sided']:.3g} (n = {seed_mrr['n']})"
+                row["t-test over seeds, p (one-sided)"] = f"{format_p(seed_mrr['p_one_sided'])} (n = {seed_mrr['n']})"
             pq = pair.get("per_query") or {}
             if pq.get("bootstrap"):
                 b = pq["bootstrap"]
                 row["per-query bootstrap 95% CI"] = f"[{100 * b['ci_low']:+.2f}, {100 * b['ci_high']:+.2f}]"
             if pq.get("wilcoxon"):
-                row["Wilcoxon p (two-sided)"] = f"{pq['wilcoxon']['p_two_sided']:.3g}"
+                row["Wilcoxon p (two-sided)"] = format_p(pq['wilcoxon']['p_two_sided'])
             rows.append(row)
     return rows
 
@@ -288,8 +296,10 @@ def usage_rows(sets: Sequence[ResultSet]) -> list[dict[str, str]]:
     """Per set and stage: the wall time and peak resident memory of the stage's latest run.
 
     The records are the pipeline flow's (:data:`raptor.stages.USAGE_LOG`); ``*`` marks a process
-    lifetime peak (the system did not allow resetting it per stage), ``failed`` a stage that did not
-    finish (the time is up to its failure or interruption).
+    lifetime peak (the system did not allow resetting it per stage), ``†`` a stage that started
+    without the freed heap of earlier stages returned to the OS (records written before the pipeline
+    did that: their peak includes it), ``failed`` a stage that did not finish (the time is up to its
+    failure or interruption).
     """
     rows, seen = [], set()
     for s in sets:
@@ -300,7 +310,8 @@ def usage_rows(sets: Sequence[ResultSet]) -> list[dict[str, str]]:
             rows.append({
                 "set": s.name, "dataset": s.dataset, "stage": stage.rsplit("@", 1)[0],
                 "wall time": _duration(float(rec["seconds"])),
-                "peak RSS (GB)": f"{float(rec['peak_rss_gb']):.2f}" + ("" if rec.get("peak_is_per_stage") else " *"),
+                "peak RSS (GB)": f"{float(rec['peak_rss_gb']):.2f}" + ("" if rec.get("peak_is_per_stage") else " *")
+                                 + ("" if rec.get("released_before") else " †"),
                 "finished (UTC)": str(rec.get("finished", "")).replace("T", " ").replace("+00:00", ""),
                 "status": "ok" if rec.get("ok") else "failed",
             })
@@ -388,8 +399,11 @@ def write_results_page(sets: Sequence[ResultSet], out: str | Path, figures_dir: 
     if used:
         lines += ["## Stage wall time and peak memory", "",
                   "The latest run of each pipeline stage, as the pipeline flow measured it "
-                  "(`runs/stage-usage.jsonl`): wall time, and the stage's own peak resident memory (`*`: the "
-                  "process's lifetime peak). A stage resumed after an interruption counts only its last run; "
+                  "(`runs/stage-usage.jsonl`): wall time, and the peak resident memory of the pipeline's process "
+                  "during the stage (reset when it starts; `*`: the process's lifetime peak). It includes what "
+                  "the process still holds from earlier stages of the same invocation; `†`: measured before the "
+                  "pipeline returned the heap that earlier stages had freed to the OS before each stage, so "
+                  "it includes that too and reads high for late stages. A stage resumed after an interruption counts only its last run; "
                   "`train h/seed` above has the training's whole time. Seeds train side by side "
                   "(`train.parallel_runs`), so a fine-tuning stage's time is not the sum over its seeds.", "",
                   _markdown_table(used, USAGE_COLUMNS)]

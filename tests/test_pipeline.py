@@ -355,6 +355,7 @@ def test_prefect_pipeline_flow_agrees_with_dvc(project):
         assert set(result["stages"]) == set(result["ran"])  # each stage that ran is measured
         for name, used in result["stages"].items():
             assert used["seconds"] > 0 and used["peak_rss_gb"] > 0.01 and used["peak_is_per_stage"], (name, used)
+            assert used["released_before"], (name, used)  # earlier stages' freed heap went back to the OS
         logged = read_usage(proj / USAGE_LOG)  # the same measurements, kept on disk for `raptor results`
         for name, used in result["stages"].items():
             assert logged[name]["ok"] and logged[name]["seconds"] == used["seconds"], (name, logged.get(name))

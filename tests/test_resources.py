@@ -52,3 +52,37 @@ def test_without_the_reset_the_lifetime_peak_is_reported_and_said(monkeypatch):
     assert not used.peak_is_per_block
     assert used.peak_rss_bytes > 0
     assert "process lifetime" in used.describe()
+
+
+_RELEASE = """
+import json
+import numpy as np
+from raptor.runtime import tune_malloc
+from raptor.resources import release_freed_memory
+
+def rss():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+
+assert tune_malloc()
+before = rss()
+a = np.ones(300_000_000 // 8)  # below the tuned 1 GiB thresholds: heap, not mmap, and kept when freed
+del a
+kept = rss()
+released = release_freed_memory()
+after = rss()
+print(json.dumps([before, kept, after, released]))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc_trim")
+def test_release_returns_heap_that_the_tuned_allocator_kept():
+    # A fresh process: the tuned allocator keeps the freed 300 MB resident, the release gives it back
+    # (what the pipeline does between stages, so a stage's peak is not an earlier stage's garbage).
+    out = subprocess.run([sys.executable, "-c", _RELEASE], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parents[1])
+    before, kept, after, released = json.loads(out.stdout.strip().splitlines()[-1])
+    assert released
+    assert kept > before + 250 * MB
+    assert after < kept - 250 * MB

@@ -122,12 +122,13 @@ def test_stage_usage_log_becomes_a_table(workspace):
 
     log = workspace / "runs/stage-usage.jsonl"
     append_usage(log, {"stage": "label@ICEWS14", "ok": True, "seconds": 15.24, "peak_rss_gb": 1.19,
-                       "peak_is_per_stage": True, "finished": "2026-11-24T10:00:00+00:00"})
+                       "peak_is_per_stage": True, "released_before": True, "finished": "2026-11-24T10:00:00+00:00"})
     append_usage(log, {"stage": "finetune-raptor@ICEWS14", "ok": False, "seconds": 300.0, "peak_rss_gb": 3.0,
                        "peak_is_per_stage": False, "finished": "2026-11-24T10:05:00+00:00"})
     append_usage(log, {"stage": "label@OTHER", "ok": True, "seconds": 1.0, "peak_rss_gb": 0.1,
                        "peak_is_per_stage": True, "finished": "2026-11-24T10:06:00+00:00"})
-    # the resumed stage's later record replaces the interrupted one, in the stage's first place
+    # the resumed stage's later record replaces the interrupted one, in the stage's first place; a record
+    # without `released_before` (written before the pipeline released freed heap between stages) is marked
     append_usage(log, {"stage": "finetune-raptor@ICEWS14", "ok": True, "seconds": 750.0, "peak_rss_gb": 3.5,
                        "peak_is_per_stage": True, "finished": "2026-11-24T11:00:00+00:00"})
     with log.open("a") as f:
@@ -137,7 +138,7 @@ def test_stage_usage_log_becomes_a_table(workspace):
         {"set": "quick", "dataset": "ICEWS14", "stage": "label", "wall time": "15.2 s", "peak RSS (GB)": "1.19",
          "finished (UTC)": "2026-11-24 10:00:00", "status": "ok"},
         {"set": "quick", "dataset": "ICEWS14", "stage": "finetune-raptor", "wall time": "12.5 min",
-         "peak RSS (GB)": "3.50", "finished (UTC)": "2026-11-24 11:00:00", "status": "ok"}]
+         "peak RSS (GB)": "3.50 †", "finished (UTC)": "2026-11-24 11:00:00", "status": "ok"}]
 
 
 def test_a_malformed_usage_line_is_an_error_naming_the_file_and_line(workspace):
@@ -164,3 +165,12 @@ def test_a_folder_without_runs_is_a_clear_error(tmp_path, capsys):
     assert cli(["results", str(tmp_path / "empty"), "--out", str(tmp_path / "r.md")]) == 1
     assert "no runs found" in capsys.readouterr().err
     assert not (tmp_path / "r.md").exists()
+
+
+def test_p_values_that_underflowed_are_not_printed_as_zero():
+    from raptor.results import format_p
+
+    assert format_p(0.0) == "< 1e-300"  # ICEWS18's Wilcoxon test: z = -41, a tail below the smallest double
+    assert format_p(4.3e-32) == "4.3e-32"
+    assert format_p(0.19) == "0.19"
+    assert format_p(None) == "n/a"
