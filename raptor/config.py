@@ -135,6 +135,9 @@ class ModelConfig:
     step_dim: int = 32
     #: Hidden width of the two-layer state MLP and of the critic MLP (not given in the paper).
     mlp_hidden_dim: int = 256
+    #: Hidden size of the LSTM path encoder, ``h_k`` (not given in the paper); null = ``d_a``
+    #: (entity_dim + relation_dim), the size of its input and of the state vector.
+    lstm_hidden_dim: Optional[int] = None
 
 
 @dataclass(frozen=True)
@@ -344,6 +347,7 @@ _CHECKS: dict[str, tuple[Any, str]] = {
     "model.time_dim": (lambda v: v >= 1, ">= 1"),
     "model.step_dim": (lambda v: v >= 1, ">= 1"),
     "model.mlp_hidden_dim": (lambda v: v >= 1, ">= 1"),
+    "model.lstm_hidden_dim": (lambda v: v is None or v >= 1, "a positive integer or null (= entity_dim + relation_dim)"),
     "titer.entity_dim": (lambda v: v >= 2, ">= 2"),
     "titer.relation_dim": (lambda v: v >= 1, ">= 1"),
     "titer.time_dim": (lambda v: v >= 1, ">= 1"),

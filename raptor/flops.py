@@ -10,7 +10,7 @@ checks the GEMM part against ``torch.utils.flop_counter.FlopCounterMode`` on a r
 Notation (shapes per batch of ``B`` episodes, or ``Q`` queries in beam search)::
 
     d_e = entity_dim, d_r = relation_dim, d_t = time_dim, d_s = d_r - d_t (static relation part)
-    d_a = d_e + d_r (action, LSTM state), d_q = d_e + d_r (query), H = mlp_hidden_dim, d_k = step_dim
+    d_a = d_e + d_r (action), d_h = lstm_hidden_dim or d_a (LSTM state), d_q = d_e + d_r (query), H = mlp_hidden_dim, d_k = step_dim
     A = candidate slots per state (max_actions + 1 with STOP), K = max_path_length
     R2 = 2 R + 2 relation ids (forward, inverse, STOP, padding), T = time-difference table rows
 
@@ -59,6 +59,7 @@ def training_gemms(model: ModelConfig, batch: int, max_path_length: int, num_rel
     B, K = batch, max_path_length
     de, dr, dt, dk, H = model.entity_dim, model.relation_dim, model.time_dim, model.step_dim, model.mlp_hidden_dim
     da, dq, ds = de + dr, de + dr, dr - dt
+    dh = model.lstm_hidden_dim or da
     R2 = 2 * num_relations + 2
     return [
         # once per batch: the query and step blocks of both first layers (Policy.precompute_query)
@@ -67,19 +68,19 @@ def training_gemms(model: ModelConfig, batch: int, max_path_length: int, num_rel
         Gemm("actor_step", K, dk, H),
         Gemm("critic_step", K, dk, H, input_grad=False),
         # h_0 = LSTM(a_init, (h_init, c_init)): one row
-        Gemm("lstm_init_ih", 1, da, 4 * da),
-        Gemm("lstm_init_hh", 1, da, 4 * da),
+        Gemm("lstm_init_ih", 1, da, 4 * dh),
+        Gemm("lstm_init_hh", 1, dh, 4 * dh),
         # every step: actor and critic heads, relation and time score tables
-        Gemm("actor_h", B, da, H, count=K),
+        Gemm("actor_h", B, dh, H, count=K),
         Gemm("actor_out", B, H, da, count=K),
-        Gemm("critic_h", B, da, H, count=K, input_grad=False),
+        Gemm("critic_h", B, dh, H, count=K, input_grad=False),
         Gemm("critic_out", B, H, 1, count=K),
         Gemm("score_relation", B, ds, R2, count=K),
         Gemm("score_time", B, dt, time_rows, count=K),
         # K - 1 path updates; the first one's recurrent term is one row (h_0 is shared)
-        Gemm("lstm_ih", B, da, 4 * da, count=K - 1),
-        Gemm("lstm_hh_first", 1, da, 4 * da, count=1 if K > 1 else 0),
-        Gemm("lstm_hh", B, da, 4 * da, count=max(K - 2, 0)),
+        Gemm("lstm_ih", B, da, 4 * dh, count=K - 1),
+        Gemm("lstm_hh_first", 1, dh, 4 * dh, count=1 if K > 1 else 0),
+        Gemm("lstm_hh", B, dh, 4 * dh, count=max(K - 2, 0)),
     ]
 
 
@@ -132,20 +133,21 @@ def beam_gemms(model: ModelConfig, queries: int, rows: Sequence[int], num_relati
     step or one bound."""
     de, dr, dt, dk, H = model.entity_dim, model.relation_dim, model.time_dim, model.step_dim, model.mlp_hidden_dim
     da, dq, ds = de + dr, de + dr, dr - dt
+    dh = model.lstm_hidden_dim or da
     R2 = 2 * num_relations + 2
     K = len(rows)
     trows = [time_rows] * K if isinstance(time_rows, int) else list(time_rows)
     out = [Gemm("actor_query", queries, dq, H), Gemm("critic_query", queries, dq, H),
            Gemm("actor_step", K, dk, H), Gemm("critic_step", K, dk, H),
-           Gemm("lstm_init_ih", 1, da, 4 * da), Gemm("lstm_init_hh", 1, da, 4 * da)]
+           Gemm("lstm_init_ih", 1, da, 4 * dh), Gemm("lstm_init_hh", 1, dh, 4 * dh)]
     for k in range(K):
-        out += [Gemm(f"actor_h[{k}]", rows[k], da, H), Gemm(f"actor_out[{k}]", rows[k], H, da),
+        out += [Gemm(f"actor_h[{k}]", rows[k], dh, H), Gemm(f"actor_out[{k}]", rows[k], H, da),
                 Gemm(f"score_relation[{k}]", rows[k], ds, R2), Gemm(f"score_time[{k}]", rows[k], dt, trows[k])]
         if k < K - 1:
             # the input part W_ih a is a sum of table rows (path_table_gemms, once per search); W_hh h
             # is computed for one row while h is the shared h_0
             shared = k == 0
-            out += [Gemm(f"lstm_hh[{k}]", 1 if shared else rows[k + 1], da, 4 * da)]
+            out += [Gemm(f"lstm_hh[{k}]", 1 if shared else rows[k + 1], dh, 4 * dh)]
     return out
 
 
@@ -153,10 +155,10 @@ def path_table_gemms(model: ModelConfig, num_entities: int, num_relations: int, 
     """The GEMMs of :meth:`raptor.policy.Policy.path_input_tables` (once per beam search call): the LSTM's
     input weights applied to every entity, relation and time difference (``time_rows = max dt + 1``)."""
     de, dr, dt = model.entity_dim, model.relation_dim, model.time_dim
-    da = de + dr
-    return [Gemm("path_table_entity", num_entities + 1, de, 4 * da),
-            Gemm("path_table_relation", 2 * num_relations + 2, dr - dt, 4 * da),
-            Gemm("path_table_time", time_rows, dt, 4 * da)]
+    dh = model.lstm_hidden_dim or de + dr
+    return [Gemm("path_table_entity", num_entities + 1, de, 4 * dh),
+            Gemm("path_table_relation", 2 * num_relations + 2, dr - dt, 4 * dh),
+            Gemm("path_table_time", time_rows, dt, 4 * dh)]
 
 
 def beam_query_flops(model: ModelConfig, beam: int, max_path_length: int, max_actions: int, num_entities: int,

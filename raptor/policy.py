@@ -8,11 +8,11 @@ Embeddings:
 * action ``a(e', r', t') = [Emb_E(e'); r(r', t_q - t')]`` in ``R^{d_a}``, ``d_a = d_e + d_r``;
 * step ``Emb_step(k)`` in ``R^{d_step}``.
 
-Path encoder: a single-layer LSTM (hidden size ``d_a``) over ``a_init, a_0, ..., a_{k-1}`` from the
+Path encoder: a single-layer LSTM (hidden size ``d_h = lstm_hidden_dim``, default ``d_a``) over ``a_init, a_0, ..., a_{k-1}`` from the
 learnable initial state ``(h_init, c_init)``; ``h_0 = LSTM(a_init, h_init)`` is the same for every
 query, so it is computed once per batch with batch size 1.
 
-State vector ``u = [Emb_E(e_q); r(r_q, 0); h_k; Emb_step(k)]``; actor ``s = MLP(u)`` (two layers, ReLU,
+State vector ``u = [Emb_E(e_q); r(r_q, 0); h_k; Emb_step(k)]`` (``d_u = d_e + d_r + d_h + d_step``); actor ``s = MLP(u)`` (two layers, ReLU,
 ``d_u -> mlp_hidden_dim -> d_a``); logits ``z(a) = <s, a(a)>``; ``pi = softmax`` over the valid
 candidates; critic ``V = MLP_crt(u)`` (``d_u -> mlp_hidden_dim -> 1``).
 
@@ -375,7 +375,6 @@ class Policy(nn.Module):
         de, dr, dt = config.entity_dim, config.relation_dim, config.time_dim
         self.d_entity, self.d_time, self.d_static = de, dt, dr - dt
         self.d_action = de + dr
-        self.d_state_input = de + dr + self.d_action + config.step_dim
         self.max_path_length = max_path_length
 
         self.entity_emb = nn.Embedding(entity_vocab_size(num_entities), de)
@@ -385,16 +384,18 @@ class Policy(nn.Module):
         self.time_b = nn.Parameter(torch.zeros(dt))
         self.step_emb = nn.Embedding(max_path_length, config.step_dim)
         da = self.d_action
+        dh = self.d_path = config.lstm_hidden_dim or da
+        self.d_state_input = de + dr + dh + config.step_dim
         self.a_init = nn.Parameter(torch.empty(da))
-        self.h_init = nn.Parameter(torch.zeros(da))
-        self.c_init = nn.Parameter(torch.zeros(da))
+        self.h_init = nn.Parameter(torch.zeros(dh))
+        self.c_init = nn.Parameter(torch.zeros(dh))
         # LSTM cell (gate order i, f, g, o like torch.nn.LSTMCell, one bias) written with F.linear so
         # that autocast applies to it.
-        self.lstm_weight_ih = nn.Parameter(torch.empty(4 * da, da))
-        self.lstm_weight_hh = nn.Parameter(torch.empty(4 * da, da))
-        self.lstm_bias = nn.Parameter(torch.empty(4 * da))
+        self.lstm_weight_ih = nn.Parameter(torch.empty(4 * dh, da))
+        self.lstm_weight_hh = nn.Parameter(torch.empty(4 * dh, dh))
+        self.lstm_bias = nn.Parameter(torch.empty(4 * dh))
         H = config.mlp_hidden_dim
-        blocks = (de + dr, da, config.step_dim)  # u = [q; h_k; Emb_step(k)]
+        blocks = (de + dr, dh, config.step_dim)  # u = [q; h_k; Emb_step(k)]
         self.actor_mlp = nn.Sequential(BlockLinear(blocks, H), nn.ReLU(), nn.Linear(H, da))
         self.critic_mlp = nn.Sequential(BlockLinear(blocks, H), nn.ReLU(), nn.Linear(H, 1))
         self.reset_parameters()
@@ -404,7 +405,7 @@ class Policy(nn.Module):
         nn.init.xavier_uniform_(self.relation_emb.weight)
         nn.init.xavier_uniform_(self.step_emb.weight)
         nn.init.normal_(self.a_init, std=1.0 / math.sqrt(self.d_action))
-        bound = 1.0 / math.sqrt(self.d_action)
+        bound = 1.0 / math.sqrt(self.d_path)  # torch.nn.LSTM's init: 1 / sqrt(hidden size)
         for p in (self.lstm_weight_ih, self.lstm_weight_hh, self.lstm_bias):
             nn.init.uniform_(p, -bound, bound)
         with torch.no_grad():
@@ -427,7 +428,7 @@ class Policy(nn.Module):
     # -------------------------------------------------------------- path encoder
 
     def lstm_cell(self, x: torch.Tensor, hc: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-        """One LSTM step, ``x [B, d_a]``, ``h, c [B, d_a]`` -> ``(h', c')`` float32 (``torch.nn.LSTMCell``'s
+        """One LSTM step, ``x [B, d_a]``, ``h, c [B, d_h]`` -> ``(h', c')`` float32 (``torch.nn.LSTMCell``'s
         gate order ``i, f, g, o``). Without autograd (beam search) :meth:`_lstm_step_inference`."""
         h, c = hc
         if not torch.is_grad_enabled():
@@ -448,7 +449,7 @@ class Policy(nn.Module):
     INFERENCE_BLOCK_ROWS = 1024
 
     def _gate_scale(self) -> torch.Tensor:
-        """``[4 d_a, 1]``: 2 for the ``g`` gate's rows, 1 elsewhere: with them doubled,
+        """``[4 d_h, 1]``: 2 for the ``g`` gate's rows, 1 elsewhere: with them doubled,
         ``tanh(g) = 2 sigmoid(2 g) - 1`` lets one sigmoid cover the four gates."""
         d = self.lstm_weight_ih.shape[0] // 4
         scale = torch.ones(4 * d, 1, dtype=self.lstm_weight_ih.dtype, device=self.lstm_weight_ih.device)
@@ -488,14 +489,14 @@ class Policy(nn.Module):
         return h_out, c_out
 
     def initial_path_state(self, batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(h_0, c_0) = LSTM(a_init, (h_init, c_init))``, expanded to ``[B, d_a]``."""
+        """``(h_0, c_0) = LSTM(a_init, (h_init, c_init))``, expanded to ``[B, d_h]``."""
         h, c = self.lstm_cell(self.a_init[None], (self.h_init[None], self.c_init[None]))
         return h.expand(batch_size, -1), c.expand(batch_size, -1)
 
     def path_input_tables(self, max_dt: int) -> dict[str, torch.Tensor]:
         """For inference: ``W_ih a`` of an action ``a = [Emb_E(e'); Emb_R(r'); tau(dt)]`` is the sum of
-        one row of each of three tables, ``entity [E+1, 4 d_a]``, ``relation [2R+2, 4 d_a]`` and
-        ``time [max_dt + 1, 4 d_a]`` (``dt`` is a whole number of time steps), ``g`` rows doubled
+        one row of each of three tables, ``entity [E+1, 4 d_h]``, ``relation [2R+2, 4 d_h]`` and
+        ``time [max_dt + 1, 4 d_h]`` (``dt`` is a whole number of time steps), ``g`` rows doubled
         (:meth:`_gate_scale`). Computed in float32 (no autocast) once per evaluation: beam search then
         gathers rows instead of running its largest GEMM at every step. Stale as soon as the weights
         change."""

@@ -39,12 +39,16 @@ def test_range_checks():
         params_from_dict({"model": {"time_dim": 128}})
     with pytest.raises(ConfigError, match=r"train\.seeds: must be a non-empty list of distinct ints"):
         params_from_dict({"train": {"seeds": [1, 1]}})
+    with pytest.raises(ConfigError, match=r"model\.lstm_hidden_dim: must be a positive integer or null"):
+        params_from_dict({"model": {"lstm_hidden_dim": 0}})
 
 
 def test_int_accepted_for_float_and_null_for_optional():
     p = params_from_dict({"rl": {"learning_rate": 1}, "labeling": {"max_in_edges": None}})
     assert p.rl.learning_rate == 1.0 and isinstance(p.rl.learning_rate, float)
     assert p.labeling.max_in_edges is None
+    assert params_from_dict({}).model.lstm_hidden_dim is None  # the LSTM as wide as the action embedding
+    assert params_from_dict({"model": {"lstm_hidden_dim": 64}}).model.lstm_hidden_dim == 64
 
 
 def test_overrides_and_file_errors(tmp_path):

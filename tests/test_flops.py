@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
@@ -19,6 +21,7 @@ from raptor.rollout import rollout
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 SMALL = ModelConfig(entity_dim=24, relation_dim=20, time_dim=6, step_dim=5, mlp_hidden_dim=40)
+BOTH = pytest.mark.parametrize("cfg", [SMALL, replace(SMALL, lstm_hidden_dim=12)], ids=["d_h=d_a", "d_h<d_a"])
 
 
 @pytest.fixture(scope="module")
@@ -51,36 +54,38 @@ def _with_time_rows(gemms, rows_per_step):
 
 
 @pytest.mark.parametrize("K", [2, 3])
-def test_training_gemm_count_equals_torchs_flop_counter(setup, K):
+@BOTH
+def test_training_gemm_count_equals_torchs_flop_counter(setup, K, cfg):
     env, q, E, R = setup
     env = TemporalEnv(env.graph, EnvConfig(max_path_length=K, max_actions=30))
     torch.manual_seed(0)
-    policy = Policy(E, R, SMALL, K)
+    policy = Policy(E, R, cfg, K)
     seen = _time_rows(policy)
     B = 64
     with FlopCounterMode(display=False) as counter:
         ro = rollout(policy, env, q[:B], torch.Generator().manual_seed(0))
         loss, _ = actor_critic_loss(ro, RLConfig().gamma, 0.01)
         loss.backward()
-    gemms = _with_time_rows(training_gemms(SMALL, B, K, R, 1), seen)
+    gemms = _with_time_rows(training_gemms(cfg, B, K, R, 1), seen)
     assert len(seen) == K
     assert counter.get_total_flops() == sum(g.forward + g.backward for g in gemms)
 
 
 @pytest.mark.parametrize("first", [0, 1000])
-def test_beam_gemm_count_equals_torchs_flop_counter(setup, first):
+@BOTH
+def test_beam_gemm_count_equals_torchs_flop_counter(setup, first, cfg):
     """Early queries (few candidates: beams narrower than the beam size) and later ones."""
     env, q, E, R = setup
     torch.manual_seed(0)
-    policy = Policy(E, R, SMALL, 3)
+    policy = Policy(E, R, cfg, 3)
     rows = []
     seen = _time_rows(policy, rows)
     Q, beam = 16, 7
     with torch.no_grad(), FlopCounterMode(display=False) as counter:
         search_beams(policy, env, q[first:first + Q], beam)
     assert rows[0] == Q and all(r <= b for r, b in zip(rows, beam_rows(Q, beam, 3, 31)))
-    tables = path_table_gemms(SMALL, E, R, int(q[first:first + Q, -1].max()) + 1)
-    assert counter.get_total_flops() == sum(g.forward for g in beam_gemms(SMALL, Q, rows, R, seen) + tables)
+    tables = path_table_gemms(cfg, E, R, int(q[first:first + Q, -1].max()) + 1)
+    assert counter.get_total_flops() == sum(g.forward for g in beam_gemms(cfg, Q, rows, R, seen) + tables)
 
 
 def test_paper_configuration_epoch_is_about_two_tflop():

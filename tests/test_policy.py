@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import torch
@@ -11,6 +13,9 @@ from raptor.config import ModelConfig
 from raptor.policy import Policy, gather_dot, lookup
 
 SMALL = ModelConfig(entity_dim=16, relation_dim=12, time_dim=5, step_dim=4, mlp_hidden_dim=24)
+#: The LSTM narrower than the action embedding (model.lstm_hidden_dim): d_h = 10, d_a = 28.
+NARROW_H = replace(SMALL, lstm_hidden_dim=10)
+BOTH = pytest.mark.parametrize("cfg", [SMALL, NARROW_H], ids=["d_h=d_a", "d_h<d_a"])
 
 
 def make_batch(rng, E, R, B=7, A=9, max_dt=30):
@@ -73,17 +78,20 @@ def test_gather_dot_and_lookup_match_torch_including_non_leaf_tables():
         torch.testing.assert_close(gl, table.grad)
 
 
-def test_lstm_cell_matches_torch_lstmcell():
+@BOTH
+def test_lstm_cell_matches_torch_lstmcell(cfg):
     torch.manual_seed(2)
-    pol = Policy(5, 2, SMALL).double()
-    da = pol.d_action
-    ref = nn.LSTMCell(da, da).double()
+    pol = Policy(5, 2, cfg).double()
+    da, dh = pol.d_action, pol.d_path
+    assert dh == (cfg.lstm_hidden_dim or da)
+    ref = nn.LSTMCell(da, dh).double()
     with torch.no_grad():
         ref.weight_ih.copy_(pol.lstm_weight_ih)
         ref.weight_hh.copy_(pol.lstm_weight_hh)
         ref.bias_ih.copy_(pol.lstm_bias)
         ref.bias_hh.zero_()
-    x, h, c = (torch.randn(4, da, dtype=torch.float64) for _ in range(3))
+    x = torch.randn(4, da, dtype=torch.float64)
+    h, c = (torch.randn(4, dh, dtype=torch.float64) for _ in range(2))
     h1, c1 = pol.lstm_cell(x, (h, c))
     h2, c2 = ref(x, (h, c))
     torch.testing.assert_close(h1, h2)
@@ -92,41 +100,43 @@ def test_lstm_cell_matches_torch_lstmcell():
 
 @pytest.mark.parametrize("precision, tol", [("float32", 1e-6), ("bfloat16", 2e-2)])
 @pytest.mark.parametrize("shared", [True, False])
-def test_lstm_cell_without_autograd_equals_the_autograd_path(precision, tol, shared):
+@BOTH
+def test_lstm_cell_without_autograd_equals_the_autograd_path(precision, tol, shared, cfg):
     """Beam search's LSTM step (fused bias, one sigmoid over the four gates) is the same function."""
     from raptor.runtime import autocast
 
     torch.manual_seed(3)
-    pol = Policy(5, 2, SMALL)
+    pol = Policy(5, 2, cfg)
     pol.INFERENCE_BLOCK_ROWS = 128  # three blocks, the last one partial
-    da = pol.d_action
+    da, dh = pol.d_action, pol.d_path
     x = torch.randn(300, da)
     if shared:
         h0, c0 = pol.initial_path_state(300)
     else:
-        h0, c0 = torch.randn(300, da), torch.randn(300, da)
+        h0, c0 = torch.randn(300, dh), torch.randn(300, dh)
     with autocast(precision):
         h1, c1 = pol.lstm_cell(x, (h0, c0))  # autograd path (the parameters require grad)
         with torch.inference_mode():
             h2, c2 = pol.lstm_cell(x, (h0, c0))
     assert h1.requires_grad and not h2.requires_grad
-    assert h2.dtype == c2.dtype == torch.float32 and h2.shape == c2.shape == (300, da)
+    assert h2.dtype == c2.dtype == torch.float32 and h2.shape == c2.shape == (300, dh)
     torch.testing.assert_close(h2, h1.detach(), atol=tol, rtol=tol)
     torch.testing.assert_close(c2, c1.detach(), atol=tol, rtol=tol)
 
 
 @pytest.mark.parametrize("precision, tol", [("float32", 1e-5), ("bfloat16", 2e-2)])
-def test_advance_path_from_tables_equals_the_action_embedding_path(precision, tol):
+@BOTH
+def test_advance_path_from_tables_equals_the_action_embedding_path(precision, tol, cfg):
     """Beam search feeds the LSTM ``W_ih a`` as a sum of table rows (entity, relation, time difference)."""
     from raptor.runtime import autocast
 
     torch.manual_seed(4)
     E, R, B = 11, 3, 300
-    pol = Policy(E, R, SMALL)
+    pol = Policy(E, R, cfg)
     pol.INFERENCE_BLOCK_ROWS = 128
     e, r = torch.randint(0, E + 1, (B,)), torch.randint(0, 2 * R + 2, (B,))  # padding and STOP rows included
     dt = torch.randint(0, 40, (B,))
-    hc = (torch.randn(B, pol.d_action), torch.randn(B, pol.d_action))
+    hc = (torch.randn(B, pol.d_path), torch.randn(B, pol.d_path))
     with autocast(precision):
         h1, c1 = pol.advance_path(hc, e, r, dt)
         with torch.inference_mode():
@@ -134,21 +144,22 @@ def test_advance_path_from_tables_equals_the_action_embedding_path(precision, to
             h2, c2 = pol.advance_path(hc, e, r, dt, tables=tables)
             h3, c3 = pol.advance_path(pol.initial_path_state(B), e, r, dt, tables=tables)
         h4, c4 = pol.advance_path(pol.initial_path_state(B), e, r, dt)
-    assert tables["time"].shape == (int(dt.max()) + 1, 4 * pol.d_action)
+    assert tables["time"].shape == (int(dt.max()) + 1, 4 * pol.d_path)
     for got, want in ((h2, h1), (c2, c1), (h3, h4), (c3, c4)):
         torch.testing.assert_close(got, want.detach(), atol=tol, rtol=tol)
 
 
 @pytest.mark.parametrize("shared", [True, False])
-def test_table_gates_kernel_is_bit_identical_to_torch_gathers(shared):
+@BOTH
+def test_table_gates_kernel_is_bit_identical_to_torch_gathers(shared, cfg):
     """The compiled one-pass sum of table rows gives the same bits as torch's gathers and adds (the
     path a GPU takes), so beam search's float32 results did not move with it."""
     torch.manual_seed(5)
     E, R, B = 13, 4, 700
-    pol = Policy(E, R, SMALL)
+    pol = Policy(E, R, cfg)
     pol.INFERENCE_BLOCK_ROWS = 256
     e, r, dt = torch.randint(0, E + 1, (B,)), torch.randint(0, 2 * R + 2, (B,)), torch.randint(0, 30, (B,))
-    hc = pol.initial_path_state(B) if shared else (torch.randn(B, pol.d_action), torch.randn(B, pol.d_action))
+    hc = pol.initial_path_state(B) if shared else (torch.randn(B, pol.d_path), torch.randn(B, pol.d_path))
     with torch.inference_mode():
         tables = pol.path_input_tables(29)
         fast = pol.advance_path(hc, e, r, dt, tables=tables)
@@ -216,19 +227,21 @@ def test_bfloat16_autocast_logits_close_to_float32():
     assert (v16b.float() - v32).abs().max() < 0.05
 
 
-def test_fast_heads_equal_mlp_on_u_and_shared_h_lstm_path():
+@BOTH
+def test_fast_heads_equal_mlp_on_u_and_shared_h_lstm_path(cfg):
     torch.manual_seed(5)
     rng = np.random.default_rng(5)
     E, R = 9, 2
-    pol = Policy(E, R, SMALL, max_path_length=3).double()
+    pol = Policy(E, R, cfg, max_path_length=3).double()
     qe = torch.from_numpy(rng.integers(0, E, 6))
     qr = torch.from_numpy(rng.integers(0, 2 * R, 6))
     q = pol.query_embedding(qe, qr)
     pre = pol.precompute_query(q)
-    h = torch.randn(6, pol.d_action, dtype=torch.float64)
+    h = torch.randn(6, pol.d_path, dtype=torch.float64)
     for k in range(3):
         s, v = pol.heads(pre, h, k)
         u = pol.state_input(q, h, k)
+        assert u.shape == (6, pol.d_state_input) and s.shape == (6, pol.d_action)
         torch.testing.assert_close(s, pol.actor(u))
         torch.testing.assert_close(v, pol.critic(u))
     # h_0 shared by all rows (expanded) takes the one-row path for W_hh h + b
