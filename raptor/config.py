@@ -138,6 +138,10 @@ class ModelConfig:
     #: Hidden size of the LSTM path encoder, ``h_k`` (not given in the paper); null = ``d_a``
     #: (entity_dim + relation_dim), the size of its input and of the state vector.
     lstm_hidden_dim: Optional[int] = None
+    #: The critic reads ``u`` detached, so its loss trains the critic MLP only (true), or reads ``u``
+    #: itself, so its loss also trains the embeddings, the LSTM and the step embeddings it shares with
+    #: the actor (false). The paper says only that the critic takes ``u``; docs/agent.md.
+    critic_detach: bool = True
 
 
 @dataclass(frozen=True)

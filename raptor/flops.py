@@ -4,7 +4,7 @@ What the hardware bound of ``benchmarks/bench_agent.py`` divides by a measured G
 follows the implementation (``raptor/policy.py``, ``raptor/rl.py``, ``raptor/beam.py``), not an
 idealised model: the query parts of the first MLP layers are computed once per episode, the shared
 initial state ``h_0`` enters the first LSTM step as one row, the critic reads a detached input (no
-input gradient), and the beam search computes the critic's query part too. ``tests/test_flops.py``
+input gradient; with ``model.critic_detach`` false it has one), and the beam search computes the critic's query part too. ``tests/test_flops.py``
 checks the GEMM part against ``torch.utils.flop_counter.FlopCounterMode`` on a real batch.
 
 Notation (shapes per batch of ``B`` episodes, or ``Q`` queries in beam search)::
@@ -64,16 +64,16 @@ def training_gemms(model: ModelConfig, batch: int, max_path_length: int, num_rel
     return [
         # once per batch: the query and step blocks of both first layers (Policy.precompute_query)
         Gemm("actor_query", B, dq, H),
-        Gemm("critic_query", B, dq, H, input_grad=False),
+        Gemm("critic_query", B, dq, H, input_grad=not model.critic_detach),
         Gemm("actor_step", K, dk, H),
-        Gemm("critic_step", K, dk, H, input_grad=False),
+        Gemm("critic_step", K, dk, H, input_grad=not model.critic_detach),
         # h_0 = LSTM(a_init, (h_init, c_init)): one row
         Gemm("lstm_init_ih", 1, da, 4 * dh),
         Gemm("lstm_init_hh", 1, dh, 4 * dh),
         # every step: actor and critic heads, relation and time score tables
         Gemm("actor_h", B, dh, H, count=K),
         Gemm("actor_out", B, H, da, count=K),
-        Gemm("critic_h", B, dh, H, count=K, input_grad=False),
+        Gemm("critic_h", B, dh, H, count=K, input_grad=not model.critic_detach),
         Gemm("critic_out", B, H, 1, count=K),
         Gemm("score_relation", B, ds, R2, count=K),
         Gemm("score_time", B, dt, time_rows, count=K),

@@ -554,6 +554,10 @@ class Policy(nn.Module):
         """State vector ``s = MLP(u)``, ``[B, d_a]``."""
         return self.actor_mlp(u)
 
+    def _critic_input(self, x: torch.Tensor) -> torch.Tensor:
+        """What the critic reads of a block of ``u``: detached (``model.critic_detach``) or ``x`` itself."""
+        return x.detach() if self.config.critic_detach else x
+
     def critic(self, u: torch.Tensor) -> torch.Tensor:
         """``V(u)``, ``[B]``."""
         return self.critic_mlp(u).squeeze(-1)
@@ -603,26 +607,28 @@ class Policy(nn.Module):
         ``W1 u + b1 = (W1_q q + b1) + W1_h h_k + W1_s Emb_step(k)``; the query part (``[B, H]``)
         and the step part (``[K, H]``) are computed once per batch of episodes, and the ``h``
         blocks are sliced (and cast, under autocast) once instead of at every step. The critic's
-        parts come from a detached ``q`` (its loss trains the critic MLP only).
+        parts come from a detached ``q`` (its loss trains the critic MLP only) unless
+        ``model.critic_detach`` is false.
         """
         a1, c1 = self.actor_mlp[0], self.critic_mlp[0]
         dtype = query.dtype
         if torch.is_autocast_enabled(query.device.type):
             dtype = torch.get_autocast_dtype(query.device.type)
         steps = self.step_emb.weight
+        d = self._critic_input
         return {
             "actor_q": F.linear(query, a1.weight_q, a1.bias),
-            "critic_q": F.linear(query.detach(), c1.weight_q, c1.bias),
+            "critic_q": F.linear(d(query), c1.weight_q, c1.bias),
             "actor_h": a1.weight_h.to(dtype),
             "critic_h": c1.weight_h.to(dtype),
             "actor_step": F.linear(steps, a1.weight_k),
             # detached like q and h: the critic's loss must not train the step embeddings
-            "critic_step": F.linear(steps.detach(), c1.weight_k),
+            "critic_step": F.linear(d(steps), c1.weight_k),
         }
 
     def heads(self, pre: dict[str, torch.Tensor], h: torch.Tensor, step: int,
               critic: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """``(s, V)`` = ``(MLP(u), MLP_crt(u.detach()))`` from :meth:`precompute_query` (same values
+        """``(s, V)`` = ``(MLP(u), MLP_crt(u.detach()))`` (``MLP_crt(u)`` without ``critic_detach``) from :meth:`precompute_query` (same values
         as :meth:`actor` / :meth:`critic` on :meth:`state_input`)."""
         hh = h.to(pre["actor_h"].dtype)
         # addmm adds the constant blocks inside the GEMM (one rounding under bfloat16, like the
@@ -631,7 +637,7 @@ class Policy(nn.Module):
         s = self.actor_mlp[2](torch.relu(x))
         v = None
         if critic:
-            y = torch.addmm(pre["critic_q"] + pre["critic_step"][step], hh.detach(), pre["critic_h"].t())
+            y = torch.addmm(pre["critic_q"] + pre["critic_step"][step], self._critic_input(hh), pre["critic_h"].t())
             v = self.critic_mlp[2](torch.relu(y)).squeeze(-1)
         return s, v
 
@@ -647,4 +653,4 @@ class Policy(nn.Module):
         """Logits ``[B, A]`` and values ``[B]`` of one step (critic input detached, see docs/agent.md)."""
         u = self.state_input(self.query_embedding(query_entity, query_relation), h, step)
         z = self.candidate_logits(self.actor(u), entity, relation, dt, mask)
-        return z, self.critic(u.detach())
+        return z, self.critic(self._critic_input(u))

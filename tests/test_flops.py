@@ -21,7 +21,8 @@ from raptor.rollout import rollout
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 SMALL = ModelConfig(entity_dim=24, relation_dim=20, time_dim=6, step_dim=5, mlp_hidden_dim=40)
-BOTH = pytest.mark.parametrize("cfg", [SMALL, replace(SMALL, lstm_hidden_dim=12)], ids=["d_h=d_a", "d_h<d_a"])
+BOTH = pytest.mark.parametrize("cfg", [SMALL, replace(SMALL, lstm_hidden_dim=12), replace(SMALL, critic_detach=False)],
+                               ids=["d_h=d_a", "d_h<d_a", "critic-not-detached"])
 
 
 @pytest.fixture(scope="module")

@@ -255,12 +255,14 @@ def test_fast_heads_equal_mlp_on_u_and_shared_h_lstm_path(cfg):
 
 
 @pytest.mark.parametrize("fast", [True, False])
-def test_critic_loss_trains_only_the_critic_mlp(fast):
+@pytest.mark.parametrize("detach", [True, False])
+def test_critic_loss_trains_only_the_critic_mlp(fast, detach):
     """The critic reads a detached state input: its loss reaches no parameter outside ``critic_mlp``
-    (embeddings, time encoding, LSTM, step embeddings and the actor stay untouched)."""
+    (embeddings, time encoding, LSTM, step embeddings and the actor stay untouched). With
+    ``critic_detach: false`` it also trains what ``u`` is made of, but never the actor's MLP."""
     torch.manual_seed(3)
     E, R, B = 9, 3, 6
-    pol = Policy(E, R, SMALL, max_path_length=3)
+    pol = Policy(E, R, replace(SMALL, critic_detach=detach), max_path_length=3)
     qe, qr = torch.randint(0, E, (B,)), torch.randint(0, R, (B,))
     hc = pol.initial_path_state(B)
     hc = pol.advance_path(hc, torch.randint(0, E, (B,)), torch.randint(0, R, (B,)), torch.randint(0, 5, (B,)))
@@ -270,8 +272,45 @@ def test_critic_loss_trains_only_the_critic_mlp(fast):
         if fast:
             _, v = pol.heads(pol.precompute_query(query), hc[0], step)
         else:
-            v = pol.critic(pol.state_input(query, hc[0], step).detach())
+            v = pol.critic(pol._critic_input(pol.state_input(query, hc[0], step)))
         (v ** 2).sum().backward(retain_graph=True)
         touched = {n for n, p in pol.named_parameters() if p.grad is not None and p.grad.abs().sum() > 0}
         assert touched, "the critic loss reached no parameter at all"
-        assert all(n.startswith("critic_mlp.") for n in touched), sorted(touched)
+        if detach:
+            assert all(n.startswith("critic_mlp.") for n in touched), sorted(touched)
+        else:
+            assert not any(n.startswith("actor_mlp.") for n in touched), sorted(touched)
+            encoder = {"entity_emb.weight", "relation_emb.weight", "step_emb.weight", "lstm_weight_ih", "a_init"}
+            assert encoder <= touched, sorted(encoder - touched)
+
+
+@pytest.mark.parametrize("detach", [True, False])
+def test_fast_critic_gradients_equal_the_mlp_on_u(detach):
+    """The decomposed critic head (query and step blocks once per episode) gives the gradients of
+    ``MLP_crt(u)`` on every parameter, whether the critic's input is detached or not."""
+    torch.manual_seed(6)
+    E, R, B = 9, 3, 5
+    pol = Policy(E, R, replace(SMALL, critic_detach=detach), max_path_length=3).double()
+    qe, qr = torch.randint(0, E, (B,)), torch.randint(0, R, (B,))
+
+    def grads(fast: bool) -> dict[str, torch.Tensor]:
+        pol.zero_grad(set_to_none=True)
+        hc = pol.advance_path(pol.initial_path_state(B), torch.randint(0, E, (B,), generator=torch.Generator().manual_seed(1)),
+                              torch.randint(0, R, (B,), generator=torch.Generator().manual_seed(2)),
+                              torch.randint(0, 5, (B,), generator=torch.Generator().manual_seed(3)))
+        query = pol.query_embedding(qe, qr)
+        pre = pol.precompute_query(query)
+        loss = 0
+        for step in range(pol.max_path_length):
+            if fast:
+                _, v = pol.heads(pre, hc[0], step)
+            else:
+                v = pol.critic(pol._critic_input(pol.state_input(query, hc[0], step)))
+            loss = loss + (v ** 2).sum()
+        loss.backward()
+        return {n: p.grad.clone() for n, p in pol.named_parameters() if p.grad is not None}
+
+    fast, slow = grads(True), grads(False)
+    assert fast.keys() == slow.keys() and ("lstm_weight_ih" in fast) == (not detach)
+    for n in fast:
+        torch.testing.assert_close(fast[n], slow[n], msg=n)
