@@ -43,7 +43,7 @@ import hashlib
 import itertools
 import json
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
@@ -63,7 +63,7 @@ DEFAULT_ARM = "default"
 MODES = ("one_at_a_time", "product")
 #: An arm name becomes a folder name and an MLflow run name.
 ARM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.=+,-]*$")
-_SPEC_KEYS = {"base", "variants", "arms", "grid", "mode", "description"}
+_SPEC_KEYS = {"base", "variants", "arms", "grid", "mode", "description", "notes"}
 
 
 @dataclass(frozen=True)
@@ -81,6 +81,15 @@ class Sweep:
     arms: tuple[Arm, ...]
     variants: Optional[tuple[str, ...]] = None
     description: str = ""
+    #: Arm name or overridden dotted key -> a note shown beside the arm's results (e.g. what the paper
+    #: says about the choice the arm varies).
+    notes: dict[str, str] = field(default_factory=dict)
+
+    def note(self, arm: Arm) -> str:
+        """The arm's own note, else the notes of the keys it overrides (``; ``-joined)."""
+        if arm.name in self.notes:
+            return self.notes[arm.name]
+        return "; ".join(self.notes[k] for k in arm.overrides if k in self.notes)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -161,7 +170,15 @@ def parse_sweep(raw_params: Any, name: str) -> Sweep:
         if arm.name in seen:
             raise ConfigError(f"{where}: two arms are named {arm.name!r}")
         seen[arm.name] = arm
-    return Sweep(name, base, tuple(arms), tuple(names) if names else None, str(spec.get("description", "")))
+    notes = spec.get("notes") or {}
+    if not isinstance(notes, dict) or not all(isinstance(v, str) for v in notes.values()):
+        raise ConfigError(f"{where}.notes: expected a mapping of arm name or dotted key -> text")
+    known = set(seen) | {k for a in arms for k in a.overrides}
+    for key in notes:
+        if key not in known:
+            raise ConfigError(f"{where}.notes.{key}: neither an arm nor a key an arm overrides")
+    return Sweep(name, base, tuple(arms), tuple(names) if names else None, str(spec.get("description", "")),
+                 {str(k): v for k, v in notes.items()})
 
 
 def _grid_arms(grid: dict[str, list], mode: str, base: dict, raw_params: dict, where: str,
@@ -377,6 +394,7 @@ def collect_results(plan: Plan) -> dict[str, Any]:
     the same variant (``None`` without a default arm). A run not yet trained or evaluated is
     reported as missing, not guessed."""
     overrides = {a.name: a.overrides for a in plan.sweep.arms}
+    notes = {a.name: plan.sweep.note(a) for a in plan.sweep.arms}
     runs, missing = [], []
     for job in plan.train:
         summary = _read(Path(job.out_dir) / "summary.json")
@@ -395,7 +413,8 @@ def collect_results(plan: Plan) -> dict[str, Any]:
                                                    key=lambda r: (r["arm"], r["variant"])):
         group = list(group)
         stats = summarize({r["seed"]: r for r in group}, keys)
-        arms.append({"arm": arm, "variant": variant, "overrides": overrides[arm], "seeds": stats["seeds"],
+        arms.append({"arm": arm, "variant": variant, "overrides": overrides[arm], "note": notes[arm],
+                     "epochs": _budget(group), "seeds": stats["seeds"],
                      **{f"{k}_mean": stats[k]["mean"] for k in keys}, **{f"{k}_std": stats[k]["std"] for k in keys}})
     order = {a.name: i for i, a in enumerate(plan.sweep.arms)}
     arms.sort(key=lambda a: (order[a["arm"]], a["variant"]))
@@ -424,6 +443,14 @@ def _vs_default(arm_eval_dir: str, default_eval_dir: str) -> dict[str, Any]:
             "bootstrap_p": pq["bootstrap"]["p_two_sided"], "wilcoxon_p": pq["wilcoxon"]["p_two_sided"]}
 
 
+def _budget(runs: list[dict[str, Any]]) -> str:
+    """Epochs the runs of one arm trained: ``pretrain + RL`` (``5 + 60``; Pure-RL ``0 + 60``), the RL
+    counts of all seeds where they differ (early stopping: ``5 + 40/60``)."""
+    pre = sorted({r["pretrain_epochs"] or 0 for r in runs})
+    rl = sorted({r["rl_epochs"] for r in runs if r["rl_epochs"] is not None})
+    return "/".join(map(str, pre)) + " + " + ("/".join(map(str, rl)) or "?")
+
+
 def _pct(mean: float, std: float) -> str:
     return f"{100 * mean:.2f} ± {100 * std:.2f}"
 
@@ -435,9 +462,10 @@ def _p(p: Optional[float]) -> str:
 def results_markdown(results: Mapping[str, Any]) -> str:
     """The per-arm table (percent, mean ± sample std over seeds), with each arm's test MRR against the
     default arm's (:func:`_vs_default`: t-test over seeds, per-query bootstrap CI and Wilcoxon, p two-sided)."""
-    head = ("| arm | overrides | variant | seeds | val MRR | test MRR | Hits@1 | Hits@3 | Hits@10 | Δ test MRR "
-            "| t-test p (seeds) | per-query 95% CI of Δ | Wilcoxon p |\n"
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+    notes = any(a.get("note") for a in results["arms"])
+    head = ("| arm | overrides | " + ("note | " if notes else "") + "variant | seeds | epochs | val MRR | test MRR "
+            "| Hits@1 | Hits@3 | Hits@10 | Δ test MRR | t-test p (seeds) | per-query 95% CI of Δ | Wilcoxon p |\n"
+            "|---|---|" + ("---|" if notes else "") + "---|---|---|---|---|---|---|---|---|---|---|---|\n")
     rows = []
     for a in results["arms"]:
         over = ", ".join(f"`{k}: {_value_name(v)}`" for k, v in a["overrides"].items()) or "(base)"
@@ -445,7 +473,8 @@ def results_markdown(results: Mapping[str, Any]) -> str:
         vs = a.get("vs_default")
         tests = (f"{_p(vs['seed_ttest_p'])} | [{100 * vs['bootstrap_ci'][0]:+.2f}, {100 * vs['bootstrap_ci'][1]:+.2f}] "
                  f"| {_p(vs['wilcoxon_p'])}") if vs else " | "
-        rows.append(f"| {a['arm']} | {over} | {a['variant']} | {len(a['seeds'])} | "
+        note = f"{a.get('note', '')} | " if notes else ""
+        rows.append(f"| {a['arm']} | {over} | {note}{a['variant']} | {len(a['seeds'])} | {a.get('epochs', '')} | "
                     f"{_pct(a['best_val_mrr_mean'], a['best_val_mrr_std'])} | "
                     + " | ".join(_pct(a[f'test_{m}_mean'], a[f'test_{m}_std']) for m in METRIC_KEYS)
                     + f" | {delta} | {tests} |")

@@ -67,6 +67,8 @@ def test_precedence_file_profile_local_base_arm():
     ({"variants": ["titer9"], "arms": {"a": {}}}, "unknown variant 'titer9'"),
     ({"arms": {"a": {}}, "seeds": [0]}, "unknown key(s) seeds"),
     ({}, "no arms"),
+    ({"arms": {"a": {"rl.gamma": 0.9}}, "notes": {"rl.lr": "typo"}}, "notes.rl.lr: neither an arm nor a key"),
+    ({"arms": {"a": {"rl.gamma": 0.9}}, "notes": {"a": 3}}, "notes: expected a mapping"),
     ({"arms": {"a": {"profiles": {"x": {"rl.gamma": 1}}}}}, "cannot set profiles"),
 ])
 def test_bad_declarations_name_the_key(spec, message):
@@ -150,7 +152,8 @@ def _fake_run(job, val, test):
 
 
 def test_results_mean_std_and_delta_against_the_default(tmp_path):
-    raw = {**RAW, "sweeps": {"g": {"grid": {"rl.gamma": [0.9]}, "variants": ["raptor"]}}}
+    raw = {**RAW, "sweeps": {"g": {"grid": {"rl.gamma": [0.9]}, "variants": ["raptor"],
+                                   "notes": {"rl.gamma": "paper: 0.95"}}}}
     plan, _ = _plan(tmp_path, raw, "g")
     scores = {(DEFAULT_ARM, 0): 0.30, (DEFAULT_ARM, 1): 0.34, ("rl.gamma=0.9", 0): 0.40}
     for job in plan.train:
@@ -165,7 +168,9 @@ def test_results_mean_std_and_delta_against_the_default(tmp_path):
     assert default["best_val_mrr_mean"] == pytest.approx(0.33)
     assert gamma["delta_test_mrr"] == pytest.approx(0.08)
     md = (Path(plan.out_dir) / "results.md").read_text()
-    assert "| rl.gamma=0.9 | `rl.gamma: 0.9` | raptor | 1 | 41.00 ± 0.00 | 40.00 ± 0.00 |" in md
+    # the note of the key the arm overrides; the epochs trained (pretrain + RL) from the run's summary
+    assert gamma["note"] == "paper: 0.95" and default["note"] == ""
+    assert "| rl.gamma=0.9 | `rl.gamma: 0.9` | paper: 0.95 | raptor | 1 | 40 + 4 | 41.00 ± 0.00 | 40.00 ± 0.00 |" in md
     assert "+8.00" in md and "Missing (not yet trained or evaluated): rl.gamma=0.9-raptor-seed1" in md
     assert (Path(plan.out_dir) / "results.png").stat().st_size > 1000
     rows = (Path(plan.out_dir) / "results.csv").read_text().splitlines()
