@@ -209,6 +209,8 @@ def plot_curves(curves: Mapping[str, Mapping[int, list[dict]]], key: str, ylabel
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=120)
+    if len(curves) > 10:  # the default cycle repeats after 10 colours: sweeps with many arms
+        ax.set_prop_cycle(color=plt.get_cmap("tab20").colors)
     for label, hists in curves.items():
         x, m, s = _curve_band(hists, key)
         if len(x) == 0:

@@ -210,6 +210,32 @@ def test_results_test_each_arm_against_the_default_per_query_and_over_seeds(tmp_
     assert f"| [{100 * lo:+.2f}, {100 * hi:+.2f}] |" in md
 
 
+def test_sweeps_page_is_generated_from_the_folder_with_curves_of_every_arm(tmp_path, capsys):
+    from raptor.cli import main
+
+    raw = {**RAW, "sweeps": {"g": {"grid": {"rl.gamma": [0.9]}, "variants": ["raptor"], "description": "gamma",
+                                   "notes": {"rl.gamma": "paper: 0.95"}}}}
+    plan, _ = _plan(tmp_path, raw, "g")
+    for job in plan.train:
+        if job.seed == 0:
+            _fake_run(job, 0.41 if job.arm == DEFAULT_ARM else 0.43, 0.40)
+            hist = [{"epoch": e, "reward": 0.1 * e, **({"val_mrr": 0.3 + 0.01 * e} if e % 2 else {})} for e in range(5)]
+            Path(job.out_dir, "history.json").write_text(json.dumps(hist))
+    write_results(plan)
+    (Path(plan.out_dir) / "COMMIT").write_text("0123456789abcdef\n")
+    out = tmp_path / "docs" / "sweeps.md"
+    assert main(["sweeps", f"choices={plan.out_dir}", "--out", str(out)]) == 0
+    md = out.read_text()
+    assert "## choices: sweep `g` on T" in md and "gamma" in md and "Code: commit 0123456789ab." in md
+    assert "| rl.gamma=0.9 | `rl.gamma: 0.9` | paper: 0.95 | raptor | 1 | 40 + 4 | 43.00 ± 0.00 |" in md
+    figs = sorted(p.name for p in (tmp_path / "docs" / "figures" / "sweeps").iterdir())
+    assert figs == ["choices-t-raptor-val-mrr.png", "choices-t-test-mrr.png"]
+    assert "](figures/sweeps/choices-t-raptor-val-mrr.png)" in md
+    # a folder that is not a finished sweep: one clear line, no page
+    assert main(["sweeps", str(tmp_path / "nowhere"), "--out", str(tmp_path / "x.md")]) == 1
+    assert "not a finished sweep folder" in capsys.readouterr().err and not (tmp_path / "x.md").exists()
+
+
 def test_overrides_key_wins_over_the_profile_and_loses_to_the_local_file(tmp_path):
     raw = {**RAW, "profile": "small", "overrides": {"rl": {"epochs": 7}, "pretrain.batch_size": 32}}
     assert params_from_dict(raw).rl.epochs == 7 and params_from_dict(raw).pretrain.batch_size == 32
