@@ -38,7 +38,7 @@ from .paper import DATASETS as PAPER_DATASETS, MAIN_TABLE
 from .ranking import TIE_RULE
 from .report import _markdown_table, _seed_dirs, plot_curves
 from .resources import read_usage
-from .stages import USAGE_LOG
+from .stages import USAGE_LOG, main_stages
 
 _METRIC_NAMES = {"mrr": "MRR", "hits@1": "H@1", "hits@3": "H@3", "hits@10": "H@10"}
 
@@ -299,14 +299,21 @@ def usage_rows(sets: Sequence[ResultSet]) -> list[dict[str, str]]:
     lifetime peak (the system did not allow resetting it per stage), ``†`` a stage that started
     without the freed heap of earlier stages returned to the OS (records written before the pipeline
     did that: their peak includes it), ``failed`` a stage that did not finish (the time is up to its
-    failure or interruption).
+    failure or interruption). Stages come in the pipeline's order (a record appended late, say
+    one rebuilt from an older log, still sits where its stage runs); unknown stages come last.
     """
+    stages = main_stages(list(variant_registry.VARIANTS))
+    first = {}  # every variant's fine-tuning before any evaluation, as the pipeline runs them
+    for i, st in enumerate(stages):
+        first.setdefault(st.flow, i)
+    order = {st.name: (first[st.flow], i) for i, st in enumerate(stages)}
     rows, seen = [], set()
     for s in sets:
         if (s.source, s.dataset) in seen:  # two sets read from one folder share its log
             continue
         seen.add((s.source, s.dataset))
-        for stage, rec in s.usage.items():
+        ranked = sorted(s.usage.items(), key=lambda item: order.get(item[0].rsplit("@", 1)[0], (len(order), 0)))
+        for stage, rec in ranked:
             rows.append({
                 "set": s.name, "dataset": s.dataset, "stage": stage.rsplit("@", 1)[0],
                 "wall time": _duration(float(rec["seconds"])),

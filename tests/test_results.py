@@ -127,14 +127,19 @@ def test_stage_usage_log_becomes_a_table(workspace):
                        "peak_is_per_stage": False, "finished": "2026-11-24T10:05:00+00:00"})
     append_usage(log, {"stage": "label@OTHER", "ok": True, "seconds": 1.0, "peak_rss_gb": 0.1,
                        "peak_is_per_stage": True, "finished": "2026-11-24T10:06:00+00:00"})
-    # the resumed stage's later record replaces the interrupted one, in the stage's first place; a record
+    # the resumed stage's later record replaces the interrupted one; a record
     # without `released_before` (written before the pipeline released freed heap between stages) is marked
     append_usage(log, {"stage": "finetune-raptor@ICEWS14", "ok": True, "seconds": 750.0, "peak_rss_gb": 3.5,
                        "peak_is_per_stage": True, "finished": "2026-11-24T11:00:00+00:00"})
+    # a record appended after later stages' (rebuilt from an older log) still sits in the pipeline's order
+    append_usage(log, {"stage": "ingest@ICEWS14", "ok": True, "seconds": 4.0, "peak_rss_gb": 0.7,
+                       "peak_is_per_stage": True, "released_before": True, "finished": "2026-11-24T09:00:00+00:00"})
     with log.open("a") as f:
         f.write('{"stage": "evaluate-rap')  # a write torn by a kill: skipped
     rows = usage_rows(discover(workspace, "quick"))
     assert rows == [
+        {"set": "quick", "dataset": "ICEWS14", "stage": "ingest", "wall time": "4.0 s", "peak RSS (GB)": "0.70",
+         "finished (UTC)": "2026-11-24 09:00:00", "status": "ok"},
         {"set": "quick", "dataset": "ICEWS14", "stage": "label", "wall time": "15.2 s", "peak RSS (GB)": "1.19",
          "finished (UTC)": "2026-11-24 10:00:00", "status": "ok"},
         {"set": "quick", "dataset": "ICEWS14", "stage": "finetune-raptor", "wall time": "12.5 min",
