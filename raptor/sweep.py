@@ -459,13 +459,37 @@ def _p(p: Optional[float]) -> str:
     return "" if p is None else f"{p:.2g}"
 
 
+#: :func:`verdict`'s answers.
+BETTER, WORSE, UNCLEAR = "better", "worse", "no clear difference"
+
+
+def verdict(arm: Mapping[str, Any], default: Optional[Mapping[str, Any]]) -> str:
+    """Whether an arm beats the default arm of its variant, by a rule fixed before the results:
+    :data:`BETTER` when its mean best validation MRR is higher (validation chooses) **and** the per-query
+    bootstrap 95% CI of its test MRR change lies above 0 (test confirms); :data:`WORSE` for both the other
+    way; :data:`UNCLEAR` otherwise. ``""`` for the default arm itself or without the tests."""
+    vs = arm.get("vs_default")
+    if default is None or arm["arm"] == DEFAULT_ARM or not vs:
+        return ""
+    d_val = arm["best_val_mrr_mean"] - default["best_val_mrr_mean"]
+    lo, hi = vs["bootstrap_ci"]
+    if d_val > 0 and lo > 0:
+        return BETTER
+    if d_val < 0 and hi < 0:
+        return WORSE
+    return UNCLEAR
+
+
 def results_markdown(results: Mapping[str, Any]) -> str:
     """The per-arm table (percent, mean ± sample std over seeds), with each arm's test MRR against the
-    default arm's (:func:`_vs_default`: t-test over seeds, per-query bootstrap CI and Wilcoxon, p two-sided)."""
+    default arm's (:func:`_vs_default`: t-test over seeds, per-query bootstrap CI and Wilcoxon, p two-sided)
+    and the :func:`verdict`."""
     notes = any(a.get("note") for a in results["arms"])
     head = ("| arm | overrides | " + ("note | " if notes else "") + "variant | seeds | epochs | val MRR | test MRR "
-            "| Hits@1 | Hits@3 | Hits@10 | Δ test MRR | t-test p (seeds) | per-query 95% CI of Δ | Wilcoxon p |\n"
-            "|---|---|" + ("---|" if notes else "") + "---|---|---|---|---|---|---|---|---|---|---|---|\n")
+            "| Hits@1 | Hits@3 | Hits@10 | Δ test MRR | t-test p (seeds) | per-query 95% CI of Δ | Wilcoxon p "
+            "| verdict |\n"
+            "|---|---|" + ("---|" if notes else "") + "---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+    defaults = {a["variant"]: a for a in results["arms"] if a["arm"] == DEFAULT_ARM}
     rows = []
     for a in results["arms"]:
         over = ", ".join(f"`{k}: {_value_name(v)}`" for k, v in a["overrides"].items()) or "(base)"
@@ -477,7 +501,7 @@ def results_markdown(results: Mapping[str, Any]) -> str:
         rows.append(f"| {a['arm']} | {over} | {note}{a['variant']} | {len(a['seeds'])} | {a.get('epochs', '')} | "
                     f"{_pct(a['best_val_mrr_mean'], a['best_val_mrr_std'])} | "
                     + " | ".join(_pct(a[f'test_{m}_mean'], a[f'test_{m}_std']) for m in METRIC_KEYS)
-                    + f" | {delta} | {tests} |")
+                    + f" | {delta} | {tests} | {verdict(a, defaults.get(a['variant']))} |")
     tail = f"\nMissing (not yet trained or evaluated): {', '.join(results['missing'])}\n" if results["missing"] else ""
     return head + "\n".join(rows) + "\n" + tail
 

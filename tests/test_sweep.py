@@ -207,7 +207,27 @@ def test_results_test_each_arm_against_the_default_per_query_and_over_seeds(tmp_
     lo, hi = vs["bootstrap_ci"]
     assert 0 <= lo < per_query.mean() < hi <= per_query.max()  # no query got worse
     md = (Path(plan.out_dir) / "results.md").read_text()
-    assert f"| [{100 * lo:+.2f}, {100 * hi:+.2f}] |" in md
+    # equal validation MRR (0.5 both): the rule does not call it better, whatever the test says
+    assert f"| [{100 * lo:+.2f}, {100 * hi:+.2f}] | {vs['wilcoxon_p']:.2g} | no clear difference |" in md
+
+
+@pytest.mark.parametrize("d_val, ci, expected", [
+    (+0.004, (+0.001, +0.006), "better"),            # validation higher, test CI above 0
+    (+0.004, (-0.001, +0.006), "no clear difference"),  # the test CI covers 0
+    (-0.001, (+0.001, +0.006), "no clear difference"),  # test up, validation down: they disagree
+    (0.0, (+0.001, +0.006), "no clear difference"),     # a tie on validation decides nothing
+    (-0.004, (-0.006, -0.001), "worse"),
+    (+0.004, (-0.006, -0.001), "no clear difference"),
+])
+def test_verdict_needs_validation_and_the_test_ci_to_agree(d_val, ci, expected):
+    from raptor.sweep import verdict
+
+    default = {"arm": DEFAULT_ARM, "variant": "raptor", "best_val_mrr_mean": 0.42, "vs_default": None}
+    arm = {"arm": "x=1", "variant": "raptor", "best_val_mrr_mean": 0.42 + d_val,
+           "vs_default": {"bootstrap_ci": list(ci)}}
+    assert verdict(arm, default) == expected
+    assert verdict(default, default) == "" and verdict(arm, None) == ""
+    assert verdict({**arm, "vs_default": None}, default) == ""  # an incomplete arm gets no verdict
 
 
 def test_sweeps_page_is_generated_from_the_folder_with_curves_of_every_arm(tmp_path, capsys):
