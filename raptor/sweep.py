@@ -506,6 +506,47 @@ def results_markdown(results: Mapping[str, Any]) -> str:
     return head + "\n".join(rows) + "\n" + tail
 
 
+def _dotted(tree: Mapping[str, Any], key: str) -> Any:
+    for part in key.split("."):
+        if not isinstance(tree, Mapping) or part not in tree:
+            return None
+        tree = tree[part]
+    return tree
+
+
+def choice_tables(results: Mapping[str, Any], default_params: Optional[Mapping[str, Any]] = None) -> str:
+    """One small table per choice: the arms that override the same keys (``model.mlp_hidden_dim=128``
+    and ``=512``), each beside ``default`` of its variant, with the value, note, epochs, validation and
+    test MRR (mean ± sample std over seeds), the change in test MRR and the :func:`verdict`.
+    ``default_params`` (the default arm's resolved params) supplies the default's value of each key."""
+    defaults = {a["variant"]: a for a in results["arms"] if a["arm"] == DEFAULT_ARM}
+    groups: dict[tuple[str, ...], list[Mapping[str, Any]]] = {}
+    for a in results["arms"]:
+        if a["arm"] != DEFAULT_ARM and a["overrides"]:
+            groups.setdefault(tuple(sorted(a["overrides"])), []).append(a)
+    out = []
+    for keys, arms in groups.items():
+        out += [f"#### {', '.join(f'`{k}`' for k in keys)}", "",
+                "| value | note | variant | seeds | epochs | val MRR | test MRR | Δ test MRR | verdict |",
+                "|---|---|---|---|---|---|---|---|---|"]
+        for variant in dict.fromkeys(a["variant"] for a in arms):
+            base = defaults.get(variant)
+            rows = ([base] if base else []) + [a for a in arms if a["variant"] == variant]
+            for a in rows:
+                if a is base:
+                    value = ", ".join(_value_name(_dotted(default_params or {}, k)) for k in keys) + " (default)"
+                    delta, verdict_text, note = "", "", ""
+                else:
+                    value = ", ".join(_value_name(a["overrides"][k]) for k in keys)
+                    delta = "" if a["delta_test_mrr"] is None else f"{100 * a['delta_test_mrr']:+.2f}"
+                    verdict_text, note = verdict(a, base), a.get("note", "")
+                out.append(f"| {value} | {note} | {variant} | {len(a['seeds'])} | {a.get('epochs', '')} | "
+                           f"{_pct(a['best_val_mrr_mean'], a['best_val_mrr_std'])} | "
+                           f"{_pct(a['test_mrr_mean'], a['test_mrr_std'])} | {delta} | {verdict_text} |")
+        out.append("")
+    return "\n".join(out)
+
+
 def plot_results(results: Mapping[str, Any], path: str | Path) -> None:
     """Test MRR per arm (mean ± std over seeds, one marker per seed), one panel per variant."""
     import matplotlib
@@ -603,6 +644,10 @@ def write_sweep_page(folders: list[tuple[str, str | Path]], out: str | Path, fig
             lines += [sweep["description"], ""]
         lines += [f"Base of every arm: {base}." + (f" Code: commit {commit}." if commit else ""), "",
                   results_markdown(results)]
+        tables = choice_tables(results, _read(folder / "params" / f"{DEFAULT_ARM}.json"))
+        if tables:
+            lines += ["### By choice", "", "Each choice's arms beside `default` (the verdict's rule: "
+                      "docs/sweeps.md).", "", tables]
         stem = f"{re.sub(r'[^A-Za-z0-9]+', '-', title).strip('-').lower()}-{dataset.lower()}"
         figs = []
         if results["arms"]:

@@ -230,6 +230,25 @@ def test_verdict_needs_validation_and_the_test_ci_to_agree(d_val, ci, expected):
     assert verdict({**arm, "vs_default": None}, default) == ""  # an incomplete arm gets no verdict
 
 
+def test_choice_tables_group_the_arms_that_override_the_same_keys():
+    from raptor.sweep import choice_tables
+
+    def arm(name, overrides, val, test):
+        return {"arm": name, "variant": "raptor", "overrides": overrides, "note": "", "seeds": [0, 1],
+                "epochs": "5 + 60", "best_val_mrr_mean": val, "best_val_mrr_std": 0.0, "test_mrr_mean": test,
+                "test_mrr_std": 0.0, "delta_test_mrr": test - 0.40, "vs_default": None}
+
+    results = {"arms": [arm(DEFAULT_ARM, {}, 0.41, 0.40), arm("k=1", {"a.k": 1}, 0.42, 0.41),
+                        arm("k=2", {"a.k": 2}, 0.40, 0.39), arm("both", {"a.k": 1, "a.j": "x"}, 0.43, 0.42)]}
+    md = choice_tables(results, {"a": {"k": 3, "j": "y"}})
+    sections = md.split("#### ")[1:]
+    assert [s.splitlines()[0] for s in sections] == ["`a.k`", "`a.j`, `a.k`"]
+    k_rows = [line for line in sections[0].splitlines() if line.startswith("| ") and "---" not in line][1:]
+    assert [r.split(" | ")[0] for r in k_rows] == ["| 3 (default)", "| 1", "| 2"]
+    assert "| -1.00 |" in k_rows[2]
+    assert "| y, 3 (default) |" in sections[1] and "| x, 1 |" in sections[1]
+
+
 def test_sweeps_page_is_generated_from_the_folder_with_curves_of_every_arm(tmp_path, capsys):
     from raptor.cli import main
 
@@ -248,6 +267,13 @@ def test_sweeps_page_is_generated_from_the_folder_with_curves_of_every_arm(tmp_p
     md = out.read_text()
     assert "## choices: sweep `g` on T" in md and "gamma" in md and "Code: commit 0123456789ab." in md
     assert "| rl.gamma=0.9 | `rl.gamma: 0.9` | paper: 0.95 | raptor | 1 | 40 + 4 | 43.00 ± 0.00 |" in md
+    # a table per choice: the default's value read from its resolved params, then the arm's
+    default_gamma = json.loads((Path(plan.out_dir) / "params" / "default.json").read_text())["rl"]["gamma"]
+    assert default_gamma != 0.9
+    choice = md.split("### By choice", 1)[1]
+    assert "#### `rl.gamma`" in choice
+    assert f"| {default_gamma} (default) |  | raptor | 1 | 40 + 4 | 41.00 ± 0.00 | 40.00 ± 0.00 |  |  |" in choice
+    assert "| 0.9 | paper: 0.95 | raptor | 1 | 40 + 4 | 43.00 ± 0.00 | 40.00 ± 0.00 | +0.00 |  |" in choice
     figs = sorted(p.name for p in (tmp_path / "docs" / "figures" / "sweeps").iterdir())
     assert figs == ["choices-t-raptor-val-mrr.png", "choices-t-test-mrr.png"]
     assert "](figures/sweeps/choices-t-raptor-val-mrr.png)" in md
