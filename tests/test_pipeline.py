@@ -530,6 +530,26 @@ def test_sweep_trains_every_arm_into_one_mlflow_comparison(project):
     assert {p: p.stat().st_mtime_ns for p in (out / "train").rglob("best.pt")} == models
     assert {k: r.info.run_id for k, r in children().items()} == {k: r.info.run_id for k, r in runs.items()}
 
+    # an arm added to the finished sweep's declaration (how a combination of readings is tried after
+    # the one-at-a-time arms): only its runs train, from the shared pretraining; the others are kept
+    original = (proj / "params.yaml").read_text()
+    try:
+        changed = yaml.safe_load(original)
+        changed["sweeps"]["t"]["arms"] = {"combined": {"rl.gamma": 0.9, "rl.entropy_decay": 1.0}}
+        (proj / "params.yaml").write_text(yaml.safe_dump(changed, sort_keys=False))
+        _run([sys.executable, "-m", "flows", "sweep", "t", "--dataset", "SYNTH"], proj, env)
+        after = {p: p.stat().st_mtime_ns for p in (out / "train").rglob("best.pt")}
+        assert {p: after[p] for p in models} == models
+        assert sorted(p.relative_to(out / "train").parts[:2] for p in set(after) - set(models)) == [
+            ("combined", "pure_rl"), ("combined", "raptor")]
+        assert len(list((out / "pretrain").iterdir())) == 1
+        res = json.loads((out / "results.json").read_text())
+        assert {(a["arm"], a["variant"]) for a in res["arms"]} == expected | {("combined", "pure_rl"),
+                                                                               ("combined", "raptor")}
+        assert res["missing"] == []
+    finally:
+        (proj / "params.yaml").write_text(original)
+
 
 def test_a_dataset_that_cannot_be_ingested_blocks_only_its_own_stages(tmp_path):
     """Two datasets in one pipeline, one without its train split: its ingest fails with ingest's
