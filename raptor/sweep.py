@@ -459,6 +459,11 @@ def _p(p: Optional[float]) -> str:
     return "" if p is None else f"{p:.2g}"
 
 
+def _delta(arm: Mapping[str, Any]) -> str:
+    """The arm's change in test MRR against ``default``, in points (``""`` where there is none)."""
+    return "" if arm["delta_test_mrr"] is None else f"{100 * arm['delta_test_mrr']:+.2f}"
+
+
 #: :func:`verdict`'s answers.
 BETTER, WORSE, UNCLEAR = "better", "worse", "no clear difference"
 
@@ -493,7 +498,7 @@ def results_markdown(results: Mapping[str, Any]) -> str:
     rows = []
     for a in results["arms"]:
         over = ", ".join(f"`{k}: {_value_name(v)}`" for k, v in a["overrides"].items()) or "(base)"
-        delta = "" if a["delta_test_mrr"] is None or a["arm"] == DEFAULT_ARM else f"{100 * a['delta_test_mrr']:+.2f}"
+        delta = "" if a["arm"] == DEFAULT_ARM else _delta(a)
         vs = a.get("vs_default")
         tests = (f"{_p(vs['seed_ttest_p'])} | [{100 * vs['bootstrap_ci'][0]:+.2f}, {100 * vs['bootstrap_ci'][1]:+.2f}] "
                  f"| {_p(vs['wilcoxon_p'])}") if vs else " | "
@@ -506,20 +511,13 @@ def results_markdown(results: Mapping[str, Any]) -> str:
     return head + "\n".join(rows) + "\n" + tail
 
 
-def _dotted(tree: Mapping[str, Any], key: str) -> Any:
-    for part in key.split("."):
-        if not isinstance(tree, Mapping) or part not in tree:
-            return None
-        tree = tree[part]
-    return tree
-
-
 def choice_tables(results: Mapping[str, Any], default_params: Optional[Mapping[str, Any]] = None) -> str:
     """One small table per choice: the arms that override the same keys (``model.mlp_hidden_dim=128``
     and ``=512``), each beside ``default`` of its variant, with the value, note, epochs, validation and
     test MRR (mean ± sample std over seeds), the change in test MRR and the :func:`verdict`.
     ``default_params`` (the default arm's resolved params) supplies the default's value of each key."""
     defaults = {a["variant"]: a for a in results["arms"] if a["arm"] == DEFAULT_ARM}
+    default_values = flatten(dict(default_params or {}))
     groups: dict[tuple[str, ...], list[Mapping[str, Any]]] = {}
     for a in results["arms"]:
         if a["arm"] != DEFAULT_ARM and a["overrides"]:
@@ -534,11 +532,11 @@ def choice_tables(results: Mapping[str, Any], default_params: Optional[Mapping[s
             rows = ([base] if base else []) + [a for a in arms if a["variant"] == variant]
             for a in rows:
                 if a is base:
-                    value = ", ".join(_value_name(_dotted(default_params or {}, k)) for k in keys) + " (default)"
+                    value = ", ".join(_value_name(default_values.get(k)) for k in keys) + " (default)"
                     delta, verdict_text, note = "", "", ""
                 else:
                     value = ", ".join(_value_name(a["overrides"][k]) for k in keys)
-                    delta = "" if a["delta_test_mrr"] is None else f"{100 * a['delta_test_mrr']:+.2f}"
+                    delta = _delta(a)
                     verdict_text, note = verdict(a, base), a.get("note", "")
                 out.append(f"| {value} | {note} | {variant} | {len(a['seeds'])} | {a.get('epochs', '')} | "
                            f"{_pct(a['best_val_mrr_mean'], a['best_val_mrr_std'])} | "
