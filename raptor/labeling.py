@@ -75,6 +75,9 @@ VISITED_MODES = (VISITED_TARGET, VISITED_SUBJECT)
 LABELS_FILE = "labels.parquet"
 PAIRS_FILE = "pairs.parquet"
 SUMMARY_FILE = "summary.json"
+#: Summary fields that say how or where a table was computed, not what it holds: a table labeled
+#: again from the same inputs differs in these only, so :func:`label_table_hash` leaves them out.
+RUN_SUMMARY_KEYS = ("wall_time_s", "stage_wall_time_s", "part_wall_time_s", "workers", "data_dir")
 
 #: "No entry" sentinel in the kernels' dense per-entity arrays.
 _NONE = -1
@@ -1310,6 +1313,29 @@ def write_labels(
         summary["wall_time_s"] = round(_time.perf_counter() - t0, 3)
         atomic_write_json(tmp / SUMMARY_FILE, summary)
     return summary
+
+
+def label_table_hash(directory: str | Path) -> str:
+    """SHA-256 of what the label table in ``directory`` holds: every file's bytes (relative names
+    and contents, as :func:`raptor.provenance.content_hash`), except that each ``summary.json`` is
+    hashed without its :data:`RUN_SUMMARY_KEYS`. The Parquet files are written deterministically,
+    so labeling the same pairs again (another run, another number of workers) hashes alike and a
+    pretraining run that read the table continues instead of starting afresh."""
+    import hashlib
+
+    from .provenance import content_hash
+
+    directory = Path(directory)
+    _check_label_dir(directory)
+    h = hashlib.sha256()
+    for f in sorted(p for p in directory.rglob("*") if p.is_file()):
+        if f.name == SUMMARY_FILE:
+            summary = {k: v for k, v in json.loads(f.read_text()).items() if k not in RUN_SUMMARY_KEYS}
+            digest = hashlib.sha256(json.dumps(summary, sort_keys=True).encode()).hexdigest()
+        else:
+            digest = content_hash(f)
+        h.update(str(f.relative_to(directory)).encode() + b"\0" + bytes.fromhex(digest))
+    return h.hexdigest()
 
 
 def _check_label_dir(directory: Path) -> dict:

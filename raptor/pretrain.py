@@ -182,7 +182,10 @@ def pretrain(
     queries = np.ascontiguousarray(train_queries, dtype=np.int64)
     bs = cfg.batch_size
 
+    trained: list[int] = []
+
     def run_epoch(epoch: int) -> dict[str, Any]:
+        trained.append(epoch)
         policy.train()
         # Streams 2 and 3: distinct from the RL phase's (0, 1) for the same seed.
         blocks = epoch_blocks(queries, table, np.random.default_rng(epoch_seed(seed, epoch, 2)))
@@ -225,7 +228,7 @@ def pretrain(
                   postfix=lambda r: {"bce": f"{r['bce']:.3f}", "acc": f"{r['label_accuracy']:.3f}"})
     history = run_epochs(phase, policy, optimizer, n_epochs, seed=seed, meta=meta, out=out, resume=resume,
                          on_epoch_end=on_epoch_end, progress=progress)
-    if out is not None:
+    if out is not None and (trained or not (out / "pretrained.pt").exists()):  # a finished run: left as it is
         save_model(out / "pretrained.pt", policy, {**meta, "epoch": n_epochs - 1})
         atomic_write_json(out / "history.json", history)
     return history
@@ -253,8 +256,8 @@ def pretrain_run(
     can still write every snapshot asked for; otherwise it starts afresh and says why (or, with
     ``resume_only``, raises :class:`raptor.io.RunMismatchError` and deletes nothing).
     """
-    from .labeling import load_label_table
-    from .provenance import code_hash, content_hash
+    from .labeling import label_table_hash, load_label_table
+    from .provenance import code_hash
     from .runtime import configure_runtime, resolve_device, resolve_precision
 
     p = ctx.params
@@ -264,7 +267,7 @@ def pretrain_run(
         return {}
     configure_runtime(p.train.num_threads if num_threads is None else num_threads)
     device = resolve_device(p.train.device)
-    label_hash = content_hash(labels) if not isinstance(labels, LabelTable) else None
+    label_hash = label_table_hash(labels) if not isinstance(labels, LabelTable) else None
     fingerprint = run_fingerprint(p, "pretrain", seed, {**ctx.input_hashes(), "labels": label_hash},
                                   code_hash([__name__]), continued=("pretrain.epochs",),
                                   ignored_sections=("rl", "eval", "labeling"))

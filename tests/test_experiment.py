@@ -211,11 +211,23 @@ def test_changed_labels_or_code_restart_pretraining(ctx, tmp_path, monkeypatch, 
     pretrain_run(c2, 0, run, proj / "labels", [1], progress=False)
     pretrain_run(c2, 0, run, proj / "labels", [1, 2], progress=False)  # one more epoch continues
     assert [h["epoch"] for h in json.loads((run / "history.json").read_text())] == [0, 1]
+    # The same labels computed again (another run: another wall time in the summary, other workers)
+    # are the same input: the run continues, nothing is trained or rewritten.
+    files = ("pretrained-e2.pt", "checkpoint.pt", "pretrained.pt", "history.json")
+    stamps = {f: (run / f).stat().st_mtime_ns for f in files}
+    label_dataset(proj / "data", proj / "labels", max_path_length=3,
+                  config=params_from_dict({**PARAMS, "labeling": {"workers": 2}}).labeling,
+                  graph_path=proj / "graph.npz", show_progress=False)
+    seen = []
+    pretrain_run(c2, 0, run, proj / "labels", [1, 2], progress=False,
+                 on_epoch_end=lambda _, e, m: None if m.get("replayed") else seen.append(e))
+    assert seen == [] and "starting afresh" not in caplog.text
+    assert {f: (run / f).stat().st_mtime_ns for f in stamps} == stamps
     # Changed labels: another label table (exact instead of N = 200) restarts pretraining.
     params = params_from_dict({**PARAMS, "labeling": {"max_in_edges": 1}})
     label_dataset(proj / "data", proj / "labels", max_path_length=3, config=params.labeling,
                   graph_path=proj / "graph.npz", show_progress=False)
-    seen = []
+    seen.clear()
     pretrain_run(c2, 0, run, proj / "labels", [1], on_epoch_end=lambda *a: seen.append(a[1]), progress=False)
     assert seen == [0]
     assert "starting afresh" in caplog.text and "inputs.labels" in caplog.text

@@ -391,6 +391,44 @@ def test_label_dataset_in_partitions_equals_one_piece(params_file, tiny_raw, tmp
     assert L.load_label_table(tmp_path / "two").to_dict() == L.load_label_table(tmp_path / "one").to_dict()
 
 
+def test_label_table_hash_is_what_the_table_holds_not_how_it_was_computed(params_file, tiny_raw, tmp_path):
+    """Labeling the same pairs again (other workers, another folder, another run's wall time) hashes
+    alike, though the summaries differ; other labels or a changed file hash differently."""
+    from raptor.ingest import ingest
+    from raptor.provenance import content_hash
+
+    ingest(tiny_raw, tmp_path / "data")
+    L.label_dataset(tmp_path / "data", tmp_path / "a", max_path_length=3, show_progress=False,
+                    config=LabelingConfig(workers=1))
+    L.label_dataset(tmp_path / "data", tmp_path / "b", max_path_length=3, show_progress=False,
+                    config=LabelingConfig(workers=2))
+    summary = json.loads((tmp_path / "b" / L.SUMMARY_FILE).read_text())
+    summary["wall_time_s"] += 1.0
+    (tmp_path / "b" / L.SUMMARY_FILE).write_text(json.dumps(summary))
+    assert content_hash(tmp_path / "a") != content_hash(tmp_path / "b")
+    assert L.label_table_hash(tmp_path / "a") == L.label_table_hash(tmp_path / "b")
+    L.label_dataset(tmp_path / "data", tmp_path / "c", max_path_length=3, show_progress=False,
+                    config=LabelingConfig(max_in_edges=1))
+    assert L.load_label_table(tmp_path / "c").to_dict() != L.load_label_table(tmp_path / "a").to_dict()
+    assert L.label_table_hash(tmp_path / "c") != L.label_table_hash(tmp_path / "a")
+    summary["rows"] += 1  # a field about the content counts
+    (tmp_path / "b" / L.SUMMARY_FILE).write_text(json.dumps(summary))
+    assert L.label_table_hash(tmp_path / "a") != L.label_table_hash(tmp_path / "b")
+    # the partitioned layout: every part's files count, its summaries' timings do not
+    L.label_dataset(tmp_path / "data", tmp_path / "p", max_path_length=3, show_progress=False,
+                    config=LabelingConfig(partitions=2))
+    before = L.label_table_hash(tmp_path / "p")
+    part = tmp_path / "p" / "part-00001" / L.SUMMARY_FILE
+    part.write_text(json.dumps({**json.loads(part.read_text()), "wall_time_s": 123.0}))
+    assert L.label_table_hash(tmp_path / "p") == before
+    with (tmp_path / "p" / "part-00001" / L.LABELS_FILE).open("ab") as fh:
+        fh.write(b"x")
+    assert L.label_table_hash(tmp_path / "p") != before
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(FileNotFoundError, match="not a label directory"):
+        L.label_table_hash(tmp_path / "empty")
+
+
 def test_load_errors(tmp_path):
     with pytest.raises(FileNotFoundError, match="raptor label"):
         L.load_label_table(tmp_path / "missing")

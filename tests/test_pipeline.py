@@ -526,8 +526,14 @@ def test_sweep_trains_every_arm_into_one_mlflow_comparison(project):
 
     models = {p: p.stat().st_mtime_ns for p in (out / "train").rglob("best.pt")}
     assert len(models) == 4
+
+    def pretraining():  # the label tables are computed again on every run of the flow: the same table
+        return {p: p.stat().st_mtime_ns for p in (out / "pretrain").rglob("*.pt")}
+
+    pretrained = pretraining()
     _run([sys.executable, "-m", "flows", "sweep", "t", "--dataset", "SYNTH"], proj, env)
     assert {p: p.stat().st_mtime_ns for p in (out / "train").rglob("best.pt")} == models
+    assert pretraining() == pretrained
     assert {k: r.info.run_id for k, r in children().items()} == {k: r.info.run_id for k, r in runs.items()}
 
     # an arm added to the finished sweep's declaration (how a combination of readings is tried after
@@ -539,7 +545,7 @@ def test_sweep_trains_every_arm_into_one_mlflow_comparison(project):
         (proj / "params.yaml").write_text(yaml.safe_dump(changed, sort_keys=False))
         _run([sys.executable, "-m", "flows", "sweep", "t", "--dataset", "SYNTH"], proj, env)
         after = {p: p.stat().st_mtime_ns for p in (out / "train").rglob("best.pt")}
-        assert {p: after[p] for p in models} == models
+        assert {p: after[p] for p in models} == models and pretraining() == pretrained
         assert sorted(p.relative_to(out / "train").parts[:2] for p in set(after) - set(models)) == [
             ("combined", "pure_rl"), ("combined", "raptor")]
         assert len(list((out / "pretrain").iterdir())) == 1
