@@ -531,8 +531,9 @@ def choice_tables(results: Mapping[str, Any], default_params: Optional[Mapping[s
             base = defaults.get(variant)
             rows = ([base] if base else []) + [a for a in arms if a["variant"] == variant]
             for a in rows:
-                if a is base:
-                    value = ", ".join(_value_name(default_values.get(k)) for k in keys) + " (default)"
+                if a is base:  # its values where its resolved params are at hand
+                    value = (", ".join(_value_name(default_values[k]) for k in keys) + " (default)"
+                             if all(k in default_values for k in keys) else "default")
                     delta, verdict_text, note = "", "", ""
                 else:
                     value = ", ".join(_value_name(a["overrides"][k]) for k in keys)

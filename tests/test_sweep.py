@@ -247,6 +247,9 @@ def test_choice_tables_group_the_arms_that_override_the_same_keys():
     assert [r.split(" | ")[0] for r in k_rows] == ["| 3 (default)", "| 1", "| 2"]
     assert "| -1.00 |" in k_rows[2]
     assert "| y, 3 (default) |" in sections[1] and "| x, 1 |" in sections[1]
+    # without the default's params (a folder lacking params/default.json) its values are not guessed
+    unknown = choice_tables(results, None)
+    assert "| default |  | raptor |" in unknown and "null" not in unknown and "(default)" not in unknown
 
 
 def test_sweeps_page_is_generated_from_the_folder_with_curves_of_every_arm(tmp_path, capsys):
