@@ -1316,26 +1316,23 @@ def write_labels(
 
 
 def label_table_hash(directory: str | Path) -> str:
-    """SHA-256 of what the label table in ``directory`` holds: every file's bytes (relative names
-    and contents, as :func:`raptor.provenance.content_hash`), except that each ``summary.json`` is
-    hashed without its :data:`RUN_SUMMARY_KEYS`. The Parquet files are written deterministically,
-    so labeling the same pairs again (another run, another number of workers) hashes alike and a
+    """SHA-256 of what the label table in ``directory`` holds: its files as
+    :func:`raptor.provenance.content_hash` hashes them, except that each ``summary.json`` is hashed
+    without its :data:`RUN_SUMMARY_KEYS`. The Parquet files are written deterministically, so
+    labeling the same pairs again (another run, another number of workers) hashes alike and a
     pretraining run that read the table continues instead of starting afresh."""
     import hashlib
 
-    from .provenance import content_hash
+    from .provenance import _file_digest, content_hash
 
-    directory = Path(directory)
-    _check_label_dir(directory)
-    h = hashlib.sha256()
-    for f in sorted(p for p in directory.rglob("*") if p.is_file()):
-        if f.name == SUMMARY_FILE:
-            summary = {k: v for k, v in json.loads(f.read_text()).items() if k not in RUN_SUMMARY_KEYS}
-            digest = hashlib.sha256(json.dumps(summary, sort_keys=True).encode()).hexdigest()
-        else:
-            digest = content_hash(f)
-        h.update(str(f.relative_to(directory)).encode() + b"\0" + bytes.fromhex(digest))
-    return h.hexdigest()
+    def digest(f: Path) -> str:
+        if f.name != SUMMARY_FILE:
+            return _file_digest(f)
+        summary = {k: v for k, v in json.loads(f.read_text()).items() if k not in RUN_SUMMARY_KEYS}
+        return hashlib.sha256(json.dumps(summary, sort_keys=True).encode()).hexdigest()
+
+    _check_label_dir(Path(directory))
+    return content_hash(directory, file_digest=digest)
 
 
 def _check_label_dir(directory: Path) -> dict:

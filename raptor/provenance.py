@@ -15,7 +15,7 @@ import functools
 import hashlib
 import threading
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable, Optional
 
 PACKAGE = "raptor"
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -96,16 +96,19 @@ def code_hash(modules: Iterable[str]) -> str:
     return h.hexdigest()
 
 
-def content_hash(path: str | Path) -> str:
-    """SHA-256 of a file's bytes, or of a folder's files (sorted relative names and contents)."""
+def content_hash(path: str | Path, file_digest: Optional[Callable[[Path], str]] = None) -> str:
+    """SHA-256 of a file's bytes, or of a folder's files (sorted relative names and contents).
+    ``file_digest`` (a file -> hex SHA-256) replaces a file's plain digest, e.g. to leave out fields
+    that do not describe the content (:func:`raptor.labeling.label_table_hash`)."""
+    digest = file_digest or _file_digest
     path = Path(path)
     if path.is_file():
-        return _file_digest(path)
+        return digest(path)
     if not path.is_dir():
         raise FileNotFoundError(f"no such file or folder: {path}")
     h = hashlib.sha256()
     for f in sorted(p for p in path.rglob("*") if p.is_file()):
-        h.update(str(f.relative_to(path)).encode() + b"\0" + bytes.fromhex(_file_digest(f)))
+        h.update(str(f.relative_to(path)).encode() + b"\0" + bytes.fromhex(digest(f)))
     return h.hexdigest()
 
 
