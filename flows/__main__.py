@@ -60,6 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--local", default=LOCAL_PARAMS, help="local overrides under the sweep's base "
                    "(default: %(default)s; missing = none)")
     p.add_argument("--out", help="sweep folder (default: runs/DATASET/sweeps/NAME)")
+    p.add_argument("--results", help="results folder: the tables and every finished run's record, small enough "
+                   "for git; a run whose record matches is not trained again (default: results/sweeps/NAME/DATASET)")
     p.add_argument("--list", action="store_true", help="print the arms and the jobs they need, and exit")
     p.add_argument("--dvc", action="store_true", help="print one `dvc exp run --queue` per arm (the same grid as "
                    "DVC experiments of the main pipeline; run them, then `dvc queue start`), and exit")
@@ -106,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
                 from .sweep import sweep_flow
 
                 result = sweep_flow(name=args.name, dataset=args.dataset, source=args.params, local=args.local,
-                                    out=args.out)
+                                    out=args.out, results=args.results)
         except (ConfigError, FileNotFoundError) as exc:
             print(f"python -m flows sweep: error: {exc}", file=sys.stderr)
             return 2

@@ -1,10 +1,14 @@
 """``python -m flows sweep NAME``: a sweep of params.yaml (:mod:`raptor.sweep`) as one Prefect flow.
 
 labels (one per distinct labeling setting) -> pretraining (per distinct setting x seed, mapped) ->
-training (arm x variant x seed, mapped) -> test evaluation (mapped) -> results table and figure.
-Every (arm, variant, seed) is an MLflow run of the experiment ``raptor/<dataset>/sweep-<name>``,
+runs (arm x variant x seed, mapped: training, test evaluation, the run's record) -> results table and
+figure. Every (arm, variant, seed) is an MLflow run of the experiment ``raptor/<dataset>/sweep-<name>``,
 tagged with its arm and logging its full params (the overrides among them), under one parent run
 that holds the results table; so the comparison is one MLflow view.
+
+A run is evaluated as soon as it is trained and its record (:mod:`raptor.records`) goes to the
+results folder at once, so an interrupted sweep keeps every finished run, and a run whose record
+matches what it would train (same params, inputs, code, epochs) is skipped, run folders or not.
 """
 
 from __future__ import annotations
@@ -17,9 +21,9 @@ from prefect.artifacts import create_markdown_artifact
 
 from raptor.config import load_resolved
 from raptor.stages import stage_output
-from raptor.sweep import Plan, load_sweep, plan_sweep, sweep_dir, write_results
+from raptor.sweep import Plan, load_sweep, plan_sweep, recorded_runs, results_dir, sweep_dir, write_results
 from tasks import tracking
-from tasks.train import evaluate_run_task, label_task, pretrain_run_task, threads_per_run, train_run_task
+from tasks.train import context, label_task, pretrain_run_task, sweep_run_task, threads_per_run
 
 from .runners import fan_out, task_runner
 from .stages import artifact_key, experiment_name, publish_runs
@@ -41,10 +45,12 @@ def prepare(name: str, dataset: str, source: str, local: Optional[str], out: Opt
 
 @flow(name="sweep", flow_run_name="sweep-{name}-{dataset}")
 def sweep_flow(name: str, dataset: str, source: str = "params.yaml", local: Optional[str] = "params.local.yaml",
-               out: Optional[str] = None) -> dict:
+               out: Optional[str] = None, results: Optional[str] = None) -> dict:
     plan = prepare(name, dataset, source, local, out)
+    results = results or results_dir(name, dataset)
     inputs = sweep_inputs(dataset)
-    first = load_resolved(next(iter(plan.params_files.values())))  # the runner settings of the sweep
+    arm_params = {arm: load_resolved(path) for arm, path in plan.params_files.items()}
+    first = next(iter(arm_params.values()))  # the runner settings of the sweep
     threads = threads_per_run(first.train.num_threads, first.train.parallel_runs)
     exp = experiment_name(dataset, f"sweep-{name}")
 
@@ -62,32 +68,36 @@ def sweep_flow(name: str, dataset: str, source: str = "params.yaml", local: Opti
              "graph_path": inputs["graph"], "labels_dir": j.labels_dir, "seed": j.seed, "out_dir": j.out_dir,
              "epochs": list(j.epochs), "num_threads": threads, "experiment": exp} for j in plan.pretrain],
             runner(), name="sweep-pretrain")
-        trained = fan_out(train_run_task, [
-            {"params_path": j.params_path, "dataset": dataset, "data_dir": inputs["data"],
-             "graph_path": inputs["graph"], "variant": j.variant, "seed": j.seed, "out_dir": j.out_dir,
-             "experiment": exp, "parent_run_id": parent.run_id, "num_threads": threads, "run_name": j.run_name,
-             "init_model": j.init_model, "pretrain_epochs": j.pretrain_epochs,
-             "extra_tags": {"stage": "sweep", "sweep": name, "arm": j.arm}} for j in plan.train],
-            runner(), name="sweep-train")
-        fan_out(evaluate_run_task, [
-            {"params_path": j.params_path, "data_dir": inputs["data"], "graph_path": inputs["graph"],
-             "variant": j.variant, "seed": j.seed, "train_dir": j.out_dir, "out_dir": j.eval_dir,
-             "split": "test", "num_threads": threads} for j in plan.train],
-            runner(), name="sweep-evaluate")
-        results = write_results(plan)
-        parent.log_metrics({f"{a['arm']}/{a['variant']}/{k}": a[k] for a in results["arms"]
+        hashes = context(plan.params_files[plan.train[0].arm], inputs["data"], inputs["graph"]).input_hashes()
+        recorded = recorded_runs(plan, arm_params, hashes, results)
+        todo = [j for j in plan.train if j.run_name not in recorded]
+        trained = dict(zip([j.run_name for j in todo], fan_out(sweep_run_task, [
+            {"run_name": j.run_name, "plan": plan, "job": j, "results": results,
+             "train": {"params_path": j.params_path, "dataset": dataset, "data_dir": inputs["data"],
+                       "graph_path": inputs["graph"], "variant": j.variant, "seed": j.seed, "out_dir": j.out_dir,
+                       "experiment": exp, "parent_run_id": parent.run_id, "num_threads": threads,
+                       "run_name": j.run_name, "init_model": j.init_model, "pretrain_epochs": j.pretrain_epochs,
+                       "extra_tags": {"stage": "sweep", "sweep": name, "arm": j.arm}},
+             "evaluate": {"params_path": j.params_path, "data_dir": inputs["data"], "graph_path": inputs["graph"],
+                          "variant": j.variant, "seed": j.seed, "train_dir": j.out_dir, "out_dir": j.eval_dir,
+                          "split": "test", "num_threads": threads}} for j in todo],
+            runner(), name="sweep-runs")))
+        table = write_results(plan, results)
+        parent.log_metrics({f"{a['arm']}/{a['variant']}/{k}": a[k] for a in table["arms"]
                             for k in ("best_val_mrr_mean", "test_mrr_mean", "test_mrr_std")}, step=0)
         for f in ("results.md", "results.csv", "results.json", "results.png", "sweep.json"):
-            if (Path(plan.out_dir) / f).exists():
-                parent.log_artifact(Path(plan.out_dir) / f, "sweep")
+            if (Path(results) / f).exists():
+                parent.log_artifact(Path(results) / f, "sweep")
     except BaseException:
         parent.finish("FAILED")
         raise
     parent.finish()
-    publish_runs(f"sweep-{name}-{dataset}", exp, [{"arm": j.arm, "variant": j.variant, **r} for j, r in zip(plan.train, trained)],
+    publish_runs(f"sweep-{name}-{dataset}", exp,
+                 [{"arm": j.arm, "variant": j.variant, **(trained.get(j.run_name) or recorded[j.run_name])}
+                  for j in plan.train],
                  ("arm", "variant", "seed", "best_val_mrr"), f"Sweep {name} on {dataset}: one row per training run")
-    create_markdown_artifact(markdown=(Path(plan.out_dir) / "results.md").read_text(),
+    create_markdown_artifact(markdown=(Path(results) / "results.md").read_text(),
                              key=artifact_key(f"sweep-{name}-{dataset}-results"),
                              description=f"Sweep {name} on {dataset}: mean ± std over seeds (%)")
-    return {"out": plan.out_dir, "arms": [a["arm"] + "/" + a["variant"] for a in results["arms"]],
-            "missing": results["missing"]}
+    return {"out": plan.out_dir, "results": str(results), "arms": [a["arm"] + "/" + a["variant"] for a in table["arms"]],
+            "recorded": sorted(recorded), "missing": table["missing"]}

@@ -20,7 +20,7 @@ from .io import atomic_dir, atomic_path, atomic_write_json, atomic_write_text
 from . import variants
 from .constants import METRIC_KEYS
 from .paper import MAIN_TABLE, METRICS, REWARD_THRESHOLD
-from .ranking import read_predictions
+from .records import ranks_source, read_ranks
 from .stats import per_query_tests, seed_level_tests, summarize
 
 _SEED_DIR = re.compile(r"^seed(-?\d+)$")
@@ -50,16 +50,15 @@ def seed_metrics(eval_dir: str | Path) -> dict[int, dict]:
 
 
 def seed_ranks(eval_dir: str | Path) -> dict[int, np.ndarray]:
-    """``{seed: ranks [Q]}`` from the predictions; checks every seed ranked the same queries."""
+    """``{seed: ranks [Q]}`` from the predictions (or a record's ranks, :mod:`raptor.records`); checks every seed ranked the same queries."""
     out, keys = {}, None
     for seed, d in _seed_dirs(Path(eval_dir)).items():
-        p = read_predictions(d / "predictions.parquet")
-        k = np.stack([p.subject, p.relation, p.object, p.time], 1)
+        k, ranks = read_ranks(ranks_source(d))  # predictions.parquet, or a record's ranks.parquet
         if keys is None:
             keys = k
         elif k.shape != keys.shape or not np.array_equal(k, keys):
             raise ValueError(f"{d}: predictions are not over the same queries as the other seeds")
-        out[seed] = np.asarray(p.rank, dtype=np.float64)
+        out[seed] = ranks
     return out
 
 

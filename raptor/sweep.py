@@ -34,7 +34,13 @@ Layout of a sweep folder (``runs/{dataset}/sweeps/{name}`` unless given)::
     pretrain/<key>/seed<s>/          pretraining runs (snapshots pretrained-e<n>.pt)
     train/<arm>/<variant>/seed<s>/   RL runs (best.pt, history, summary.json)
     eval/<arm>/<variant>/seed<s>/    test metrics and predictions of best.pt
-    results.json|csv|md|png          per seed and per arm (mean +- std over seeds)
+
+The sweep's results live in a second, small folder (``results/sweeps/{name}/{dataset}`` unless
+given), meant for version control: ``sweep.json``, ``params/``, each finished run's record
+(:mod:`raptor.records`: fingerprint, summary, history, test metrics, per-query ranks under
+``train/...`` and ``eval/...`` as above) and ``results.json|csv|md|png`` (per seed and per arm, mean
++- std over seeds). The tables and the docs are made from it alone; a run whose record matches the
+run it would train is not trained again, even where the run folders are gone.
 """
 
 from __future__ import annotations
@@ -58,6 +64,8 @@ from .stats import json_safe, summarize
 
 #: Where a sweep writes unless told otherwise (``{dataset}``, ``{name}`` filled in).
 DEFAULT_OUT = "runs/{dataset}/sweeps/{name}"
+#: Where a sweep keeps its results and run records unless told otherwise (tracked by git).
+DEFAULT_RESULTS = "results/sweeps/{name}/{dataset}"
 #: The arm made of the base alone (``one_at_a_time`` adds it; deltas are taken against it).
 DEFAULT_ARM = "default"
 MODES = ("one_at_a_time", "product")
@@ -328,6 +336,10 @@ def sweep_dir(name: str, dataset: str) -> str:
     return DEFAULT_OUT.format(name=name, dataset=dataset)
 
 
+def results_dir(name: str, dataset: str) -> str:
+    return DEFAULT_RESULTS.format(name=name, dataset=dataset)
+
+
 def plan_sweep(sweep: Sweep, params: Mapping[str, Params], dataset: str, out_dir: str | Path,
                write: bool = True) -> Plan:
     """Jobs of ``sweep`` over the arms' ``params`` (:func:`arm_params`), writing under ``out_dir``.
@@ -388,17 +400,68 @@ def _read(path: Path) -> dict:
     return json.loads(path.read_text()) if path.exists() else {}
 
 
-def collect_results(plan: Plan) -> dict[str, Any]:
+def job_dirs(plan: Plan, job: TrainJob, root: Optional[str | Path] = None) -> tuple[Path, Path]:
+    """``(training folder, evaluation folder)`` of ``job`` under ``root``: the sweep folder itself
+    (default), or a results folder, which holds the runs' records in the same layout."""
+    if root is None:
+        return Path(job.out_dir), Path(job.eval_dir)
+    base = Path(plan.out_dir)
+    return Path(root) / Path(job.out_dir).relative_to(base), Path(root) / Path(job.eval_dir).relative_to(base)
+
+
+def expected_fingerprint(params: Params, job: TrainJob, input_hashes: Mapping[str, Optional[str]]) -> dict[str, Any]:
+    """The fingerprint :func:`raptor.experiment.run_variant` writes for ``job`` (``params``: the arm's;
+    ``input_hashes``: :meth:`raptor.experiment.Context.input_hashes` of the sweep's data and graph), before
+    it runs: what a run record must match to stand for the run. ``job.init_model`` must exist."""
+    from .experiment import rl_fingerprint
+    from .provenance import code_hash, content_hash
+
+    v = variant_registry.get(job.variant)
+    inputs = {**input_hashes, "init_model": content_hash(job.init_model) if job.init_model else None}
+    code = ["raptor.experiment"] + (["raptor.titer"] if v.agent == "titer" else [])
+    return rl_fingerprint(params, job.variant, job.seed, inputs, code_hash(code), job.pretrain_epochs)
+
+
+def recorded_runs(plan: Plan, params: Mapping[str, Params], input_hashes: Mapping[str, Optional[str]],
+                  results: str | Path) -> dict[str, dict[str, Any]]:
+    """``{run name: summary}`` of the training jobs whose record in ``results`` is of the very run the
+    job would train (:func:`raptor.records.valid_record`): those need no training nor evaluation."""
+    from .experiment import effective_epochs
+    from .records import valid_record
+
+    out = {}
+    for job in plan.train:
+        if job.init_model is not None and not Path(job.init_model).is_file():
+            continue  # its pretraining has not run: the job cannot be matched (nor trained) yet
+        p = params[job.arm]
+        rec_train, rec_eval = job_dirs(plan, job, results)
+        summary = valid_record(rec_train, rec_eval, expected_fingerprint(p, job, input_hashes),
+                               effective_epochs(p, job.variant, job.pretrain_epochs))
+        if summary is not None:
+            out[job.run_name] = summary
+    return out
+
+
+def save_job_record(plan: Plan, job: TrainJob, results: str | Path) -> None:
+    """Copy the record of a finished, evaluated job into ``results`` (:func:`raptor.records.save_record`)."""
+    from .records import save_record
+
+    save_record(*job_dirs(plan, job), *job_dirs(plan, job, results))
+
+
+def collect_results(plan: Plan, root: Optional[str | Path] = None) -> dict[str, Any]:
     """Per run and per (arm, variant): best validation MRR, test metrics (fractions) and their
     mean and sample std over seeds; ``delta_test_mrr`` of each arm against :data:`DEFAULT_ARM` of
     the same variant (``None`` without a default arm). A run not yet trained or evaluated is
-    reported as missing, not guessed."""
+    reported as missing, not guessed. ``root``: read the runs from a results folder's records
+    (:func:`job_dirs`) rather than from the sweep folder."""
     overrides = {a.name: a.overrides for a in plan.sweep.arms}
     notes = {a.name: plan.sweep.note(a) for a in plan.sweep.arms}
     runs, missing = [], []
     for job in plan.train:
-        summary = _read(Path(job.out_dir) / "summary.json")
-        metrics = _read(Path(job.eval_dir) / "metrics.json")
+        train_dir, eval_dir = job_dirs(plan, job, root)
+        summary = _read(train_dir / "summary.json")
+        metrics = _read(eval_dir / "metrics.json")
         if not summary or not metrics:
             missing.append(job.run_name)
             continue
@@ -419,7 +482,7 @@ def collect_results(plan: Plan) -> dict[str, Any]:
     order = {a.name: i for i, a in enumerate(plan.sweep.arms)}
     arms.sort(key=lambda a: (order[a["arm"]], a["variant"]))
     base = {a["variant"]: a["test_mrr_mean"] for a in arms if a["arm"] == DEFAULT_ARM}
-    eval_dirs = {(j.arm, j.variant): str(Path(j.eval_dir).parent) for j in plan.train}
+    eval_dirs = {(j.arm, j.variant): str(job_dirs(plan, j, root)[1].parent) for j in plan.train}
     incomplete = {(j.arm, j.variant) for j in plan.train if j.run_name in missing}
     for a in arms:
         a["delta_test_mrr"] = a["test_mrr_mean"] - base[a["variant"]] if a["variant"] in base else None
@@ -578,11 +641,18 @@ def plot_results(results: Mapping[str, Any], path: str | Path) -> None:
     plt.close(fig)
 
 
-def write_results(plan: Plan) -> dict[str, Any]:
+def write_results(plan: Plan, results_root: Optional[str | Path] = None) -> dict[str, Any]:
     """``results.json``, ``results.csv`` (per run), ``results.md`` (per arm) and ``results.png``
-    in the sweep folder; returns the results."""
-    out = Path(plan.out_dir)
-    results = collect_results(plan)
+    in the sweep folder, or, with ``results_root``, made from the records there and written there
+    beside a copy of ``sweep.json`` and ``params/`` (a folder :func:`write_sweep_page` reads); returns
+    the results."""
+    out = Path(plan.out_dir if results_root is None else results_root)
+    if results_root is not None:
+        from .records import copy_tree_files
+
+        copy_tree_files(plan.out_dir, out, "sweep.json")
+        copy_tree_files(Path(plan.out_dir) / "params", out / "params")
+    results = collect_results(plan, results_root)
     atomic_write_json(out / "results.json", json_safe(results))
     atomic_write_text(out / "results.csv",
                       csv_text(results["runs"], list(dict.fromkeys(k for r in results["runs"] for k in r))))

@@ -25,6 +25,7 @@ from raptor.labeling import label_dataset, label_part, merge_parts
 from raptor.pretrain import pretrain_run
 from raptor.report import compare_variants, write_ablation_report, write_report
 from raptor.stats import summarize
+from raptor.sweep import save_job_record
 from raptor.config import load_resolved
 
 from . import tracking
@@ -293,6 +294,17 @@ def evaluate_run_task(params_path: str, data_dir: str, graph_path: str, variant:
         run.log_artifact(out / "metrics.json", "predictions")
         run.sync()
     return metrics
+
+
+@task(name="sweep-run", cache_policy=NO_CACHE, task_run_name="{run_name}")
+def sweep_run_task(run_name: str, plan, job, results: str, train: dict, evaluate: dict) -> dict:
+    """One run of a sweep from start to record: train (``train_run_task``), test (``evaluate_run_task``),
+    then save its record to ``results`` (:func:`raptor.sweep.save_job_record`), so a run is complete
+    on its own and an interrupted sweep keeps it."""
+    summary = train_run_task(**train)
+    evaluate_run_task(**evaluate)
+    save_job_record(plan, job, results)
+    return summary
 
 
 @task(name="significance", cache_policy=NO_CACHE)

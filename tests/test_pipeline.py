@@ -487,13 +487,18 @@ def test_sweep_trains_every_arm_into_one_mlflow_comparison(project):
     _run(["dvc", "repro", "graph@SYNTH"], proj, env)
     _run([sys.executable, "-m", "flows", "sweep", "t", "--dataset", "SYNTH"], proj, env)
     out = proj / "runs/SYNTH/sweeps/t"
-    res = json.loads((out / "results.json").read_text())
+    results = proj / "results/sweeps/t/SYNTH"  # the tables and the runs' records: small, for git
+    res = json.loads((results / "results.json").read_text())
     expected = {("default", "pure_rl"), ("default", "raptor"), ("rl.gamma=0.9", "pure_rl"), ("rl.gamma=0.9", "raptor")}
     assert {(a["arm"], a["variant"]) for a in res["arms"]} == expected and res["missing"] == []
     assert all(0 < r["test_mrr"] <= 1 and r["rl_epochs"] == 2 for r in res["runs"])
     # the arms share the pretraining run (they differ in rl.gamma only), each from its own snapshot
     assert len(list((out / "pretrain").iterdir())) == 1
-    assert (out / "results.md").read_text().count("| raptor |") == 2
+    assert (results / "results.md").read_text().count("| raptor |") == 2
+    records = sorted(p.relative_to(results) for p in results.rglob("*") if p.is_file() and p.parent.name == "seed0")
+    assert {p.name for p in records} == {"run_config.json", "summary.json", "history.json", "metrics.json",
+                                         "ranks.parquet"} and len(records) == 4 * 5
+    assert sum(p.stat().st_size for p in results.rglob("*") if p.is_file()) < 2_000_000
     import mlflow
 
     client = mlflow.MlflowClient(tracking_uri=env["MLFLOW_TRACKING_URI"])
@@ -549,12 +554,25 @@ def test_sweep_trains_every_arm_into_one_mlflow_comparison(project):
         assert sorted(p.relative_to(out / "train").parts[:2] for p in set(after) - set(models)) == [
             ("combined", "pure_rl"), ("combined", "raptor")]
         assert len(list((out / "pretrain").iterdir())) == 1
-        res = json.loads((out / "results.json").read_text())
+        res = json.loads((results / "results.json").read_text())
         assert {(a["arm"], a["variant"]) for a in res["arms"]} == expected | {("combined", "pure_rl"),
                                                                                ("combined", "raptor")}
         assert res["missing"] == []
     finally:
         (proj / "params.yaml").write_text(original)
+
+    # the run folders gone (a fresh clone, a cleaned work tree): the records stand for their runs,
+    # which are neither trained nor tested again (pretraining, deterministic, is); the tables are the same
+    def test_mrrs(table):
+        return {(r["arm"], r["variant"], r["seed"]): r["test_mrr"] for r in table["runs"] if r["arm"] != "combined"}
+
+    before = test_mrrs(json.loads((results / "results.json").read_text()))
+    shutil.rmtree(out)
+    _run([sys.executable, "-m", "flows", "sweep", "t", "--dataset", "SYNTH"], proj, env)
+    assert not list(out.rglob("best.pt")) and not list(out.rglob("metrics.json"))
+    assert len(pretraining()) == len(pretrained)
+    res = json.loads((results / "results.json").read_text())
+    assert test_mrrs(res) == before and res["missing"] == [] and len(res["runs"]) == 4
 
 
 def test_a_dataset_that_cannot_be_ingested_blocks_only_its_own_stages(tmp_path):

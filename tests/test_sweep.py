@@ -315,3 +315,37 @@ def test_dvc_experiments_of_a_sweep_resolve_to_the_arms_params(tmp_path, name):
         exp.write_text(source.read_text())
         apply_overrides(exp, [cmd[i + 1] for i, c in enumerate(cmd) if c == "-S"])
         assert params_to_dict(load_params(exp)) == params_to_dict(params[arm.name]), arm.name
+
+
+def test_a_record_stands_for_the_run_it_was_saved_from_only(tmp_path):
+    """:func:`recorded_runs`: a job whose record in the results folder has the job's own fingerprint
+    and epoch budget needs no training; another input, params or budget, or no record: it trains."""
+    from raptor.experiment import RUN_CONFIG_FILE, effective_epochs
+    from raptor.ranking import write_predictions
+    from raptor.sweep import expected_fingerprint, job_dirs, recorded_runs, save_job_record
+
+    raw = {**RAW, "sweeps": {"g": {"grid": {"rl.gamma": [0.9]}, "variants": ["pure_rl"]}}}
+    plan, params = _plan(tmp_path, raw, "g")
+    hashes = {"data": "d" * 64, "graph": "g" * 64}
+    job = plan.train[0]
+    _fake_run(job, 0.41, 0.40)
+    fp = expected_fingerprint(params[job.arm], job, hashes)
+    Path(job.out_dir, RUN_CONFIG_FILE).write_text(json.dumps(fp))
+    Path(job.out_dir, "history.json").write_text("[]")
+    n = effective_epochs(params[job.arm], job.variant, 0)
+    Path(job.out_dir, "summary.json").write_text(json.dumps({"rl_epochs": n, "best_val_mrr": 0.41}))
+    q = np.arange(4)
+    write_predictions(Path(job.eval_dir) / "predictions.parquet", q, q, q, q, np.zeros((4, 1), dtype=np.int64),
+                      np.zeros((4, 1)), np.ones(4))
+    results = tmp_path / "results"
+    save_job_record(plan, job, results)
+    assert job_dirs(plan, job, results)[0] == results / "train" / job.arm / "pure_rl" / "seed0"
+    assert recorded_runs(plan, params, hashes, results) == {job.run_name: {"rl_epochs": n, "best_val_mrr": 0.41}}
+    assert recorded_runs(plan, params, {**hashes, "data": "e" * 64}, results) == {}  # other data
+    other = {**params, job.arm: params["rl.gamma=0.9"]}
+    assert recorded_runs(plan, other, hashes, results) == {}                       # other params
+    # the tables are made from the records alone, and the folder is one the sweeps page reads
+    res = write_results(plan, results)
+    assert [r["test_mrr"] for r in res["runs"]] == [0.40] and len(res["missing"]) == 3
+    assert (results / "sweep.json").is_file() and (results / "params" / f"{DEFAULT_ARM}.json").is_file()
+    assert not (Path(plan.out_dir) / "results.json").exists()
