@@ -33,7 +33,7 @@ import numpy as np
 
 from . import variants as variant_registry
 from .constants import METRIC_KEYS
-from .io import atomic_write_text
+from .io import atomic_write_bytes, atomic_write_text
 from .paper import DATASETS as PAPER_DATASETS, MAIN_TABLE
 from .ranking import TIE_RULE
 from .report import _markdown_table, _seed_dirs, plot_curves
@@ -133,16 +133,61 @@ def read_seed_run(seed: int, train_dir: Path, metrics_path: Path) -> Optional[Se
                    stopped_early=bool(summary and summary.get("stopped_early")), metrics=metrics)
 
 
-def _commit(folder: Path) -> Optional[str]:
-    """The commit that trained a folder's runs: its ``COMMIT`` file, or the work tree's HEAD."""
+def _commit(folder: Path, full: bool = False) -> Optional[str]:
+    """The commit that trained a folder's runs: its ``COMMIT`` file, or the work tree's HEAD (12
+    characters unless ``full``)."""
+    n = 40 if full else 12
     if (folder / "COMMIT").is_file():
-        return (folder / "COMMIT").read_text().strip()[:12] or None
+        return (folder / "COMMIT").read_text().strip()[:n] or None
     try:
-        out = subprocess.run(["git", "-C", str(folder), "rev-parse", "--short=12", "HEAD"],
+        out = subprocess.run(["git", "-C", str(folder), "rev-parse", f"--short={n}", "HEAD"],
                              capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def _run_paths(ds_dir: Path, variant: str, seed: int, pipeline: bool) -> tuple[Path, Path]:
+    """``(training folder, test metrics file)`` of one seed in either layout (module docstring)."""
+    if pipeline:
+        return ds_dir / variant / "train" / f"seed{seed}", ds_dir / variant / "eval" / f"seed{seed}" / "metrics.json"
+    return ds_dir / variant / f"seed{seed}" / "rl", ds_dir / variant / f"seed{seed}" / "eval" / "metrics.json"
+
+
+#: What the page reads of a training folder (and, for a run of the second layout, of its seed folder).
+RUN_FILES = ("history.json", "run_config.json", "summary.json")
+
+
+def collect(src: str | Path, dest: str | Path) -> dict[str, Any]:
+    """Copy what :func:`discover` reads of the result folder ``src`` into ``dest``, in the same layout:
+    each run's history, fingerprint and summary, its test metrics, the significance tests and the stage
+    usage log, and a ``COMMIT`` file naming the commit that trained them. ``dest`` is then a result folder
+    of its own of a few hundred kilobytes (no checkpoints, no predictions): meant for git, so that the
+    page can be made again from a clone. Unchanged files are left alone."""
+    src, dest = Path(src), Path(dest)
+    sets = discover(src)
+    pipeline = (src / "runs").is_dir()
+    root = src / "runs" if pipeline else src
+    files: list[Path] = [src / USAGE_LOG] if pipeline else []
+    for rs in sets:
+        for v, seeds in rs.runs.items():
+            for seed in seeds:
+                train_dir, metrics = _run_paths(root / rs.dataset, v, seed, pipeline)
+                files += [train_dir / f for f in RUN_FILES] + [train_dir.parent / "run_config.json", metrics]
+        if pipeline:
+            files.append(src / "reports" / rs.dataset / "significance.json")
+    copied = []
+    for f in dict.fromkeys(files):
+        if f.is_file():
+            target, data = dest / f.relative_to(src), f.read_bytes()
+            if not target.is_file() or target.read_bytes() != data:
+                atomic_write_bytes(target, data)
+            copied.append(str(f.relative_to(src)))
+    commit = _commit(src, full=True)
+    if commit and _commit(dest) != commit[:12]:
+        atomic_write_text(dest / "COMMIT", commit + "\n")
+    return {"dest": str(dest), "files": copied, "commit": commit,
+            "sets": [(rs.dataset, sorted(rs.runs)) for rs in sets]}
 
 
 def discover(folder: str | Path, name: Optional[str] = None) -> list[ResultSet]:
@@ -163,11 +208,8 @@ def discover(folder: str | Path, name: Optional[str] = None) -> list[ResultSet]:
             if not base.is_dir():
                 continue
             seeds = {}
-            for seed, d in _seed_dirs(base).items():
-                if pipeline:
-                    run = read_seed_run(seed, d, ds_dir / v / "eval" / f"seed{seed}" / "metrics.json")
-                else:
-                    run = read_seed_run(seed, d / "rl", d / "eval" / "metrics.json")
+            for seed in _seed_dirs(base):
+                run = read_seed_run(seed, *_run_paths(ds_dir, v, seed, pipeline))
                 if run is not None:
                     seeds[seed] = run
             if seeds:

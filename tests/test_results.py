@@ -179,3 +179,34 @@ def test_p_values_that_underflowed_are_not_printed_as_zero():
     assert format_p(4.3e-32) == "4.3e-32"
     assert format_p(0.19) == "0.19"
     assert format_p(None) == "n/a"
+
+
+def test_collect_keeps_what_the_page_reads_and_nothing_heavy(workspace, long_runs, tmp_path, capsys):
+    """A collected folder is a result folder of its own: the same rows, from a few small files."""
+    from raptor.resources import append_usage
+
+    append_usage(workspace / "runs/stage-usage.jsonl", {"stage": "label@ICEWS14", "ok": True, "seconds": 15.0,
+                                                        "peak_rss_gb": 1.0, "peak_is_per_stage": True,
+                                                        "finished": "2026-11-24T10:00:00+00:00"})
+    (workspace / "runs/ICEWS14/raptor/train/seed0/best.pt").write_bytes(b"\0" * 10_000)
+    (workspace / "COMMIT").write_text("fedcba9876543210fedcba9876543210fedcba98\n")
+    for src, name in ((workspace, "quick"), (long_runs, "long")):
+        dest = tmp_path / "collected" / name
+        assert cli(["collect", str(src), str(dest)]) == 0
+        assert not list(dest.rglob("*.pt"))
+        assert result_rows(discover(dest, name)) == result_rows(discover(src, name))
+        assert (dest / "COMMIT").read_text().strip() == (src / "COMMIT").read_text().strip()
+    quick = discover(tmp_path / "collected/quick", "quick")
+    assert significance_rows(quick) == significance_rows(discover(workspace, "quick"))
+    assert quick[0].usage and "label@ICEWS14" in quick[0].usage
+    assert "files ->" in capsys.readouterr().out
+    # run again: unchanged files are left alone
+    mtimes = {p: p.stat().st_mtime_ns for p in (tmp_path / "collected").rglob("*") if p.is_file()}
+    cli(["collect", str(workspace), str(tmp_path / "collected/quick")])
+    assert {p: p.stat().st_mtime_ns for p in (tmp_path / "collected").rglob("*") if p.is_file()} == mtimes
+
+
+def test_collect_from_a_folder_without_runs_writes_nothing(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    assert cli(["collect", str(tmp_path / "empty"), str(tmp_path / "dest")]) == 1
+    assert "no runs found" in capsys.readouterr().err and not (tmp_path / "dest").exists()

@@ -5,15 +5,15 @@ from __future__ import annotations
 import argparse
 
 NAME = "sweeps"
-HELP = ("write the sweeps page from finished sweep folders (`python -m flows sweep NAME` writes "
-        "runs/<dataset>/sweeps/<NAME>/): per sweep the arms' validation and test metrics with their notes, "
+HELP = ("write the sweeps page from finished sweeps' results folders (`python -m flows sweep NAME` writes "
+        "results/sweeps/<NAME>/<dataset>/): per sweep the arms' validation and test metrics with their notes, "
         "epochs and tests against the default arm, test MRR per arm and every arm's validation curve. "
         "No number on the page is typed.")
 
 
 def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("sources", nargs="+", metavar="[TITLE=]FOLDER",
-                   help="sweep folders, in the page's order; TITLE heads its section (default: the folder's name)")
+                   help="results folders of sweeps, in the page's order; TITLE heads its section (default: the folder's name)")
     p.add_argument("--out", default="sweeps.md", help="the Markdown page (default: %(default)s)")
     p.add_argument("--figures", help="figure folder (default: figures/sweeps beside --out)")
 

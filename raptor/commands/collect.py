@@ -1,0 +1,27 @@
+"""`raptor collect`: copy what the results page reads of a result folder into a small one, for git."""
+
+from __future__ import annotations
+
+import argparse
+
+NAME = "collect"
+HELP = ("copy what `raptor results` reads of a result folder (a pipeline workspace or a folder of "
+        "`raptor train --out` runs) into a small folder of the same layout: histories, fingerprints, summaries, "
+        "test metrics, significance, stage usage, and a COMMIT file naming the commit that trained them; no "
+        "checkpoints, no predictions. Keep it under version control (results/ here) so the page can be made "
+        "again from a clone.")
+
+
+def register(p: argparse.ArgumentParser) -> None:
+    p.add_argument("source", help="the result folder (e.g. a clone where `scripts/run.sh` ran)")
+    p.add_argument("dest", help="the folder to copy into (e.g. results/quick-ICEWS14)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..results import collect
+
+    out = collect(args.source, args.dest)
+    for dataset, vs in out["sets"]:
+        print(f"{dataset}: {', '.join(vs)}")
+    print(f"{len(out['files'])} files -> {out['dest']}" + (f" (commit {out['commit'][:12]})" if out["commit"] else ""))
+    return 0
