@@ -21,9 +21,9 @@ from prefect.artifacts import create_markdown_artifact
 
 from raptor.config import load_resolved
 from raptor.stages import stage_output
-from raptor.sweep import Plan, load_sweep, plan_sweep, recorded_runs, results_dir, sweep_dir, write_results
+from raptor.sweep import Plan, job_dirs, load_sweep, plan_sweep, recorded_runs, results_dir, sweep_dir, write_results
 from tasks import tracking
-from tasks.train import context, label_task, pretrain_run_task, sweep_run_task, threads_per_run
+from tasks.train import context, label_task, log_record_task, pretrain_run_task, sweep_run_task, threads_per_run
 
 from .runners import fan_out, task_runner
 from .stages import artifact_key, experiment_name, publish_runs
@@ -82,6 +82,12 @@ def sweep_flow(name: str, dataset: str, source: str = "params.yaml", local: Opti
                           "variant": j.variant, "seed": j.seed, "train_dir": j.out_dir, "out_dir": j.eval_dir,
                           "split": "test", "num_threads": threads}} for j in todo],
             runner(), name="sweep-runs")))
+        for j in plan.train:  # runs known by their record alone: into the same MLflow comparison
+            if j.run_name in recorded:
+                rec_train, rec_eval = job_dirs(plan, j, results)
+                log_record_task(j.run_name, str(rec_train), str(rec_eval), j.params_path, dataset, j.variant,
+                                j.seed, j.pretrain_epochs, exp, parent.run_id,
+                                {"stage": "sweep", "sweep": name, "arm": j.arm})
         table = write_results(plan, results)
         parent.log_metrics({f"{a['arm']}/{a['variant']}/{k}": a[k] for a in table["arms"]
                             for k in ("best_val_mrr_mean", "test_mrr_mean", "test_mrr_std")}, step=0)

@@ -307,6 +307,40 @@ def sweep_run_task(run_name: str, plan, job, results: str, train: dict, evaluate
     return summary
 
 
+@task(name="log-record", cache_policy=NO_CACHE, task_run_name="{run_name}")
+def log_record_task(run_name: str, record_train: str, record_eval: str, params_path: str, dataset: str, variant: str,
+                    seed: int, pretrain_epochs: int, experiment: str, parent_run_id: Optional[str],
+                    extra_tags: Optional[dict] = None) -> Optional[str]:
+    """A run known only by its record (:mod:`raptor.records`; its run folder is gone, as after a sweep is
+    resumed in a fresh clone) as an MLflow run beside the trained ones: its params, its per-epoch curves and
+    its test metrics, tagged ``from_record``. Nothing is logged where the experiment already has a run
+    of this name with test metrics. Returns the MLflow run id (``None``: MLflow was unreachable)."""
+    try:
+        exp = tracking.client().get_experiment_by_name(experiment)
+        if exp is not None and any("test/mrr" in r.data.metrics for r in tracking.client().search_runs(
+                [exp.experiment_id], f"attributes.run_name = '{run_name}'")):
+            return None
+    except tracking.UNREACHABLE:
+        return None
+    params = load_resolved(params_path)
+    summary = _read_json(Path(record_train) / "summary.json")
+    logged = {**flatten(params_to_dict(params)), "variant": variant, "seed": seed, "pretrain.epochs": pretrain_epochs,
+              "rl.epochs": summary.get("rl_epochs")}
+    tags = {"dataset": dataset, "variant": variant, "seed": seed, "stage": "finetune", "profile": params.profile,
+            "from_record": str(record_train), **(extra_tags or {})}
+    run = _tracked_run(experiment, run_name, logged, tags, parent_run_id)
+    hook = _epoch_logger(run, None, pretrain_epochs)
+    for row in json.loads((Path(record_train) / "history.json").read_text()):
+        hook("rl", int(row["epoch"]), row)
+    run.log_metrics(_numeric({"best_val_mrr": summary.get("best_val_mrr"), "final_reward": summary.get("final_reward"),
+                              "train_seconds": summary.get("seconds")}), step=0)
+    metrics = _read_json(Path(record_eval) / "metrics.json")
+    run.log_metrics({f"{metrics.get('split', 'test')}/{k}": v for k, v in _numeric(metrics).items()}, step=0)
+    run.set_tags({"precision": summary.get("precision")})
+    run.finish()
+    return run.run_id
+
+
 @task(name="significance", cache_policy=NO_CACHE)
 def significance_task(eval_dirs: dict[str, str], out_path: str) -> dict:
     result = compare_variants(eval_dirs)

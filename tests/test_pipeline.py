@@ -568,11 +568,24 @@ def test_sweep_trains_every_arm_into_one_mlflow_comparison(project):
 
     before = test_mrrs(json.loads((results / "results.json").read_text()))
     shutil.rmtree(out)
-    _run([sys.executable, "-m", "flows", "sweep", "t", "--dataset", "SYNTH"], proj, env)
+    fresh = {**env, "MLFLOW_TRACKING_URI": f"sqlite:///{proj / 'fresh-mlflow.db'}"}  # the store went with them
+    _run([sys.executable, "-m", "flows", "sweep", "t", "--dataset", "SYNTH"], proj, fresh)
     assert not list(out.rglob("best.pt")) and not list(out.rglob("metrics.json"))
     assert len(pretraining()) == len(pretrained)
     res = json.loads((results / "results.json").read_text())
     assert test_mrrs(res) == before and res["missing"] == [] and len(res["runs"]) == 4
+    # and the comparison is whole in MLflow again: a run per record, with its curve and test metrics
+    client = mlflow.MlflowClient(tracking_uri=fresh["MLFLOW_TRACKING_URI"])
+    exp = client.get_experiment_by_name("raptor/SYNTH/sweep-t")
+    restored = {(r.data.tags["arm"], r.data.tags["variant"]): r for r in client.search_runs([exp.experiment_id])
+                if "arm" in r.data.tags}
+    assert set(restored) == expected and all("from_record" in r.data.tags for r in restored.values())
+    assert {k: r.data.metrics["test/mrr"] for k, r in restored.items()} == {
+        (a, v): m for (a, v, _), m in before.items()}
+    assert all(len(client.get_metric_history(r.info.run_id, "rl/reward")) == 2 for r in restored.values())
+    assert restored[("rl.gamma=0.9", "raptor")].data.params["rl.gamma"] == "0.9"
+    _run([sys.executable, "-m", "flows", "sweep", "t", "--dataset", "SYNTH"], proj, fresh)  # logged once
+    assert len([r for r in client.search_runs([exp.experiment_id]) if "arm" in r.data.tags]) == 4
 
 
 def test_a_dataset_that_cannot_be_ingested_blocks_only_its_own_stages(tmp_path):
