@@ -57,37 +57,45 @@ def sweep_flow(name: str, dataset: str, source: str = "params.yaml", local: Opti
     def runner():
         return task_runner(max_workers=first.train.parallel_runs)
 
+    def pretrain_call(j) -> dict:
+        return {"params_path": j.params_path, "dataset": dataset, "data_dir": inputs["data"],
+                "graph_path": inputs["graph"], "labels_dir": j.labels_dir, "seed": j.seed, "out_dir": j.out_dir,
+                "epochs": list(j.epochs), "num_threads": threads, "experiment": exp}
+
+    def run_call(j, parent_id: Optional[str]) -> dict:  # train, test, record
+        tags = {"stage": "sweep", "sweep": name, "arm": j.arm}
+        return {"run_name": j.run_name, "plan": plan, "job": j, "results": results,
+                "train": {"params_path": j.params_path, "dataset": dataset, "data_dir": inputs["data"],
+                          "graph_path": inputs["graph"], "variant": j.variant, "seed": j.seed, "out_dir": j.out_dir,
+                          "experiment": exp, "parent_run_id": parent_id, "num_threads": threads,
+                          "run_name": j.run_name, "init_model": j.init_model, "pretrain_epochs": j.pretrain_epochs,
+                          "extra_tags": tags},
+                "evaluate": {"params_path": j.params_path, "data_dir": inputs["data"], "graph_path": inputs["graph"],
+                             "variant": j.variant, "seed": j.seed, "train_dir": j.out_dir, "out_dir": j.eval_dir,
+                             "split": "test", "num_threads": threads}}
+
+    def record_call(j, parent_id: Optional[str]) -> dict:  # a run known by its record alone, into MLflow
+        rec_train, rec_eval = job_dirs(plan, j, results)
+        return {"run_name": j.run_name, "record_train": str(rec_train), "record_eval": str(rec_eval),
+                "params_path": j.params_path, "dataset": dataset, "variant": j.variant, "seed": j.seed,
+                "pretrain_epochs": j.pretrain_epochs, "experiment": exp, "parent_run_id": parent_id,
+                "extra_tags": {"stage": "sweep", "sweep": name, "arm": j.arm}}
+
     for job in plan.labels:  # labeling uses every core itself
         label_task(job.params_path, inputs["data"], inputs["graph"], job.out_dir)
     parent = tracking.start_run(exp, f"sweep-{name}-{dataset}",
                                 params={"sweep": name, "arms": [a.name for a in plan.sweep.arms]},
                                 tags={"dataset": dataset, "stage": "sweep", "sweep": name})
     try:
-        fan_out(pretrain_run_task, [
-            {"params_path": j.params_path, "dataset": dataset, "data_dir": inputs["data"],
-             "graph_path": inputs["graph"], "labels_dir": j.labels_dir, "seed": j.seed, "out_dir": j.out_dir,
-             "epochs": list(j.epochs), "num_threads": threads, "experiment": exp} for j in plan.pretrain],
-            runner(), name="sweep-pretrain")
+        fan_out(pretrain_run_task, [pretrain_call(j) for j in plan.pretrain], runner(), name="sweep-pretrain")
         hashes = context(plan.params_files[plan.train[0].arm], inputs["data"], inputs["graph"]).input_hashes()
         recorded = recorded_runs(plan, arm_params, hashes, results)
         todo = [j for j in plan.train if j.run_name not in recorded]
-        trained = dict(zip([j.run_name for j in todo], fan_out(sweep_run_task, [
-            {"run_name": j.run_name, "plan": plan, "job": j, "results": results,
-             "train": {"params_path": j.params_path, "dataset": dataset, "data_dir": inputs["data"],
-                       "graph_path": inputs["graph"], "variant": j.variant, "seed": j.seed, "out_dir": j.out_dir,
-                       "experiment": exp, "parent_run_id": parent.run_id, "num_threads": threads,
-                       "run_name": j.run_name, "init_model": j.init_model, "pretrain_epochs": j.pretrain_epochs,
-                       "extra_tags": {"stage": "sweep", "sweep": name, "arm": j.arm}},
-             "evaluate": {"params_path": j.params_path, "data_dir": inputs["data"], "graph_path": inputs["graph"],
-                          "variant": j.variant, "seed": j.seed, "train_dir": j.out_dir, "out_dir": j.eval_dir,
-                          "split": "test", "num_threads": threads}} for j in todo],
-            runner(), name="sweep-runs")))
-        for j in plan.train:  # runs known by their record alone: into the same MLflow comparison
+        trained = dict(zip([j.run_name for j in todo], fan_out(
+            sweep_run_task, [run_call(j, parent.run_id) for j in todo], runner(), name="sweep-runs")))
+        for j in plan.train:
             if j.run_name in recorded:
-                rec_train, rec_eval = job_dirs(plan, j, results)
-                log_record_task(j.run_name, str(rec_train), str(rec_eval), j.params_path, dataset, j.variant,
-                                j.seed, j.pretrain_epochs, exp, parent.run_id,
-                                {"stage": "sweep", "sweep": name, "arm": j.arm})
+                log_record_task(**record_call(j, parent.run_id))
         table = write_results(plan, results)
         parent.log_metrics({f"{a['arm']}/{a['variant']}/{k}": a[k] for a in table["arms"]
                             for k in ("best_val_mrr_mean", "test_mrr_mean", "test_mrr_std")}, step=0)
