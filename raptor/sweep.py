@@ -548,6 +548,42 @@ def verdict(arm: Mapping[str, Any], default: Optional[Mapping[str, Any]]) -> str
     return UNCLEAR
 
 
+def combination(results: Mapping[str, Any], variant: str) -> Optional[dict[str, Any]]:
+    """The overrides of ``variant``'s arms that :func:`verdict` calls :data:`BETTER`, together: the arm a
+    sweep trains next to see whether they add up (docs/sweeps.md, the rule fixed before the results).
+    Arms are taken whole, by descending mean best validation MRR; an arm overriding a key already taken
+    (``model.mlp_hidden_dim`` 128 and 512 both better) is left out, so validation picks between them.
+    ``None`` when no arm is better."""
+    arms = [a for a in results["arms"] if a["variant"] == variant]
+    default = next((a for a in arms if a["arm"] == DEFAULT_ARM), None)
+    better = sorted((a for a in arms if verdict(a, default) == BETTER), key=lambda a: -a["best_val_mrr_mean"])
+    out: dict[str, Any] = {}
+    for a in better:
+        if not set(a["overrides"]) & set(out):
+            out.update(a["overrides"])
+    return out or None
+
+
+def combination_markdown(results: Mapping[str, Any]) -> str:
+    """Per variant, the :func:`combination` of the better readings and, where an arm with exactly
+    those overrides was trained, its verdict: what the rule makes of the sweep."""
+    lines = []
+    for variant in dict.fromkeys(a["variant"] for a in results["arms"]):
+        combo = combination(results, variant)
+        if combo is None:
+            lines.append(f"- {variant}: no reading is `{BETTER}`; the defaults stay.")
+            continue
+        over = ", ".join(f"`{k}: {_value_name(v)}`" for k, v in combo.items())
+        default = next((a for a in results["arms"] if a["variant"] == variant and a["arm"] == DEFAULT_ARM), None)
+        tried = [a for a in results["arms"] if a["variant"] == variant and a["overrides"] == combo]
+        if not tried:
+            lines.append(f"- {variant}: the `{BETTER}` readings together: {over}; not trained together yet.")
+        else:
+            v = verdict(tried[0], default) or "not yet tested"
+            lines.append(f"- {variant}: the `{BETTER}` readings together: {over}; arm `{tried[0]['arm']}`: {v}.")
+    return "\n".join(lines) + "\n"
+
+
 def results_markdown(results: Mapping[str, Any]) -> str:
     """The per-arm table (percent, mean ± sample std over seeds), with each arm's test MRR against the
     default arm's (:func:`_vs_default`: t-test over seeds, per-query bootstrap CI and Wilcoxon, p two-sided)
@@ -717,6 +753,8 @@ def write_sweep_page(folders: list[tuple[str, str | Path]], out: str | Path, fig
         if tables:
             lines += ["### By choice", "", "Each choice's arms beside `default` (the verdict's rule: "
                       "docs/sweeps.md).", "", tables]
+        if results["arms"] and not results["missing"]:
+            lines += ["### What the rule makes of it", "", combination_markdown(results)]
         stem = f"{re.sub(r'[^A-Za-z0-9]+', '-', title).strip('-').lower()}-{dataset.lower()}"
         figs = []
         if results["arms"]:

@@ -349,3 +349,26 @@ def test_a_record_stands_for_the_run_it_was_saved_from_only(tmp_path):
     assert [r["test_mrr"] for r in res["runs"]] == [0.40] and len(res["missing"]) == 3
     assert (results / "sweep.json").is_file() and (results / "params" / f"{DEFAULT_ARM}.json").is_file()
     assert not (Path(plan.out_dir) / "results.json").exists()
+
+
+def test_the_combination_takes_better_arms_whole_and_lets_validation_pick_within_a_key():
+    from raptor.sweep import combination, combination_markdown
+
+    def arm(name, overrides, val, ci):
+        return {"arm": name, "variant": "raptor", "overrides": overrides, "best_val_mrr_mean": val,
+                "vs_default": None if ci is None else {"bootstrap_ci": list(ci)}}
+
+    up, down, flat = (0.001, 0.004), (-0.004, -0.001), (-0.001, 0.003)
+    arms = [arm(DEFAULT_ARM, {}, 0.420, None),
+            arm("mlp=128", {"model.mlp_hidden_dim": 128}, 0.424, up),      # better
+            arm("mlp=512", {"model.mlp_hidden_dim": 512}, 0.426, up),      # better, higher validation: taken
+            arm("lr", {"rl.learning_rate": 3e-4}, 0.423, up),              # better
+            arm("static", {"model.relation_dim": 176}, 0.425, flat),       # unclear: not taken
+            arm("entropy", {"rl.entropy_decay": 1.0}, 0.410, down)]        # worse
+    res = {"arms": arms, "missing": []}
+    assert combination(res, "raptor") == {"model.mlp_hidden_dim": 512, "rl.learning_rate": 3e-4}
+    assert "not trained together yet" in combination_markdown(res)
+    res["arms"].append(arm("combined", {"model.mlp_hidden_dim": 512, "rl.learning_rate": 3e-4}, 0.421, flat))
+    assert "arm `combined`: no clear difference" in combination_markdown(res)
+    none = {"arms": [arms[0], arms[4], arms[5]], "missing": []}
+    assert combination(none, "raptor") is None and "no reading is `better`" in combination_markdown(none)
