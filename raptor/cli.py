@@ -24,6 +24,7 @@ COMMAND_MODULES: list[str] = [
     "raptor.commands.evaluate",
     "raptor.commands.report",
     "raptor.commands.results",
+    "raptor.commands.sweep",
     "raptor.commands.collect",
     "raptor.commands.sweeps",
     "raptor.commands.explain",

@@ -22,11 +22,12 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
+import torch
 
 from . import variants
 from .beam import beam_search
 from .config import Params, params_to_dict, result_params
-from .constants import METRIC_KEYS
+from .constants import METRIC_KEYS, RUN_CONFIG_FILE
 from .data import Dataset, load_dataset, with_inverse_queries
 from .env import TemporalEnv
 from .graph import TemporalGraph
@@ -119,8 +120,6 @@ def snapshot_path(run_dir: str | Path, epochs: int) -> Path:
     return Path(run_dir) / f"pretrained-e{epochs}.pt"
 
 
-#: Written into a run folder: the fingerprint of the run whose checkpoints are there.
-RUN_CONFIG_FILE = "run_config.json"
 
 
 def run_fingerprint(params: Params, kind: str, seed: int, inputs: dict[str, Optional[str]], code: str,
@@ -269,7 +268,7 @@ def run_variant(
         result = train_titer(policy, ctx.env, ctx.train_queries, p.titer, seed, eval_cfg=p.eval, precision=precision,
                              device=device, out_dir=out, evaluate_fn=validator, resume=resume, epochs=n_rl,
                              on_epoch_end=hook, meta=meta, progress=progress)
-        return _finish_run(out, variant, seed, pretrain_epochs, n_rl, precision, result, restarted, started)
+        return _finish_run(out, variant, seed, pretrain_epochs, n_rl, precision, device, result, restarted, started)
     with seeded_init(seed):
         policy = Policy(ctx.dataset.num_entities, ctx.dataset.num_relations, p.model, p.env.max_path_length)
     if init_model is not None:
@@ -280,15 +279,22 @@ def run_variant(
     result = train(policy, ctx.env, ctx.train_queries, p.rl, p.eval, seed=seed, precision=precision,
                    device=device, out_dir=out, evaluate_fn=validator,
                    resume=resume, epochs=n_rl, on_epoch_end=hook, meta=meta, progress=progress)
-    return _finish_run(out, variant, seed, pretrain_epochs, n_rl, precision, result, restarted, started)
+    return _finish_run(out, variant, seed, pretrain_epochs, n_rl, precision, device, result, restarted, started)
 
 
-def _finish_run(out: Path, variant: str, seed: int, pretrain_epochs: int, n_rl: int, precision: str, result,
-                restarted, started: float) -> dict[str, Any]:
+def _device_name(device) -> str:
+    """``cpu``, or the accelerator's model (``cuda: NVIDIA H100 80GB HBM3``): where a run's numbers come from."""
+    device = torch.device(device)
+    return f"cuda: {torch.cuda.get_device_name(device)}" if device.type == "cuda" else device.type
+
+
+def _finish_run(out: Path, variant: str, seed: int, pretrain_epochs: int, n_rl: int, precision: str, device,
+                result, restarted, started: float) -> dict[str, Any]:
     """The run's ``summary.json`` (written atomically) from its :class:`raptor.loop.TrainResult`."""
     summary = {
         "variant": variant, "seed": seed, "pretrain_epochs": int(pretrain_epochs), "rl_epochs": n_rl,
-        "precision": precision, "best_val_mrr": result.best_mrr, "best_epoch": result.best_epoch,
+        "precision": precision, "device": _device_name(device), "best_val_mrr": result.best_mrr,
+        "best_epoch": result.best_epoch,
         "epochs_trained": len(result.history), "stopped_early": result.stopped_early,
         "final_reward": result.history[-1]["reward"] if result.history else None,
         "model": str(out / "best.pt"), "restarted": restarted,

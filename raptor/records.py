@@ -27,7 +27,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .experiment import RUN_CONFIG_FILE
+from .constants import RUN_CONFIG_FILE
 from .io import atomic_path, atomic_write_bytes
 
 TRAIN_FILES = ("summary.json", "history.json")
