@@ -24,6 +24,10 @@ from .sweep import Plan, PretrainJob, TrainJob, recorded_runs, save_job_record, 
 Log = Callable[[str], None]
 
 
+class JobsFailed(RuntimeError):
+    """Some jobs of a step failed (each named, with its error); the others ran to the end."""
+
+
 def _context(params_path: str, data_dir: str, graph_path: str):
     from .experiment import load_context
 
@@ -51,7 +55,8 @@ def train_job(plan: Plan, job: TrainJob, data_dir: str, graph_path: str, results
     return {**summary, "test_mrr": metrics.get("mrr")}
 
 
-def _map(fn: Callable, calls: Sequence[tuple], names: Sequence[str], jobs: int, what: str, log: Log) -> list:
+def _map(fn: Callable, calls: Sequence[tuple], names: Sequence[str], jobs: int, what: str, log: Log,
+         progress: bool = True) -> list:
     """``fn(*call)`` for every call, ``jobs`` at a time in spawned processes (inline with ``jobs`` 1);
     every call runs even when one fails, then the failures are raised together, by name."""
     from tqdm.auto import tqdm
@@ -59,7 +64,7 @@ def _map(fn: Callable, calls: Sequence[tuple], names: Sequence[str], jobs: int, 
     out: list[Any] = [None] * len(calls)
     failed: list[str] = []
     started = time.perf_counter()
-    bar = tqdm(total=len(calls), desc=what, unit="job", leave=False) if calls else None
+    bar = tqdm(total=len(calls), desc=what, unit="job", leave=False) if calls and progress else None
 
     def done(i: int, value: Any = None, error: Optional[BaseException] = None) -> None:
         if error is not None:
@@ -86,7 +91,7 @@ def _map(fn: Callable, calls: Sequence[tuple], names: Sequence[str], jobs: int, 
     if bar is not None:
         bar.close()
     if failed:
-        raise RuntimeError(f"{len(failed)} of {len(calls)} {what} jobs failed:\n  " + "\n  ".join(failed))
+        raise JobsFailed(f"{len(failed)} of {len(calls)} {what} jobs failed:\n  " + "\n  ".join(failed))
     return out
 
 
@@ -117,7 +122,7 @@ def run_plan(plan: Plan, data_dir: str, graph_path: str, results: str, *, jobs: 
         label_dataset(data_dir, job.out_dir, max_path_length=p.env.max_path_length, config=p.labeling,
                       graph_path=graph_path, show_progress=progress)
     _map(pretrain_job, [(j, data_dir, graph_path, num_threads) for j in pre],
-         [f"{j.key[:12]}-seed{j.seed}" for j in pre], jobs, "pretraining", log)
+         [f"{j.key[:12]}-seed{j.seed}" for j in pre], jobs, "pretraining", log, progress)
     params = {arm: load_resolved(path) for arm, path in plan.params_files.items()}
     hashes = _context(plan.params_files[train[0].arm], data_dir, graph_path).input_hashes() if train else {}
     recorded = recorded_runs(plan, params, hashes, results) if train else {}
@@ -125,5 +130,5 @@ def run_plan(plan: Plan, data_dir: str, graph_path: str, results: str, *, jobs: 
     if recorded:
         log(f"{len(recorded)} run(s) already recorded in {results}: not trained again")
     _map(train_job, [(plan, j, data_dir, graph_path, results, num_threads) for j in todo],
-         [j.run_name for j in todo], jobs, "run", log)
+         [j.run_name for j in todo], jobs, "run", log, progress)
     return write_results(plan, results)

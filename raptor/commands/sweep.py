@@ -30,7 +30,9 @@ def register(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from ..local_sweep import run_plan
+    import sys
+
+    from ..local_sweep import JobsFailed, run_plan
     from ..stages import stage_output
     from ..sweep import load_sweep, plan_sweep, results_dir, sweep_dir
 
@@ -47,10 +49,13 @@ def run(args: argparse.Namespace) -> int:
     plan = plan_sweep(sweep, params, args.dataset, args.out or sweep_dir(args.name, args.dataset))
     results = args.results or results_dir(args.name, args.dataset)
     arms = [a.strip() for a in args.arms.split(",") if a.strip()] if args.arms else None
-    table = run_plan(plan, data, graph, results, jobs=args.jobs, num_threads=args.threads, arms=arms,
-                     progress=not args.no_progress)
-    print((Path(results) / "results.md").read_text())
-    if table["missing"]:
-        print(f"missing runs: {', '.join(map(str, table['missing']))}")
+    try:
+        run_plan(plan, data, graph, results, jobs=args.jobs, num_threads=args.threads, arms=arms,
+                         progress=not args.no_progress)
+    except JobsFailed as exc:  # the finished runs are recorded: run the command again to retry the others
+        print(f"raptor sweep: error: {exc}\n(finished runs are recorded in {results}; run again to retry the rest)",
+              file=sys.stderr)
+        return 1
+    print((Path(results) / "results.md").read_text())  # names the missing runs, if any
     print(f"sweep {args.name} on {args.dataset} -> {results}")
     return 0

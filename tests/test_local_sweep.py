@@ -1,0 +1,103 @@
+"""`raptor sweep`: a sweep's plan run here in worker processes, without Prefect or MLflow."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from raptor import cli, local_sweep
+from raptor.graph import build_graph
+from raptor.ingest import ingest
+from raptor.synthetic import SyntheticSpec, write_raw
+
+SMALL = {
+    "model.entity_dim": 8, "model.relation_dim": 8, "model.time_dim": 2, "model.step_dim": 2,
+    "model.mlp_hidden_dim": 8, "env.max_actions": 10, "pretrain.epochs": 1, "pretrain.batch_size": 512,
+    "rl.epochs": 2, "rl.batch_size": 512, "eval.beam_size": 4, "eval.valid_every": 1, "train.seeds": [0],
+}
+PARAMS = {
+    "datasets": {"T": {"raw_dir": "raw"}},
+    "sweeps": {"t": {"base": SMALL, "variants": ["pure_rl", "raptor"],
+                     "arms": {"wide": {"model.mlp_hidden_dim": 16}},  # its own pretraining
+                     "grid": {"rl.gamma": [0.9]}}},                   # shares the default's pretraining
+}
+RUNS = {f"{arm}-{v}-seed0" for arm in ("default", "wide", "rl.gamma=0.9") for v in ("pure_rl", "raptor")}
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    root = tmp_path_factory.mktemp("local-sweep")
+    raw = write_raw(root / "raw", SyntheticSpec(seed=3))
+    ingest(raw, root / "data")
+    build_graph(root / "data", root / "graph.npz")
+    (root / "params.yaml").write_text(yaml.safe_dump(PARAMS))
+    return root
+
+
+def _sweep(data: Path, tmp: Path, *extra: str) -> int:
+    return cli.main(["sweep", "t", "--dataset", "T", "--data", str(data / "data"), "--graph", str(data / "graph.npz"),
+                     "--params", str(data / "params.yaml"), "--local", str(tmp / "none.yaml"),
+                     "--out", str(tmp / "work"), "--results", str(tmp / "results"), "--no-progress", *extra])
+
+
+def _recorded(results: Path) -> set[str]:
+    return {f"{p.parts[-4]}-{p.parts[-3]}-{p.parts[-2]}" for p in results.glob("train/*/*/seed*/run_config.json")}
+
+
+def test_every_run_trained_tested_and_recorded_in_worker_processes(data, tmp_path, capsys, monkeypatch):
+    assert _sweep(data, tmp_path, "--jobs", "2") == 0
+    results = tmp_path / "results"
+    table = json.loads((results / "results.json").read_text())
+    assert table["missing"] == [] and {f"{r['arm']}-{r['variant']}-seed{r['seed']}" for r in table["runs"]} == RUNS
+    assert all(0 < r["test_mrr"] <= 1 for r in table["runs"])
+    assert _recorded(results) == RUNS
+    summary = json.loads((results / "train/default/raptor/seed0/summary.json").read_text())
+    assert summary["device"] == "cpu" and summary["rl_epochs"] == 2
+    # default and rl.gamma=0.9 share one pretraining run per seed; wide has its own
+    assert len(list((tmp_path / "work/pretrain").iterdir())) == 2
+    assert "| wide |" in capsys.readouterr().out
+
+    # run again: every run is recorded, so nothing trains (a training job would fail here)
+    def no_training(*args, **kwargs):
+        raise AssertionError("trained a recorded run")
+
+    monkeypatch.setattr(local_sweep, "train_job", no_training)
+    before = (results / "results.json").read_text()
+    assert _sweep(data, tmp_path, "--jobs", "1") == 0
+    assert "6 run(s) already recorded" in capsys.readouterr().out
+    assert (results / "results.json").read_text() == before
+
+
+def test_arms_runs_those_only_and_the_table_names_the_rest_missing(data, tmp_path, capsys):
+    assert _sweep(data, tmp_path, "--arms", "wide") == 0
+    assert _recorded(tmp_path / "results") == {"wide-pure_rl-seed0", "wide-raptor-seed0"}
+    assert len(list((tmp_path / "work/pretrain").iterdir())) == 1  # wide's pretraining alone
+    table = json.loads((tmp_path / "results/results.json").read_text())
+    assert set(table["missing"]) == RUNS - _recorded(tmp_path / "results")
+    assert "Missing (not yet trained or evaluated): default-pure_rl-seed0" in capsys.readouterr().out
+
+
+def test_unknown_arm_and_bad_jobs_are_one_clear_line(data, tmp_path, capsys):
+    assert _sweep(data, tmp_path, "--arms", "default,nope") == 1
+    err = capsys.readouterr().err
+    assert "unknown arm(s) nope" in err and "wide" in err
+    assert _sweep(data, tmp_path, "--jobs", "0") == 1
+    assert "--jobs and --threads must be at least 1" in capsys.readouterr().err
+
+
+def test_a_failing_run_is_named_and_the_others_still_run(data, tmp_path, monkeypatch, capsys):
+    real = local_sweep.train_job
+
+    def flaky(plan, job, *args):
+        if job.run_name == "default-pure_rl-seed0":
+            raise RuntimeError("disk full")
+        return real(plan, job, *args)
+
+    monkeypatch.setattr(local_sweep, "train_job", flaky)
+    assert _sweep(data, tmp_path, "--arms", "default", "--jobs", "1") == 1
+    assert "1 of 2 run jobs failed:\n  default-pure_rl-seed0: RuntimeError: disk full" in capsys.readouterr().err
+    assert _recorded(tmp_path / "results") == {"default-raptor-seed0"}
+    assert not (tmp_path / "results/results.json").exists()  # no table from a failed sweep
