@@ -587,6 +587,25 @@ def test_sweep_trains_every_arm_into_one_mlflow_comparison(project):
     _run([sys.executable, "-m", "flows", "sweep", "t", "--dataset", "SYNTH"], proj, fresh)  # logged once
     assert len([r for r in client.search_runs([exp.experiment_id]) if "arm" in r.data.tags]) == 4
 
+    # `raptor sweep` (no Prefect, no MLflow) trains a new arm; the flow after it trains nothing and
+    # logs the arm's runs from their records, into the same comparison
+    try:
+        changed = yaml.safe_load(original)
+        changed["sweeps"]["t"]["arms"] = {"local": {"rl.gamma": 0.8}}
+        (proj / "params.yaml").write_text(yaml.safe_dump(changed, sort_keys=False))
+        _run([sys.executable, "-m", "raptor.cli", "sweep", "t", "--dataset", "SYNTH", "--arms", "local", "--jobs", "2",
+              "--no-progress"], proj, fresh)
+        local = {p: p.stat().st_mtime_ns for p in (out / "train/local").rglob("best.pt")}
+        assert len(local) == 2 and not [r for r in client.search_runs([exp.experiment_id])
+                                        if r.data.tags.get("arm") == "local"]
+        _run([sys.executable, "-m", "flows", "sweep", "t", "--dataset", "SYNTH"], proj, fresh)
+        assert {p: p.stat().st_mtime_ns for p in (out / "train/local").rglob("best.pt")} == local
+        logged = [r for r in client.search_runs([exp.experiment_id]) if r.data.tags.get("arm") == "local"]
+        assert sorted(r.data.tags["variant"] for r in logged) == ["pure_rl", "raptor"]
+        assert all("from_record" in r.data.tags and r.data.params["rl.gamma"] == "0.8" for r in logged)
+    finally:
+        (proj / "params.yaml").write_text(original)
+
 
 def test_a_dataset_that_cannot_be_ingested_blocks_only_its_own_stages(tmp_path):
     """Two datasets in one pipeline, one without its train split: its ingest fails with ingest's
