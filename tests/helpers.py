@@ -65,3 +65,16 @@ def synthetic_env(max_actions: int, max_path_length: int = 3):
     env = TemporalEnv(graph, EnvConfig(max_path_length=max_path_length, max_actions=max_actions))
     q = {k: with_inverse_queries(v, R).astype(np.int64) for k, v in splits.items()}
     return env, q, E, R, splits
+
+
+def synthetic_dataset(root: Path, seed: int) -> Path:
+    """A synthetic raw dataset under ``root/raw``, ingested into ``root/data`` with its graph at
+    ``root/graph.npz`` (the pipeline's first stages, as a run reads them); returns ``root``."""
+    from raptor.graph import build_graph
+    from raptor.ingest import ingest
+    from raptor.synthetic import SyntheticSpec, write_raw
+
+    raw = write_raw(root / "raw", SyntheticSpec(seed=seed))
+    ingest(raw, root / "data")
+    build_graph(root / "data", root / "graph.npz")
+    return root

@@ -10,11 +10,11 @@ import pytest
 from raptor.config import params_from_dict
 from raptor.experiment import evaluate_model, load_context, run_variant
 from raptor.pretrain import pretrain_run
-from raptor.graph import build_graph
-from raptor.ingest import ingest
 from raptor.labeling import label_dataset
 from raptor.ranking import read_predictions
 from raptor.synthetic import SyntheticSpec, write_raw
+
+from helpers import synthetic_dataset
 
 PARAMS = {
     "model": {"entity_dim": 16, "relation_dim": 16, "time_dim": 4, "step_dim": 4, "mlp_hidden_dim": 32},
@@ -28,10 +28,7 @@ PARAMS = {
 
 @pytest.fixture(scope="module")
 def ctx(tmp_path_factory):
-    root = tmp_path_factory.mktemp("exp")
-    raw = write_raw(root / "raw", SyntheticSpec(seed=2))
-    ingest(raw, root / "data")
-    build_graph(root / "data", root / "graph.npz")
+    root = synthetic_dataset(tmp_path_factory.mktemp("exp"), seed=2)
     params = params_from_dict(PARAMS)
     label_dataset(root / "data", root / "labels", max_path_length=3, config=params.labeling,
                   graph_path=root / "graph.npz", show_progress=False)

@@ -9,9 +9,8 @@ import pytest
 import yaml
 
 from raptor import cli, local_sweep
-from raptor.graph import build_graph
-from raptor.ingest import ingest
-from raptor.synthetic import SyntheticSpec, write_raw
+
+from helpers import synthetic_dataset
 
 SMALL = {
     "model.entity_dim": 8, "model.relation_dim": 8, "model.time_dim": 2, "model.step_dim": 2,
@@ -29,10 +28,7 @@ RUNS = {f"{arm}-{v}-seed0" for arm in ("default", "wide", "rl.gamma=0.9") for v 
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
-    root = tmp_path_factory.mktemp("local-sweep")
-    raw = write_raw(root / "raw", SyntheticSpec(seed=3))
-    ingest(raw, root / "data")
-    build_graph(root / "data", root / "graph.npz")
+    root = synthetic_dataset(tmp_path_factory.mktemp("local-sweep"), seed=3)
     (root / "params.yaml").write_text(yaml.safe_dump(PARAMS))
     return root
 
