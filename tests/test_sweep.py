@@ -145,7 +145,8 @@ def test_a_sweep_of_pure_rl_needs_no_labels(tmp_path):
 def _fake_run(job, val, test):
     Path(job.out_dir).mkdir(parents=True, exist_ok=True)
     Path(job.out_dir, "summary.json").write_text(json.dumps({"best_val_mrr": val, "best_epoch": 2, "rl_epochs": 4,
-                                                              "seconds": 1.0}))
+                                                              "seconds": 1.0, "device": "cpu",
+                                                              "precision": "bfloat16"}))
     Path(job.eval_dir).mkdir(parents=True, exist_ok=True)
     Path(job.eval_dir, "metrics.json").write_text(json.dumps({"mrr": test, "hits@1": test / 2, "hits@3": test,
                                                                "hits@10": 2 * test}))
@@ -269,6 +270,7 @@ def test_sweeps_page_is_generated_from_the_folder_with_curves_of_every_arm(tmp_p
     assert main(["sweeps", f"choices={plan.out_dir}", "--out", str(out)]) == 0
     md = out.read_text()
     assert "## choices: sweep `g` on T" in md and "gamma" in md and "Code: commit 0123456789ab." in md
+    assert "Trained on: cpu, bfloat16 (2 runs)." in md  # from the runs' summaries
     assert "| rl.gamma=0.9 | `rl.gamma: 0.9` | paper: 0.95 | raptor | 1 | 40 + 4 | 43.00 ± 0.00 |" in md
     # a table per choice: the default's value read from its resolved params, then the arm's
     default_gamma = json.loads((Path(plan.out_dir) / "params" / "default.json").read_text())["rl"]["gamma"]
