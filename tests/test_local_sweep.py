@@ -67,13 +67,19 @@ def test_every_run_trained_tested_and_recorded_in_worker_processes(data, tmp_pat
     assert (results / "results.json").read_text() == before
 
 
-def test_arms_runs_those_only_and_the_table_names_the_rest_missing(data, tmp_path, capsys):
+def test_arms_runs_those_only_and_the_table_names_the_rest_missing(data, tmp_path, capsys, monkeypatch):
     assert _sweep(data, tmp_path, "--arms", "wide") == 0
     assert _recorded(tmp_path / "results") == {"wide-pure_rl-seed0", "wide-raptor-seed0"}
     assert len(list((tmp_path / "work/pretrain").iterdir())) == 1  # wide's pretraining alone
     table = json.loads((tmp_path / "results/results.json").read_text())
     assert set(table["missing"]) == RUNS - _recorded(tmp_path / "results")
     assert "Missing (not yet trained or evaluated): default-pure_rl-seed0" in capsys.readouterr().out
+    # the table alone, from the records, as of a sweep still running elsewhere: nothing trains
+    before = (tmp_path / "results/results.json").read_text()
+    (tmp_path / "results/results.json").unlink()
+    monkeypatch.setattr(local_sweep, "run_plan", lambda *a, **k: pytest.fail("--table-only trained"))
+    assert _sweep(data, tmp_path, "--table-only", "--data", str(tmp_path / "nowhere")) == 0
+    assert (tmp_path / "results/results.json").read_text() == before
 
 
 def test_unknown_arm_and_bad_jobs_are_one_clear_line(data, tmp_path, capsys):

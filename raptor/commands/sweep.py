@@ -24,6 +24,9 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--jobs", type=int, default=1, help="runs at a time, each in its own process (default: %(default)s)")
     p.add_argument("--threads", type=int, default=1, help="torch threads per run (default: %(default)s)")
     p.add_argument("--arms", help="comma-separated arms to run (default: all); the table covers all, missing runs named")
+    p.add_argument("--table-only", action="store_true",
+                   help="train nothing: write the results table from the records in --results now (a sweep that is "
+                        "still running, or was stopped, names its missing runs)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
@@ -34,20 +37,24 @@ def run(args: argparse.Namespace) -> int:
 
     from ..local_sweep import JobsFailed, run_plan
     from ..stages import stage_output
-    from ..sweep import load_sweep, plan_sweep, results_dir, sweep_dir
+    from ..sweep import load_sweep, plan_sweep, results_dir, sweep_dir, write_results
 
     if args.jobs < 1 or args.threads < 1:
         raise ValueError(f"--jobs and --threads must be at least 1 (got {args.jobs}, {args.threads})")
+    local = args.local if Path(args.local).exists() else None
+    sweep, params = load_sweep(args.params, args.name, local)
+    plan = plan_sweep(sweep, params, args.dataset, args.out or sweep_dir(args.name, args.dataset))
+    results = args.results or results_dir(args.name, args.dataset)
+    if args.table_only:
+        write_results(plan, results)
+        print((Path(results) / "results.md").read_text())
+        return 0
     data = args.data or stage_output("ingest", args.dataset)
     graph = args.graph or stage_output("graph", args.dataset)
     for path in (Path(data) / "meta.json", Path(graph)):
         if not path.exists():
             raise FileNotFoundError(f"{path} not found: make the dataset's ingested data and graph first "
                                     f"(`dvc repro graph@{args.dataset}`, or give --data and --graph)")
-    local = args.local if Path(args.local).exists() else None
-    sweep, params = load_sweep(args.params, args.name, local)
-    plan = plan_sweep(sweep, params, args.dataset, args.out or sweep_dir(args.name, args.dataset))
-    results = args.results or results_dir(args.name, args.dataset)
     arms = [a.strip() for a in args.arms.split(",") if a.strip()] if args.arms else None
     try:
         run_plan(plan, data, graph, results, jobs=args.jobs, num_threads=args.threads, arms=arms,
