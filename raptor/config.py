@@ -100,6 +100,14 @@ class EnvConfig:
     #: true: the cap keeps the ``max_actions`` most recent edges among those whose target is not
     #: visited (the cap applies to A_s); false: the most recent edges first, then the visited mask.
     mask_before_cap: bool = True
+    #: false: STOP comes on top of the cap (``max_actions`` edges + STOP); true: STOP is one of the
+    #: ``max_actions`` actions (``max_actions - 1`` edges + STOP, TITer's layout with its NO_OP).
+    cap_includes_stop: bool = False
+
+    @property
+    def edge_cap(self) -> int:
+        """Edges kept per state (STOP not counted)."""
+        return self.max_actions - int(self.cap_includes_stop)
 
 
 @dataclass(frozen=True)
@@ -416,6 +424,9 @@ def _cross_checks(params: Params) -> None:
     if unknown or len(set(params.train.variants)) != len(params.train.variants):
         raise ConfigError(f"train.variants: expected distinct names among {', '.join(VARIANTS)}, "
                           f"got {params.train.variants!r}")
+    if params.env.cap_includes_stop and params.env.max_actions < 2:
+        raise ConfigError(f"env.max_actions: must be >= 2 with env.cap_includes_stop (STOP takes one of the "
+                          f"slots), got {params.env.max_actions}")
     if params.labeling.visited == "target_and_subject" and params.env.max_path_length > 3:
         raise ConfigError(f"labeling.visited: 'target_and_subject' is implemented for env.max_path_length <= 3 "
                           f"only (got {params.env.max_path_length}); use 'target'")

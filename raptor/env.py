@@ -18,13 +18,16 @@ Cap vs. mask (the paper keeps "the top-150 candidate actions sorted by timestamp
 (``EnvConfig.mask_before_cap = true``) the cap applies to ``A_s`` itself, i.e. *after* the
 simple-path mask: the kept edges are the ``max_actions`` most recent edges of the window whose
 target is not visited. With ``mask_before_cap = false`` the ``max_actions`` most recent edges of the
-window are taken first and visited targets are then dropped (fewer actions may remain). STOP is
-always kept on top of the ``max_actions`` edges, so a state has at most ``max_actions + 1`` actions.
+window are taken first and visited targets are then dropped (fewer actions may remain).
+
+Cap vs. STOP: by default (``EnvConfig.cap_includes_stop = false``) STOP is always kept on top of the
+``max_actions`` edges, so a state has at most ``max_actions + 1`` actions; with ``true`` STOP is one of
+the ``max_actions`` (``max_actions - 1`` edges, TITer's layout). ``EnvConfig.edge_cap`` is the edge count.
 
 Padded layout (:class:`Candidates`): slot 0 is STOP, slots ``1..count`` the kept edges from the most
 recent to the oldest (ties in time in reverse ``(relation, neighbor)`` order), the rest padding
 (entity ``E``, relation ``2R + 1``, time ``0``, ``mask`` false). The width is trimmed to the largest
-count in the batch (at most ``max_actions + 1``).
+count in the batch (at most ``edge_cap + 1``).
 
 Everything is vectorised: the window of every row comes from two ``searchsorted`` calls
 (:meth:`TemporalGraph.window`), and one compiled loop (numba) copies the kept edges out of the CSR
@@ -163,7 +166,7 @@ class TemporalEnv:
         """The padded candidate actions of every row of ``state``."""
         if state.step >= self.K:
             raise ValueError(f"state at step {state.step} is terminal (K = {self.K})")
-        cap = self.config.max_actions
+        cap = self.config.edge_cap
         hi = state.query_time if self.config.strict_history else state.query_time + 1
         start, stop = self.graph.window(state.entity, state.time, hi)
         B = state.batch_size

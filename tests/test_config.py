@@ -41,6 +41,9 @@ def test_range_checks():
         params_from_dict({"train": {"seeds": [1, 1]}})
     with pytest.raises(ConfigError, match=r"model\.lstm_hidden_dim: must be a positive integer or null"):
         params_from_dict({"model": {"lstm_hidden_dim": 0}})
+    with pytest.raises(ConfigError, match=r"env\.max_actions: must be >= 2 with env\.cap_includes_stop"):
+        params_from_dict({"env": {"max_actions": 1, "cap_includes_stop": True}})
+    assert params_from_dict({"env": {"max_actions": 2, "cap_includes_stop": True}}).env.edge_cap == 1
 
 
 def test_int_accepted_for_float_and_null_for_optional():

@@ -45,11 +45,14 @@ def random_graph(rng, E, R, T, n):
     K=st.integers(1, 4),
     strict=st.booleans(),
     mask_before_cap=st.booleans(),
+    cap_includes_stop=st.booleans(),
 )
-def test_candidates_match_naive(seed, E, R, T, n, cap, K, strict, mask_before_cap):
+def test_candidates_match_naive(seed, E, R, T, n, cap, K, strict, mask_before_cap, cap_includes_stop):
     rng = np.random.default_rng(seed)
     quads, graph = random_graph(rng, E, R, T, n)
-    cfg = EnvConfig(max_path_length=K, max_actions=cap, strict_history=strict, mask_before_cap=mask_before_cap)
+    cfg = EnvConfig(max_path_length=K, max_actions=cap + int(cap_includes_stop), strict_history=strict,
+                    mask_before_cap=mask_before_cap, cap_includes_stop=cap_includes_stop)
+    assert cfg.edge_cap == cap  # with STOP inside the cap, max_actions = edges + 1
     env = TemporalEnv(graph, cfg)
     B = 16
     queries = np.stack([rng.integers(0, E, B), rng.integers(0, 2 * R, B), rng.integers(0, E, B),
@@ -136,3 +139,15 @@ def test_step_rejects_padding():
     assert c.width == 2 and c.count.tolist() == [0, 1]
     with pytest.raises(ValueError):
         env.step(s, c, np.array([1, 1]))
+
+
+def test_cap_includes_stop_keeps_one_edge_fewer():
+    # entity 0 has edges at t = 0..3; query at t = 5
+    quads = np.array([[0, 0, 1, 0], [0, 0, 2, 1], [0, 0, 3, 2], [0, 0, 4, 3]])
+    g = TemporalGraph.from_quadruples(quads, 5, 1)
+    q = np.array([[0, 0, 4, 5]])
+    on_top = TemporalEnv(g, EnvConfig(max_actions=3)).candidates(TemporalEnv(g).reset(q))
+    inside = TemporalEnv(g, EnvConfig(max_actions=3, cap_includes_stop=True)).candidates(TemporalEnv(g).reset(q))
+    assert on_top.width == 4 and on_top.entity[0, 1:].tolist() == [4, 3, 2]  # STOP + 3 edges
+    assert inside.width == 3 and inside.entity[0, 1:].tolist() == [4, 3]  # 3 actions, STOP one of them
+    assert inside.relation[0, 0] == stop_relation(1)
