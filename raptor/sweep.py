@@ -679,17 +679,34 @@ def plot_results(results: Mapping[str, Any], path: str | Path) -> None:
     plt.close(fig)
 
 
-def write_results(plan: Plan, results_root: Optional[str | Path] = None) -> dict[str, Any]:
+def declaration_differences(plan: Plan, results_root: str | Path) -> list[str]:
+    """The files of the sweep's declaration (``sweep.json``, ``params/ARM.json``) that ``results_root``
+    holds with other contents than ``plan``'s folder: a results folder written by another checkout
+    (other params or code) than the one reading it."""
+    src, dst = Path(plan.out_dir), Path(results_root)
+    names = ["sweep.json"] + [f"params/{f.name}" for f in sorted((src / "params").glob("*.json"))]
+    return [n for n in names if (src / n).is_file() and (dst / n).is_file()
+            and (src / n).read_bytes() != (dst / n).read_bytes()]
+
+
+def write_results(plan: Plan, results_root: Optional[str | Path] = None,
+                  keep_declaration: bool = False) -> dict[str, Any]:
     """``results.json``, ``results.csv`` (per run), ``results.md`` (per arm) and ``results.png``
     in the sweep folder, or, with ``results_root``, made from the records there and written there
     beside a copy of ``sweep.json`` and ``params/`` (a folder :func:`write_sweep_page` reads); returns
-    the results."""
+    the results. ``keep_declaration``: copies only the declaration files ``results_root`` lacks, so a
+    table made from another checkout keeps the params the runs were trained with
+    (:func:`declaration_differences` says which differ)."""
     out = Path(plan.out_dir if results_root is None else results_root)
     if results_root is not None:
         from .records import copy_tree_files
 
-        copy_tree_files(plan.out_dir, out, "sweep.json")
-        copy_tree_files(Path(plan.out_dir) / "params", out / "params")
+        skip = set(declaration_differences(plan, out)) if keep_declaration else set()
+        if "sweep.json" not in skip:
+            copy_tree_files(plan.out_dir, out, "sweep.json")
+        for f in sorted((Path(plan.out_dir) / "params").glob("*.json")):
+            if f"params/{f.name}" not in skip:
+                copy_tree_files(f.parent, out / "params", f.name)
     results = collect_results(plan, results_root)
     atomic_write_json(out / "results.json", json_safe(results))
     atomic_write_text(out / "results.csv",

@@ -80,6 +80,20 @@ def test_arms_runs_those_only_and_the_table_names_the_rest_missing(data, tmp_pat
     monkeypatch.setattr(local_sweep, "run_plan", lambda *a, **k: pytest.fail("--table-only trained"))
     assert _sweep(data, tmp_path, "--table-only", "--data", str(tmp_path / "nowhere")) == 0
     assert (tmp_path / "results/results.json").read_text() == before
+    # the table from a checkout whose declaration differs (here rl.gamma in the base): the results folder
+    # keeps the params its runs were trained with, and the command says which files it kept
+    recorded = {f.name: f.read_bytes() for f in (tmp_path / "results/params").glob("*.json")}
+    other = json.loads(json.dumps(PARAMS))
+    other["sweeps"]["t"]["base"]["rl.gamma"] = 0.8
+    (tmp_path / "other.yaml").write_text(yaml.safe_dump(other))
+    capsys.readouterr()
+    assert cli.main(["sweep", "t", "--dataset", "T", "--params", str(tmp_path / "other.yaml"),
+                     "--local", str(tmp_path / "none.yaml"), "--out", str(tmp_path / "work2"),
+                     "--results", str(tmp_path / "results"), "--table-only"]) == 0
+    assert {f.name: f.read_bytes() for f in (tmp_path / "results/params").glob("*.json")} == recorded
+    err = capsys.readouterr().err
+    # sweep.json and the two arms the base change reaches; the arm rl.gamma=0.9 sets gamma itself
+    assert "kept 3 declaration file(s)" in err and "sweep.json, params/default.json, params/wide.json" in err
 
 
 def test_unknown_arm_and_bad_jobs_are_one_clear_line(data, tmp_path, capsys):

@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
 
     from ..local_sweep import JobsFailed, run_plan
     from ..stages import stage_output
-    from ..sweep import load_sweep, plan_sweep, results_dir, sweep_dir, write_results
+    from ..sweep import declaration_differences, load_sweep, plan_sweep, results_dir, sweep_dir, write_results
 
     if args.jobs < 1 or args.threads < 1:
         raise ValueError(f"--jobs and --threads must be at least 1 (got {args.jobs}, {args.threads})")
@@ -46,8 +46,12 @@ def run(args: argparse.Namespace) -> int:
     plan = plan_sweep(sweep, params, args.dataset, args.out or sweep_dir(args.name, args.dataset))
     results = args.results or results_dir(args.name, args.dataset)
     if args.table_only:
-        write_results(plan, results)
+        kept = declaration_differences(plan, results)
+        write_results(plan, results, keep_declaration=True)
         print((Path(results) / "results.md").read_text())
+        if kept:
+            print(f"note: kept {len(kept)} declaration file(s) of {results} that differ from this checkout's "
+                  f"(the runs' own params; other params or code here): {', '.join(kept)}", file=sys.stderr)
         return 0
     data = args.data or stage_output("ingest", args.dataset)
     graph = args.graph or stage_output("graph", args.dataset)
