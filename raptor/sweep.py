@@ -679,13 +679,17 @@ def plot_results(results: Mapping[str, Any], path: str | Path) -> None:
     plt.close(fig)
 
 
+def _declaration_files(plan: Plan) -> list[str]:
+    """The sweep's declaration files in its folder: ``sweep.json`` and ``params/ARM.json``."""
+    return ["sweep.json"] + [f"params/{f.name}" for f in sorted((Path(plan.out_dir) / "params").glob("*.json"))]
+
+
 def declaration_differences(plan: Plan, results_root: str | Path) -> list[str]:
     """The files of the sweep's declaration (``sweep.json``, ``params/ARM.json``) that ``results_root``
     holds with other contents than ``plan``'s folder: a results folder written by another checkout
     (other params or code) than the one reading it."""
     src, dst = Path(plan.out_dir), Path(results_root)
-    names = ["sweep.json"] + [f"params/{f.name}" for f in sorted((src / "params").glob("*.json"))]
-    return [n for n in names if (src / n).is_file() and (dst / n).is_file()
+    return [n for n in _declaration_files(plan) if (src / n).is_file() and (dst / n).is_file()
             and (src / n).read_bytes() != (dst / n).read_bytes()]
 
 
@@ -701,12 +705,9 @@ def write_results(plan: Plan, results_root: Optional[str | Path] = None,
     if results_root is not None:
         from .records import copy_tree_files
 
-        skip = set(declaration_differences(plan, out)) if keep_declaration else set()
-        if "sweep.json" not in skip:
-            copy_tree_files(plan.out_dir, out, "sweep.json")
-        for f in sorted((Path(plan.out_dir) / "params").glob("*.json")):
-            if f"params/{f.name}" not in skip:
-                copy_tree_files(f.parent, out / "params", f.name)
+        for name in _declaration_files(plan):
+            if not (keep_declaration and (out / name).is_file()):
+                copy_tree_files((Path(plan.out_dir) / name).parent, (out / name).parent, Path(name).name)
     results = collect_results(plan, results_root)
     atomic_write_json(out / "results.json", json_safe(results))
     atomic_write_text(out / "results.csv",
