@@ -63,6 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--results", help="results folder: the tables and every finished run's record, small enough "
                    "for git; a run whose record matches is not trained again (default: results/sweeps/NAME/DATASET)")
     p.add_argument("--list", action="store_true", help="print the arms and the jobs they need, and exit")
+    p.add_argument("--from-records", action="store_true", help="train nothing: log the runs recorded in --results "
+                   "to MLflow as one comparison and write the table from them (no data, graph or pretraining "
+                   "needed: a fresh clone shows a committed sweep in seconds)")
     p.add_argument("--dvc", action="store_true", help="print one `dvc exp run --queue` per arm (the same grid as "
                    "DVC experiments of the main pipeline; run them, then `dvc queue start`), and exit")
     return parser
@@ -104,6 +107,11 @@ def main(argv: list[str] | None = None) -> int:
                 return 0
             if args.list:
                 result = _list_sweep(args)
+            elif args.from_records:
+                from .sweep import sweep_records_flow
+
+                result = sweep_records_flow(name=args.name, dataset=args.dataset, source=args.params, local=args.local,
+                                            out=args.out, results=args.results)
             else:
                 from .sweep import sweep_flow
 

@@ -9,10 +9,13 @@ that holds the results table; so the comparison is one MLflow view.
 A run is evaluated as soon as it is trained and its record (:mod:`raptor.records`) goes to the
 results folder at once, so an interrupted sweep keeps every finished run, and a run whose record
 matches what it would train (same params, inputs, code, epochs) is skipped, run folders or not.
+
+``sweep_records_flow`` (``--from-records``) logs the recorded runs alone, training nothing.
 """
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Optional
 
@@ -21,7 +24,8 @@ from prefect.artifacts import create_markdown_artifact
 
 from raptor.config import load_resolved
 from raptor.stages import stage_output
-from raptor.sweep import Plan, job_dirs, load_sweep, plan_sweep, recorded_runs, results_dir, sweep_dir, write_results
+from raptor.sweep import (Plan, declared_records, job_dirs, load_sweep, plan_sweep, recorded_runs, results_dir, sweep_dir,
+                          write_results)
 from tasks import tracking
 from tasks.train import context, label_task, log_record_task, pretrain_run_task, sweep_run_task, threads_per_run
 
@@ -41,6 +45,72 @@ def sweep_inputs(dataset: str) -> dict[str, str]:
 def prepare(name: str, dataset: str, source: str, local: Optional[str], out: Optional[str], write: bool = True) -> Plan:
     sweep, params = load_sweep(source, name, local)
     return plan_sweep(sweep, params, dataset, out or sweep_dir(name, dataset), write=write)
+
+
+def _record_call(plan: Plan, j, results: str, params_path: str, exp: str, parent_id: Optional[str]) -> dict:
+    """The arguments of :func:`tasks.train.log_record_task` for job ``j`` of ``plan``, whose record is in ``results``."""
+    rec_train, rec_eval = job_dirs(plan, j, results)
+    return {"run_name": j.run_name, "record_train": str(rec_train), "record_eval": str(rec_eval),
+            "params_path": params_path, "dataset": plan.dataset, "variant": j.variant, "seed": j.seed,
+            "pretrain_epochs": j.pretrain_epochs, "experiment": exp, "parent_run_id": parent_id,
+            "extra_tags": {"stage": "sweep", "sweep": plan.sweep.name, "arm": j.arm}}
+
+
+def _log_table(parent, table: dict, results: str) -> None:
+    """The sweep's parent MLflow run: each arm's mean metrics, and the results files as artifacts."""
+    parent.log_metrics({f"{a['arm']}/{a['variant']}/{k}": a[k] for a in table["arms"]
+                        for k in ("best_val_mrr_mean", "test_mrr_mean", "test_mrr_std")}, step=0)
+    for f in ("results.md", "results.csv", "results.json", "results.png", "sweep.json"):
+        if (Path(results) / f).exists():
+            parent.log_artifact(Path(results) / f, "sweep")
+
+
+def _publish(plan: Plan, exp: str, results: str, summaries: dict[str, dict]) -> None:
+    """Prefect artifacts of the flow run: a row per run with a summary, and the results table."""
+    name, dataset = plan.sweep.name, plan.dataset
+    publish_runs(f"sweep-{name}-{dataset}", exp,
+                 [{"arm": j.arm, "variant": j.variant, **summaries[j.run_name]} for j in plan.train
+                  if j.run_name in summaries],
+                 ("arm", "variant", "seed", "best_val_mrr"), f"Sweep {name} on {dataset}: one row per training run")
+    create_markdown_artifact(markdown=(Path(results) / "results.md").read_text(),
+                             key=artifact_key(f"sweep-{name}-{dataset}-results"),
+                             description=f"Sweep {name} on {dataset}: mean ± std over seeds (%)")
+
+
+@flow(name="sweep-records", flow_run_name="sweep-records-{name}-{dataset}")
+def sweep_records_flow(name: str, dataset: str, source: str = "params.yaml",
+                       local: Optional[str] = "params.local.yaml", out: Optional[str] = None,
+                       results: Optional[str] = None) -> dict:
+    """A sweep's recorded runs as one MLflow comparison, training nothing: no data, graph, labels or
+    pretraining are needed, so a fresh clone shows a sweep from its committed records in seconds. Each
+    record is checked against the declaration kept beside it (:func:`raptor.sweep.declared_records`);
+    a record that is not used is named, and the table (made with the results folder's declaration
+    kept) names the runs without one."""
+    plan = prepare(name, dataset, source, local, out, write=False)
+    results = results or results_dir(name, dataset)
+    used, refused = declared_records(plan, results)
+    if not used:
+        raise FileNotFoundError(f"{results}: no complete record of sweep {name!r} on {dataset} to log"
+                                + "".join(f"\n  {r}: {why}" for r, why in refused.items()))
+    exp = experiment_name(dataset, f"sweep-{name}")
+    parent = tracking.start_run(exp, f"sweep-{name}-{dataset}",
+                                params={"sweep": name, "arms": [a.name for a in plan.sweep.arms]},
+                                tags={"dataset": dataset, "stage": "sweep", "sweep": name, "from_records": "true"})
+    try:
+        for j in plan.train:
+            if j.run_name in used:
+                log_record_task(**_record_call(plan, j, results, str(Path(results) / "params" / f"{j.arm}.json"),
+                                               exp, parent.run_id))
+        table = write_results(plan, results, keep_declaration=True)
+        _log_table(parent, table, results)
+    except BaseException:
+        parent.finish("FAILED")
+        raise
+    parent.finish()
+    _publish(plan, exp, results, used)
+    for run, why in refused.items():
+        print(f"sweep-records: {run} not logged: {why}", file=sys.stderr)
+    return {"results": str(results), "logged": sorted(used), "refused": refused, "missing": table["missing"]}
 
 
 @flow(name="sweep", flow_run_name="sweep-{name}-{dataset}")
@@ -74,13 +144,6 @@ def sweep_flow(name: str, dataset: str, source: str = "params.yaml", local: Opti
                              "variant": j.variant, "seed": j.seed, "train_dir": j.out_dir, "out_dir": j.eval_dir,
                              "split": "test", "num_threads": threads}}
 
-    def record_call(j, parent_id: Optional[str]) -> dict:  # a run known by its record alone, into MLflow
-        rec_train, rec_eval = job_dirs(plan, j, results)
-        return {"run_name": j.run_name, "record_train": str(rec_train), "record_eval": str(rec_eval),
-                "params_path": j.params_path, "dataset": dataset, "variant": j.variant, "seed": j.seed,
-                "pretrain_epochs": j.pretrain_epochs, "experiment": exp, "parent_run_id": parent_id,
-                "extra_tags": {"stage": "sweep", "sweep": name, "arm": j.arm}}
-
     for job in plan.labels:  # labeling uses every core itself
         label_task(job.params_path, inputs["data"], inputs["graph"], job.out_dir)
     parent = tracking.start_run(exp, f"sweep-{name}-{dataset}",
@@ -95,23 +158,13 @@ def sweep_flow(name: str, dataset: str, source: str = "params.yaml", local: Opti
             sweep_run_task, [run_call(j, parent.run_id) for j in todo], runner(), name="sweep-runs")))
         for j in plan.train:
             if j.run_name in recorded:
-                log_record_task(**record_call(j, parent.run_id))
+                log_record_task(**_record_call(plan, j, results, j.params_path, exp, parent.run_id))
         table = write_results(plan, results)
-        parent.log_metrics({f"{a['arm']}/{a['variant']}/{k}": a[k] for a in table["arms"]
-                            for k in ("best_val_mrr_mean", "test_mrr_mean", "test_mrr_std")}, step=0)
-        for f in ("results.md", "results.csv", "results.json", "results.png", "sweep.json"):
-            if (Path(results) / f).exists():
-                parent.log_artifact(Path(results) / f, "sweep")
+        _log_table(parent, table, results)
     except BaseException:
         parent.finish("FAILED")
         raise
     parent.finish()
-    publish_runs(f"sweep-{name}-{dataset}", exp,
-                 [{"arm": j.arm, "variant": j.variant, **(trained.get(j.run_name) or recorded[j.run_name])}
-                  for j in plan.train],
-                 ("arm", "variant", "seed", "best_val_mrr"), f"Sweep {name} on {dataset}: one row per training run")
-    create_markdown_artifact(markdown=(Path(results) / "results.md").read_text(),
-                             key=artifact_key(f"sweep-{name}-{dataset}-results"),
-                             description=f"Sweep {name} on {dataset}: mean ± std over seeds (%)")
+    _publish(plan, exp, results, {**recorded, **trained})
     return {"out": plan.out_dir, "results": str(results), "arms": [a["arm"] + "/" + a["variant"] for a in table["arms"]],
             "recorded": sorted(recorded), "missing": table["missing"]}

@@ -100,17 +100,23 @@ def valid_record(record_train: str | Path, record_eval: str | Path, fingerprint:
     describes, trained for ``rl_epochs`` RL epochs (all of them, or stopped early); else ``None``.
     A missing, partial or unreadable record, another fingerprint (params, inputs or code) or another
     epoch budget is not valid: the run is trained again."""
-    rt, re_ = Path(record_train), Path(record_eval)
-    if _read_json(rt / RUN_CONFIG_FILE) != dict(fingerprint):
+    complete = read_record(record_train, record_eval)
+    if complete is None or complete[0] != dict(fingerprint) or complete[1].get("rl_epochs") != rl_epochs:
         return None
-    summary = _read_json(rt / "summary.json")
-    if not isinstance(summary, dict) or summary.get("rl_epochs") != rl_epochs:
+    return complete[1]
+
+
+def read_record(record_train: str | Path, record_eval: str | Path) -> Optional[tuple[dict[str, Any], dict[str, Any]]]:
+    """``(fingerprint, summary)`` of a complete record (every file there and readable), else ``None``."""
+    rt, re_ = Path(record_train), Path(record_eval)
+    fingerprint, summary = _read_json(rt / RUN_CONFIG_FILE), _read_json(rt / "summary.json")
+    if not isinstance(fingerprint, dict) or not isinstance(summary, dict):
         return None
     if not all(_read_json(p) is not None for p in [rt / "history.json"] + [re_ / f for f in EVAL_FILES]):
         return None
     if not (re_ / RANKS_FILE).is_file():
         return None
-    return summary
+    return fingerprint, summary
 
 
 def copy_tree_files(src: str | Path, dst: str | Path, pattern: str = "*.json") -> None:

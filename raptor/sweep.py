@@ -443,6 +443,45 @@ def recorded_runs(plan: Plan, params: Mapping[str, Params], input_hashes: Mappin
     return out
 
 
+def declared_records(plan: Plan, results: str | Path) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    """The complete records in ``results`` of ``plan``'s runs, each checked against the declaration kept
+    beside it (``results/params/ARM.json``: the params its runs were trained with), not against this
+    checkout's code and data as :func:`recorded_runs` does: what can be shown (a table, an MLflow
+    comparison) without the data, the pretraining or the code the runs were trained with.
+
+    Returns ``({run name: summary}, {run name: why its record is not used})``; a run without a complete
+    record is in neither. A record is not used when the results folder lacks its arm's declaration, or
+    its fingerprint names another variant, seed or pretraining budget than the job, or a param value other
+    than the declaration's."""
+    from .records import read_record
+
+    used: dict[str, dict[str, Any]] = {}
+    refused: dict[str, str] = {}
+    declared: dict[str, Optional[dict[str, Any]]] = {}
+    for job in plan.train:
+        complete = read_record(*job_dirs(plan, job, results))
+        if complete is None:
+            continue
+        fingerprint, summary = complete
+        if job.arm not in declared:
+            path = Path(results) / "params" / f"{job.arm}.json"
+            declared[job.arm] = flatten(json.loads(path.read_text())) if path.is_file() else None
+        flat = declared[job.arm]
+        if flat is None:
+            refused[job.run_name] = f"{Path(results) / 'params' / (job.arm + '.json')} missing (the arm's declaration)"
+            continue
+        wrong = [f"{k}: {fingerprint.get(k)!r}, job {v!r}" for k, v in
+                 (("variant", job.variant), ("seed", job.seed), ("pretrain_epochs", job.pretrain_epochs))
+                 if fingerprint.get(k) != v]
+        wrong += [f"{k}: {v!r}, declared {flat.get(k, '(absent)')!r}"
+                  for k, v in sorted((fingerprint.get("params") or {}).items()) if flat.get(k, KeyError) != v]
+        if wrong:
+            refused[job.run_name] = "record of another run (" + "; ".join(wrong) + ")"
+        else:
+            used[job.run_name] = summary
+    return used, refused
+
+
 def save_job_record(plan: Plan, job: TrainJob, results: str | Path) -> None:
     """Copy the record of a finished, evaluated job into ``results`` (:func:`raptor.records.save_record`)."""
     from .records import save_record

@@ -568,6 +568,19 @@ def test_sweep_trains_every_arm_into_one_mlflow_comparison(project):
 
     before = test_mrrs(json.loads((results / "results.json").read_text()))
     shutil.rmtree(out)
+    # --from-records: the comparison from the records alone, into a new store; no data, label, pretraining
+    # or training job runs (the sweep folder is not even made), and the table is the same
+    shown = {**env, "MLFLOW_TRACKING_URI": f"sqlite:///{proj / 'records-mlflow.db'}"}
+    _run([sys.executable, "-m", "flows", "sweep", "t", "--dataset", "SYNTH", "--from-records"], proj, shown)
+    assert not out.exists()
+    assert test_mrrs(json.loads((results / "results.json").read_text())) == before
+    client = mlflow.MlflowClient(tracking_uri=shown["MLFLOW_TRACKING_URI"])
+    exp = client.get_experiment_by_name("raptor/SYNTH/sweep-t")
+    logged = {(r.data.tags["arm"], r.data.tags["variant"]): r for r in client.search_runs([exp.experiment_id])
+              if "arm" in r.data.tags}
+    assert set(logged) == expected and all("from_record" in r.data.tags for r in logged.values())
+    assert {k: r.data.metrics["test/mrr"] for k, r in logged.items()} == {(a, v): m for (a, v, _), m in before.items()}
+    assert logged[("rl.gamma=0.9", "raptor")].data.params["rl.gamma"] == "0.9"
     fresh = {**env, "MLFLOW_TRACKING_URI": f"sqlite:///{proj / 'fresh-mlflow.db'}"}  # the store went with them
     _run([sys.executable, "-m", "flows", "sweep", "t", "--dataset", "SYNTH"], proj, fresh)
     assert not list(out.rglob("best.pt")) and not list(out.rglob("metrics.json"))

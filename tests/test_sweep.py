@@ -353,6 +353,50 @@ def test_a_record_stands_for_the_run_it_was_saved_from_only(tmp_path):
     assert not (Path(plan.out_dir) / "results.json").exists()
 
 
+def test_records_are_shown_against_the_declaration_beside_them_not_this_checkout(tmp_path):
+    """:func:`declared_records` (what ``--from-records`` logs): a complete record whose fingerprint agrees
+    with its arm's declaration in the results folder is used, whatever code or data made it; a record of
+    other params, of another seed, or without its arm's declaration is refused and says why; a partial
+    record is neither."""
+    from raptor.experiment import RUN_CONFIG_FILE
+    from raptor.ranking import write_predictions
+    from raptor.sweep import declared_records, expected_fingerprint, job_dirs, save_job_record
+
+    raw = {**RAW, "sweeps": {"g": {"grid": {"rl.gamma": [0.9]}, "variants": ["pure_rl"]}}}
+    plan, params = _plan(tmp_path, raw, "g")
+    results = tmp_path / "results"
+    q = np.arange(4)
+    for i, job in enumerate(plan.train):
+        _fake_run(job, 0.41, 0.40 + i / 100)
+        fp = expected_fingerprint(params[job.arm], job, {"data": "d" * 64, "graph": "g" * 64})
+        Path(job.out_dir, RUN_CONFIG_FILE).write_text(json.dumps({**fp, "code": f"code of run {i}"}))
+        Path(job.out_dir, "history.json").write_text("[]")
+        write_predictions(Path(job.eval_dir) / "predictions.parquet", q, q, q, q, np.zeros((4, 1), dtype=np.int64),
+                          np.zeros((4, 1)), np.ones(4))
+        save_job_record(plan, job, results)
+    write_results(plan, results)  # the declaration beside the records
+    names = [j.run_name for j in plan.train]
+    used, refused = declared_records(plan, results)
+    assert sorted(used) == sorted(names) and refused == {}
+    assert used[names[0]]["best_val_mrr"] == 0.41
+
+    by_name = {j.run_name: j for j in plan.train}
+    gamma = next(n for n in names if n.startswith("rl.gamma=0.9") and n.endswith("seed0"))
+    (results / "params" / "rl.gamma=0.9.json").write_text(
+        (results / "params" / f"{DEFAULT_ARM}.json").read_text())          # declared as the default's params
+    seed1 = f"{DEFAULT_ARM}-pure_rl-seed1"
+    rt = job_dirs(plan, by_name[seed1], results)[0] / RUN_CONFIG_FILE
+    rt.write_text(json.dumps({**json.loads(rt.read_text()), "seed": 7}))
+    partial = f"{DEFAULT_ARM}-pure_rl-seed0"
+    (job_dirs(plan, by_name[partial], results)[1] / "ranks.parquet").unlink()
+    used, refused = declared_records(plan, results)
+    assert partial not in used and partial not in refused
+    assert "rl.gamma: 0.9, declared 0.95" in refused[gamma] and "seed: 7, job 1" in refused[seed1]
+    assert sorted(used) == []
+    (results / "params" / "rl.gamma=0.9.json").unlink()
+    assert "rl.gamma=0.9.json missing" in declared_records(plan, results)[1][gamma]
+
+
 def test_the_combination_takes_better_arms_whole_and_lets_validation_pick_within_a_key():
     from raptor.sweep import combination, combination_markdown
 
