@@ -1,0 +1,78 @@
+"""scripts/pinned-sweep.sh: its refusals, which must leave nothing behind, and `stop`, which must end the
+whole sweep (the sweeps themselves are exercised by hand: docs/sweeps.md, "From a pinned commit")."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "scripts" / "pinned-sweep.sh"
+
+
+def _run(*args: str, tmp_path: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PIPELINES_DIR": str(tmp_path / "pipes")}
+    return subprocess.run(["bash", str(SCRIPT), *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.parametrize("args, code, message", [
+    (("bogus",), 2, "unknown command 'bogus'"),
+    (("start",), 2, "give COMMIT NAME DATASET"),
+    (("start", "HEAD", "choices"), 2, "give COMMIT NAME DATASET"),
+    (("start", "no-such-commit-x", "choices", "ICEWS14"), 2, "unknown commit no-such-commit-x"),
+    (("status",), 2, "give the sweep's NAME"),
+    (("status", "nosuch"), 1, "no sweep nosuch here"),
+    (("stop", "nosuch"), 1, "no sweep nosuch here"),
+])
+def test_bad_commands_are_refused_and_create_nothing(tmp_path, args, code, message):
+    r = _run(*args, tmp_path=tmp_path)
+    assert r.returncode == code, r.stderr
+    assert message in r.stderr
+    assert not (tmp_path / "pipes").exists()
+
+
+def test_help():
+    r = subprocess.run(["bash", str(SCRIPT), "--help"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and "pinned-sweep.sh start COMMIT NAME DATASET" in r.stdout and "set -euo" not in r.stdout
+
+
+def test_a_running_sweep_is_not_started_twice_and_stop_ends_its_process_group(tmp_path):
+    """The recorded pid leads its own session (a shell running one `raptor sweep` after another, whose
+    worker processes are its grandchildren): `stop` must end them all, and `start` must refuse while
+    it lives, before touching anything (a second sweep would train the same run folders twice)."""
+    sweep = tmp_path / "pipes" / "sweep-s"
+    sweep.mkdir(parents=True)
+    job = subprocess.Popen(["sh", "-c", "sleep 300 & echo $! > child; wait"], cwd=sweep, start_new_session=True)
+    try:
+        (sweep / "sweep.pid").write_text(f"{job.pid}\n")
+        for _ in range(100):
+            if (sweep / "child").exists() and (sweep / "child").read_text().strip():
+                break
+            time.sleep(0.05)
+        child = int((sweep / "child").read_text())
+        assert "sweep s: running" in _run("status", "s", tmp_path=tmp_path).stdout
+        r = _run("start", "HEAD", "s", "ICEWS14", tmp_path=tmp_path)
+        assert r.returncode == 1 and "is running" in r.stderr and sorted(p.name for p in sweep.iterdir()) == [
+            "child", "sweep.pid"]
+        r = _run("stop", "s", tmp_path=tmp_path)
+        assert r.returncode == 0 and "stopped sweep s" in r.stdout
+        job.wait(timeout=10)
+        for _ in range(100):
+            try:
+                os.kill(child, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.05)
+        else:
+            raise AssertionError("the sweep's child process survived `stop`")
+        assert "sweep s: not running" in _run("status", "s", tmp_path=tmp_path).stdout
+    finally:
+        try:
+            os.killpg(job.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
