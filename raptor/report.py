@@ -197,17 +197,12 @@ def _curve_band(hists: Mapping[int, list[dict]], key: str) -> tuple[np.ndarray, 
     return np.array(common) + 1, vals.mean(0), vals.std(0, ddof=1) if len(series) > 1 else np.zeros(len(common))
 
 
-def plot_curves(curves: Mapping[str, Mapping[int, list[dict]]], key: str, ylabel: str, title: str,
-                path: str | Path, threshold: Optional[float] = None,
-                references: Optional[Mapping[str, float]] = None) -> None:
-    """One line per label with a ±1 std band across seeds, written as PNG atomically; ``references``
-    (label -> value) are dashed horizontal lines in their label's colour."""
-    import matplotlib
-
-    matplotlib.use("Agg")
+def _draw_curves(ax, curves: Mapping[str, Mapping[int, list[dict]]], key: str, ylabel: str,
+                 references: Optional[Mapping[str, float]] = None) -> None:
+    """One line per label with a ±1 std band across seeds on ``ax``; ``references`` (label -> value)
+    are dashed horizontal lines in their label's colour."""
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=120)
     if len(curves) > 10:  # the default cycle repeats after 10 colours: sweeps with many arms
         ax.set_prop_cycle(color=plt.get_cmap("tab20").colors)
     for label, hists in curves.items():
@@ -220,17 +215,54 @@ def plot_curves(curves: Mapping[str, Mapping[int, list[dict]]], key: str, ylabel
         if references and label in references:
             ax.axhline(references[label], color=line.get_color(), linestyle="--", linewidth=1,
                        label=f"{label}, paper (test): {references[label]:.4f}")
-    if threshold is not None:
-        ax.axhline(threshold, color="grey", linestyle="--", linewidth=1, label=f"reward {threshold}")
     ax.set_xlabel("RL epoch")
     ax.set_ylabel(ylabel)
-    ax.set_title(title)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+
+
+def _save(fig, path: str | Path) -> None:
+    import matplotlib.pyplot as plt
+
     fig.tight_layout()
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png")
     plt.close(fig)
+
+
+def plot_curves(curves: Mapping[str, Mapping[int, list[dict]]], key: str, ylabel: str, title: str,
+                path: str | Path, threshold: Optional[float] = None,
+                references: Optional[Mapping[str, float]] = None) -> None:
+    """One line per label with a ±1 std band across seeds, written as PNG atomically; ``references``
+    (label -> value) are dashed horizontal lines in their label's colour."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=120)
+    _draw_curves(ax, curves, key, ylabel, references)
+    if threshold is not None:
+        ax.axhline(threshold, color="grey", linestyle="--", linewidth=1, label=f"reward {threshold}")
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    _save(fig, path)
+
+
+def plot_curve_panels(curves: Mapping[str, Mapping[int, list[dict]]], panels: Sequence[tuple[str, str]], title: str,
+                      path: str | Path) -> None:
+    """The same runs side by side, one panel per ``(history key, axis label)`` (validation MRR and
+    training reward, say), one legend; written as PNG atomically."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.4), dpi=120, squeeze=False)
+    for ax, (key, ylabel) in zip(axes[0], panels):
+        _draw_curves(ax, curves, key, ylabel)
+    axes[0][0].legend(fontsize=7)
+    fig.suptitle(title, fontsize=10)
+    _save(fig, path)
 
 
 # ------------------------------------------------------------------------------------------ report

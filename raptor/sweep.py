@@ -52,7 +52,7 @@ import json
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional
 
 from . import variants as variant_registry
 from .config import (SWEEPS_KEY, ConfigError, Params, check_not_stage_graph, flatten, local_overrides,
@@ -69,6 +69,8 @@ DEFAULT_OUT = "runs/{dataset}/sweeps/{name}"
 DEFAULT_RESULTS = "results/sweeps/{name}/{dataset}"
 #: The arm made of the base alone (``one_at_a_time`` adds it; deltas are taken against it).
 DEFAULT_ARM = "default"
+#: The curves beside each choice's table on the sweeps page: ``(history key, axis label)``.
+CHOICE_PANELS = (("val_mrr", "validation MRR"), ("reward", "training reward"))
 MODES = ("one_at_a_time", "product")
 #: An arm name becomes a folder name and an MLflow run name.
 ARM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.=+,-]*$")
@@ -651,11 +653,14 @@ def results_markdown(results: Mapping[str, Any]) -> str:
     return head + "\n".join(rows) + "\n" + tail
 
 
-def choice_tables(results: Mapping[str, Any], default_params: Optional[Mapping[str, Any]] = None) -> str:
+def choice_tables(results: Mapping[str, Any], default_params: Optional[Mapping[str, Any]] = None,
+                  figure: Optional[Callable[[tuple[str, ...], str, list[str]], Optional[str]]] = None) -> str:
     """One small table per choice: the arms that override the same keys (``model.mlp_hidden_dim=128``
     and ``=512``), each beside ``default`` of its variant, with the value, note, epochs, validation and
     test MRR (mean ± sample std over seeds), the change in test MRR and the :func:`verdict`.
-    ``default_params`` (the default arm's resolved params) supplies the default's value of each key."""
+    ``default_params`` (the default arm's resolved params) supplies the default's value of each key.
+    ``figure(keys, variant, arms)``, when given, returns Markdown put under the table (a figure of
+    those arms, ``default`` first), or ``None``."""
     defaults = {a["variant"]: a for a in results["arms"] if a["arm"] == DEFAULT_ARM}
     default_values = flatten(dict(default_params or {}))
     groups: dict[tuple[str, ...], list[Mapping[str, Any]]] = {}
@@ -683,6 +688,11 @@ def choice_tables(results: Mapping[str, Any], default_params: Optional[Mapping[s
                            f"{_pct(a['best_val_mrr_mean'], a['best_val_mrr_std'])} | "
                            f"{_pct(a['test_mrr_mean'], a['test_mrr_std'])} | {delta} | {verdict_text} |")
         out.append("")
+        for variant in dict.fromkeys(a["variant"] for a in arms) if figure else ():
+            md = figure(keys, variant, [a["arm"] for a in ([defaults[variant]] if variant in defaults else [])
+                                        + [a for a in arms if a["variant"] == variant]])
+            if md:
+                out += [md, ""]
     return "\n".join(out)
 
 
@@ -788,7 +798,7 @@ def write_sweep_page(folders: list[tuple[str, str | Path]], out: str | Path, fig
     ``results.json``, :func:`write_results`): per sweep its description, base overrides, the per-arm
     table of :func:`results_markdown`, test MRR per arm and the validation curves of every arm. Figures go
     to ``figures_dir`` (default ``<out's folder>/figures/sweeps``). No number on the page is typed."""
-    from .report import plot_curves
+    from .report import plot_curve_panels, plot_curves
 
     out = Path(out)
     fig_dir = Path(figures_dir) if figures_dir is not None else out.parent / "figures" / "sweeps"
@@ -817,13 +827,24 @@ def write_sweep_page(folders: list[tuple[str, str | Path]], out: str | Path, fig
         lines += [f"Base of every arm: {base}." + (f" Code: commit {commit}." if commit else "")
                   + (f" Trained on: {_devices(results['runs'])}." if results["runs"] else ""), "",
                   results_markdown(results)]
-        tables = choice_tables(results, _read(folder / "params" / f"{DEFAULT_ARM}.json"))
+        stem = f"{re.sub(r'[^A-Za-z0-9]+', '-', title).strip('-').lower()}-{dataset.lower()}"
+
+        def choice_figure(keys: tuple[str, ...], variant: str, arms: list[str]) -> Optional[str]:
+            curves = _sweep_curves(folder, results, variant)
+            curves = {a: curves[a] for a in arms if a in curves}
+            if len(curves) < 2:
+                return None
+            path = fig_dir / f"{stem}-{variant}-{re.sub(r'[^A-Za-z0-9]+', '-', '-'.join(keys)).strip('-').lower()}.png"
+            plot_curve_panels(curves, CHOICE_PANELS, f"{dataset}, {variant_registry.get(variant).label}: "
+                              f"{', '.join(keys)}", path)
+            return f"![{', '.join(keys)}: {' and '.join(label for _, label in CHOICE_PANELS)}]({rel}/{path.name})"
+
+        tables = choice_tables(results, _read(folder / "params" / f"{DEFAULT_ARM}.json"), choice_figure)
         if tables:
             lines += ["### By choice", "", "Each choice's arms beside `default` (the verdict's rule: "
                       "docs/sweeps.md).", "", tables]
         if results["arms"] and not results["missing"]:
             lines += ["### What the rule makes of it", "", combination_markdown(results)]
-        stem = f"{re.sub(r'[^A-Za-z0-9]+', '-', title).strip('-').lower()}-{dataset.lower()}"
         figs = []
         if results["arms"]:
             plot_results(results, fig_dir / f"{stem}-test-mrr.png")

@@ -251,6 +251,12 @@ def test_choice_tables_group_the_arms_that_override_the_same_keys():
     # without the default's params (a folder lacking params/default.json) its values are not guessed
     unknown = choice_tables(results, None)
     assert "| default |  | raptor |" in unknown and "null" not in unknown and "(default)" not in unknown
+    # a figure per choice and variant, of the default and the choice's arms, under its table
+    asked = []
+    md = choice_tables(results, None, lambda keys, variant, arms: asked.append((keys, variant, arms)) or f"FIG {keys}")
+    assert asked == [(("a.k",), "raptor", [DEFAULT_ARM, "k=1", "k=2"]), (("a.j", "a.k"), "raptor", [DEFAULT_ARM, "both"])]
+    sections = md.split("#### ")[1:]
+    assert sections[0].rstrip().endswith("FIG ('a.k',)") and sections[1].rstrip().endswith("FIG ('a.j', 'a.k')")
 
 
 def test_sweeps_page_is_generated_from_the_folder_with_curves_of_every_arm(tmp_path, capsys):
@@ -280,8 +286,11 @@ def test_sweeps_page_is_generated_from_the_folder_with_curves_of_every_arm(tmp_p
     assert f"| {default_gamma} (default) |  | raptor | 1 | 40 + 4 | 41.00 ± 0.00 | 40.00 ± 0.00 |  |  |" in choice
     assert "| 0.9 | paper: 0.95 | raptor | 1 | 40 + 4 | 43.00 ± 0.00 | 40.00 ± 0.00 | +0.00 |  |" in choice
     figs = sorted(p.name for p in (tmp_path / "docs" / "figures" / "sweeps").iterdir())
-    assert figs == ["choices-t-raptor-val-mrr.png", "choices-t-test-mrr.png"]
+    assert figs == ["choices-t-raptor-rl-gamma.png", "choices-t-raptor-val-mrr.png", "choices-t-test-mrr.png"]
     assert "](figures/sweeps/choices-t-raptor-val-mrr.png)" in md
+    # under the choice's table, its arms' validation and reward curves beside the default's
+    table = choice.split("#### `rl.gamma`", 1)[1]
+    assert "![rl.gamma: validation MRR and training reward](figures/sweeps/choices-t-raptor-rl-gamma.png)" in table
     # a folder that is not a finished sweep: one clear line, no page
     assert main(["sweeps", str(tmp_path / "nowhere"), "--out", str(tmp_path / "x.md")]) == 1
     assert "not a finished sweep folder" in capsys.readouterr().err and not (tmp_path / "x.md").exists()
