@@ -2,7 +2,8 @@
 # A sweep (`raptor sweep`, docs/sweeps.md) trained from a pinned commit in the background, its records
 # going to this work tree's results/ as each run finishes. Later commits that change fingerprinted code
 # neither restart it nor alter it, and a wiped work tree costs one command: the records are committed,
-# so only unrecorded runs train again.
+# and `--each` names the arms still to run (on another machine, pretrained snapshots need not hash the
+# same, so the records of runs from them would not match and would train again: docs/sweeps.md).
 #   scripts/pinned-sweep.sh start COMMIT NAME DATASET [--arms A,B | --each A,B] [raptor sweep options]
 #   scripts/pinned-sweep.sh status NAME        alive or not, the log's last lines, runs recorded
 #   scripts/pinned-sweep.sh stop NAME          SIGTERM to the sweep's process group (runs resume from checkpoints)
@@ -18,7 +19,7 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 pipes="${PIPELINES_DIR:-$here/.pipelines}"
-usage() { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; }
 cmd="${1:-}"; [ $# -gt 0 ] && shift
 case "$cmd" in -h|--help|"") usage; exit 0 ;; start|status|stop) ;;
   *) echo "pinned-sweep.sh: unknown command '$cmd' (start, status or stop)" >&2; exit 2 ;; esac
