@@ -78,3 +78,32 @@ def synthetic_dataset(root: Path, seed: int) -> Path:
     ingest(raw, root / "data")
     build_graph(root / "data", root / "graph.npz")
     return root
+
+
+def session_with_child(cwd):
+    """``(shell, child pid)``: a shell leading its own session, with a ``sleep`` child (a background run's
+    shape: what a stop command must end as a whole)."""
+    import subprocess
+    import time
+    from pathlib import Path
+
+    job = subprocess.Popen(["sh", "-c", "sleep 300 & echo $! > child; wait"], cwd=cwd, start_new_session=True)
+    for _ in range(100):
+        if (Path(cwd) / "child").exists() and (Path(cwd) / "child").read_text().strip():
+            break
+        time.sleep(0.05)
+    return job, int((Path(cwd) / "child").read_text())
+
+
+def wait_gone(pid: int, what: str = "a child process") -> None:
+    """Wait up to 5 s for ``pid`` to exit; AssertionError naming ``what`` otherwise."""
+    import os
+    import time
+
+    for _ in range(100):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{what} survived `stop`")

@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from helpers import session_with_child, wait_gone
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "longrun.sh"
@@ -42,30 +43,17 @@ def test_stop_ends_the_whole_process_group(tmp_path):
     must end both. Killing the shell alone once left the trainer running, reported as stopped, where
     a second `start` would have trained the same folder twice."""
     import signal
-    import time
 
     run = tmp_path / "lr" / "runs" / "ICEWS14" / "pure_rl" / "seed0"
     run.mkdir(parents=True)
-    job = subprocess.Popen(["sh", "-c", "sleep 300 & echo $! > child; wait"], cwd=run, start_new_session=True)
+    job, child = session_with_child(run)
     try:
         (run / "pid").write_text(f"{job.pid}\n")
-        for _ in range(100):
-            if (run / "child").exists() and (run / "child").read_text().strip():
-                break
-            time.sleep(0.05)
-        child = int((run / "child").read_text())
         assert "running" in _run("status", tmp_path=tmp_path).stdout
         r = _run("stop", tmp_path=tmp_path)
         assert r.returncode == 0 and f"stopped pid {job.pid}" in r.stdout
         job.wait(timeout=10)
-        for _ in range(100):
-            try:
-                os.kill(child, 0)
-            except ProcessLookupError:
-                break
-            time.sleep(0.05)
-        else:
-            raise AssertionError("the run's child process survived `stop`")
+        wait_gone(child, "the run's child process")
         assert "stopped" in _run("status", tmp_path=tmp_path).stdout
     finally:
         try:

@@ -6,10 +6,10 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
+from helpers import session_with_child, wait_gone
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "pinned-sweep.sh"
@@ -47,14 +47,9 @@ def test_a_running_sweep_is_not_started_twice_and_stop_ends_its_process_group(tm
     it lives, before touching anything (a second sweep would train the same run folders twice)."""
     sweep = tmp_path / "pipes" / "sweep-s"
     sweep.mkdir(parents=True)
-    job = subprocess.Popen(["sh", "-c", "sleep 300 & echo $! > child; wait"], cwd=sweep, start_new_session=True)
+    job, child = session_with_child(sweep)
     try:
         (sweep / "sweep.pid").write_text(f"{job.pid}\n")
-        for _ in range(100):
-            if (sweep / "child").exists() and (sweep / "child").read_text().strip():
-                break
-            time.sleep(0.05)
-        child = int((sweep / "child").read_text())
         assert "sweep s: running" in _run("status", "s", tmp_path=tmp_path).stdout
         r = _run("start", "HEAD", "s", "ICEWS14", tmp_path=tmp_path)
         assert r.returncode == 1 and "is running" in r.stderr and sorted(p.name for p in sweep.iterdir()) == [
@@ -62,14 +57,7 @@ def test_a_running_sweep_is_not_started_twice_and_stop_ends_its_process_group(tm
         r = _run("stop", "s", tmp_path=tmp_path)
         assert r.returncode == 0 and "stopped sweep s" in r.stdout
         job.wait(timeout=10)
-        for _ in range(100):
-            try:
-                os.kill(child, 0)
-            except ProcessLookupError:
-                break
-            time.sleep(0.05)
-        else:
-            raise AssertionError("the sweep's child process survived `stop`")
+        wait_gone(child, "the sweep's child process")
         assert "sweep s: not running" in _run("status", "s", tmp_path=tmp_path).stdout
     finally:
         try:
