@@ -5,7 +5,7 @@
 # TITer-150 and Pure-RL, 2 RL epochs each.
 # Usage: benchmarks/bench_gpu.sh [DATA_DIR (holds ingested/ and graph.npz; default data/ICEWS14)]
 # Writes the histories, summaries and test metrics to $OUT/bench.tgz (OUT default: /tmp/bench-gpu).
-# Results of 2026-11-25 on one H100: benchmarks/results/gpu_h100/ (docs/deployment.md).
+# Results of 2026-11-25 on one H100: benchmarks/results/gpu_h100/, on one H200: benchmarks/results/gpu_h200/ (docs/deployment.md).
 set -u
 OUT=${OUT:-/tmp/bench-gpu}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 NUMBA_CACHE_DIR=/tmp/numba
