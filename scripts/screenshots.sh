@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Screenshots of the Prefect and MLflow UIs over a project's stores, in headless Chromium (apt-get install chromium).
 # usage: scripts/screenshots.sh PROJECT OUTDIR   (PROJECT: a folder where the main job ran)
-# env: DS (dataset, default ICEWS14); VENV (default PROJECT/.venv, else this repo's .venv)
+# env: DS (dataset, default ICEWS14); SWEEP (sweep whose experiment is shot, default choices); VENV (default PROJECT/.venv, else this repo's .venv)
 set -u
 P=$(cd "$1" && pwd); O=$2; mkdir -p "$O"; O=$(cd "$O" && pwd)
 HERE=$(cd "$(dirname "$0")/.." && pwd)
@@ -47,4 +47,14 @@ print(json.dumps([arms[k] for k in sorted(arms)]))")
   URL="http://127.0.0.1:$MP/#/compare-runs?runs=$(q "$RUNS")&experiments=$(q "[\"$EA\"]")&workflowType=machine_learning"
   shot mlflow-ablation-compare-default.png "$URL" 1500,1400
   $PY/python "$HERE/scripts/ui_shot.py" "$URL" "$O/ablation-compare.png" --click "Scatter Plot" --size 1500,1400 --wait 20
+fi
+ES=$(expid raptor/$DS/sweep-${SWEEP:-choices}); echo "sweep exp $ES"
+if [ -n "$ES" ]; then
+  # every run of the sweep except its parent (whose per-arm means would crowd the view), as "Compare" shows them
+  RS=$(curl -s -X POST http://127.0.0.1:$MP/api/2.0/mlflow/runs/search -H 'Content-Type: application/json' -d "{\"experiment_ids\":[\"$ES\"],\"max_results\":1000,\"filter\":\"tags.arm LIKE '%'\",\"order_by\":[\"attributes.run_name ASC\"]}" | $PY/python -c "
+import json,sys
+print(json.dumps([r['info']['run_id'] for r in json.load(sys.stdin).get('runs',[])]))")
+  echo "sweep runs $RS"
+  URL="http://127.0.0.1:$MP/#/compare-runs?runs=$(q "$RS")&experiments=$(q "[\"$ES\"]")&workflowType=machine_learning"
+  shot mlflow-sweep-compare.png "$URL" 1500,1400
 fi
