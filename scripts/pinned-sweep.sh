@@ -15,11 +15,13 @@
 # `raptor sweep --arms` per arm, in that order (the order in which results arrive); other options
 # go to raptor sweep after the defaults above (a later `--jobs 16` wins). This .venv's Python runs the
 # clone's code (python -m from the clone's root). Refuses to start while the sweep is alive.
-# PIPELINES_DIR moves .pipelines/ (the clones, logs and pid files; the records stay in results/).
+# The records' folder gets a COMMIT file naming the pinned commit (what the sweeps page prints); start
+# refuses when that folder's COMMIT names another commit.
+# PIPELINES_DIR moves .pipelines/ (the clones, logs and pid files); RESULTS_DIR moves results/.
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 pipes="${PIPELINES_DIR:-$here/.pipelines}"
-usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; }
 cmd="${1:-}"; [ $# -gt 0 ] && shift
 case "$cmd" in -h|--help|"") usage; exit 0 ;; start|status|stop) ;;
   *) echo "pinned-sweep.sh: unknown command '$cmd' (start, status or stop)" >&2; exit 2 ;; esac
@@ -36,7 +38,7 @@ if [ "$cmd" = status ] || [ "$cmd" = stop ]; then
   fi
   alive "$name" && echo "sweep $name: running (pid $(pid_of "$name"))" || echo "sweep $name: not running"
   tail -n 5 "$dir/sweep.log" 2>/dev/null || true
-  for r in "$here"/results/sweeps/"$name"/*/; do
+  for r in "${RESULTS_DIR:-$here/results}"/sweeps/"$name"/*/; do
     [ -d "$r/train" ] && echo "$(find "$r/train" -name run_config.json | wc -l) run(s) recorded in ${r#"$here"/}"
   done
   exit 0
@@ -54,6 +56,11 @@ shared="$(realpath "$here/../shared")" || { echo "pinned-sweep.sh: no shared fol
 full="$(git -C "$here" rev-parse --verify "$commit^{commit}")" || { echo "pinned-sweep.sh: unknown commit $commit" >&2; exit 2; }
 dir="$pipes/sweep-$name"; src="$dir/raptor-tkg"
 alive "$name" && { echo "pinned-sweep.sh: sweep $name is running (pid $(pid_of "$name")); stop it first" >&2; exit 1; }
+results="${RESULTS_DIR:-$here/results}/sweeps/$name/$dataset"
+if [ -f "$results/COMMIT" ] && [ "$(cat "$results/COMMIT")" != "$full" ]; then
+  echo "pinned-sweep.sh: the records in $results were trained at $(head -c 12 "$results/COMMIT"), not ${full:0:12};" \
+       "move that folder aside to start afresh (or delete its COMMIT if ${full:0:12} trains the very same runs)" >&2; exit 1
+fi
 mkdir -p "$dir"
 if [ ! -d "$src/.git" ]; then
   git clone -q "$here" "$src"
@@ -65,7 +72,9 @@ ln -sfn "$shared" "$dir/shared"
 cd "$src"
 [ -f "data/$dataset/ingested/meta.json" ] || "$py" -m raptor.cli ingest --dataset "$dataset" --out "data/$dataset/ingested"
 [ -f "data/$dataset/graph.npz" ] || "$py" -m raptor.cli graph --data "data/$dataset/ingested" --out "data/$dataset/graph.npz"
-results="$here/results/sweeps/$name/$dataset"
+if [ ! -f "$results/COMMIT" ]; then  # the commit the results pages name for these records (raptor.results)
+  mkdir -p "$results" && echo "$full" > "$results/COMMIT.tmp" && mv "$results/COMMIT.tmp" "$results/COMMIT"
+fi
 base=("$py" -m raptor.cli sweep "$name" --dataset "$dataset" --no-progress --results "$results" --jobs 2 --threads 1 "${args[@]}")
 [ -f "$dir/sweep.log" ] && mv "$dir/sweep.log" "$dir/sweep-$(date -u +%Y%m%dT%H%M%S).log"
 {
@@ -76,11 +85,11 @@ base=("$py" -m raptor.cli sweep "$name" --dataset "$dataset" --no-progress --res
     for arm in ${each//,/ }; do
       echo "echo \"=== \$(date -u +%FT%TZ) arm $arm\""
       echo "$(printf '%q ' "${base[@]}") --arms $(printf '%q' "$arm")"
-      echo "echo \"=== \$(date -u +%FT%TZ) arm $arm exit \$?\""
+      echo "rc=\$?; echo \"=== \$(date -u +%FT%TZ) arm $arm exit \$rc\""  # $? first: the $(date) in the message resets it
     done
   else
     printf '%q ' "${base[@]}"; echo
-    echo "echo \"=== \$(date -u +%FT%TZ) exit \$?\""
+    echo "rc=\$?; echo \"=== \$(date -u +%FT%TZ) exit \$rc\""
   fi
 } > "$dir/run.sh"
 chmod +x "$dir/run.sh"

@@ -1,11 +1,13 @@
-"""scripts/pinned-sweep.sh: its refusals, which must leave nothing behind, and `stop`, which must end the
-whole sweep (the sweeps themselves are exercised by hand: docs/sweeps.md, "From a pinned commit")."""
+"""scripts/pinned-sweep.sh: its refusals, which must leave nothing behind, `stop`, which must end the
+whole sweep, and `start` up to the sweep (with one that fails at once; the sweeps themselves are
+exercised by hand: docs/sweeps.md, "From a pinned commit")."""
 
 from __future__ import annotations
 
 import os
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -64,3 +66,45 @@ def test_a_running_sweep_is_not_started_twice_and_stop_ends_its_process_group(tm
             os.killpg(job.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+
+def _env(tmp_path: Path) -> dict:
+    return {**os.environ, "PIPELINES_DIR": str(tmp_path / "pipes"), "RESULTS_DIR": str(tmp_path / "results")}
+
+
+def test_start_refuses_records_of_another_commit_and_leaves_nothing(tmp_path):
+    """A results folder whose COMMIT names another commit holds runs the pinned code may not train:
+    the sweeps page would name the wrong code for them, so start stops before cloning anything."""
+    records = tmp_path / "results" / "sweeps" / "s" / "ICEWS14"
+    records.mkdir(parents=True)
+    (records / "COMMIT").write_text("0" * 40 + "\n")
+    r = subprocess.run(["bash", str(SCRIPT), "start", "HEAD", "s", "ICEWS14"], cwd=ROOT, env=_env(tmp_path),
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and "trained at 000000000000" in r.stderr and "move that folder aside" in r.stderr
+    assert not (tmp_path / "pipes").exists() and (records / "COMMIT").read_text() == "0" * 40 + "\n"
+
+
+def test_start_pins_a_clone_and_names_its_commit_beside_the_records(tmp_path):
+    """The whole start path with a sweep that does not exist: the clone is at the asked commit, the
+    dataset is ingested there, the records' folder gets COMMIT (the full hash), and the sweep's
+    own error reaches the log (the background run ends by itself)."""
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
+    r = subprocess.run(["bash", str(SCRIPT), "start", "HEAD", "nosuchsweep", "ICEWS14"], cwd=ROOT,
+                       env=_env(tmp_path), capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    sweep = tmp_path / "pipes" / "sweep-nosuchsweep"
+    pid = int((sweep / "sweep.pid").read_text())
+    for _ in range(1200):  # the failing sweep's Python start: seconds
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError("the background sweep of an unknown sweep did not end within 120 s")
+    clone = sweep / "raptor-tkg"
+    assert subprocess.run(["git", "rev-parse", "HEAD"], cwd=clone, capture_output=True, text=True).stdout.strip() == head
+    assert (clone / "data" / "ICEWS14" / "graph.npz").is_file()
+    assert (tmp_path / "results" / "sweeps" / "nosuchsweep" / "ICEWS14" / "COMMIT").read_text() == head + "\n"
+    log = (sweep / "sweep.log").read_text()
+    assert "no sweep 'nosuchsweep'" in log and log.rstrip().endswith("exit 1")
