@@ -21,6 +21,7 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 pipes="${PIPELINES_DIR:-$here/.pipelines}"
+records_root="${RESULTS_DIR:-$here/results}"
 usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; }
 cmd="${1:-}"; [ $# -gt 0 ] && shift
 case "$cmd" in -h|--help|"") usage; exit 0 ;; start|status|stop) ;;
@@ -38,7 +39,7 @@ if [ "$cmd" = status ] || [ "$cmd" = stop ]; then
   fi
   alive "$name" && echo "sweep $name: running (pid $(pid_of "$name"))" || echo "sweep $name: not running"
   tail -n 5 "$dir/sweep.log" 2>/dev/null || true
-  for r in "${RESULTS_DIR:-$here/results}"/sweeps/"$name"/*/; do
+  for r in "$records_root"/sweeps/"$name"/*/; do
     [ -d "$r/train" ] && echo "$(find "$r/train" -name run_config.json | wc -l) run(s) recorded in ${r#"$here"/}"
   done
   exit 0
@@ -56,7 +57,7 @@ shared="$(realpath "$here/../shared")" || { echo "pinned-sweep.sh: no shared fol
 full="$(git -C "$here" rev-parse --verify "$commit^{commit}")" || { echo "pinned-sweep.sh: unknown commit $commit" >&2; exit 2; }
 dir="$pipes/sweep-$name"; src="$dir/raptor-tkg"
 alive "$name" && { echo "pinned-sweep.sh: sweep $name is running (pid $(pid_of "$name")); stop it first" >&2; exit 1; }
-results="${RESULTS_DIR:-$here/results}/sweeps/$name/$dataset"
+results="$records_root/sweeps/$name/$dataset"
 if [ -f "$results/COMMIT" ] && [ "$(cat "$results/COMMIT")" != "$full" ]; then
   echo "pinned-sweep.sh: the records in $results were trained at $(head -c 12 "$results/COMMIT"), not ${full:0:12};" \
        "move that folder aside to start afresh (or delete its COMMIT if ${full:0:12} trains the very same runs)" >&2; exit 1

@@ -95,15 +95,16 @@ def session_with_child(cwd):
     return job, int((Path(cwd) / "child").read_text())
 
 
-def wait_gone(pid: int, what: str = "a child process") -> None:
-    """Wait up to 5 s for ``pid`` to exit; AssertionError naming ``what`` otherwise."""
+def wait_gone(pid: int, what: str = "a child process", timeout: float = 5.0) -> None:
+    """Wait up to ``timeout`` seconds for ``pid`` to exit; AssertionError naming ``what`` otherwise."""
     import os
     import time
 
-    for _ in range(100):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
         try:
             os.kill(pid, 0)
         except ProcessLookupError:
             return
         time.sleep(0.05)
-    raise AssertionError(f"{what} survived `stop`")
+    raise AssertionError(f"{what} still running after {timeout:g} s")

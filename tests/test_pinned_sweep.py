@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -17,9 +16,10 @@ ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "pinned-sweep.sh"
 
 
-def _run(*args: str, tmp_path: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PIPELINES_DIR": str(tmp_path / "pipes")}
-    return subprocess.run(["bash", str(SCRIPT), *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+def _run(*args: str, tmp_path: Path, timeout: float = 60) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PIPELINES_DIR": str(tmp_path / "pipes"), "RESULTS_DIR": str(tmp_path / "results")}
+    return subprocess.run(["bash", str(SCRIPT), *args], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=timeout)
 
 
 @pytest.mark.parametrize("args, code, message", [
@@ -68,18 +68,13 @@ def test_a_running_sweep_is_not_started_twice_and_stop_ends_its_process_group(tm
             pass
 
 
-def _env(tmp_path: Path) -> dict:
-    return {**os.environ, "PIPELINES_DIR": str(tmp_path / "pipes"), "RESULTS_DIR": str(tmp_path / "results")}
-
-
 def test_start_refuses_records_of_another_commit_and_leaves_nothing(tmp_path):
     """A results folder whose COMMIT names another commit holds runs the pinned code may not train:
     the sweeps page would name the wrong code for them, so start stops before cloning anything."""
     records = tmp_path / "results" / "sweeps" / "s" / "ICEWS14"
     records.mkdir(parents=True)
     (records / "COMMIT").write_text("0" * 40 + "\n")
-    r = subprocess.run(["bash", str(SCRIPT), "start", "HEAD", "s", "ICEWS14"], cwd=ROOT, env=_env(tmp_path),
-                       capture_output=True, text=True, timeout=60)
+    r = _run("start", "HEAD", "s", "ICEWS14", tmp_path=tmp_path)
     assert r.returncode == 1 and "trained at 000000000000" in r.stderr and "move that folder aside" in r.stderr
     assert not (tmp_path / "pipes").exists() and (records / "COMMIT").read_text() == "0" * 40 + "\n"
 
@@ -89,19 +84,10 @@ def test_start_pins_a_clone_and_names_its_commit_beside_the_records(tmp_path):
     dataset is ingested there, the records' folder gets COMMIT (the full hash), and the sweep's
     own error reaches the log (the background run ends by itself)."""
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
-    r = subprocess.run(["bash", str(SCRIPT), "start", "HEAD", "nosuchsweep", "ICEWS14"], cwd=ROOT,
-                       env=_env(tmp_path), capture_output=True, text=True, timeout=300)
+    r = _run("start", "HEAD", "nosuchsweep", "ICEWS14", tmp_path=tmp_path, timeout=300)
     assert r.returncode == 0, r.stderr
     sweep = tmp_path / "pipes" / "sweep-nosuchsweep"
-    pid = int((sweep / "sweep.pid").read_text())
-    for _ in range(1200):  # the failing sweep's Python start: seconds
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            break
-        time.sleep(0.1)
-    else:
-        raise AssertionError("the background sweep of an unknown sweep did not end within 120 s")
+    wait_gone(int((sweep / "sweep.pid").read_text()), "the background sweep of an unknown sweep", timeout=120)
     clone = sweep / "raptor-tkg"
     assert subprocess.run(["git", "rev-parse", "HEAD"], cwd=clone, capture_output=True, text=True).stdout.strip() == head
     assert (clone / "data" / "ICEWS14" / "graph.npz").is_file()
