@@ -85,12 +85,22 @@ def _list_sweep(args) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.stage == "pipeline":
-        from .pipeline import PipelineBusy, pipeline_flow
+    from raptor.io import OutputError
+    from raptor.projectlock import ProjectBusy, project_lock
 
+    if args.stage == "pipeline":
         try:
-            result = pipeline_flow(root=args.root, targets=args.target)
-        except PipelineBusy as exc:
+            # Taken here too (the flow takes it again: it nests), so that a busy project is refused
+            # at once, before Prefect is even imported or a flow run created.
+            with project_lock(args.root):
+                from .pipeline import PipelineBusy, pipeline_flow
+
+                try:
+                    result = pipeline_flow(root=args.root, targets=args.target)
+                except PipelineBusy as exc:
+                    print(f"python -m flows pipeline: error: {exc}", file=sys.stderr)
+                    return 1
+        except ProjectBusy as exc:
             print(f"python -m flows pipeline: error: {exc}", file=sys.stderr)
             return 1
     elif args.stage == "sweep":
@@ -110,21 +120,32 @@ def main(argv: list[str] | None = None) -> int:
             elif args.from_records:
                 from .sweep import sweep_records_flow
 
-                result = sweep_records_flow(name=args.name, dataset=args.dataset, source=args.params, local=args.local,
-                                            out=args.out, results=args.results)
+                with project_lock("."):  # it writes the sweep's tables and reads the pipeline's data
+                    result = sweep_records_flow(name=args.name, dataset=args.dataset, source=args.params,
+                                                local=args.local, out=args.out, results=args.results)
             else:
                 from .sweep import sweep_flow
 
-                result = sweep_flow(name=args.name, dataset=args.dataset, source=args.params, local=args.local,
-                                    out=args.out, results=args.results)
+                with project_lock("."):
+                    result = sweep_flow(name=args.name, dataset=args.dataset, source=args.params, local=args.local,
+                                        out=args.out, results=args.results)
         except (ConfigError, FileNotFoundError) as exc:
             print(f"python -m flows sweep: error: {exc}", file=sys.stderr)
             return 2
+        except ProjectBusy as exc:
+            print(f"python -m flows sweep: error: {exc}", file=sys.stderr)
+            return 1
     else:
         from .stages import run_stage
 
-        result = run_stage(args.stage, args.dataset, args.params, _pairs(args.inputs, "--in", parser),
-                           _pairs(args.outputs, "--out", parser), getattr(args, "variant", None))
+        try:
+            result = run_stage(args.stage, args.dataset, args.params, _pairs(args.inputs, "--in", parser),
+                               _pairs(args.outputs, "--out", parser), getattr(args, "variant", None))
+        except (ProjectBusy, OutputError) as exc:
+            # OutputError: a full disk or an unwritable folder, already one line naming the path
+            # (Prefect's log above holds the traceback of the failed flow run)
+            print(f"python -m flows {args.stage}: error: {exc}", file=sys.stderr)
+            return 1
     print(json.dumps(result, default=str)[:2000])
     return 0
 

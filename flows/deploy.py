@@ -6,8 +6,11 @@
 
 The process stays in the foreground: it registers the deployment ``raptor-pipeline/<name>`` with the
 server, polls for scheduled runs and executes each in a subprocess (working directory ``--root``).
-Each run is :func:`flows.pipeline.pipeline_flow`: DVC's stage graph, where only changed stages run
-(a run on unchanged inputs retrains nothing) and ``dvc.lock`` records what ran.
+Each run is :func:`flows.scheduled.scheduled_pipeline`, i.e. :func:`flows.pipeline.pipeline_flow` on
+``--root``'s dvc.yaml: DVC's stage graph, where only changed stages run (a run on unchanged inputs
+retrains nothing) and ``dvc.lock`` records what ran. The deployment takes no run parameters: a run
+requested through the API cannot name another project or dvc file (the server refuses it).
+Against a server that requires credentials set ``PREFECT_API_AUTH_STRING`` (docs/deployment.md).
 Stop it with Ctrl-C or SIGTERM (the deployment's schedule is paused on shutdown). Runs can also be started by
 hand: ``prefect deployment run raptor-pipeline/<name>``. By default at most one run executes at a
 time (``--limit``), so a long run is never overlapped by the next scheduled one.
@@ -32,7 +35,7 @@ DEFAULT_NAME = "raptor-scheduled"
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m flows.deploy",
-        description="Serve the whole pipeline (flows.pipeline.pipeline_flow) as a scheduled Prefect deployment.",
+        description="Serve the whole pipeline of one project (flows.scheduled) as a scheduled Prefect deployment.",
     )
     when = p.add_mutually_exclusive_group(required=True)
     when.add_argument("--cron", help='cron expression, e.g. "0 3 * * *" (03:00 every day)')
@@ -65,8 +68,13 @@ def serve(args: argparse.Namespace, root: Path, params: Path) -> None:
 
     from prefect.deployments.runner import EntrypointType
     from prefect.runner import Runner
+    from prefect.utilities.callables import ParameterSchema
 
-    from .pipeline import pipeline_flow
+    from .scheduled import ROOT_ENV, scheduled_pipeline
+
+    class _NoParameters(ParameterSchema):
+        # The flow has none; without this the schema still admits unknown keys ({"root": ...}).
+        additionalProperties: bool = False
 
     class _Runner(Runner):
         def handle_sigterm(self, *_, **__):
@@ -82,19 +90,27 @@ def serve(args: argparse.Namespace, root: Path, params: Path) -> None:
             self._sigterm_seen = True
             loop.call_soon_threadsafe(lambda: loop.create_task(self.astop()))
 
+    # The project is fixed here, not by run parameters: the runner's flow-run subprocesses inherit it.
+    os.environ[ROOT_ENV] = str(root)
     runner = _Runner(name=args.name, pause_on_shutdown=True, limit=args.limit)
-    runner.add_flow(
-        pipeline_flow,
+    deployment = scheduled_pipeline.to_deployment(
         name=args.name,
         schedules=[schedule_from_args(args)],
-        parameters={"root": str(root)},
         description=f"The raptor-tkg pipeline on {params}, scheduled "
         + (f"by cron '{args.cron}' ({args.timezone})" if args.cron else f"every {args.interval:g} s"),
         tags=["raptor", *args.tag],
         concurrency_limit=args.limit,  # shown on the deployment's page (the runner enforces it too)
-        # Import the flow as a module (flows.pipeline) in each run: its relative imports need it.
+        # Import the flow as a module (flows.scheduled) in each run: its relative imports need it.
         entrypoint_type=EntrypointType.MODULE_PATH,
+        enforce_parameter_schema=True,  # the server refuses a run that names any parameter (HTTP 409)
     )
+    deployment._parameter_openapi_schema = _NoParameters(additionalProperties=False)  # noqa: SLF001
+    # As Runner.add_flow does: runs execute locally, from the flow object in memory (not from an
+    # entrypoint read back from the server).
+    deployment.work_pool_name = None
+    deployment.work_queue_name = None
+    deployment_id = runner.add_deployment(deployment)
+    runner._deployment_registry.register_flow(deployment_id, scheduled_pipeline)  # noqa: SLF001
     print(f"flows.deploy: serving raptor-pipeline/{args.name} (at most {args.limit} run(s) at once); "
           "Ctrl-C or SIGTERM stops and pauses the schedule", file=sys.stderr, flush=True)
     try:

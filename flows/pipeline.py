@@ -13,9 +13,11 @@ memory go to the log, to the flow's result (``stages``), to a ``pipeline-resourc
 artifact in Prefect's UI and, one line per stage, to ``runs/stage-usage.jsonl``
 (:data:`raptor.stages.USAGE_LOG`), which ``raptor results`` turns into a table.
 
-The flow holds DVC's repository lock from start to end, as ``dvc repro`` does: a second pipeline run
-or a ``dvc repro`` started meanwhile in the same project stops at once with a clear error instead of
-training into the same run folders.
+The flow holds the project lock (:mod:`raptor.projectlock`) and DVC's repository lock from start to
+end: a second pipeline run or a ``dvc repro`` started meanwhile in the same project stops at once
+with a clear error instead of training into the same run folders. DVC's lock alone is not enough:
+``dvc repro`` releases it while a stage's command runs, and that command holds the project lock, so
+a pipeline run started then is refused before it writes anything (build/params.json included).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from typing import Optional
 
 from prefect import flow, get_run_logger
 
+from raptor.projectlock import project_lock
 from raptor.resources import append_usage, measure, release_freed_memory
 from raptor.stages import USAGE_LOG
 
@@ -94,9 +97,11 @@ def pipeline_flow(root: str = ".", dvcfile: str = "dvc.yaml", targets: Optional[
 
     log = get_run_logger()
     started = time.perf_counter()
-    _tag_invocation()
     ran, skipped, blocked, failed = [], [], [], {}
-    with Repo(str(Path(root).resolve())) as repo, contextlib.ExitStack() as held:
+    # The project lock first, before anything is written (raises raptor.projectlock.ProjectBusy):
+    # a `dvc repro` inside a stage has released DVC's lock, but its stage command holds this one.
+    with project_lock(root), Repo(str(Path(root).resolve())) as repo, contextlib.ExitStack() as held:
+        _tag_invocation()
         try:
             held.enter_context(lock_repo(repo))
         except LockError:

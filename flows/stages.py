@@ -17,6 +17,7 @@ from prefect import flow, unmapped
 from raptor import variants
 from raptor.ingest import dataset_options
 from raptor.io import atomic_write_json
+from raptor.projectlock import project_lock
 from raptor.experiment import snapshot_path
 from raptor.stats import summarize
 from raptor.config import load_resolved
@@ -302,7 +303,18 @@ FLOWS = {"ingest": ingest_flow, "graph": graph_flow, "label": label_flow, "pretr
 
 def run_stage(kind: str, dataset: str, params: str, inputs: dict, outputs: dict, variant: Optional[str] = None):
     """Run the flow of one stage (with the task runner the params ask for), as a subflow of its
-    pipeline invocation's run (:mod:`flows.invocation`)."""
+    pipeline invocation's run (:mod:`flows.invocation`).
+
+    Under the project lock (working directory = the project root, where DVC runs stage commands),
+    taken before anything is written (``build/pipeline-run.json`` included): ``dvc repro`` releases
+    DVC's lock while a stage runs, and this is what refuses a pipeline run started meanwhile
+    (:mod:`raptor.projectlock`). Inside the pipeline flow, which holds it already, it nests.
+    """
+    with project_lock("."):
+        return _run_stage(kind, dataset, params, inputs, outputs, variant)
+
+
+def _run_stage(kind: str, dataset: str, params: str, inputs: dict, outputs: dict, variant: Optional[str]):
     fn = FLOWS[kind]
     if kind in ("pretrain", "ablation-pretrain", "finetune", "evaluate", "ablation"):
         fn = fn.with_options(task_runner=_runner(params))

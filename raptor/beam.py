@@ -14,10 +14,18 @@ ending on entity ``e``:
 
 Entities not reached by a final path are not candidates (score ``-inf`` for the ranking).
 
+With ``EvalConfig.rank_last_expansions`` the final paths are every expansion of the last step (all
+surviving beams of step ``K-2`` times all their actions, scored before the top-k cut), as TITer's
+``Episode.beam_search`` returns them: the top-k cut then only picks the best path for explanations.
+An entity's score is the same rule over those paths; for ``max`` the entities of the ``beam_size``
+best paths keep their scores (an entity's best expansion is among the top-k if any of its expansions
+is) and the others are added below them.
+
 Output (:class:`BeamResult`): per query the reached entities and their scores as padded arrays
 ``cand_entity [Q, C]`` (pad ``-1``) and ``cand_score [Q, C]`` (pad ``-inf``), sorted by decreasing
-score, with ``C = beam_size``; and the best path of each query (entities, relations and times of its
-``K`` hops, STOP hops included) for explanations.
+score, with ``C = beam_size`` (with ``rank_last_expansions``: the most entities any query reached);
+and the best path of each query (entities, relations and times of its ``K`` hops, STOP hops
+included) for explanations.
 
 All queries of a chunk are searched together: the rows of a step are ``[queries x beams]``; the
 candidate construction, the policy forward and the top-k selection are batched over all of them.
@@ -58,6 +66,10 @@ class Beams:
     entity: np.ndarray  # int64 [Q, W, K] entity after each hop
     relation: np.ndarray  # int64 [Q, W, K]
     time: np.ndarray  # int64 [Q, W, K]
+    #: With ``last_expansions``: every expansion of the last step, before the top-k cut, ``[Q, X]``:
+    #: the entity it ends on (``-1`` = none) and its path's log-probability (``-inf`` = none).
+    expansion_entity: Optional[np.ndarray] = None
+    expansion_score: Optional[np.ndarray] = None
 
 
 @numba.njit(cache=True, nogil=True)
@@ -114,7 +126,8 @@ def path_tables(policy: Policy, queries: np.ndarray) -> Optional[dict]:
 
 @torch.inference_mode()
 def search_beams(policy: Policy, env: TemporalEnv, queries: np.ndarray, beam_size: int,
-                 precision: str = "float32", device="cpu", tables: Optional[dict] = None) -> Beams:
+                 precision: str = "float32", device="cpu", tables: Optional[dict] = None,
+                 last_expansions: bool = False) -> Beams:
     """Final beams of ``[Q, >=3]`` queries ``(e_q, r_q, [o_q,] t_q)`` (one chunk, all at once).
 
     The live beams of all queries are one flat batch of rows, grouped by query, best first within a
@@ -122,6 +135,7 @@ def search_beams(policy: Policy, env: TemporalEnv, queries: np.ndarray, beam_siz
     dead (``-inf``) beam, which at the first step after the start is about a quarter of ICEWS14's
     rows (queries with fewer than ``beam_size`` candidate actions). The top-k of a step is taken over
     ``[Q, W x A]``, every query's expansions padded with ``-inf`` to the widest query's.
+    ``last_expansions``: also return that ``[Q, W x A]`` of the last step (:class:`Beams`).
     """
     queries = np.asarray(queries, dtype=np.int64)
     state = env.reset(queries, with_answer=False)
@@ -153,6 +167,12 @@ def search_beams(policy: Policy, env: TemporalEnv, queries: np.ndarray, beam_siz
                 padded = torch.full((Q * width, A), -torch.inf, device=device)
                 total = padded.index_copy_(0, torch.from_numpy(row_query * width + rank).to(device), total)
             total = total.view(Q, width * A)
+            if last_expansions and k == K - 1:  # every expansion, laid out as `total`
+                exp_entity = np.full((Q * width, A), -1, dtype=np.int64)
+                exp_entity[row_query * width + rank] = cands.entity
+                exp_entity = exp_entity.reshape(Q, width * A)
+                exp_score = total.float().cpu().numpy()
+                exp_entity[~np.isfinite(exp_score)] = -1  # padding slots and rows
             top_score, top_idx = torch.topk(total, min(beam_size, width * A), dim=1)  # sorted, best first
             keep = torch.isfinite(top_score).cpu().numpy()
             top_idx = top_idx.cpu().numpy()
@@ -184,6 +204,8 @@ def search_beams(policy: Policy, env: TemporalEnv, queries: np.ndarray, beam_siz
         out = np.full((Q, W, K), -1, dtype=np.int64)
         out[row_query, rank] = a
         paths.append(out)
+    if last_expansions:
+        return Beams(score, *paths, expansion_entity=exp_entity, expansion_score=exp_score)
     return Beams(score, *paths)
 
 
@@ -195,8 +217,10 @@ def beam_search(policy: Policy, env: TemporalEnv, queries: np.ndarray, eval_cfg:
 
     queries = np.asarray(queries, dtype=np.int64)
     Q, K, W = len(queries), env.K, eval_cfg.beam_size
+    expansions = eval_cfg.rank_last_expansions
     cand_entity = np.full((Q, W), -1, dtype=np.int64)
     cand_score = np.full((Q, W), -np.inf, dtype=np.float32)
+    parts = []  # with `expansions`: (lo, hi, entities, scores) of each chunk, widened at the end
     path_entity = np.full((Q, K), -1, dtype=np.int64)
     path_relation = np.full((Q, K), -1, dtype=np.int64)
     path_time = np.full((Q, K), -1, dtype=np.int64)
@@ -205,16 +229,28 @@ def beam_search(policy: Policy, env: TemporalEnv, queries: np.ndarray, eval_cfg:
         tables = path_tables(policy, queries)  # once: the weights do not change during the search
     for lo in progress_bar(range(0, Q, chunk_size), desc="beam search", enabled=progress, nested=True):
         hi = min(Q, lo + chunk_size)
-        beams = search_beams(policy, env, queries[lo:hi], W, precision, device, tables)
-        ent, sc = aggregate_scores(beams.entity[:, :, -1], beams.score, eval_cfg.score_rule)
-        w = ent.shape[1]
-        cand_entity[lo:hi, :w] = ent
-        cand_score[lo:hi, :w] = sc
+        beams = search_beams(policy, env, queries[lo:hi], W, precision, device, tables, last_expansions=expansions)
+        if expansions:
+            ent, sc = aggregate_scores(beams.expansion_entity, beams.expansion_score, eval_cfg.score_rule)
+            w = int((ent >= 0).sum(1).max(initial=0))
+            parts.append((lo, hi, ent[:, :w].copy(), sc[:, :w].copy()))
+        else:
+            ent, sc = aggregate_scores(beams.entity[:, :, -1], beams.score, eval_cfg.score_rule)
+            w = ent.shape[1]
+            cand_entity[lo:hi, :w] = ent
+            cand_score[lo:hi, :w] = sc
         # topk returns beams sorted by score: beam 0 is the best path.
         path_entity[lo:hi] = beams.entity[:, 0]
         path_relation[lo:hi] = beams.relation[:, 0]
         path_time[lo:hi] = beams.time[:, 0]
         path_score[lo:hi] = beams.score[:, 0]
+    if expansions:  # one width for all chunks: the most entities any query reached (at least 1)
+        C = max([1] + [e.shape[1] for _, _, e, _ in parts])
+        cand_entity = np.full((Q, C), -1, dtype=np.int64)
+        cand_score = np.full((Q, C), -np.inf, dtype=np.float32)
+        for lo, hi, ent, sc in parts:
+            cand_entity[lo:hi, :ent.shape[1]] = ent
+            cand_score[lo:hi, :sc.shape[1]] = sc
     return BeamResult(cand_entity, cand_score, path_entity, path_relation, path_time, path_score)
 
 

@@ -6,12 +6,14 @@
   it is executed.
 * Every file holds ``{"format": ...}``; a file of another kind is refused with a clear error.
 * A checkpoint is written atomically and the previous one is kept beside it (``<name>.prev``), so a
-  truncated or corrupted latest checkpoint (a full disk, a crash of the file system) falls back to
-  the previous epoch with a warning instead of ending the run in a traceback.
+  truncated or corrupted latest checkpoint (a crash of the file system) falls back to the previous
+  epoch with a warning instead of ending the run in a traceback. A full disk while writing is one
+  line naming the file (:class:`raptor.io.OutputError`), the files already there untouched.
 """
 
 from __future__ import annotations
 
+import io
 import logging
 import os
 import pickle
@@ -49,12 +51,21 @@ def previous(path: str | Path) -> Path:
 
 
 def save(path: str | Path, obj: dict[str, Any], keep_previous: bool = False) -> None:
-    """Write ``obj`` atomically; with ``keep_previous`` the file it replaces becomes ``<name>.prev``."""
+    """Write ``obj`` atomically; with ``keep_previous`` the file it replaces becomes ``<name>.prev``.
+
+    ``obj`` is serialised in memory first and written with plain file writes: a full disk is then
+    :class:`raptor.io.OutputError` naming ``path`` (one line), not torch's ``unexpected pos``
+    traceback; ``path`` (and ``<name>.prev``) stay as they were until the new file is complete."""
     path = Path(path)
-    if keep_previous and path.exists():
-        os.replace(path, previous(path))
+    buf = io.BytesIO()
+    torch.save(obj, buf)
     with atomic_path(path) as tmp:
-        torch.save(obj, tmp)
+        with open(tmp, "wb") as fh:
+            fh.write(buf.getbuffer())
+            fh.flush()
+            os.fsync(fh.fileno())
+        if keep_previous and path.exists():  # only once the new one is written whole
+            os.replace(path, previous(path))
 
 
 def load(path: str | Path, fmt: str | tuple[str, ...], what: str, map_location="cpu") -> dict[str, Any]:

@@ -12,6 +12,7 @@ Sections are owned by the stage that reads them; a stage receives its section ob
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 import types
 import typing
@@ -150,6 +151,11 @@ class ModelConfig:
     #: itself, so its loss also trains the embeddings, the LSTM and the step embeddings it shares with
     #: the actor (false). The paper says only that the critic takes ``u``; docs/agent.md.
     critic_detach: bool = True
+    #: Initialisation of the entity and relation embedding tables (pretraining and RL build the
+    #: policy the same way): "xavier" (Xavier-uniform, this project's choice) or "normal" (N(0, 1),
+    #: ``nn.Embedding``'s default, which TITer's code keeps: model/agent.py). Not stated by the paper;
+    #: the step embedding stays Xavier-uniform (TITer has none).
+    embedding_init: Literal["xavier", "normal"] = "xavier"
 
 
 @dataclass(frozen=True)
@@ -178,6 +184,16 @@ class RLConfig:
     gamma: float = 0.95
     entropy_beta0: float = 0.01
     entropy_decay: float = 0.9
+    #: What ``n`` in ``beta_n = beta0 * decay^n`` counts: the epoch ("epoch", constant within an epoch)
+    #: or the batches trained before this one ("batch": TITer's trainer increments ``now_epoch``
+    #: after every batch). Not stated by the paper.
+    entropy_decay_per: Literal["epoch", "batch"] = "epoch"
+    #: Adam's weight decay (torch's: L2 added to the gradient, not decoupled); 0 = none. TITer's
+    #: main.py: 1e-5. Not stated by the paper.
+    weight_decay: float = 0.0
+    #: Clip the gradient's global 2-norm to this value before each Adam step; 0 = no clipping.
+    #: TITer's trainer: ``clip_grad_norm_(..., 10)``. Not stated by the paper.
+    clip_gradient: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -192,6 +208,10 @@ class EvalConfig:
     #: Early stopping: end training after this many validation rounds in a row without a new best
     #: validation MRR (counted in rounds of ``valid_every`` epochs); 0 = off, the paper's full budget.
     patience: int = 0
+    #: Rank every expansion of the beam's last step (all surviving beams x all their actions, scored
+    #: before the top-k cut), as TITer's episode.beam_search returns them, instead of only the entities
+    #: of the ``beam_size`` surviving paths (false). Scores of one entity merge by ``score_rule``.
+    rank_last_expansions: bool = False
 
 
 @dataclass(frozen=True)
@@ -385,6 +405,8 @@ _CHECKS: dict[str, tuple[Any, str]] = {
     "rl.gamma": (lambda v: 0 < v <= 1, "in (0, 1]"),
     "rl.entropy_beta0": (lambda v: v >= 0, ">= 0"),
     "rl.entropy_decay": (lambda v: 0 < v <= 1, "in (0, 1]"),
+    "rl.weight_decay": (lambda v: v >= 0, ">= 0 (0 = no weight decay)"),
+    "rl.clip_gradient": (lambda v: v >= 0, ">= 0 (0 = no clipping)"),
     "eval.beam_size": (lambda v: v >= 1, ">= 1"),
     "eval.valid_every": (lambda v: v >= 1, ">= 1"),
     "eval.patience": (lambda v: v >= 0, ">= 0 (0 = no early stopping)"),
@@ -490,7 +512,14 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(f"{key}: expected a number, got {type(value).__name__} {value!r}")
-        return float(value)
+        try:
+            number = float(value)
+        except OverflowError:  # an int beyond the float range
+            number = math.inf
+        if not math.isfinite(number):  # YAML's .inf, -.inf, .nan, JSON's Infinity, NaN
+            shown = value if isinstance(value, float) else f"an integer of {len(str(abs(value)))} digits"
+            raise ConfigError(f"{key}: expected a finite number, got {shown}")
+        return number
     if tp is str:
         if not isinstance(value, str):
             raise ConfigError(f"{key}: expected a string, got {type(value).__name__} {value!r}")
@@ -659,11 +688,99 @@ def load_params(path: str | Path = "params.yaml", overrides: Optional[dict[str, 
     """
     path = Path(path)
     raw = read_yaml(path) or {}
-    merged = {**(local_overrides(local) if local is not None else {}), **(overrides or {})}
+    own = local_overrides(local) if local is not None else {}
     try:
-        return params_from_dict(raw, merged)
+        return params_from_dict(raw, {**own, **(overrides or {})})
     except ConfigError as exc:
-        raise ConfigError(f"{path}: {exc}") from None
+        raise ConfigError(_where(str(exc), path, raw, local, own, overrides or {})) from None
+
+
+#: Where a value given as an ``overrides`` argument of :func:`load_params` comes from (a command line).
+OVERRIDE_ORIGIN = "command-line override"
+#: The dotted key an error message starts with (``rl.gamma``, ``train.seeds[1]``).
+_MESSAGE_KEY = re.compile(r"^[A-Za-z_][\w-]*(?:\.[\w-]+|\[\d+\])*")
+
+
+def _where(message: str, path: Path, raw: Any, local: Optional[str | Path], own: dict[str, Any],
+           overrides: dict[str, Any]) -> str:
+    """``message`` prefixed with where the bad value was written: ``params.yaml`` (and its line),
+    ``params.yaml, profiles.NAME`` (and line), the local file (and line) or the command line.
+
+    The sources are applied one after another (params.yaml without a profile, then the selected
+    profile, the local file, the command line); the first that gives the same error is blamed.
+    """
+    own_name = raw.get("profile", "paper") if isinstance(raw, dict) else "paper"
+    name = overrides.get("profile", own.get("profile", own_name))
+    named_by = OVERRIDE_ORIGIN if "profile" in overrides else (local if "profile" in own else path)
+    local_label = str(local) if local is not None else OVERRIDE_ORIGIN
+    layers = [({"profile": "paper"}, path, lambda t: [_node(t, "overrides"), t]),
+              ({"profile": name}, path, lambda t: [_node(_node(t, "profiles"), name), t]),
+              ({**own, "profile": name}, local_label, lambda t: [t]),
+              ({**own, **overrides}, OVERRIDE_ORIGIN, lambda t: [])]
+    for i, (layer, origin, roots) in enumerate(layers):
+        try:
+            params_from_dict(raw, layer)
+            continue
+        except ConfigError as exc:
+            if str(exc) != message:
+                continue
+        if i == 1 and message.startswith("profile:"):  # the profile's name, not its section, is wrong
+            origin, roots, section = named_by, (lambda t: [t]), ""
+        else:
+            section = f", profiles.{name}" if i == 1 else ""
+        line = _line_of(origin, message, roots) if origin != OVERRIDE_ORIGIN else None
+        return f"{origin}{section}{f', line {line}' if line else ''}: {message}"
+    return f"{path}: {message}"
+
+
+def _node(node: Any, key: str) -> Any:
+    """The value node of ``key`` in a YAML mapping node (None if there is none)."""
+    if isinstance(node, yaml.MappingNode):
+        for k, v in node.value:
+            if isinstance(k, yaml.ScalarNode) and k.value == key:
+                return v
+    return None
+
+
+def _line_of(path: Any, message: str, roots) -> Optional[int]:
+    """The line of file ``path`` where the key that ``message`` starts with is written (searched
+    under each node of ``roots(document)`` in turn; keys may be nested or dotted), or None."""
+    found = _MESSAGE_KEY.match(message)
+    if not found:
+        return None
+    try:
+        document = yaml.compose(Path(path).read_text(), Loader=yaml.SafeLoader)
+    except (OSError, ValueError, yaml.YAMLError):
+        return None
+    for root in roots(document):
+        line = _find_key(root, found.group(0))
+        if line:
+            return line
+    return None
+
+
+def _find_key(node: Any, rest: str) -> Optional[int]:
+    """Line of the dotted key ``rest`` (``rl.gamma``, ``train.seeds[1]``) under YAML node ``node``."""
+    index = re.match(r"^\[(\d+)\]", rest)
+    if index:
+        if not isinstance(node, yaml.SequenceNode) or int(index.group(1)) >= len(node.value):
+            return None
+        item = node.value[int(index.group(1))]
+        tail = rest[index.end():].lstrip(".")
+        return _find_key(item, tail) if tail else item.start_mark.line + 1
+    if not isinstance(node, yaml.MappingNode):
+        return None
+    for k, v in node.value:
+        key = str(k.value) if isinstance(k, yaml.ScalarNode) else None
+        if key is None or not (rest == key or rest.startswith((key + ".", key + "["))):
+            continue
+        tail = rest[len(key):]
+        if not tail:
+            return k.start_mark.line + 1
+        line = _find_key(v, tail.lstrip("."))
+        if line:
+            return line
+    return None
 
 
 def load_resolved(path: str | Path) -> Params:

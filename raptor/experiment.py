@@ -7,8 +7,10 @@ encoder and actor MLP carry over, the critic keeps its initial weights, Adam sta
 
 A run writes to its own folder, checkpoints as it goes and resumes where it stopped when started
 again on the same folder, but only from a checkpoint whose fingerprint (:func:`run_fingerprint`:
-resolved params, the content of its inputs, the code) equals its own; otherwise it starts afresh
-and says why. A finished result is never reused for inputs it was not computed from.
+resolved params, the content of its inputs, the code) equals its own and that can continue toward
+its epoch budget (:func:`raptor.loop.budget_mismatch`: a larger budget extends a run, a smaller one
+is trained afresh); otherwise it starts afresh and says why. A finished result is never reused for
+inputs, or an epoch budget, it was not computed from.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from .data import Dataset, load_dataset, with_inverse_queries
 from .env import TemporalEnv
 from .graph import TemporalGraph
 from .io import RunMismatchError, atomic_write_json
+from .loop import checkpoint_budget_mismatch
 from .policy import Policy
 from .provenance import code_hash, content_hash
 from .ranking import FilterIndex, build_filter, evaluation_metrics, filtered_ranks, write_metrics, write_predictions
@@ -253,7 +256,15 @@ def run_variant(
     inputs = {**ctx.input_hashes(), "init_model": content_hash(init_model) if init_model else None}
     code = [__name__] + (["raptor.titer"] if v.agent == "titer" else [])
     fingerprint = rl_fingerprint(p, variant, seed, inputs, code_hash(code), pretrain_epochs)
-    restarted = prepare_run_dir(out, fingerprint, resume, resume_only=resume_only)
+    if v.agent == "titer":
+        from .titer import TITER_CHECKPOINT_FORMAT as ck_format
+    else:
+        from .rl import CHECKPOINT_FORMAT as ck_format
+
+    def past_the_budget(run: Path) -> Optional[str]:  # a run never stands for a smaller epoch budget
+        return checkpoint_budget_mismatch(run, ck_format, "RL checkpoint", n_rl)
+
+    restarted = prepare_run_dir(out, fingerprint, resume, cannot_continue=past_the_budget, resume_only=resume_only)
     started = time.perf_counter()
 
     meta = {"variant": variant, "dataset": ctx.dataset.meta.get("dataset"), "params": params_to_dict(p),
@@ -348,11 +359,12 @@ def evaluate_model(
     metrics["ms_per_query"] = round(1000 * seconds / max(len(queries), 1), 4)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    write_metrics(out / "metrics.json", metrics)
+    # The predictions first (the larger file): a full disk leaves the previous metrics with their predictions.
     write_predictions(
         out / "predictions.parquet", queries[:, 0], queries[:, 1], queries[:, 2], queries[:, 3],
         res.cand_entity, res.cand_score, ranks,
         best_path={"path_entities": res.path_entity, "path_relations": res.path_relation,
                    "path_times": res.path_time},
     )
+    write_metrics(out / "metrics.json", metrics)
     return metrics

@@ -60,6 +60,8 @@ LAYOUT_HELP = (
 )
 #: A date field of the YAGO/WIKI dictionaries: ``1913-##-##``, ``2002-11-08``, ``####-##-##``, ``1``.
 _DICT_DATE = re.compile(r"^[0-9#]{1,4}(-[0-9#]{1,2}){0,2}$")
+#: An integer field (ASCII digits, as the Arrow reader parses them).
+_DIGITS = re.compile(r"^-?[0-9]+$")
 _ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _ISO_DATETIME = re.compile(r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2})?$")
 
@@ -71,8 +73,32 @@ PUBLISHED_SOURCES = (
 )
 
 
+#: Characters of a raw line (or field) an error message quotes; a longer one is cut there and its length
+#: given, so that a malformed multi-megabyte line does not become a multi-megabyte message.
+QUOTE_CHARS = 200
+#: Range of the int64 raw values (ids and timestamps are read as int64, then stored as ID_DTYPE).
+_INT64 = np.iinfo(np.int64)
+_ID_MAX = int(np.iinfo(ID_DTYPE).max)
+
+
 class IngestError(ValueError):
     """Invalid raw input; the message names the file (and line, where there is one)."""
+
+
+def _fits_int64(text: str) -> bool:
+    """Whether ``text`` is an integer that int64 holds (one of more digits than Python's int() reads
+    does not)."""
+    try:
+        return bool(_INT64.min <= int(text) <= _INT64.max)
+    except ValueError:
+        return False
+
+
+def quote(text: str) -> str:
+    """``repr`` of ``text``, cut to :data:`QUOTE_CHARS` characters (``'abc'... (N characters)``)."""
+    if len(text) <= QUOTE_CHARS:
+        return repr(text)
+    return f"{text[:QUOTE_CHARS]!r}... ({len(text):,} characters)"
 
 
 @dataclass(frozen=True)
@@ -90,15 +116,28 @@ class IngestResult:
 
 
 def _lines(path: Path) -> list[str]:
-    """Decoded lines with CR/LF endings removed; trailing blank lines dropped."""
+    """Decoded lines with CR/LF endings removed; trailing blank lines dropped. A UTF-8 byte-order
+    mark at the start is dropped (``utf-8-sig``), as the Arrow CSV reader of the splits drops it, so
+    it never ends up in the first name."""
     try:
-        text = path.read_bytes().decode("utf-8")
+        text = path.read_bytes().decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise IngestError(f"{path}: not UTF-8 text ({exc})") from None
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     while lines and not lines[-1].strip():
         lines.pop()
     return lines
+
+
+def _line_of_row(path: Path, row: int) -> int:
+    """The line number of table row ``row`` of a split read by Arrow, which skips empty lines."""
+    seen = -1
+    for lineno, line in enumerate(_lines(path), start=1):
+        if line:
+            seen += 1
+            if seen == row:
+                return lineno
+    return row + 1
 
 
 def _dictionary_is_dated(lines: list[str]) -> bool:
@@ -125,12 +164,12 @@ def read_dictionary(path: Path, kind: str) -> list[str]:
         if not line.strip():
             raise IngestError(f"{path}, line {lineno}: empty line")
         if "\t" not in line:
-            raise IngestError(f"{path}, line {lineno}: expected 'name<TAB>id', got {line!r}")
+            raise IngestError(f"{path}, line {lineno}: expected 'name<TAB>id', got {quote(line)}")
         if dated:
             fields = line.split("\t")
             if len(fields) != 4:
                 raise IngestError(f"{path}, line {lineno}: expected 'name<TAB>id<TAB>start<TAB>end' like the "
-                                  f"lines before (YAGO/WIKI dictionary), got {len(fields)} fields: {line!r}")
+                                  f"lines before (YAGO/WIKI dictionary), got {len(fields)} fields: {quote(line)}")
             name, raw_id = fields[0], fields[1].strip()
         else:
             name, _, raw_id = line.rpartition("\t")
@@ -139,13 +178,16 @@ def read_dictionary(path: Path, kind: str) -> list[str]:
             idx = int(raw_id)
         except ValueError:
             raise IngestError(
-                f"{path}, line {lineno}: {kind} id {raw_id!r} is not an integer (dictionary lines are "
+                f"{path}, line {lineno}: {kind} id {quote(raw_id)} is not an integer (dictionary lines are "
                 f"'name<TAB>id' or 'name<TAB>id<TAB>start<TAB>end' with dates like 1913-##-##)"
             ) from None
         if idx < 0:
-            raise IngestError(f"{path}, line {lineno}: negative {kind} id {idx}")
+            raise IngestError(f"{path}, line {lineno}: negative {kind} id {quote(raw_id)}")
+        if idx >= len(lines):  # ids are 0..n-1 for n lines (and then fit in ID_DTYPE)
+            raise IngestError(f"{path}, line {lineno}: {kind} id {quote(raw_id)} is out of range: "
+                              f"ids are 0..{len(lines) - 1} for the {len(lines)} lines of this file")
         if idx in names:
-            raise IngestError(f"{path}, line {lineno}: duplicate {kind} id {idx} (also {names[idx]!r})")
+            raise IngestError(f"{path}, line {lineno}: duplicate {kind} id {idx} (also {quote(names[idx])})")
         names[idx] = name
     if not names:
         raise IngestError(f"{path}: no {kind}s")
@@ -164,23 +206,25 @@ def _diagnose_quadruples(path: Path) -> None:
     """Slow line-by-line pass that raises an IngestError naming the first bad line."""
     width = None
     for lineno, line in enumerate(_lines(path), start=1):
+        if not line:  # the Arrow reader skips empty lines
+            continue
         fields = line.split("\t") if "\t" in line else line.split()
         fields = [f.strip() for f in fields]
         if len(fields) not in (4, 5):
             raise IngestError(
                 f"{path}, line {lineno}: expected 4 or 5 tab-separated fields "
-                f"(subject, relation, object, timestamp[, extra]), got {len(fields)}: {line!r}"
+                f"(subject, relation, object, timestamp[, extra]), got {len(fields)}: {quote(line)}"
             )
         if width is None:
             width = len(fields)
         elif len(fields) != width:
             raise IngestError(f"{path}, line {lineno}: {len(fields)} fields, but earlier lines have {width}")
         for name, value in zip(QUAD_COLUMNS, fields[:4]):
-            try:
-                int(value)
-            except ValueError:
-                raise IngestError(f"{path}, line {lineno}: {name} {value!r} is not an integer "
-                                  f"(layout ids; names in the splits are layout names: --layout names)") from None
+            if not _DIGITS.match(value):
+                raise IngestError(f"{path}, line {lineno}: {name} {quote(value)} is not an integer "
+                                  f"(layout ids; names in the splits are layout names: --layout names)")
+            if not _fits_int64(value):
+                raise IngestError(f"{path}, line {lineno}: {name} {quote(value)} does not fit in a 64-bit integer")
 
 
 def _read_split(path: Path, diagnose, parse: pacsv.ParseOptions, convert: pacsv.ConvertOptions) -> pa.Table:
@@ -212,10 +256,12 @@ def _diagnose_named(path: Path) -> None:
     """Line-by-line pass over a split in the names layout: raises naming the first bad line."""
     width = None
     for lineno, line in enumerate(_lines(path), start=1):
+        if not line:  # the Arrow reader skips empty lines
+            continue
         fields = line.split("\t")
         if len(fields) not in (4, 5):
             raise IngestError(f"{path}, line {lineno}: expected 4 or 5 tab-separated fields "
-                              f"(subject, relation, object, time[, extra]), got {len(fields)}: {line!r}")
+                              f"(subject, relation, object, time[, extra]), got {len(fields)}: {quote(line)}")
         if width is None:
             width = len(fields)
         elif len(fields) != width:
@@ -258,11 +304,16 @@ def _time_kind(values: pa.ChunkedArray) -> Optional[str]:
     return None
 
 
-def _parse_times(values: pa.ChunkedArray, kind: str) -> np.ndarray:
+def _parse_times(values: pa.ChunkedArray, kind: str, path: Path) -> np.ndarray:
     """int64 raw times: integers as they are; years; days or minutes since 1970-01-01."""
     text = values.to_numpy(zero_copy_only=False).astype(str)
     if kind == "integer":
-        return text.astype(np.int64)
+        try:
+            return text.astype(np.int64)
+        except (OverflowError, ValueError):
+            row = next(i for i, t in enumerate(text.tolist()) if not _fits_int64(t))
+            raise IngestError(f"{path}, line {_line_of_row(path, row)}: time {quote(str(text[row]))} does not "
+                              "fit in a 64-bit integer") from None
     if kind == "year":
         return np.char.partition(text, "-")[:, 0].astype(np.int64)
     try:
@@ -270,7 +321,7 @@ def _parse_times(values: pa.ChunkedArray, kind: str) -> np.ndarray:
         return np.array(np.char.replace(text, "T", " ") if kind == "datetime" else text,
                         dtype=f"datetime64[{unit}]").astype(np.int64)
     except ValueError as exc:  # e.g. 2014-02-30
-        raise IngestError(f"not a valid {kind}: {exc}") from None
+        raise IngestError(f"{path}: not a valid {kind}: {exc}") from None
 
 
 def read_named_splits(paths: dict[str, Path]) -> tuple[list[str], list[str], dict[str, np.ndarray], str]:
@@ -287,8 +338,8 @@ def read_named_splits(paths: dict[str, Path]) -> tuple[list[str], list[str], dic
         kind = _time_kind(t.column(3))
         if kind is None:
             bad = _first_bad_time(t.column(3))
-            raise IngestError(f"{paths[s]}: time {bad!r} is not an integer, a date (YYYY-MM-DD) or a date and time "
-                              f"(YYYY-MM-DD HH:MM[:SS]), or the file mixes them")
+            raise IngestError(f"{paths[s]}: time {quote(bad)} is not an integer, a date (YYYY-MM-DD) or a date and "
+                              f"time (YYYY-MM-DD HH:MM[:SS]), or the file mixes them")
         kinds[s] = kind
     if len(set(kinds.values())) > 1:
         # A split whose dates all fall on January 1 next to one that does not: read all as dates.
@@ -303,10 +354,7 @@ def read_named_splits(paths: dict[str, Path]) -> tuple[list[str], list[str], dic
     relation_names = _sorted_unique(pa.chunked_array([c for t in tables.values() for c in t.column(1).chunks]))
     raw = {}
     for s, t in tables.items():
-        try:
-            times = _parse_times(t.column(3), kind)
-        except IngestError as exc:
-            raise IngestError(f"{paths[s]}: {exc}") from None
+        times = _parse_times(t.column(3), kind, paths[s])
         raw[s] = np.stack([
             pc.index_in(t.column(0), value_set=entity_names).to_numpy(zero_copy_only=False).astype(np.int64),
             pc.index_in(t.column(1), value_set=relation_names).to_numpy(zero_copy_only=False).astype(np.int64),
@@ -369,7 +417,7 @@ def detect_layout(raw_dir: Path, layout: str = "auto") -> str:
     fields = first.split("\t")
     if len(fields) >= 3 and all(_is_int(f) for f in fields[:3]):
         raise IngestError(
-            f"{splits[0]}, line 1: integer ids ({first!r}) but no {' or '.join(DICTIONARIES)} in {raw_dir}: "
+            f"{splits[0]}, line 1: integer ids ({quote(first)}) but no {' or '.join(DICTIONARIES)} in {raw_dir}: "
             f"either the dictionaries are missing ({PUBLISHED_SOURCES}) or the names are numbers "
             f"(then say --layout names, or layout: names in the dataset's params entry). Layouts: {LAYOUT_HELP}"
         )
@@ -384,7 +432,7 @@ def _check_ids(path: Path, quads: np.ndarray, num_entities: int, num_relations: 
         if bad.size:
             i = int(bad[0])
             raise IngestError(
-                f"{path}, line {i + 1}: {name} id {int(quads[i, col])} is not in {dic} "
+                f"{path}, line {_line_of_row(path, i)}: {name} id {int(quads[i, col])} is not in {dic} "
                 f"(ids 0..{limit - 1}); {bad.size} such line(s) in this file"
             )
 
@@ -398,10 +446,41 @@ def _check_temporal_order(paths: dict[str, Path], splits: dict[str, np.ndarray])
             i = int(too_early[0])
             j = int(np.argmax(splits[earlier][:, 3]))
             raise IngestError(
-                f"{paths[later]}, line {i + 1}: timestamp {int(splits[later][i, 3])} is earlier than the latest "
-                f"{earlier} timestamp {latest} ({paths[earlier]}, line {j + 1}); splits must be in temporal order "
+                f"{paths[later]}, line {_line_of_row(paths[later], i)}: timestamp {int(splits[later][i, 3])} is "
+                f"earlier than the latest {earlier} timestamp {latest} ({paths[earlier]}, line "
+                f"{_line_of_row(paths[earlier], j)}); splits must be in temporal order "
                 f"for extrapolation ({' <= '.join(SPLITS)})"
             )
+
+
+def _check_time_span(paths: dict[str, Path], splits: dict[str, np.ndarray], offset: int) -> None:
+    """Refuse a timestamp so far after the earliest one (``offset``) that their difference overflows int64."""
+    limit = _INT64.max + offset  # a Python int; within int64 when offset < 0, the only case that can overflow
+    if limit >= _INT64.max:
+        return
+    for s in SPLITS:
+        bad = np.flatnonzero(splits[s][:, 3] > limit)
+        if bad.size:
+            i = int(bad[0])
+            raise IngestError(f"{paths[s]}, line {_line_of_row(paths[s], i)}: timestamp {int(splits[s][i, 3])} is "
+                              f"too far from the earliest timestamp {offset}: their difference does not fit in a "
+                              "64-bit integer")
+
+
+def _check_steps_fit(paths: dict[str, Path], splits: dict[str, np.ndarray], offset: int, step: int) -> None:
+    """Refuse a timestamp whose step number ``(raw - offset) // step`` does not fit in ID_DTYPE."""
+    threshold = offset + (_ID_MAX + 1) * step  # the first raw time whose step is too large (Python int)
+    if threshold > _INT64.max:
+        return
+    for s in SPLITS:
+        bad = np.flatnonzero(splits[s][:, 3] >= threshold)
+        if bad.size:
+            i = int(bad[0])
+            t = int(splits[s][i, 3])
+            raise IngestError(
+                f"{paths[s]}, line {_line_of_row(paths[s], i)}: timestamp {t} is step {(t - offset) // step:,} "
+                f"after the earliest timestamp {offset} (time step {step}), more than the {_ID_MAX:,} steps "
+                f"{np.dtype(ID_DTYPE).name} holds")
 
 
 def infer_time_step(raw_times: np.ndarray) -> int:
@@ -587,6 +666,7 @@ def ingest(
 
     all_times = np.concatenate([raw[s][:, 3] for s in SPLITS])
     offset = int(all_times.min())
+    _check_time_span(paths, raw, offset)  # before any difference of int64 times is taken
     if time_step is None:
         step = infer_time_step(all_times)
     else:
@@ -596,6 +676,7 @@ def ingest(
             raise IngestError(f"{raw_dir}: timestamp {int(all_times[bad[0]])} is not a multiple of time_step {step} "
                               f"after subtracting the earliest timestamp {offset}")
 
+    _check_steps_fit(paths, raw, offset, step)
     normalised = {}
     for s in SPLITS:
         q = raw[s].copy()

@@ -2,6 +2,11 @@
 
 Files are written to a temporary sibling and renamed into place (``os.replace`` is atomic on
 POSIX); directories are assembled in a temporary sibling directory and swapped in whole.
+
+A temporary sibling is named ``.<name>.tmp-<host>-<pid>-<random>`` (``.old-`` for the previous
+directory set aside during a swap): a process killed while writing leaves it behind, and the next
+write of the same output removes it (:func:`remove_stale_temps`) once its writer's process is gone,
+never a temporary of a writer that still runs.
 """
 
 from __future__ import annotations
@@ -10,11 +15,17 @@ import contextlib
 import errno
 import hashlib
 import json
+import logging
 import os
+import re
 import shutil
+import socket
+import time
 import uuid
 from pathlib import Path
 from typing import Any, Iterator
+
+log = logging.getLogger("raptor")
 
 
 #: Errors of a full disk, a quota or a file-size limit: reported as :class:`OutputError`.
@@ -28,6 +39,61 @@ class RunMismatchError(RuntimeError):
 class OutputError(OSError):
     """An output could not be written (no space left, a quota, a size limit); names the output. The
     previous output at that path, if any, is untouched."""
+
+
+#: This machine in temporary names (a process id means something on its own machine only).
+_HOST = hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
+#: Temporaries named before writers put their process in the name: removed once this old (seconds;
+#: no write of this project takes a day without touching its temporary).
+LEGACY_TEMP_STALE_AFTER_S = 24 * 3600
+_TEMP_NAME = re.compile(r"^\.(?P<name>.+)\.(?:tmp|old)-(?:(?P<host>[0-9a-f]{8})-(?P<pid>[0-9]+)-)?[0-9a-f]{8}$")
+
+
+def _temp_sibling(path: Path, kind: str = "tmp") -> Path:
+    return path.parent / f".{path.name}.{kind}-{_HOST}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+
+def process_alive(pid: int) -> bool:
+    """Whether a process ``pid`` runs on this machine (another user's counts as running)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale_temps(path: str | Path) -> list[Path]:
+    """Remove the temporary siblings of ``path`` (``.<name>.tmp-*``, ``.<name>.old-*``) that a killed
+    writer left: those of a process of this machine that no longer runs, and unnamed (older) ones
+    untouched for :data:`LEGACY_TEMP_STALE_AFTER_S`. A temporary of a running writer, of this process
+    or of another machine is kept. Safe to call at any time; returns what was removed."""
+    path = Path(path)
+    prefix, removed = f".{path.name}.", []
+    try:
+        siblings = [p for p in path.parent.iterdir() if p.name.startswith(prefix)]
+    except FileNotFoundError:
+        return removed
+    for p in siblings:
+        m = _TEMP_NAME.match(p.name)
+        if m is None or m["name"] != path.name:
+            continue
+        try:
+            if m["pid"] is not None:
+                pid = int(m["pid"])
+                if m["host"] != _HOST or pid == os.getpid() or process_alive(pid):
+                    continue
+            elif time.time() - p.lstat().st_mtime < LEGACY_TEMP_STALE_AFTER_S:
+                continue
+            shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
+        except FileNotFoundError:  # removed meanwhile by another cleaner
+            continue
+        removed.append(p)
+    if removed:
+        log.info("removed %d temporary file(s) of %s left by a killed writer: %s", len(removed), path,
+                 ", ".join(p.name for p in removed))
+    return removed
 
 
 @contextlib.contextmanager
@@ -64,7 +130,8 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.tmp-{uuid.uuid4().hex[:8]}"
+    remove_stale_temps(path)
+    tmp = _temp_sibling(path)
     try:
         with _naming_full_disk(path):
             yield tmp
@@ -100,8 +167,8 @@ def atomic_dir(path: str | Path) -> Iterator[Path]:
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tag = uuid.uuid4().hex[:8]
-    tmp = path.parent / f".{path.name}.tmp-{tag}"
+    remove_stale_temps(path)
+    tmp = _temp_sibling(path)
     tmp.mkdir()
     try:
         with _naming_full_disk(path):  # fsync too: a full disk may only show when the data is flushed
@@ -112,7 +179,7 @@ def atomic_dir(path: str | Path) -> Iterator[Path]:
                         os.fsync(fh.fileno())
         old = None
         if path.exists():
-            old = path.parent / f".{path.name}.old-{tag}"
+            old = _temp_sibling(path, "old")
             os.replace(path, old)
         os.replace(tmp, path)
         _fsync_dir(path.parent)

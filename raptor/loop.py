@@ -14,6 +14,12 @@ A checkpoint holds the policy, the optimizer, the history, the run's ``meta`` an
 ``state`` (e.g. the best validation MRR so far), so a resumed run continues exactly where an
 uninterrupted one would be. Whether a run folder may be resumed at all (same params, inputs and
 code) is decided before, by its fingerprint (:func:`raptor.experiment.prepare_run_dir`).
+
+The epoch budget is not in the fingerprint: a run continues toward a larger budget from its
+checkpoint. It never stands for a smaller one: a checkpoint past the budget now asked (its weights
+after fewer epochs are not kept), or one that reached it while training toward another budget (that
+epoch was not validated as the last), cannot continue (:func:`budget_mismatch`); the run folder is
+then trained afresh. Every checkpoint records the budget it was trained toward (``n_epochs``).
 """
 
 from __future__ import annotations
@@ -28,7 +34,10 @@ from typing import Any, Callable, Optional, Sequence
 import torch
 
 from . import checkpoints
-from .io import atomic_write_json, atomic_write_text
+from .io import RunMismatchError, atomic_write_json, atomic_write_text
+
+#: A phase's latest checkpoint in its run folder (the one before it: ``checkpoint.pt.prev``).
+CHECKPOINT_FILE = "checkpoint.pt"
 
 #: ``(epoch, row)`` hook called after every epoch (and for every replayed epoch on resume).
 EpochHook = Callable[[int, dict[str, Any]], None]
@@ -57,6 +66,37 @@ class Phase:
     #: True when the phase ends before ``n_epochs`` (early stopping); asked before every epoch, so a
     #: resumed run that had stopped trains nothing more. Reads ``state`` only.
     done: Optional[Callable[[], bool]] = None
+    #: The phase's result depends on its epoch budget (the last epoch is validated, the final model
+    #: is the last epoch's): a checkpoint that :func:`budget_mismatch` refuses is not continued.
+    #: Pretraining's results are its snapshots after ``n`` epochs, equal for every budget >= n.
+    budget_bound: bool = True
+
+
+def budget_mismatch(ck: Optional[dict[str, Any]], n_epochs: int) -> Optional[str]:
+    """Why the checkpoint ``ck`` cannot continue toward ``n_epochs`` epochs as an uninterrupted
+    ``n_epochs``-epoch run would (``None``: it can, or there is none).
+
+    * it trained more epochs than ``n_epochs``: its weights after ``n_epochs`` epochs are not kept;
+    * it trained exactly ``n_epochs`` epochs toward another budget (an interrupted longer run): its
+      last epoch was not validated as the last, unless it had stopped early there.
+    Fewer epochs than ``n_epochs`` continue (a larger budget extends a run)."""
+    if ck is None:
+        return None
+    trained, budget = int(ck["epoch"]) + 1, ck.get("n_epochs")
+    history = ck.get("history") or []
+    stopped = bool(history and history[-1].get("early_stop"))
+    if trained > n_epochs:
+        return (f"it trained {trained} epochs, more than the {n_epochs} now asked (its weights after "
+                f"{n_epochs} epochs are not kept)")
+    if trained == n_epochs and budget != n_epochs and not stopped:
+        return (f"its {trained} epochs were trained toward {budget} epochs, not as a run of {n_epochs} "
+                f"(the last epoch was not validated as the last)")
+    return None
+
+
+def checkpoint_budget_mismatch(out: Path, fmt: str, what: str, n_epochs: int) -> Optional[str]:
+    """:func:`budget_mismatch` of the latest readable checkpoint of format ``fmt`` in ``out``."""
+    return budget_mismatch(checkpoints.load_latest(out / CHECKPOINT_FILE, fmt, what), n_epochs)
 
 
 def run_epochs(
@@ -78,19 +118,25 @@ def run_epochs(
 
     With ``out``: ``checkpoint.pt`` after every ``checkpoint_every``-th epoch, the last one and
     whenever ``after_epoch`` asks, and the history files after every epoch. With ``resume``, the
-    latest readable checkpoint in ``out`` is continued (a checkpoint of another seed is refused).
+    latest readable checkpoint in ``out`` is continued (a checkpoint of another seed, or one that
+    cannot continue toward ``n_epochs`` (:func:`budget_mismatch`) for a ``budget_bound`` phase, is
+    refused: :func:`raptor.experiment.prepare_run_dir` empties such a folder first).
     """
     from .progress import progress_bar
 
     history: list[dict[str, Any]] = []
     start = 0
-    ckpt = out / "checkpoint.pt" if out is not None else None
+    ckpt = out / CHECKPOINT_FILE if out is not None else None
     ck = checkpoints.load_latest(ckpt, phase.checkpoint_format, phase.checkpoint_what) \
         if resume and ckpt is not None else None
     if ck is not None:
         if ck["meta"].get("seed", seed) != seed:
             raise ValueError(f"{ckpt} was written with seed {ck['meta'].get('seed')}, not {seed}: "
                              "use another --out or the same seed")
+        mismatch = budget_mismatch(ck, n_epochs) if phase.budget_bound else None
+        if mismatch is not None:
+            raise RunMismatchError(f"{ckpt}: cannot continue toward {n_epochs} epochs: {mismatch}; "
+                                   "use --fresh or another --out")
         policy.load_state_dict(ck["policy"])
         optimizer.load_state_dict(ck["optimizer"])
         history, start = ck["history"], ck["epoch"] + 1
@@ -110,7 +156,7 @@ def run_epochs(
         history.append(row)
         if out is not None:
             if last or forced or (epoch + 1) % checkpoint_every == 0:
-                checkpoints.save(ckpt, {"format": phase.checkpoint_format, "epoch": epoch,
+                checkpoints.save(ckpt, {"format": phase.checkpoint_format, "epoch": epoch, "n_epochs": n_epochs,
                                         "policy": policy.state_dict(), "optimizer": optimizer.state_dict(),
                                         "history": history, "meta": meta, **phase.state}, keep_previous=True)
             phase.write_history(out, history)

@@ -363,6 +363,16 @@ class BlockLinear(nn.Module):
         return F.linear(u, self.weight, self.bias)
 
 
+def init_embedding(weight: torch.Tensor, how: str) -> torch.Tensor:
+    """``ModelConfig.embedding_init`` of one embedding table: "xavier" (Xavier-uniform, bound
+    ``sqrt(6 / (rows + cols))``) or "normal" (N(0, 1), ``nn.Embedding``'s default, TITer's)."""
+    if how == "xavier":
+        return nn.init.xavier_uniform_(weight)
+    if how == "normal":
+        return nn.init.normal_(weight, 0.0, 1.0)
+    raise ValueError(f"unknown embedding_init {how!r} (xavier | normal)")
+
+
 class Policy(nn.Module):
     """Actor and critic of the paper. All index inputs are int64 tensors."""
 
@@ -401,8 +411,8 @@ class Policy(nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        nn.init.xavier_uniform_(self.entity_emb.weight)
-        nn.init.xavier_uniform_(self.relation_emb.weight)
+        init_embedding(self.entity_emb.weight, self.config.embedding_init)
+        init_embedding(self.relation_emb.weight, self.config.embedding_init)
         nn.init.xavier_uniform_(self.step_emb.weight)
         nn.init.normal_(self.a_init, std=1.0 / math.sqrt(self.d_action))
         bound = 1.0 / math.sqrt(self.d_path)  # torch.nn.LSTM's init: 1 / sqrt(hidden size)

@@ -225,7 +225,8 @@ def pretrain(
 
     phase = Phase("pretrain", PRETRAIN_CHECKPOINT_FORMAT, "RAPTOR pretraining checkpoint", run_epoch,
                   write_history, snapshot,
-                  postfix=lambda r: {"bce": f"{r['bce']:.3f}", "acc": f"{r['label_accuracy']:.3f}"})
+                  postfix=lambda r: {"bce": f"{r['bce']:.3f}", "acc": f"{r['label_accuracy']:.3f}"},
+                  budget_bound=False)  # its results are the snapshots, the same for every longer run
     history = run_epochs(phase, policy, optimizer, n_epochs, seed=seed, meta=meta, out=out, resume=resume,
                          on_epoch_end=on_epoch_end, progress=progress)
     if out is not None and (trained or not (out / "pretrained.pt").exists()):  # a finished run: left as it is

@@ -18,6 +18,11 @@
 Every row states its dataset, system, seeds, the epochs actually trained against the budget, the
 precision, the beam and the rank tie rule. A run still training is shown with the epoch it reached
 and its best validation MRR so far, and its learning curve is drawn to where it got.
+
+A page is only as lasting as its sources: ``raptor results`` reads folders that git holds (every file
+in the index and unchanged, :func:`untracked_files`), so a clone regenerates the same page after every
+ignored folder is gone; ``--untracked`` writes a draft page, marked as such, from anything else.
+:func:`collect` makes such a folder from a run's workspace (a few hundred kilobytes per result set).
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ import numpy as np
 from . import variants as variant_registry
 from .constants import METRIC_KEYS
 from .io import atomic_write_bytes, atomic_write_text
+from .records import PREDICTIONS_FILE, RANKS_FILE, write_ranks
 from .paper import DATASETS as PAPER_DATASETS, MAIN_TABLE
 from .ranking import TIE_RULE
 from .report import _markdown_table, _seed_dirs, plot_curves
@@ -147,6 +153,47 @@ def _commit(folder: Path, full: bool = False) -> Optional[str]:
     return out.stdout.strip() or None if out.returncode == 0 else None
 
 
+class UntrackedSourceError(ValueError):
+    """A result folder that git does not hold as it is: a page made from it could not be made again."""
+
+
+#: ``git status --porcelain`` codes of a file the index does not hold as it is in the work tree.
+_NOT_IN_INDEX = ("??", "!!")
+
+
+def untracked_files(folder: str | Path) -> list[str]:
+    """The files under ``folder`` that git's index does not hold as they are: untracked, ignored, or
+    changed since they were added (``git status --porcelain --ignored``). A file that is added but not
+    yet committed counts as tracked: records are added, the page generated, then both committed.
+    Raises :class:`UntrackedSourceError` if ``folder`` is not inside a git work tree at all."""
+    folder = Path(folder)
+    try:
+        out = subprocess.run(["git", "-C", str(folder), "status", "--porcelain", "--ignored",
+                              "--untracked-files=all", "-z", "--", "."],
+                             capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise UntrackedSourceError(f"{folder}: cannot ask git whether it tracks this folder ({exc})") from None
+    if out.returncode != 0:
+        raise UntrackedSourceError(f"{folder} is not inside a git work tree: its results are not kept anywhere")
+    bad = []
+    for entry in filter(None, out.stdout.split("\0")):
+        code, path = entry[:2], entry[3:]
+        if code in _NOT_IN_INDEX or code[1] != " ":
+            bad.append(path)
+    return bad
+
+
+def require_tracked(folder: str | Path) -> None:
+    """:class:`UntrackedSourceError` naming ``folder`` and its first untracked file, unless git's index
+    holds every file under it as it is (:func:`untracked_files`)."""
+    bad = untracked_files(folder)
+    if bad:
+        raise UntrackedSourceError(
+            f"{folder}: {len(bad)} file(s) not tracked by git as they are (e.g. {bad[0]}): a page made from them "
+            "cannot be made again once ignored folders are gone. Copy the runs' records into results/ with "
+            "`raptor collect SRC results/NAME`, `git add` them and run again, or pass --untracked for a draft page")
+
+
 def _run_paths(ds_dir: Path, variant: str, seed: int, pipeline: bool) -> tuple[Path, Path]:
     """``(training folder, test metrics file)`` of one seed in either layout (module docstring)."""
     if pipeline:
@@ -162,8 +209,9 @@ def collect(src: str | Path, dest: str | Path) -> dict[str, Any]:
     """Copy what :func:`discover` reads of the result folder ``src`` into ``dest``, in the same layout:
     each run's history, fingerprint and summary, its test metrics, the significance tests and the stage
     usage log, and a ``COMMIT`` file naming the commit that trained them. ``dest`` is then a result folder
-    of its own of a few hundred kilobytes (no checkpoints, no predictions): meant for git, so that the
-    page can be made again from a clone. Unchanged files are left alone."""
+    of its own of a few hundred kilobytes (no checkpoints; of the predictions only the per-query ranks,
+    ``ranks.parquet``, about 80 KB per ICEWS14 seed, so significance can be recomputed): meant for git,
+    so that the page can be made again from a clone. Unchanged files are left alone."""
     src, dest = Path(src), Path(dest)
     sets = discover(src)
     pipeline = (src / "runs").is_dir()
@@ -183,6 +231,11 @@ def collect(src: str | Path, dest: str | Path) -> dict[str, Any]:
             if not target.is_file() or target.read_bytes() != data:
                 atomic_write_bytes(target, data)
             copied.append(str(f.relative_to(src)))
+        if f.name == "metrics.json" and (f.parent / PREDICTIONS_FILE).is_file():
+            ranks = dest / f.parent.relative_to(src) / RANKS_FILE
+            if not ranks.is_file() or ranks.stat().st_mtime_ns < (f.parent / PREDICTIONS_FILE).stat().st_mtime_ns:
+                write_ranks(f.parent / PREDICTIONS_FILE, ranks)
+            copied.append(str(ranks.relative_to(dest)))
     commit = _commit(src, full=True)
     if commit and _commit(dest) != commit[:12]:
         atomic_write_text(dest / "COMMIT", commit + "\n")
@@ -416,15 +469,18 @@ def _slug(text: str) -> str:
 
 
 def write_results_page(sets: Sequence[ResultSet], out: str | Path, figures_dir: Optional[str | Path] = None,
-                       command: str = "raptor results") -> Path:
+                       command: str = "raptor results", draft: bool = False) -> Path:
     """Write the results page ``out`` (Markdown) and its figures (``figures_dir``, default
-    ``<out's folder>/figures/results``); returns ``out``."""
+    ``<out's folder>/figures/results``); returns ``out``. ``draft``: the sources were not checked to be
+    tracked by git, and the page says so at its top."""
     out = Path(out)
     fig_dir = Path(figures_dir) if figures_dir is not None else out.parent / "figures" / "results"
     fig_dir.mkdir(parents=True, exist_ok=True)
     lines = [
         "# Results", "",
         f"<!-- generated by `{command}`: do not edit by hand; re-run it instead -->", "",
+        *(["**Draft**: made from sources that git does not track (`--untracked`); it cannot be made again "
+           "from a clone.", ""] if draft else []),
         f"Generated by `{command}` from the runs' artifacts (metrics.json, history.json, summary.json, "
         "significance.json): no number here is typed. Test metrics are time-aware filtered, over both "
         f"directions, in percent, mean ± std over seeds; ranks break ties the {TIE_RULE.split(':')[0]} way "
@@ -487,9 +543,19 @@ def parse_sources(specs: Sequence[str]) -> list[ResultSet]:
     return sets
 
 
+def source_folders(specs: Sequence[str]) -> list[str]:
+    """The folders of ``NAME=FOLDER`` / ``FOLDER`` specs, in order."""
+    return [spec.partition("=")[2] if "=" in spec else spec for spec in specs]
+
+
 def write_from_sources(specs: Sequence[str], out: str | Path, figures_dir: Optional[str | Path] = None,
-                       command: Optional[str] = None) -> Mapping[str, Any]:
-    """:func:`parse_sources` then :func:`write_results_page`; returns a short summary."""
+                       command: Optional[str] = None, untracked: bool = False) -> Mapping[str, Any]:
+    """:func:`parse_sources` then :func:`write_results_page`; returns a short summary. Every source
+    must be tracked by git (:func:`require_tracked`) unless ``untracked`` (a draft page)."""
+    if not untracked:
+        for folder in source_folders(specs):
+            if Path(folder).is_dir():  # a missing folder is discover's error, with its own message
+                require_tracked(folder)
     sets = parse_sources(specs)
-    page = write_results_page(sets, out, figures_dir, command or "raptor results " + " ".join(specs))
+    page = write_results_page(sets, out, figures_dir, command or "raptor results " + " ".join(specs), draft=untracked)
     return {"out": str(page), "sets": [(s.name, s.dataset, sorted(s.runs)) for s in sets]}

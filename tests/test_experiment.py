@@ -16,6 +16,17 @@ from raptor.synthetic import SyntheticSpec, write_raw
 
 from helpers import synthetic_dataset
 
+#: Wall-clock fields, the only ones two identical runs may differ in.
+TIMING_KEYS = {"seconds", "ms_per_query"}
+
+
+def without_timings(obj):
+    if isinstance(obj, dict):
+        return {k: without_timings(v) for k, v in obj.items() if k not in TIMING_KEYS and not k.endswith("seconds")}
+    if isinstance(obj, list):
+        return [without_timings(v) for v in obj]
+    return obj
+
 PARAMS = {
     "model": {"entity_dim": 16, "relation_dim": 16, "time_dim": 4, "step_dim": 4, "mlp_hidden_dim": 32},
     "env": {"max_actions": 20},
@@ -414,3 +425,74 @@ def test_titer_runs_take_their_own_precision_and_the_actor_critic_runs_train_pre
     p = params_from_dict({"train": {"precision": "float32"}, "titer": {"precision": "bfloat16"}})
     assert [variant_precision(p, v, "cpu") for v in ("pure_rl", "raptor", "titer")] == ["float32", "float32", "bfloat16"]
     assert params_from_dict({}).titer.precision == "float32"
+
+
+def _weights(path: Path) -> dict:
+    import torch
+
+    return torch.load(path, weights_only=True)["policy"]
+
+
+def _same_weights(a: Path, b: Path) -> bool:
+    wa, wb = _weights(a), _weights(b)
+    return wa.keys() == wb.keys() and all(np.array_equal(wa[k].numpy(), wb[k].numpy()) for k in wa)
+
+
+def test_a_lower_epoch_budget_retrains_and_a_higher_one_resumes(ctx, tmp_path, caplog):
+    """The reported defect: rl.epochs lowered (40 -> 3) gave back the 40-epoch model. A run trained
+    past the budget now asked is trained again, to the model a run of that budget alone gives (the
+    same history, metrics and weights), and records what it trained; a larger budget continues it."""
+    import logging
+
+    from raptor.io import RunMismatchError
+
+    caplog.set_level(logging.WARNING, logger="raptor")
+    c, _ = ctx
+    ref, out = tmp_path / "ref", tmp_path / "run"
+    alone = run_variant(c, "pure_rl", 7, ref, rl_epochs=2, progress=False)
+    run_variant(c, "pure_rl", 7, out, rl_epochs=4, progress=False)
+    with pytest.raises(RunMismatchError, match=r"trained 4 epochs.*2"):  # a long run is not thrown away
+        run_variant(c, "pure_rl", 7, out, rl_epochs=2, progress=False, resume_only=True)
+    assert len(json.loads((out / "history.json").read_text())) == 4
+    seen = []
+    s = run_variant(c, "pure_rl", 7, out, rl_epochs=2, progress=False,
+                    on_epoch_end=lambda _, e, m: None if m.get("replayed") else seen.append(e))
+    assert seen == [0, 1] and "trained 4 epochs" in s["restarted"] and "starting afresh" in caplog.text
+    assert s["rl_epochs"] == s["epochs_trained"] == 2
+    assert without_timings(s) == without_timings({**alone, "restarted": s["restarted"], "model": s["model"]})
+    assert without_timings(json.loads((out / "history.json").read_text())) == \
+        without_timings(json.loads((ref / "history.json").read_text()))
+    assert _same_weights(out / "best.pt", ref / "best.pt") and _same_weights(out / "final.pt", ref / "final.pt")
+    assert json.loads((out / "summary.json").read_text())["epochs_trained"] == 2
+    a = evaluate_model(c, out / "best.pt", tmp_path / "eval-run", split="test")
+    b = evaluate_model(c, ref / "best.pt", tmp_path / "eval-ref", split="test")
+    assert without_timings(a) == without_timings(b)
+    # A larger budget continues the run from its checkpoint: epochs 0 and 1 are not trained again.
+    seen.clear()
+    s = run_variant(c, "pure_rl", 7, out, rl_epochs=3, progress=False,
+                    on_epoch_end=lambda _, e, m: None if m.get("replayed") else seen.append(e))
+    assert seen == [2] and s["restarted"] is None and s["epochs_trained"] == 3
+    # The same budget again: the finished run is the result, nothing is trained.
+    seen.clear()
+    s = run_variant(c, "pure_rl", 7, out, rl_epochs=3, progress=False,
+                    on_epoch_end=lambda _, e, m: None if m.get("replayed") else seen.append(e))
+    assert seen == [] and s["restarted"] is None
+
+
+def test_a_partial_run_of_a_larger_budget_is_not_taken_for_a_finished_smaller_one(ctx, tmp_path):
+    """A 4-epoch run killed after its epoch 1 has not validated that epoch as a last one: asked for
+    2 epochs, it trains again rather than skip the 2-epoch run's final validation."""
+    from raptor import checkpoints
+
+    c, _ = ctx
+    out = tmp_path / "run"
+    run_variant(c, "pure_rl", 8, out, rl_epochs=4, progress=False)
+    ck = checkpoints.load(out / "checkpoint.pt", checkpoints.RL_CHECKPOINT_FORMAT, "checkpoint")
+    assert ck["n_epochs"] == 4
+    for f in out.iterdir():  # what a kill after epoch 1 leaves: that epoch's checkpoint and history
+        if f.name not in ("run_config.json", "history.json"):
+            f.unlink()
+    checkpoints.save(out / "checkpoint.pt", {**ck, "epoch": 1, "history": ck["history"][:2]})
+    s = run_variant(c, "pure_rl", 8, out, rl_epochs=2, progress=False)
+    assert s["restarted"] and "toward 4 epochs" in s["restarted"]
+    assert [h["epoch"] for h in json.loads((out / "history.json").read_text())] == [0, 1]

@@ -191,3 +191,31 @@ def test_a_full_disk_while_writing_keeps_the_previous_output_and_says_what_happe
     assert "disk/ingested" in proc.stderr and ("File too large" in proc.stderr or "No space" in proc.stderr)
     assert digest(root / "disk/ingested") == before
     assert not [p for p in (root / "disk").iterdir() if p.name.startswith(".ingested.tmp")]
+
+
+def test_a_full_disk_while_training_or_evaluating_is_one_line_and_keeps_the_previous_files(project):
+    """The reported defect: a full disk in training ended in torch's traceback (``unexpected pos``).
+    Checkpoints and models are written by plain file writes now, so it is the one line ingest gives,
+    naming the file, and the run folder keeps its previous (complete) files."""
+    root = project
+    if not (root / "ref/graph.npz").exists():
+        run_ok(root, "ingest", "--raw", "raw", "--out", "ref/ingested", *DATA)
+        run_ok(root, "graph", "--data", "ref/ingested", "--out", "ref/graph.npz")
+    args = ["train", "--data", "ref/ingested", "--graph", "ref/graph.npz", "--seed", "5", "--no-progress",
+            "--out", "disk-train", *DATA]
+    ev = ["evaluate", "--model", "disk-train/rl/best.pt", "--data", "ref/ingested", "--graph", "ref/graph.npz",
+          "--out", "disk-eval", *DATA]
+    run_ok(root, *args, "--epochs", "1")
+    run_ok(root, *ev)
+    for cmd, folder in ((args + ["--epochs", "2"], "disk-train/rl"), (ev, "disk-eval")):
+        before = digest(root / folder)
+        # 16 KiB: room for the run's small JSON files, not for a model (~75 KiB) or the predictions
+        proc = subprocess.run([sys.executable, "-m", "raptor.cli", *cmd], cwd=root, env=ENV, capture_output=True,
+                              text=True, preexec_fn=_full_disk(16 * 1024))
+        err = [line for line in proc.stderr.splitlines() if "starting afresh" not in line]
+        assert proc.returncode == 1, proc.stderr
+        assert len(err) == 1 and err[0].startswith(f"raptor {cmd[0]}: error:"), proc.stderr
+        assert f"no room to write {folder}/" in err[0] and "File too large" in err[0], proc.stderr
+        assert "Traceback" not in proc.stderr and "unexpected pos" not in proc.stderr
+        assert digest(root / folder) == before
+        assert not [p for p in (root / folder).iterdir() if ".tmp-" in p.name]

@@ -320,3 +320,135 @@ def test_tar_archives_are_extracted_without_escaping_the_folder(tmp_path, use_fi
             extract_tar_safely(tf, dest, name, use_filter=use_filter)
         assert not (tmp_path / "escaped.txt").exists()
         assert not (dest / "ds" / "passwd").exists()
+
+
+# ---------------------------------------------------------------------------- messages (issue 41, item 4)
+
+#: What a one-line ingest message may take at most here: the path, a quoted prefix of QUOTE_CHARS
+#: characters (each may be escaped to a few) and the words around them.
+MESSAGE_LIMIT = 1000
+
+
+def _refused_in_one_line(raw, out, **kwargs) -> str:
+    """The IngestError message of ``ingest(raw, out)``: one short line, and nothing written."""
+    with pytest.raises(IngestError) as err:
+        ingest(raw, out, **kwargs)
+    message = str(err.value)
+    assert "\n" not in message and len(message) < MESSAGE_LIMIT, message[:MESSAGE_LIMIT]
+    assert not out.exists(), "a refused ingest must not write anything"
+    assert not any(p.name.startswith(f".{out.name}.tmp") for p in out.parent.iterdir())
+    return message
+
+
+def test_a_huge_bad_line_is_quoted_short_with_file_and_line(tiny_raw, tmp_path):
+    big = 20 * 1024 * 1024
+    lines = (tiny_raw / "valid.txt").read_text().splitlines()
+    (tiny_raw / "valid.txt").write_text("\n".join([lines[0], "3\t" + "x" * big + "\t4\t4"]) + "\n")
+    message = _refused_in_one_line(tiny_raw, tmp_path / "out")
+    from raptor.ingest import QUOTE_CHARS
+
+    assert message.startswith(f"{tiny_raw / 'valid.txt'}, line 2: relation 'xxx")
+    assert f"'{'x' * QUOTE_CHARS}'... ({big:,} characters) is not an integer" in message
+    # A line with the wrong number of fields, and a bad dictionary line, are cut the same way.
+    (tiny_raw / "valid.txt").write_text("\n".join([lines[0], "y" * big]) + "\n")
+    message = _refused_in_one_line(tiny_raw, tmp_path / "out")
+    assert message.startswith(f"{tiny_raw / 'valid.txt'}, line 2: expected 4 or 5 tab-separated fields")
+    assert message.endswith(f"... ({big:,} characters)")
+    (tiny_raw / "valid.txt").write_text("\n".join(lines) + "\n")
+    (tiny_raw / "relation2id.txt").write_text("A\t0\n" + "z" * big + "\n")
+    message = _refused_in_one_line(tiny_raw, tmp_path / "out")
+    assert message.startswith(f"{tiny_raw / 'relation2id.txt'}, line 2: expected 'name<TAB>id', got 'zzz")
+
+
+def test_a_huge_bad_time_in_the_names_layout_is_quoted_short(tmp_path):
+    raw = _write(tmp_path / "n", {"train.txt": "A\tr\tB\t2014-01-01\nB\tr\tC\t" + "9x" * 100_000 + "\n",
+                                  "valid.txt": "C\tr\tA\t2014-01-03\n", "test.txt": "A\tr\tC\t2014-01-04\n"})
+    message = _refused_in_one_line(raw, tmp_path / "out")
+    assert message.startswith(f"{raw / 'train.txt'}: time '9x9x") and "... (200,000 characters)" in message
+
+
+def test_the_ingest_command_prints_one_short_line(tiny_raw, tmp_path, capsys):
+    from raptor.cli import main
+
+    (tiny_raw / "test.txt").write_text("4\t1\t0\t5\n" + "1\t2\t4\t" + "7" * 5_000_000 + "x\n")
+    params = tmp_path / "params.yaml"
+    params.write_text("rl: {epochs: 1}\n")
+    assert main(["ingest", "--raw", str(tiny_raw), "--out", str(tmp_path / "out"), "--params", str(params)]) != 0
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and len(err) < MESSAGE_LIMIT, err[:MESSAGE_LIMIT]
+    assert err.startswith(f"raptor ingest: error: {tiny_raw / 'test.txt'}, line 2: time '777")
+    assert "(5,000,001 characters)" in err and not (tmp_path / "out").exists()
+
+
+def test_overflowing_integers_are_named_with_file_and_line(tiny_raw, tmp_path):
+    lines = (tiny_raw / "valid.txt").read_text().splitlines()
+    valid = tiny_raw / "valid.txt"
+    # Beyond int64 (Arrow reads the column as floats); the empty line is skipped but counted.
+    for bad in ("99999999999999999999999", "-99999999999999999999999"):
+        valid.write_text(f"{lines[0]}\n\n3\t0\t4\t{bad}\n")
+        assert _refused_in_one_line(tiny_raw, tmp_path / "out") == \
+            f"{valid}, line 3: time '{bad}' does not fit in a 64-bit integer"
+    valid.write_text(f"{lines[0]}\n\n99999999999999999999999\t0\t4\t4\n")
+    assert _refused_in_one_line(tiny_raw, tmp_path / "out").startswith(f"{valid}, line 3: subject '9999")
+    valid.write_text(f"{lines[0]}\n3\t0\t4\t{'9' * 5000}\n")  # more digits than Python's int() reads
+    assert _refused_in_one_line(tiny_raw, tmp_path / "out").endswith(
+        "... (5,000 characters) does not fit in a 64-bit integer")
+    valid.write_text("\n".join(lines) + "\n")
+    # Within int64, but too many steps for the int32 time column.
+    test = tiny_raw / "test.txt"
+    test.write_text("4\t1\t0\t5\n\n1\t2\t4\t9999999999\n")
+    message = _refused_in_one_line(tiny_raw, tmp_path / "out")
+    assert message.startswith(f"{test}, line 3: timestamp 9999999999 is step 9,999,999,998 after the earliest")
+    assert "int32" in message
+    # So far from the earliest timestamp that the difference overflows int64.
+    (tiny_raw / "train.txt").write_text("0\t0\t1\t-9000000000000000000\n")
+    test.write_text("4\t1\t0\t9000000000000000000\n")
+    assert _refused_in_one_line(tiny_raw, tmp_path / "out").startswith(
+        f"{test}, line 1: timestamp 9000000000000000000 is too far from the earliest timestamp")
+
+
+def test_overflowing_integers_in_the_names_layout_and_dictionaries(tiny_raw, tmp_path):
+    good = {"valid.txt": "C\tr\tA\t3\n", "test.txt": "A\tr\tC\t4\n"}
+    raw = _write(tmp_path / "n", {"train.txt": "A\tr\tB\t1\n\nB\tr\tC\t99999999999999999999999\n", **good})
+    assert _refused_in_one_line(raw, tmp_path / "out") == \
+        f"{raw / 'train.txt'}, line 3: time '99999999999999999999999' does not fit in a 64-bit integer"
+    raw = _write(tmp_path / "k", {"train.txt": f"A\tr\tB\t1\nB\tr\tC\t{'9' * 5000}\n", **good})
+    assert _refused_in_one_line(raw, tmp_path / "out").startswith(f"{raw / 'train.txt'}, line 2: time '999")
+    raw = _write(tmp_path / "m", {"train.txt": "A\tr\tB\t1\nB\tr\tC\t2\n", "valid.txt": "C\tr\tA\t3\n",
+                                  "test.txt": "A\tr\tC\t9999999999\n"})
+    assert _refused_in_one_line(raw, tmp_path / "out").startswith(
+        f"{raw / 'test.txt'}, line 1: timestamp 9999999999 is step")
+    entities = tiny_raw / "entity2id.txt"
+    text = entities.read_text()
+    for bad in ("10000000", "99999999999999999999999"):
+        entities.write_text(text + f"Someone\t{bad}\n")
+        assert _refused_in_one_line(tiny_raw, tmp_path / "out") == \
+            f"{entities}, line 6: entity id '{bad}' is out of range: ids are 0..5 for the 6 lines of this file"
+
+
+BOM = "\ufeff"
+
+
+def test_a_byte_order_mark_does_not_end_up_in_names(tiny_raw, tmp_path):
+    for name in ("entity2id.txt", "relation2id.txt", "train.txt", "valid.txt", "test.txt"):
+        path = tiny_raw / name
+        path.write_bytes(BOM.encode() + path.read_bytes())
+    ingest(tiny_raw, tmp_path / "out")
+    ds = load_dataset(tmp_path / "out")
+    assert ds.entity_names[0] == "Barack Obama" and ds.relation_names[0] == "Make statement"
+    assert ds.splits["train"][0].tolist() == [0, 0, 1, 0]
+    # The line-by-line diagnosis of a split with a BOM names the bad line, not line 1.
+    lines = (tiny_raw / "valid.txt").read_text(encoding="utf-8-sig").splitlines()
+    (tiny_raw / "valid.txt").write_text(BOM + lines[0] + "\n3\tzero\t4\t4\n")
+    assert "line 2: relation 'zero' is not an integer" in _refused_in_one_line(tiny_raw, tmp_path / "bad")
+    # Integer splits with a BOM and no dictionaries are still told apart from names.
+    (tiny_raw / "valid.txt").write_text(BOM + "\n".join(lines) + "\n")
+    (tiny_raw / "entity2id.txt").unlink()
+    (tiny_raw / "relation2id.txt").unlink()
+    assert "train.txt, line 1: integer ids ('0\\t0\\t1\\t1')" in _refused_in_one_line(tiny_raw, tmp_path / "bad")
+    # The names layout: the first name has no BOM either.
+    raw = _write(tmp_path / "named", {"train.txt": BOM + "Obama\tvisit\tMerkel\t1\n",
+                                      "valid.txt": BOM + "Merkel\tvisit\tObama\t2\n",
+                                      "test.txt": BOM + "Obama\tvisit\tMerkel\t3\n"})
+    ingest(raw, tmp_path / "named_out")
+    assert load_dataset(tmp_path / "named_out").entity_names == ["Merkel", "Obama"]

@@ -200,9 +200,9 @@ def test_dvc_repro_end_to_end(project):
     assert sig["baseline"] == "pure_rl" and sig["comparisons"]["raptor"]["seeds"] == [0, 1]
     assert sig["comparisons"]["titer"]["seeds"] == [0, 1]
     assert (proj / "reports/SYNTH/report/training_efficiency.png").stat().st_size > 1000
-    # The results page reads the workspace as a user's `raptor results` does.
+    # The results page reads the workspace as a user's `raptor results --untracked` draft does.
     page = proj.parent / "results" / "results.md"
-    _run([sys.executable, "-m", "raptor.cli", "results", f"smoke={proj}", "--out", str(page)], proj, env)
+    _run([sys.executable, "-m", "raptor.cli", "results", f"smoke={proj}", "--out", str(page), "--untracked"], proj, env)
     rows = {line.split(" | ")[2]: line for line in page.read_text().splitlines() if line.startswith("| smoke | SYNTH")}
     for variant, row_name in SYSTEMS:
         mrr = json.loads((proj / f"runs/SYNTH/{variant}/metrics.json").read_text())["mrr"]
@@ -399,8 +399,9 @@ def _dvc_lock_held(proj: Path) -> bool:
 
 
 def test_one_pipeline_at_a_time(project):
-    """A pipeline run holds DVC's lock from start to end: a second one, or a `dvc repro`, started
-    meanwhile stops at once with a clear error; the first finishes and DVC agrees with it."""
+    """A pipeline run holds the project lock and DVC's lock from start to end: a second one, or a
+    `dvc repro`, started meanwhile stops at once with a clear error; the first finishes and DVC agrees
+    with it."""
     proj, env, _ = project
     _reproduced(proj, env)
     local = proj / "params.local.yaml"
@@ -420,8 +421,9 @@ def test_one_pipeline_at_a_time(project):
         out, _ = first.communicate(timeout=600)
         assert first.returncode == 0, out[-4000:]
         assert second.returncode == 1
-        assert "python -m flows pipeline: error: another `dvc repro` or pipeline run holds this project's DVC lock" \
-            in second.stderr
+        # refused by the project lock, which the first takes before DVC's (raptor/projectlock.py)
+        assert "python -m flows pipeline: error: this project is busy: " in second.stderr \
+            and ".dvc/tmp/raptor.lock is held by pid " in second.stderr, second.stderr[-2000:]
         assert repro.returncode != 0 and "Unable to acquire lock" in repro.stdout + repro.stderr
         assert not (_status(proj, env) & set(MAIN))  # what the first one ran is committed
     finally:

@@ -314,3 +314,59 @@ def test_fast_critic_gradients_equal_the_mlp_on_u(detach):
     assert fast.keys() == slow.keys() and ("lstm_weight_ih" in fast) == (not detach)
     for n in fast:
         torch.testing.assert_close(fast[n], slow[n], msg=n)
+
+
+def _todays_reset_parameters(self) -> None:
+    """``Policy.reset_parameters`` before ``model.embedding_init`` existed (verbatim)."""
+    import math
+
+    from raptor.constants import pad_entity
+
+    nn.init.xavier_uniform_(self.entity_emb.weight)
+    nn.init.xavier_uniform_(self.relation_emb.weight)
+    nn.init.xavier_uniform_(self.step_emb.weight)
+    nn.init.normal_(self.a_init, std=1.0 / math.sqrt(self.d_action))
+    bound = 1.0 / math.sqrt(self.d_path)
+    for p in (self.lstm_weight_ih, self.lstm_weight_hh, self.lstm_bias):
+        nn.init.uniform_(p, -bound, bound)
+    with torch.no_grad():
+        self.entity_emb.weight[pad_entity(self.num_entities)].zero_()
+
+
+@BOTH
+def test_default_embedding_init_is_todays_bit_for_bit(cfg, monkeypatch):
+    torch.manual_seed(3)
+    now = Policy(11, 3, cfg, max_path_length=3)
+    monkeypatch.setattr(Policy, "reset_parameters", _todays_reset_parameters)
+    torch.manual_seed(3)
+    before = Policy(11, 3, cfg, max_path_length=3)
+    for (name, a), b in zip(now.state_dict().items(), before.state_dict().values()):
+        assert torch.equal(a, b), name
+
+
+def test_embedding_init_normal_is_n01_and_xavier_keeps_its_bound():
+    """``model.embedding_init``: N(0, 1) (nn.Embedding's default, TITer's) for the entity and relation
+    tables, or Xavier-uniform with bound sqrt(6 / (rows + cols)); the padding row is zero either way
+    and the step embedding stays Xavier."""
+    E, R = 3000, 200
+    cfg = ModelConfig(entity_dim=64, relation_dim=64, time_dim=8, step_dim=8, mlp_hidden_dim=16)
+    tables = {}
+    for how in ("normal", "xavier"):
+        torch.manual_seed(0)
+        pol = Policy(E, R, replace(cfg, embedding_init=how), max_path_length=3)
+        assert torch.all(pol.entity_emb.weight[E] == 0)  # the padding row
+        tables[how] = (pol.entity_emb.weight[:E].detach(), pol.relation_emb.weight.detach())
+        step, (k, d) = pol.step_emb.weight.detach(), pol.step_emb.weight.shape
+        assert float(step.abs().max()) <= (6 / (k + d)) ** 0.5
+    for w in tables["normal"]:  # 192,000 and 22,512 draws: the sample std is within 1-2% of 1
+        assert abs(float(w.mean())) < 0.02
+        assert float(w.std()) == pytest.approx(1.0, abs=0.03)
+        assert float(w.abs().max()) > 3.5  # not a bounded distribution
+    for w, rows in zip(tables["xavier"], (E + 1, 2 * R + 2)):
+        bound = (6 / (rows + w.shape[1])) ** 0.5  # entity: sqrt(6 / (3001 + 64)) = 0.0442
+        assert float(w.abs().max()) <= bound and float(w.abs().max()) > 0.99 * bound
+        assert float(w.std()) == pytest.approx(bound / 3 ** 0.5, rel=0.03)  # uniform on [-b, b]
+    with pytest.raises(ValueError, match="embedding_init"):
+        from raptor.policy import init_embedding
+
+        init_embedding(torch.empty(3, 2), "uniform")

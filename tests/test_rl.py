@@ -195,3 +195,175 @@ def test_early_stopping_counts_validation_rounds_and_survives_resume(synthetic, 
                   on_epoch_end=lambda e, m: seen.append(m.get("replayed", False)), progress=False)
     assert len(again.history) == stop_epoch + 1 and all(seen)  # only replayed epochs
     assert again.stopped_early == (patience > 0) and again.best_mrr == res.best_mrr
+
+
+# ------------------------------------------------------------------------------------------------
+# Issue 39: what TITer's code does and the paper does not state (rl.weight_decay, rl.clip_gradient,
+# rl.entropy_decay_per); the defaults keep today's training bit for bit.
+# ------------------------------------------------------------------------------------------------
+
+
+def _todays_train_epoch(policy, optimizer, env, queries, epoch, seed, rl, precision="float32", device="cpu"):
+    """``raptor.rl.train_epoch`` before issue 39's keys (verbatim, without the progress bar)."""
+    import math
+
+    from raptor.rl import actor_critic_loss as loss_of
+    from raptor.runtime import autocast, epoch_seed
+
+    policy.train()
+    beta = rl.entropy_beta0 * rl.entropy_decay ** epoch
+    order = np.random.default_rng(epoch_seed(seed, epoch, 0)).permutation(len(queries))
+    gen = torch.Generator(device=device).manual_seed(epoch_seed(seed, epoch, 1))
+    sums, n_total, bs = {}, 0, rl.batch_size
+    for i in range(math.ceil(len(queries) / bs)):
+        batch = queries[order[i * bs:(i + 1) * bs]]
+        with autocast(precision, device):
+            ro = rollout(policy, env, batch, gen, device)
+        loss, parts = loss_of(ro, rl.gamma, beta)
+        optimizer.zero_grad(set_to_none=False)
+        loss.backward()
+        optimizer.step()
+        n = len(batch)
+        n_total += n
+        for key, val in parts.items():
+            sums[key] = sums.get(key, 0.0) + val * n
+    out = {key: val / max(n_total, 1) for key, val in sums.items()}
+    out["entropy_beta"] = beta
+    return out
+
+
+def test_defaults_train_exactly_as_before_the_titer_keys(synthetic):
+    """Two epochs with the RL section unset, with the new keys written out at today's values, and with
+    the training epoch as it was before them (and Adam without weight decay): the same losses and the
+    same weights, bit for bit."""
+    from raptor.config import params_from_dict
+    from raptor.rl import make_optimizer, train_epoch
+    from raptor.runtime import adam
+
+    env, q, E, R = synthetic
+    unset = params_from_dict({"rl": {"batch_size": 256}}).rl
+    explicit = params_from_dict({"rl": {"batch_size": 256, "weight_decay": 0.0, "clip_gradient": 0,
+                                        "entropy_decay_per": "epoch"}}).rl
+    runs = []
+    for rl, old in ((unset, False), (explicit, False), (unset, True)):
+        torch.manual_seed(0)
+        pol = Policy(E, R, SMALL, 3)
+        opt = adam(pol.parameters(), rl.learning_rate) if old else make_optimizer(pol, rl)
+        epoch = _todays_train_epoch if old else train_epoch
+        hist = [epoch(pol, opt, env, q["train"], e, 5, rl) for e in range(2)]
+        runs.append((hist, [t.detach().clone() for t in pol.state_dict().values()]))
+    for hist, weights in runs[1:]:
+        assert hist == runs[0][0]  # every float of the epoch means, including entropy_beta
+        assert all(torch.equal(a, b) for a, b in zip(weights, runs[0][1]))
+    assert "grad_norm" not in runs[0][0][0]  # nothing new in the history without clipping
+
+
+def test_entropy_coefficient_counts_epochs_or_batches():
+    from raptor.rl import entropy_coefficient
+
+    per_epoch, per_batch = RLConfig(), RLConfig(entropy_decay_per="batch")
+    assert entropy_coefficient(per_epoch, 2, 3, 10) == 0.01 * 0.9 ** 2  # constant within the epoch
+    assert entropy_coefficient(per_epoch, 2, 0, 10) == entropy_coefficient(per_epoch, 2, 9, 10)
+    assert entropy_coefficient(per_batch, 0, 0, 10) == 0.01
+    assert entropy_coefficient(per_batch, 2, 3, 10) == pytest.approx(0.01 * 0.9 ** 23)  # 2 * 10 + 3 batches before
+
+
+def test_entropy_decay_per_batch_in_training(synthetic, monkeypatch):
+    """The beta each batch's loss gets: beta0 decay^(epoch x batches + batch) per batch; the history's
+    entropy_beta is the epoch's first batch's."""
+    import raptor.rl as rl_module
+    from raptor.rl import make_optimizer, train_epoch
+
+    env, q, E, R = synthetic
+    seen = []
+    real = rl_module.actor_critic_loss
+    monkeypatch.setattr(rl_module, "actor_critic_loss", lambda ro, g, beta: (seen.append(beta), real(ro, g, beta))[1])
+    queries = q["train"][:700]  # 3 batches of 256 (the last one partial)
+    for per, want in (("epoch", [0.01] * 3 + [0.009] * 3),
+                      ("batch", [0.01 * 0.9 ** n for n in range(6)])):
+        seen.clear()
+        rl = RLConfig(batch_size=256, entropy_decay_per=per)
+        torch.manual_seed(0)
+        pol = Policy(E, R, SMALL, 3)
+        opt = make_optimizer(pol, rl)
+        out = [train_epoch(pol, opt, env, queries, e, 0, rl) for e in range(2)]
+        assert seen == pytest.approx(want, rel=1e-12)
+        assert [o["entropy_beta"] for o in out] == pytest.approx([want[0], want[3]], rel=1e-12)
+
+
+def _step_spy(optimizer, record):
+    """Record the parameters' gradients at each ``optimizer.step`` (after any clipping)."""
+    step = optimizer.step
+
+    def spy(*args, **kwargs):
+        record.append([p.grad.detach().clone() for group in optimizer.param_groups for p in group["params"]])
+        return step(*args, **kwargs)
+
+    optimizer.step = spy
+
+
+def test_clip_gradient_scales_the_gradient_to_the_norm_cap(synthetic):
+    """One batch: without clipping Adam gets the raw gradient g; with ``clip_gradient: c`` below its
+    norm it gets g c / (|g| + 1e-6) (torch's clip_grad_norm_), whose norm is c; the history keeps |g|.
+    A cap above the norm leaves the gradient as it is."""
+    from raptor.rl import make_optimizer, train_epoch
+
+    env, q, E, R = synthetic
+    queries = q["train"][:256]
+    grads, outs = {}, {}
+    for clip in (0.0, 0.05, 1e6):
+        rl = RLConfig(batch_size=256, clip_gradient=clip)
+        torch.manual_seed(0)
+        pol = Policy(E, R, SMALL, 3)
+        opt = make_optimizer(pol, rl)
+        grads[clip] = []
+        _step_spy(opt, grads[clip])
+        outs[clip] = train_epoch(pol, opt, env, queries, 0, 0, rl)
+    raw = grads[0.0][0]
+    norm = float(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in raw])))
+    assert norm > 0.05  # the cap binds
+    assert outs[0.05]["grad_norm"] == pytest.approx(norm, rel=1e-5) and "grad_norm" not in outs[0.0]
+    clipped = grads[0.05][0]
+    clipped_norm = float(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in clipped])))
+    assert clipped_norm == pytest.approx(0.05, rel=1e-4)
+    for g, c in zip(raw, clipped):
+        torch.testing.assert_close(c, g * (0.05 / (norm + 1e-6)), rtol=1e-4, atol=1e-9)
+    for g, c in zip(raw, grads[1e6][0]):
+        assert torch.equal(g, c)
+    assert outs[1e6]["actor_loss"] == outs[0.0]["actor_loss"]
+
+
+def test_weight_decay_is_torchs_adam_l2_one_step_by_hand():
+    """``rl.weight_decay: wd`` is torch's Adam weight decay (TITer's): L2 added to the gradient,
+    g' = g + wd p, so Adam's first step is p - lr g' / (|g'| + eps). A parameter without gradient
+    (an embedding row no query touched) then moves by lr wd|p| / (wd|p| + eps) towards 0, about lr
+    for |p| >> eps / wd; without weight decay it stays."""
+    from raptor.rl import make_optimizer
+
+    lr, wd, eps = 1e-3, 1e-5, 1e-8
+    for decay in (0.0, wd):
+        torch.manual_seed(0)
+        pol = Policy(9, 2, SMALL, 3)
+        opt = make_optimizer(pol, RLConfig(learning_rate=lr, weight_decay=decay))
+        assert opt.param_groups[0]["weight_decay"] == decay and opt.param_groups[0]["lr"] == lr
+        before = [p.detach().clone().double() for p in pol.parameters()]
+        gen = torch.Generator().manual_seed(1)
+        for p in pol.parameters():
+            g = torch.randn(p.shape, generator=gen) * 1e-3
+            g[..., ::2] = 0.0  # half the entries without gradient
+            p.grad = g
+        grads = [p.grad.double() for p in pol.parameters()]
+        opt.step()
+        for p0, g, p in zip(before, grads, pol.parameters()):
+            g1 = g + decay * p0
+            want = p0 - lr * g1 / (g1.abs() + eps)
+            torch.testing.assert_close(p.detach().double(), want, rtol=0, atol=2e-7)
+        i = [name for name, _ in pol.named_parameters()].index("entity_emb.weight")
+        emb = pol.entity_emb.weight.detach().double()
+        moved = (emb - before[i])[:, ::2]
+        if decay:  # xavier entries |p| ~ 0.1: wd|p| = 1e-6 >> eps, so each moves by ~0.99 lr towards 0
+            p0 = before[i][:, ::2]
+            torch.testing.assert_close(moved, -lr * wd * p0 / (wd * p0.abs() + eps), rtol=0, atol=2e-7)
+            assert bool(torch.all(moved[p0 != 0] * p0[p0 != 0] < 0))
+        else:
+            assert bool(torch.all(moved == 0))

@@ -156,6 +156,11 @@ def test_select_profile_keeps_other_local_keys_and_refuses_unknown(tmp_path):
     with pytest.raises(ConfigError, match="unknown profile 'fast'"):
         stages.select_profile(src, "fast")
     assert local.read_text() == before
+    local.write_text("rl.gamma: 0.5\nrl.epochs: -3\n")  # a bad value of the local file is named as its own
+    before = local.read_text()
+    with pytest.raises(ConfigError, match=r"params\.local\.yaml, line 2: rl\.epochs"):
+        stages.select_profile(src, "quick")
+    assert local.read_text() == before
 
 
 def test_resolve_fails_when_dvc_yaml_is_stale(tmp_path, capsys):
@@ -164,6 +169,34 @@ def test_resolve_fails_when_dvc_yaml_is_stale(tmp_path, capsys):
     rc = stages.main(["resolve", "--params", str(tmp_path / "params.yaml"), "--local", str(tmp_path / "l.yaml"),
                       "--out", str(tmp_path / "p.json")])
     assert rc == 1 and "out of date" in capsys.readouterr().err
+
+
+def test_params_stage_checks_everything_before_it_writes(tmp_path, capsys):
+    """A refused `params` stage leaves build/params.json as it was (a running stage and DVC read it):
+    a stale dvc.yaml, an absent raw folder and invalid params each stop it with nothing written."""
+    (tmp_path / "raw").mkdir()
+    src, local, out = tmp_path / "params.yaml", tmp_path / "params.local.yaml", tmp_path / "build" / "params.json"
+    src.write_text("datasets:\n  D: {raw_dir: raw}\ntrain:\n  variants: [pure_rl]\n")
+    (tmp_path / "dvc.yaml").write_text(stages.dvc_yaml(load_params(src)))
+    argv = ["resolve", "--params", str(src), "--local", str(local), "--out", str(out)]
+    assert stages.main(argv) == 0 and json.loads(out.read_text())["rl"]["gamma"] == 0.95
+    capsys.readouterr()
+    before = (out.read_bytes(), out.stat().st_mtime_ns)
+    local.write_text("rl.gamma: 0.5\n")  # what a refused run would have written
+
+    (tmp_path / "dvc.yaml").write_text(stages.dvc_yaml(Params()))  # stale: generated for other variants
+    assert stages.main(argv) == 1 and "out of date" in capsys.readouterr().err
+    assert (out.read_bytes(), out.stat().st_mtime_ns) == before
+    (tmp_path / "dvc.yaml").write_text(stages.dvc_yaml(load_params(src)))
+    (tmp_path / "raw").rename(tmp_path / "elsewhere")
+    assert stages.main(argv) == 1 and "raw data folder not found" in capsys.readouterr().err
+    assert (out.read_bytes(), out.stat().st_mtime_ns) == before
+    (tmp_path / "elsewhere").rename(tmp_path / "raw")
+    local.write_text("rl.gamma: x\n")
+    assert stages.main(argv) == 1 and "rl.gamma" in capsys.readouterr().err
+    assert (out.read_bytes(), out.stat().st_mtime_ns) == before
+    local.write_text("rl.gamma: 0.5\n")  # every check passes: written
+    assert stages.main(argv) == 0 and json.loads(out.read_text())["rl"]["gamma"] == 0.5
 
 
 def test_provenance_hashes_change_with_content(tmp_path):

@@ -1,5 +1,7 @@
 """The orchestration layer's own logic (the tasks themselves are exercised end to end in test_pipeline)."""
 
+from pathlib import Path
+
 from prefect.states import Failed
 
 from raptor.ingest import IngestError
@@ -211,3 +213,71 @@ def test_a_stage_finds_the_dvc_process_it_runs_under(tmp_path):
     assert (first["pid"], first["start"]) != (second["pid"], second["start"])
     by_hand = subprocess.run(probe, cwd=root, env=env, capture_output=True, text=True, check=True).stdout
     assert json.loads(by_hand.strip().splitlines()[-1]) is None
+
+
+def test_a_read_only_mlflow_store_is_reported_as_read_only_naming_its_file(tmp_path, monkeypatch, caplog):
+    """The reported defect: a read-only mlflow.db was reported as "unreachable"."""
+    import os
+
+    from tasks import tracking
+
+    db = tmp_path / "mlflow.db"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{db}")
+    tracking.start_run("raptor/T", "seed0").finish()  # the store exists, with the experiment
+    os.chmod(db, 0o444)  # read-only for a user other than root; `mode=ro` makes it read-only for root too
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///file:{db}?mode=ro&uri=true")
+    caplog.clear()
+    run = tracking.start_run("raptor/T", "seed1", params={"a": 1})
+    assert run.run_id is None and run.finish() is False
+    warnings = [r.getMessage() for r in caplog.records if r.name == "raptor.tracking"]
+    assert warnings and all(len(w.splitlines()) == 1 for w in warnings)
+    assert f"is read-only: {db} cannot be written" in warnings[0] and "unreachable" not in warnings[0]
+    assert "readonly database" in warnings[0] and "training goes on" in warnings[0]
+    assert "still read-only" in warnings[-1]
+
+
+def test_runs_left_running_by_a_killed_process_are_marked_killed_by_the_next_one(tmp_path, monkeypatch):
+    """The reported defect: MLflow runs left RUNNING by a kill stayed RUNNING for ever. The next run
+    of the same name and tags marks them KILLED; a run whose process still runs is left as it is."""
+    import signal
+    import subprocess
+    import sys
+    import textwrap
+
+    import mlflow
+
+    from tasks import tracking
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.chdir(tmp_path)
+    tags = {"dataset": "T", "variant": "pure_rl", "seed": 0, "stage": "finetune"}
+    child = textwrap.dedent(f"""
+        import time
+        from tasks import tracking
+        run = tracking.start_run("raptor/T", "T-pure_rl-seed0", tags={tags!r})
+        run.log_metrics({{"rl/reward": 0.1}}, step=0)
+        print(run.run_id, flush=True)
+        time.sleep(600)
+    """)
+    env = {**__import__("os").environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    tracking.experiment_id("raptor/T")  # the store and experiment exist before the processes log to them
+    procs, ids = [], []
+    try:
+        for _ in range(2):
+            procs.append(subprocess.Popen([sys.executable, "-c", child], stdout=subprocess.PIPE, text=True, env=env))
+            ids.append(procs[-1].stdout.readline().strip())
+        killed_id, alive_id = ids
+        procs[0].send_signal(signal.SIGKILL)
+        procs[0].wait()
+        c = mlflow.MlflowClient(tracking_uri=uri)
+        other = tracking.start_run("raptor/T", "T-pure_rl-seed1", tags={**tags, "seed": 1})  # another seed's
+        assert c.get_run(killed_id).info.status == "RUNNING"
+        run = tracking.start_run("raptor/T", "T-pure_rl-seed0", tags=tags)
+        assert run.run_id not in (killed_id, alive_id)
+        assert c.get_run(killed_id).info.status == "KILLED"
+        assert c.get_run(alive_id).info.status == "RUNNING"  # its process still runs
+        assert c.get_run(run.run_id).info.status == "RUNNING" == c.get_run(other.run_id).info.status
+    finally:
+        for p in procs:
+            p.kill()

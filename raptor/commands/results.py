@@ -8,7 +8,8 @@ NAME = "results"
 HELP = ("write the results page from one or more result folders (a pipeline workspace: runs/ and reports/; "
         "or a folder of `raptor train --out <dataset>/<variant>/seed<S>` runs): test metrics with budget, "
         "precision and tie rule per row, significance, the paper's layout, and learning curves with the "
-        "paper's numbers as reference lines. No number on the page is typed.")
+        "paper's numbers as reference lines. No number on the page is typed. The folders must be tracked by git "
+        "(`raptor collect` them into results/ and `git add` them), so a clone can make the page again.")
 
 
 def register(p: argparse.ArgumentParser) -> None:
@@ -16,13 +17,15 @@ def register(p: argparse.ArgumentParser) -> None:
                    help="result folders, in the page's order; NAME labels its rows (default: the folder's name)")
     p.add_argument("--out", default="results.md", help="the Markdown page (default: %(default)s)")
     p.add_argument("--figures", help="figure folder (default: figures/results beside --out)")
+    p.add_argument("--untracked", action="store_true", help="accept folders git does not track: a draft page, "
+                   "marked as such at its top")
 
 
 def run(args: argparse.Namespace) -> int:
     from ..results import write_from_sources
 
     command = "raptor results " + " ".join(args.sources) + f" --out {args.out}"
-    summary = write_from_sources(args.sources, args.out, args.figures, command=command)
+    summary = write_from_sources(args.sources, args.out, args.figures, command=command, untracked=args.untracked)
     for name, dataset, vs in summary["sets"]:
         print(f"{name} / {dataset}: {', '.join(vs)}")
     print(f"results -> {summary['out']}")
