@@ -3,7 +3,8 @@
 #   requirements.lock         torch's CPU build (torch==X+cpu, the wheel of download.pytorch.org/whl/cpu)
 #   requirements-cuda.lock    torch's CUDA build from PyPI, with its nvidia-*, cuda-* and triton packages
 #   requirements-server.lock  the servers' image of docker/compose.yaml (prefect, mlflow, PostgreSQL drivers)
-# All are for CPython 3.11.3+ on x86_64 Linux (glibc >= 2.28; resolved as 3.11.7) and list the sha256 of
+# All are for CPython 3.11 (any patch release: resolved as 3.11.0, so async-timeout, which redis needs before
+# 3.11.3, is in; Debian 12 has 3.11.2) on x86_64 Linux (glibc >= 2.28) and list the sha256 of
 # every file PyPI serves for each pinned version (wheels of all platforms and the sdist), so pip's hash
 # check passes whichever file a machine picks. Packages they share are kept at the same versions.
 #
@@ -34,7 +35,7 @@ else
 fi
 echo "torch==${torch_version}+cpu" > "$tmp/torch-cpu.txt"
 
-common=(--python-version 3.11.7 --python-platform x86_64-manylinux_2_28
+common=(--python-version 3.11.0 --python-platform x86_64-manylinux_2_28
         --generate-hashes --no-config --no-cache --index-url https://pypi.org/simple
         --index-strategy unsafe-best-match --custom-compile-command scripts/lock.sh --quiet)
 
