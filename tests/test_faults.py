@@ -99,6 +99,7 @@ STAGES = {
 }
 
 
+@pytest.mark.slow  # end to end: the CLI in a subprocess, killed and run again
 @pytest.mark.parametrize("stage", list(STAGES))
 def test_kill_9_at_random_points_never_leaves_a_trusted_half_output(project, stage):
     root = project
@@ -131,6 +132,7 @@ def _state(path: Path) -> dict:
     return load_model(path)[0].state_dict()
 
 
+@pytest.mark.slow  # end to end: trains through the CLI, killed, resumed, and once uninterrupted
 def test_training_killed_mid_run_resumes_to_the_uninterrupted_result(project):
     root = project
     if not (root / "ref/graph.npz").exists():
@@ -193,6 +195,7 @@ def test_a_full_disk_while_writing_keeps_the_previous_output_and_says_what_happe
     assert not [p for p in (root / "disk").iterdir() if p.name.startswith(".ingested.tmp")]
 
 
+@pytest.mark.slow  # end to end: trains and evaluates through the CLI
 def test_a_full_disk_while_training_or_evaluating_is_one_line_and_keeps_the_previous_files(project):
     """The reported defect: a full disk in training ended in torch's traceback (``unexpected pos``).
     Checkpoints and models are written by plain file writes now, so it is the one line ingest gives,

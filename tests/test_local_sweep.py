@@ -43,6 +43,7 @@ def _recorded(results: Path) -> set[str]:
     return {f"{p.parts[-4]}-{p.parts[-3]}-{p.parts[-2]}" for p in results.glob("train/*/*/seed*/run_config.json")}
 
 
+@pytest.mark.slow  # end to end: a whole sweep in worker processes
 def test_every_run_trained_tested_and_recorded_in_worker_processes(data, tmp_path, capsys, monkeypatch):
     assert _sweep(data, tmp_path, "--jobs", "2") == 0
     results = tmp_path / "results"
