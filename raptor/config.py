@@ -267,6 +267,16 @@ class TITerConfig:
     #: was measured for the actor-critic agent only (docs/agent.md), so TITer-150 keeps float32.
     precision: Literal["float32", "bfloat16", "auto"] = "float32"
 
+    # --- the MDP it walks (raptor/env.py; TITer's model/environment.py, model/episode.py) ---
+    #: ``raptor``: this project's environment, shared with Pure-RL and RL-RAPTOR (t_0 = 0, t_k <= t' <
+    #: t_q, simple paths, STOP allowed at step 0); ``titer``: TITer's (t_0 = t_q, t' < t_k walking
+    #: back in time, revisits allowed, NO_OP forbidden at step 0 where an edge exists).
+    environment: Literal["raptor", "titer"] = "raptor"
+    #: With ``environment: titer``: after the first hop, edges at the current timestamp too
+    #: (``t' <= t_k``), TITer's CPU code path. Its CUDA path (the README trains with ``--cuda``)
+    #: sets ``query_times = times`` in ``Env.next_actions``, so every step is strict: false.
+    environment_same_time: bool = False
+
     # --- time-shaped reward (model/dirichlet.py, mle_dirichlet.py) ---
     #: ``--reward_shaping`` (on in the README's training command).
     reward_shaping: bool = True
