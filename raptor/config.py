@@ -203,6 +203,11 @@ class EvalConfig:
     beam_size: int = 100
     #: Validate (beam search on the valid split) every this many epochs.
     valid_every: int = 20
+    #: A denser schedule at the start, where an early validation peak would otherwise go unseen:
+    #: every ``valid_every_early`` epochs during the first ``valid_early_epochs`` RL epochs, then
+    #: every ``valid_every`` (0 = ``valid_every`` throughout, the paper's schedule).
+    valid_every_early: int = 0
+    valid_early_epochs: int = 0
     #: How an entity's score is formed from the log-probabilities of the beam paths ending on it.
     score_rule: Literal["max", "logsumexp"] = "max"
     #: Early stopping: end training after this many validation rounds in a row without a new best
@@ -419,6 +424,8 @@ _CHECKS: dict[str, tuple[Any, str]] = {
     "rl.clip_gradient": (lambda v: v >= 0, ">= 0 (0 = no clipping)"),
     "eval.beam_size": (lambda v: v >= 1, ">= 1"),
     "eval.valid_every": (lambda v: v >= 1, ">= 1"),
+    "eval.valid_every_early": (lambda v: v >= 0, ">= 0 (0 = valid_every throughout)"),
+    "eval.valid_early_epochs": (lambda v: v >= 0, ">= 0"),
     "eval.patience": (lambda v: v >= 0, ">= 0 (0 = no early stopping)"),
     "train.seeds": (lambda v: len(v) >= 1 and len(set(v)) == len(v), "a non-empty list of distinct ints"),
     "train.variants": (lambda v: len(v) >= 1, "a non-empty list"),
