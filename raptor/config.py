@@ -203,6 +203,11 @@ class EvalConfig:
     beam_size: int = 100
     #: Validate (beam search on the valid split) every this many epochs.
     valid_every: int = 20
+    #: A denser schedule at the start, where an early validation peak would otherwise go unseen:
+    #: every ``valid_every_early`` epochs during the first ``valid_early_epochs`` RL epochs, then
+    #: every ``valid_every`` (0 = ``valid_every`` throughout, the paper's schedule).
+    valid_every_early: int = 0
+    valid_early_epochs: int = 0
     #: How an entity's score is formed from the log-probabilities of the beam paths ending on it.
     score_rule: Literal["max", "logsumexp"] = "max"
     #: Early stopping: end training after this many validation rounds in a row without a new best
@@ -266,6 +271,16 @@ class TITerConfig:
     #: ``train.precision`` for the actor-critic variants. TITer's code trains in float32, and bfloat16
     #: was measured for the actor-critic agent only (docs/agent.md), so TITer-150 keeps float32.
     precision: Literal["float32", "bfloat16", "auto"] = "float32"
+
+    # --- the MDP it walks (raptor/env.py; TITer's model/environment.py, model/episode.py) ---
+    #: ``raptor``: this project's environment, shared with Pure-RL and RL-RAPTOR (t_0 = 0, t_k <= t' <
+    #: t_q, simple paths, STOP allowed at step 0); ``titer``: TITer's (t_0 = t_q, t' < t_k walking
+    #: back in time, revisits allowed, NO_OP forbidden at step 0 where an edge exists).
+    environment: Literal["raptor", "titer"] = "raptor"
+    #: With ``environment: titer``: after the first hop, edges at the current timestamp too
+    #: (``t' <= t_k``), TITer's CPU code path. Its CUDA path (the README trains with ``--cuda``)
+    #: sets ``query_times = times`` in ``Env.next_actions``, so every step is strict: false.
+    environment_same_time: bool = False
 
     # --- time-shaped reward (model/dirichlet.py, mle_dirichlet.py) ---
     #: ``--reward_shaping`` (on in the README's training command).
@@ -409,6 +424,8 @@ _CHECKS: dict[str, tuple[Any, str]] = {
     "rl.clip_gradient": (lambda v: v >= 0, ">= 0 (0 = no clipping)"),
     "eval.beam_size": (lambda v: v >= 1, ">= 1"),
     "eval.valid_every": (lambda v: v >= 1, ">= 1"),
+    "eval.valid_every_early": (lambda v: v >= 0, ">= 0 (0 = valid_every throughout)"),
+    "eval.valid_early_epochs": (lambda v: v >= 0, ">= 0"),
     "eval.patience": (lambda v: v >= 0, ">= 0 (0 = no early stopping)"),
     "train.seeds": (lambda v: len(v) >= 1 and len(set(v)) == len(v), "a non-empty list of distinct ints"),
     "train.variants": (lambda v: len(v) >= 1, "a non-empty list"),

@@ -29,6 +29,14 @@ recent to the oldest (ties in time in reverse ``(relation, neighbor)`` order), t
 (entity ``E``, relation ``2R + 1``, time ``0``, ``mask`` false). The width is trimmed to the largest
 count in the batch (at most ``edge_cap + 1``).
 
+TITer's walk (``TemporalEnv(..., walk="titer")``, the TITer-150 variant with ``titer.environment:
+titer``; JHL-HUST/TITer ``model/environment.py``, ``model/episode.py``): the agent starts at the query
+time (``t_0 = t_q``, so NO_OP at step 0 has ``dt = 0``) and walks backwards: candidates are the edges
+with ``t' < t_k`` (``t' <= t_k`` after the first hop with ``same_time``: TITer's CPU code path; its
+CUDA path, which its README trains with, passes ``query_times = times`` and so is strict at every
+step), with no lower bound and no visited mask (revisits allowed); at step 0 STOP is masked out
+whenever an edge exists and the cap is ``max_actions`` edges (``get_padd_actions``'s ``first_step``).
+
 Everything is vectorised: the window of every row comes from two ``searchsorted`` calls
 (:meth:`TemporalGraph.window`), and one compiled loop (numba) copies the kept edges out of the CSR
 slices; there is no per-row Python code.
@@ -36,8 +44,9 @@ slices; there is no per-row Python code.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, fields, replace
-from typing import Optional
+from typing import Literal, Optional
 
 import numba
 import numpy as np
@@ -48,6 +57,10 @@ from .graph import TemporalGraph
 
 #: Fill value of unused ``visited`` columns.
 NO_ENTITY = -1
+
+#: ``raptor``: the paper's forward walk (this module's docstring); ``titer``: TITer's backward walk.
+Walk = Literal["raptor", "titer"]
+WALKS: tuple[str, ...] = ("raptor", "titer")
 
 
 @dataclass(frozen=True)
@@ -128,9 +141,15 @@ def _fill_candidates(neighbor, relation, time, start, stop, visited, cap, mask_b
 class TemporalEnv:
     """The MDP over a :class:`TemporalGraph`; stateless (states are values)."""
 
-    def __init__(self, graph: TemporalGraph, config: EnvConfig = EnvConfig()):
+    def __init__(self, graph: TemporalGraph, config: EnvConfig = EnvConfig(), walk: Walk = "raptor",
+                 same_time: bool = False):
+        if walk not in WALKS:
+            raise ValueError(f"unknown walk {walk!r} (known: {', '.join(WALKS)})")
         self.graph = graph
         self.config = config
+        #: The MDP's semantics (module docstring); ``same_time`` only applies to TITer's walk.
+        self.walk = walk
+        self.same_time = bool(same_time)
         self.num_entities = graph.num_entities
         self.num_relations = graph.num_relations
         self.K = config.max_path_length
@@ -140,6 +159,14 @@ class TemporalEnv:
         self._neighbor = np.ascontiguousarray(graph.neighbor, dtype=np.int32)
         self._relation = np.ascontiguousarray(graph.relation, dtype=np.int32)
         self._time = np.ascontiguousarray(graph.time, dtype=np.int32)
+
+    def with_walk(self, walk: Walk, same_time: bool = False) -> "TemporalEnv":
+        """The same graph and config under another walk (shares the edge arrays)."""
+        if walk not in WALKS:
+            raise ValueError(f"unknown walk {walk!r} (known: {', '.join(WALKS)})")
+        other = copy.copy(self)
+        other.walk, other.same_time = walk, bool(same_time)
+        return other
 
     # ------------------------------------------------------------------ states
 
@@ -156,9 +183,10 @@ class TemporalEnv:
         visited = np.full((B, self.K + 1), NO_ENTITY, dtype=np.int64)
         visited[:, 0] = e_q
         empty = np.zeros((B, 0), dtype=np.int64)
+        t_0 = t_q.copy() if self.walk == "titer" else np.zeros(B, dtype=np.int64)
         return State(
             query_entity=e_q, query_relation=r_q, query_time=t_q,
-            entity=e_q.copy(), time=np.zeros(B, dtype=np.int64), visited=visited,
+            entity=e_q.copy(), time=t_0, visited=visited,
             path_entity=empty, path_relation=empty, path_time=empty, step=0, answer=answer,
         )
 
@@ -166,22 +194,35 @@ class TemporalEnv:
         """The padded candidate actions of every row of ``state``."""
         if state.step >= self.K:
             raise ValueError(f"state at step {state.step} is terminal (K = {self.K})")
-        cap = self.config.edge_cap
-        hi = state.query_time if self.config.strict_history else state.query_time + 1
-        start, stop = self.graph.window(state.entity, state.time, hi)
+        cfg = self.config
         B = state.batch_size
+        if self.walk == "titer":
+            # TITer: no lower bound, t' < t_k (t' <= t_k after the first hop with same_time), no
+            # visited mask, and max_actions edges at step 0 where NO_OP gives way to them
+            lo = np.zeros(B, dtype=np.int64)
+            hi = state.time + ((state.time != state.query_time) & self.same_time)
+            visited = np.empty((B, 0), dtype=np.int64)
+            cap = cfg.max_actions if state.step == 0 else cfg.edge_cap
+        else:
+            lo = state.time
+            hi = state.query_time if cfg.strict_history else state.query_time + 1
+            visited = state.visited
+            cap = cfg.edge_cap
+        start, stop = self.graph.window(state.entity, lo, hi)
         ent = np.full((B, cap + 1), self.pad_entity, dtype=np.int64)
         rel = np.full((B, cap + 1), self.pad_relation, dtype=np.int64)
         tim = np.zeros((B, cap + 1), dtype=np.int64)
         count = np.zeros(B, dtype=np.int64)
-        _fill_candidates(self._neighbor, self._relation, self._time, start, stop, state.visited,
-                         cap, self.config.mask_before_cap, ent, rel, tim, count)
+        _fill_candidates(self._neighbor, self._relation, self._time, start, stop, visited,
+                         cap, cfg.mask_before_cap, ent, rel, tim, count)
         ent[:, 0] = state.entity
         rel[:, 0] = self.stop_relation
         tim[:, 0] = state.time
         width = 1 + (int(count.max()) if B else 0)
         ent, rel, tim = ent[:, :width], rel[:, :width], tim[:, :width]
         mask = np.arange(width)[None, :] <= count[:, None]
+        if self.walk == "titer" and state.step == 0:
+            mask[:, 0] = count == 0
         return Candidates(entity=ent, relation=rel, time=tim, mask=mask, count=count)
 
     def step(self, state: State, cands: Candidates, choice: np.ndarray) -> State:

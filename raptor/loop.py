@@ -193,19 +193,31 @@ class TrainResult:
     stopped_early: bool = False
 
 
+def validation_due(epoch: int, every: int, early_every: int = 0, early_epochs: int = 0) -> bool:
+    """Whether 0-based ``epoch`` ends with a validation round: every ``early_every``-th epoch while
+    ``epoch + 1 <= early_epochs`` (when ``early_every > 0``), every ``every``-th after (counted from
+    epoch 1, so the two schedules meet where ``early_epochs`` is a multiple of both)."""
+    n = epoch + 1
+    if early_every > 0 and n <= early_epochs:
+        return n % early_every == 0
+    return n % every == 0
+
+
 class Selection:
     """Validation rounds, the best model and early stopping of an RL phase.
 
-    After every ``valid_every``-th epoch and the last: ``evaluate_fn(policy)`` (validation MRR and
+    After every ``valid_every``-th epoch (every ``early[0]``-th during the first ``early[1]`` epochs,
+    :func:`validation_due`) and the last: ``evaluate_fn(policy)`` (validation MRR and
     more) into the row, the best-MRR weights to ``out/best.pt``; ``patience > 0`` ends the phase after
     that many rounds in a row without a better MRR. Its counters live in ``state`` (the phase's
     checkpointed state), so a resumed run selects as an uninterrupted one.
     """
 
     def __init__(self, policy: torch.nn.Module, evaluate_fn: Optional[Callable[[Any], dict[str, float]]],
-                 valid_every: int, patience: int, out: Optional[Path], meta: dict[str, Any]) -> None:
+                 valid_every: int, patience: int, out: Optional[Path], meta: dict[str, Any],
+                 early: tuple[int, int] = (0, 0)) -> None:
         self.policy, self.evaluate_fn, self.out, self.meta = policy, evaluate_fn, out, meta
-        self.valid_every, self.patience = valid_every, patience
+        self.valid_every, self.patience, self.early = valid_every, patience, early
         self.state: dict[str, Any] = {"best_mrr": None, "best_epoch": None, "rounds_since_best": 0}
 
     def done(self) -> bool:
@@ -214,7 +226,7 @@ class Selection:
     def after_epoch(self, epoch: int, row: dict[str, Any], last: bool) -> bool:
         """Validate if due; True (checkpoint this epoch) when it did."""
         row["val_mrr"] = None
-        if self.evaluate_fn is None or not ((epoch + 1) % self.valid_every == 0 or last):
+        if self.evaluate_fn is None or not (validation_due(epoch, self.valid_every, *self.early) or last):
             return False
         t1 = time.perf_counter()
         self.policy.eval()

@@ -172,7 +172,8 @@ def train(
     policy.to(device)
     optimizer = make_optimizer(policy, rl)
     queries = np.ascontiguousarray(train_queries, dtype=np.int64)
-    selection = Selection(policy, evaluate_fn, eval_cfg.valid_every, eval_cfg.patience, out, meta)
+    selection = Selection(policy, evaluate_fn, eval_cfg.valid_every, eval_cfg.patience, out, meta,
+                          early=(eval_cfg.valid_every_early, eval_cfg.valid_early_epochs))
 
     def run_epoch(epoch: int) -> dict[str, Any]:
         return train_epoch(policy, optimizer, env, queries, epoch, seed, rl, precision, device, progress)

@@ -1035,7 +1035,8 @@ def train_titer(
         if out is not None:
             out.mkdir(parents=True, exist_ok=True)
             prior.save(out / "dirichlet.npz")
-    selection = Selection(policy, evaluate_fn, eval_cfg.valid_every, eval_cfg.patience, out, meta)
+    selection = Selection(policy, evaluate_fn, eval_cfg.valid_every, eval_cfg.patience, out, meta,
+                          early=(eval_cfg.valid_every_early, eval_cfg.valid_early_epochs))
     state = selection.state  # kept in checkpoints, with the baseline's value
     state["baseline"] = 0.0
     baseline = ReactiveBaseline(cfg.baseline_lambda)

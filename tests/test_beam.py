@@ -36,7 +36,7 @@ def enumerate_paths(policy, env, query):
         u = policy.state_input(q, hc[0], state.step)
         z = policy.candidate_logits(policy.actor(u), ct.entity, ct.relation, ct.dt, ct.mask)
         lp = torch.log_softmax(z.float(), 1)[0]
-        for a in range(int(cands.count[0]) + 1):
+        for a in np.flatnonzero(cands.mask[0]):  # STOP is not an action at TITer's first step
             nxt = env.step(state, cands, np.array([a]))
             hc2 = policy.advance_path(hc, torch.from_numpy(nxt.entity), torch.from_numpy(nxt.path_relation[:, -1].copy()),
                                       torch.from_numpy(nxt.query_time - nxt.time))
@@ -48,12 +48,12 @@ def enumerate_paths(policy, env, query):
     return out
 
 
-def tiny_setup(seed, K=2, n=25, E=7, R=2, T=6, max_actions=4):
+def tiny_setup(seed, K=2, n=25, E=7, R=2, T=6, max_actions=4, walk="raptor"):
     rng = np.random.default_rng(seed)
     quads = np.unique(np.stack([rng.integers(0, E, n), rng.integers(0, R, n), rng.integers(0, E, n),
                                 rng.integers(0, T, n)], 1), axis=0)
     graph = TemporalGraph.from_quadruples(quads, E, R)
-    env = TemporalEnv(graph, EnvConfig(max_path_length=K, max_actions=max_actions))
+    env = TemporalEnv(graph, EnvConfig(max_path_length=K, max_actions=max_actions), walk=walk)
     torch.manual_seed(seed)
     policy = Policy(E, R, SMALL, max_path_length=K)
     policy.eval()
@@ -64,8 +64,9 @@ def tiny_setup(seed, K=2, n=25, E=7, R=2, T=6, max_actions=4):
 
 @pytest.mark.parametrize("seed,K", [(0, 2), (1, 2), (2, 3), (3, 3)])
 @pytest.mark.parametrize("rule", ["max", "logsumexp"])
-def test_beam_search_is_exact_when_beam_exceeds_paths(seed, K, rule):
-    env, policy, queries = tiny_setup(seed, K=K)
+@pytest.mark.parametrize("walk", ["raptor", "titer"])
+def test_beam_search_is_exact_when_beam_exceeds_paths(seed, K, rule, walk):
+    env, policy, queries = tiny_setup(seed, K=K, walk=walk)
     res = beam_search(policy, env, queries, EvalConfig(beam_size=400, score_rule=rule), chunk_size=4)
     for i, q in enumerate(queries):
         paths = enumerate_paths(policy, env, q)
@@ -148,7 +149,7 @@ def reference_beam(policy, env, query, W, last_expansions):
                 u = policy.state_input(query_embedding(policy, st, "cpu"), hc[0], st.step)
                 z = policy.candidate_logits(policy.actor(u), ct.entity, ct.relation, ct.dt, ct.mask)
                 lp = torch.log_softmax(z.float(), 1)[0]
-                for a in range(int(cands.count[0]) + 1):
+                for a in np.flatnonzero(cands.mask[0]):
                     expansions.append((score + float(lp[a]), st, cands, a, hc))
             expansions.sort(key=lambda x: -x[0])
             if len(expansions) > W and expansions[W - 1][0] - expansions[W][0] < 1e-4:
@@ -175,10 +176,11 @@ def merge(paths, rule):
 @pytest.mark.parametrize("seed,K", [(0, 2), (1, 2), (2, 3), (3, 3), (4, 3)])
 @pytest.mark.parametrize("rule", ["max", "logsumexp"])
 @pytest.mark.parametrize("expansions", [False, True])
-def test_small_beam_against_the_naive_beam_search(seed, K, rule, expansions):
+@pytest.mark.parametrize("walk", ["raptor", "titer"])
+def test_small_beam_against_the_naive_beam_search(seed, K, rule, expansions, walk):
     """Beam 3 on small random graphs (up to 3 x 5 expansions a step): the batched search ranks the
     entities of the naive search's final paths, merged by the score rule, with the same scores."""
-    env, policy, queries = tiny_setup(seed, K=K, n=40)
+    env, policy, queries = tiny_setup(seed, K=K, n=40, walk=walk)
     res = beam_search(policy, env, queries, EvalConfig(beam_size=3, score_rule=rule, rank_last_expansions=expansions),
                       chunk_size=4)
     compared = 0

@@ -151,3 +151,91 @@ def test_cap_includes_stop_keeps_one_edge_fewer():
     assert on_top.width == 4 and on_top.entity[0, 1:].tolist() == [4, 3, 2]  # STOP + 3 edges
     assert inside.width == 3 and inside.entity[0, 1:].tolist() == [4, 3]  # 3 actions, STOP one of them
     assert inside.relation[0, 0] == stop_relation(1)
+
+
+# ---------------------------------------------------------------- TITer's walk (walk="titer")
+
+
+def naive_titer_candidates(quads, R, e_k, t_k, t_q, step, max_actions, edge_cap, same_time):
+    """TITer's ``Env.get_padd_actions`` for one row, from its code (model/environment.py): the edges
+    of ``e_k`` with ``t' < t_k`` (``t' <= t_k`` when ``same_time`` and ``t_k != t_q``), most recent first,
+    no visited filter; ``max_actions`` of them at step 0, ``edge_cap`` after. Ties at one timestamp come
+    in reverse (relation, neighbor) order, as in the forward walk (TITer: networkx insertion order)."""
+    edges = []
+    for s, r, o, t in quads:
+        edges.append((s, r, o, t))
+        edges.append((o, r + R, s, t))
+    inclusive = same_time and t_k != t_q
+    window = sorted((t, r, o) for s, r, o, t in edges if s == e_k and (t <= t_k if inclusive else t < t_k))[::-1]
+    cap = max_actions if step == 0 else edge_cap
+    return [(o, r, t) for t, r, o in window][:cap]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    seed=st.integers(0, 10_000),
+    E=st.integers(2, 12),
+    R=st.integers(1, 4),
+    T=st.integers(1, 8),
+    n=st.integers(0, 80),
+    cap=st.integers(1, 6),
+    K=st.integers(1, 4),
+    same_time=st.booleans(),
+    cap_includes_stop=st.booleans(),
+)
+def test_titer_walk_matches_titers_code(seed, E, R, T, n, cap, K, same_time, cap_includes_stop):
+    rng = np.random.default_rng(seed)
+    quads, graph = random_graph(rng, E, R, T, n)
+    cfg = EnvConfig(max_path_length=K, max_actions=cap + int(cap_includes_stop), cap_includes_stop=cap_includes_stop)
+    env = TemporalEnv(graph, cfg, walk="titer", same_time=same_time)
+    B = 16
+    queries = np.stack([rng.integers(0, E, B), rng.integers(0, 2 * R, B), rng.integers(0, E, B),
+                        rng.integers(0, T + 1, B)], 1)
+    state = env.reset(queries)
+    assert np.array_equal(state.time, queries[:, 3])  # t_0 = t_q
+    for k in range(K):
+        cands = env.candidates(state)
+        for b in range(B):
+            want = naive_titer_candidates(quads.tolist(), R, state.entity[b], state.time[b], state.query_time[b], k,
+                                          cfg.max_actions, cfg.edge_cap, same_time)
+            c = int(cands.count[b])
+            got = list(zip(cands.entity[b, 1:1 + c].tolist(), cands.relation[b, 1:1 + c].tolist(),
+                           cands.time[b, 1:1 + c].tolist()))
+            assert got == want
+            # NO_OP (slot 0) keeps e_k and t_k; at step 0 it is an action only where no edge is
+            assert (cands.entity[b, 0], cands.relation[b, 0], cands.time[b, 0]) == (
+                state.entity[b], stop_relation(R), state.time[b])
+            assert cands.mask[b, 0] == (k > 0 or c == 0)
+            assert cands.mask[b, 1:c + 1].all() and not cands.mask[b, c + 1:].any()
+        valid = [np.flatnonzero(cands.mask[b]) for b in range(B)]
+        choice = np.array([rng.choice(v) for v in valid])
+        nxt = env.step(state, cands, choice)
+        assert np.all(nxt.time <= state.time)  # backwards in time
+        state = nxt
+
+
+def test_titer_walk_hand_built():
+    # entity 0: edges to 1 (t=1), 2 (t=2), 1 (t=3); entity 1: edge back to 0 at t=0; query (0, r, ?, t=3)
+    quads = np.array([[0, 0, 1, 1], [0, 0, 2, 2], [0, 1, 1, 3], [1, 0, 0, 0]])
+    g = TemporalGraph.from_quadruples(quads, 3, 2)
+    q = np.array([[0, 0, 2, 3]])
+    env = TemporalEnv(g, EnvConfig(max_actions=5), walk="titer")
+    s = env.reset(q)
+    c = env.candidates(s)
+    # t' < 3: (2, t=2), (1, t=1), (1, t=0, inverse of 1 -> 0); the t=3 edge is the query's own time,
+    # and no lower bound; NO_OP masked at step 0
+    assert c.entity[0, 1:1 + c.count[0]].tolist() == [2, 1, 1] and c.time[0, 1:4].tolist() == [2, 1, 0]
+    assert not c.mask[0, 0]
+    s1 = env.move(s, np.array([1]), np.array([0]), np.array([1]))
+    c1 = env.candidates(s1)
+    # at entity 1, time 1: the inverse edge back to the visited e_q at t=1 is not < 1, the one at t=0 is
+    # kept (revisits allowed), and NO_OP is an action again
+    assert c1.entity[0, 1:1 + c1.count[0]].tolist() == [0] and c1.time[0, 1] == 0 and c1.mask[0, 0]
+    inclusive = env.with_walk("titer", same_time=True).candidates(s1)
+    assert sorted(inclusive.entity[0, 1:1 + inclusive.count[0]].tolist()) == [0, 0]  # t=1 too after the first hop
+    # an isolated query entity keeps NO_OP at step 0 (TITer: `continue` before dropping it)
+    lone = env.candidates(env.reset(np.array([[2, 0, 0, 0]])))
+    assert lone.count[0] == 0 and lone.mask[0, 0]
+    assert env.with_walk("raptor").reset(q).time[0] == 0
+    with pytest.raises(ValueError, match="unknown walk"):
+        TemporalEnv(g, walk="backwards")

@@ -1,0 +1,39 @@
+"""The epoch loop's validation schedule (raptor/loop.py), alone and inside actor-critic training."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from helpers import synthetic_env
+from raptor.config import EvalConfig, ModelConfig, RLConfig
+from raptor.loop import validation_due
+from raptor.policy import Policy
+from raptor.rl import train
+
+SMALL = ModelConfig(entity_dim=16, relation_dim=12, time_dim=5, step_dim=4, mlp_hidden_dim=24)
+
+
+def test_validation_due_by_hand():
+    # the paper's schedule: epochs 20, 40, ... (1-based), i.e. 0-based 19, 39, ...
+    assert [e for e in range(60) if validation_due(e, 20)] == [19, 39, 59]
+    # issue 39's sweep: every 5 during the first 40 RL epochs, every 20 after
+    assert [e + 1 for e in range(100) if validation_due(e, 20, 5, 40)] == [5, 10, 15, 20, 25, 30, 35, 40, 60, 80, 100]
+    # early_every 0 is off whatever early_epochs says
+    assert [e for e in range(40) if validation_due(e, 20, 0, 40)] == [19, 39]
+    # an early window that is not a multiple of `every`: after it, the plain schedule resumes
+    assert [e + 1 for e in range(30) if validation_due(e, 10, 3, 7)] == [3, 6, 10, 20, 30]
+
+
+@pytest.mark.parametrize("early, want", [((0, 0), [2, 5, 6]), ((1, 3), [0, 1, 2, 5, 6])])
+def test_training_validates_on_the_schedule(tmp_path, early, want):
+    """7 epochs, valid_every 3: epochs 3 and 6 (1-based) and the last; with (1, 3) also every epoch of the
+    first three."""
+    env, q, E, R = synthetic_env(max_actions=50)[:4]
+    calls = []
+    ev = EvalConfig(valid_every=3, beam_size=5, valid_every_early=early[0], valid_early_epochs=early[1])
+    torch.manual_seed(0)
+    res = train(Policy(E, R, SMALL, 3), env, q["train"][:256], RLConfig(epochs=7, batch_size=256), ev, seed=0,
+                out_dir=tmp_path, evaluate_fn=lambda p: calls.append(1) or {"mrr": 0.1 * len(calls)}, progress=False)
+    assert [h["epoch"] for h in res.history if h["val_mrr"] is not None] == want
+    assert len(calls) == len(want) and res.best_epoch == want[-1]
