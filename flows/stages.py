@@ -266,7 +266,7 @@ def ablation_flow(dataset: str, params: str, inputs: dict, outputs: dict) -> dic
     try:
         futures = train_run_task.map(
             unmapped(params), unmapped(dataset), unmapped(inputs["data"]), unmapped(inputs["graph"]),
-            unmapped("raptor"), [s for _, s in jobs], [seed_dir(arms[n], s) for n, s in jobs], unmapped(exp),
+            unmapped(variants.PRETRAINED_VARIANT), [s for _, s in jobs], [seed_dir(arms[n], s) for n, s in jobs], unmapped(exp),
             unmapped(parent.run_id), unmapped(threads_per_run(p.train.num_threads, p.train.parallel_runs)),
             [f"{dataset}-pretrain{n}-seed{s}" for n, s in jobs],
             [str(snapshot_path(seed_dir(inputs["pretrain"], s), n)) if n else None for n, s in jobs],
@@ -278,7 +278,7 @@ def ablation_flow(dataset: str, params: str, inputs: dict, outputs: dict) -> dic
         trained = [f.result() for f in futures]
         evals = {n: str(Path(outputs["eval"]) / f"p{n}") for n in epochs}
         tests = evaluate_run_task.map(
-            unmapped(params), unmapped(inputs["data"]), unmapped(inputs["graph"]), unmapped("raptor"),
+            unmapped(params), unmapped(inputs["data"]), unmapped(inputs["graph"]), unmapped(variants.PRETRAINED_VARIANT),
             [s for _, s in jobs], [seed_dir(arms[n], s) for n, s in jobs], [seed_dir(evals[n], s) for n, s in jobs],
             unmapped("test"), unmapped(threads_per_run(p.train.num_threads, p.train.parallel_runs)))
         [f.result() for f in tests]

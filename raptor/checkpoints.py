@@ -1,4 +1,5 @@
-"""Reading and writing our torch files safely: models, RL and pretraining checkpoints.
+"""Reading and writing our torch files safely: models, RL and pretraining checkpoints (plain file I/O:
+which agent rebuilds a model is :func:`raptor.agents.load_model`'s business).
 
 * Every file is read with ``torch.load(weights_only=True)``: tensors and plain data only. A file
   that carries other Python objects (a pickled payload can run code when loaded, which is how a
@@ -19,15 +20,12 @@ import os
 import pickle
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional
 
 import torch
+from torch import nn
 
 from .io import atomic_path
-from .runtime import seeded_init
-
-if TYPE_CHECKING:
-    from .policy import Policy
 
 log = logging.getLogger("raptor")
 
@@ -112,8 +110,9 @@ def load_latest(path: str | Path, fmt: str, what: str) -> dict[str, Any] | None:
 
 # Models: the policy's weights plus what rebuilds it
 
-def model_meta(policy: "Policy", meta: Optional[dict], seed: int) -> dict:
-    """``meta`` plus what :func:`load_model` needs to rebuild ``policy`` (sizes, model config) and the seed."""
+def model_meta(policy: nn.Module, meta: Optional[dict], seed: int) -> dict:
+    """``meta`` plus what rebuilds ``policy`` (its sizes, its config dataclass, its path length) and the
+    seed: every agent's policy has ``num_entities``, ``num_relations``, ``config`` and ``max_path_length``."""
     meta = dict(meta or {})
     meta.setdefault("num_entities", policy.num_entities)
     meta.setdefault("num_relations", policy.num_relations)
@@ -128,27 +127,7 @@ MODEL_FORMAT = "raptor.policy/v1"
 RL_CHECKPOINT_FORMAT = "raptor.rl-checkpoint/v1"
 
 
-def save_model(path: Path, policy: "Policy", meta: dict) -> None:
-    """The policy weights plus what is needed to rebuild it (``meta``: sizes and configs)."""
+def save_model(path: Path, policy: nn.Module, meta: dict) -> None:
+    """The policy weights plus what is needed to rebuild it (``meta``: sizes and configs); read back
+    with :func:`raptor.agents.load_model`."""
     save(path, {"format": MODEL_FORMAT, "policy": policy.state_dict(), "meta": meta})
-
-
-def load_model(path: str | Path, device="cpu") -> tuple["Policy", dict]:
-    """Rebuild a :class:`Policy` saved by :func:`save_model` (or take it from an RL checkpoint); a
-    TITer model (``meta["architecture"] == "titer"``) comes back as a :class:`raptor.titer.TITerPolicy`.
-    Only tensors and plain data are read (:mod:`raptor.checkpoints`): a file carrying code is refused."""
-    from .config import ModelConfig
-    from .policy import Policy
-
-    from . import titer
-
-    obj = load(path, (MODEL_FORMAT, RL_CHECKPOINT_FORMAT, titer.TITER_CHECKPOINT_FORMAT), "RAPTOR model",
-               map_location=device)
-    meta = obj["meta"]
-    if meta.get("architecture") == titer.ARCHITECTURE:  # the TITer-150 variant's agent
-        return titer.load_titer_model(path, device=device)
-    with seeded_init():  # its random init is overwritten, but must not draw from a run's seeded stream
-        policy = Policy(meta["num_entities"], meta["num_relations"], ModelConfig(**meta["model"]),
-                        meta["max_path_length"]).to(device)
-    policy.load_state_dict(obj["policy"])
-    return policy, meta

@@ -60,6 +60,13 @@ class DatasetConfig:
     time_step: Optional[int] = None
 
 
+def _variant_names() -> list[str]:
+    """Every registered variant (:data:`raptor.variants.VARIANTS`), in its order."""
+    from .variants import VARIANTS
+
+    return list(VARIANTS)
+
+
 def _default_datasets() -> dict[str, DatasetConfig]:
     from .registry import RELEASES
 
@@ -312,7 +319,7 @@ class TrainConfig:
 
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2, 3, 4], metadata=NO_EFFECT)
     #: The systems the pipeline trains and compares (names of :data:`raptor.variants.VARIANTS`).
-    variants: list[str] = field(default_factory=lambda: ["pure_rl", "raptor", "titer"], metadata=NO_EFFECT)
+    variants: list[str] = field(default_factory=lambda: _variant_names(), metadata=NO_EFFECT)
     #: float32; bfloat16 autocast; or auto: bfloat16 where the hardware has it natively (a CUDA GPU that
     #: supports it, a CPU with AVX512-BF16/AMX), float32 elsewhere (emulated bfloat16 is far slower).
     precision: Literal["float32", "bfloat16", "auto"] = "float32"

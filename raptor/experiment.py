@@ -27,6 +27,8 @@ import numpy as np
 import torch
 
 from . import variants
+from .agents import agent_of, get_agent
+from .agents.base import RunOptions, load_model
 from .beam import beam_search
 from .config import Params, params_to_dict, result_params
 from .constants import METRIC_KEYS, RUN_CONFIG_FILE
@@ -38,9 +40,7 @@ from .loop import checkpoint_budget_mismatch
 from .policy import Policy
 from .provenance import code_hash, content_hash
 from .ranking import FilterIndex, build_filter, evaluation_metrics, filtered_ranks, write_metrics, write_predictions
-from .checkpoints import load_model
-from .rl import train
-from .runtime import configure_runtime, resolve_device, resolve_precision, seeded_init
+from .runtime import configure_runtime, resolve_device
 
 log = logging.getLogger("raptor")
 
@@ -211,10 +211,13 @@ def effective_epochs(params: Params, variant: str, pretrain_epochs: int, rl_epoc
 
 
 def variant_precision(params: Params, variant: str, device) -> str:
-    """The resolved autocast precision of ``variant``'s runs: ``titer.precision`` for TITer-150's
-    agent, ``train.precision`` for the actor-critic variants."""
-    agent = variants.get(variant).agent
-    return resolve_precision(params.titer.precision if agent == "titer" else params.train.precision, device)
+    """The resolved autocast precision of ``variant``'s runs: its agent's (:attr:`raptor.agents.Agent.precision_key`)."""
+    return get_agent(variants.get(variant).agent).precision(params, device)
+
+
+def run_code(variant: str) -> list[str]:
+    """The modules a run of ``variant`` runs (its code hash): this one and its agent's."""
+    return [__name__, *get_agent(variants.get(variant).agent).code]
 
 
 def run_variant(
@@ -242,6 +245,7 @@ def run_variant(
     ``checkpoint.pt``, ``summary.json`` and ``run_config.json`` (:func:`run_fingerprint`).
     """
     v = variants.get(variant)
+    agent = get_agent(v.agent)
     p = ctx.params
     if v.pretrained and init_model is None and pretrain_epochs:
         raise ValueError(f"variant {variant!r} starts from a pretrained checkpoint: give init_model "
@@ -254,15 +258,10 @@ def run_variant(
     if init_model is not None and not Path(init_model).is_file():
         raise FileNotFoundError(f"initial weights not found: {init_model} (run the pretrain stage first)")
     inputs = {**ctx.input_hashes(), "init_model": content_hash(init_model) if init_model else None}
-    code = [__name__] + (["raptor.titer"] if v.agent == "titer" else [])
-    fingerprint = rl_fingerprint(p, variant, seed, inputs, code_hash(code), pretrain_epochs)
-    if v.agent == "titer":
-        from .titer import TITER_CHECKPOINT_FORMAT as ck_format
-    else:
-        from .rl import CHECKPOINT_FORMAT as ck_format
+    fingerprint = rl_fingerprint(p, variant, seed, inputs, code_hash(run_code(variant)), pretrain_epochs)
 
     def past_the_budget(run: Path) -> Optional[str]:  # a run never stands for a smaller epoch budget
-        return checkpoint_budget_mismatch(run, ck_format, "RL checkpoint", n_rl)
+        return checkpoint_budget_mismatch(run, agent.checkpoint_format, "RL checkpoint", n_rl)
 
     restarted = prepare_run_dir(out, fingerprint, resume, cannot_continue=past_the_budget, resume_only=resume_only)
     started = time.perf_counter()
@@ -271,25 +270,15 @@ def run_variant(
             "pretrain_epochs": int(pretrain_epochs), "rl_epochs": n_rl}
     hook = (lambda e, m: on_epoch_end("rl", e, m)) if on_epoch_end else None
     validator = make_validator(ctx, "valid", precision, device)
-    if v.agent == "titer":
-        from .titer import TITerPolicy, train_titer
-
-        with seeded_init(seed):
-            policy = TITerPolicy(ctx.dataset.num_entities, ctx.dataset.num_relations, p.titer, p.env.max_path_length)
-        result = train_titer(policy, ctx.env, ctx.train_queries, p.titer, seed, eval_cfg=p.eval, precision=precision,
-                             device=device, out_dir=out, evaluate_fn=validator, resume=resume, epochs=n_rl,
-                             on_epoch_end=hook, meta=meta, progress=progress)
-        return _finish_run(out, variant, seed, pretrain_epochs, n_rl, precision, device, result, restarted, started)
-    with seeded_init(seed):
-        policy = Policy(ctx.dataset.num_entities, ctx.dataset.num_relations, p.model, p.env.max_path_length)
+    policy = agent.build(ctx, seed)
     if init_model is not None:
         init, _ = load_model(init_model, device=device)
         policy.load_state_dict(init.state_dict())
         meta["init_model"] = str(init_model)
 
-    result = train(policy, ctx.env, ctx.train_queries, p.rl, p.eval, seed=seed, precision=precision,
-                   device=device, out_dir=out, evaluate_fn=validator,
-                   resume=resume, epochs=n_rl, on_epoch_end=hook, meta=meta, progress=progress)
+    result = agent.train(ctx, policy, RunOptions(
+        seed=seed, epochs=n_rl, out_dir=out, device=device, precision=precision, resume=resume, progress=progress,
+        evaluate_fn=validator, on_epoch_end=hook, meta=meta))
     return _finish_run(out, variant, seed, pretrain_epochs, n_rl, precision, device, result, restarted, started)
 
 
@@ -315,18 +304,6 @@ def _finish_run(out: Path, variant: str, seed: int, pretrain_epochs: int, n_rl: 
     return summary
 
 
-def _test_time_agent(ctx: Context, policy, meta: dict, split: str):
-    """What an agent does differently at test time: TITer's inductive mean for query entities unseen in
-    training (``titer.inductive_mean``; on the test split, as TITer's tester; validation runs without)."""
-    import contextlib
-
-    if meta.get("architecture") == "titer" and split == "test":
-        from .titer import inductive_mean
-
-        return inductive_mean(policy, ctx.dataset.splits["train"], enabled=ctx.params.titer.inductive_mean)
-    return contextlib.nullcontext()
-
-
 def evaluate_model(
     ctx: Context,
     model_path: str | Path,
@@ -346,10 +323,9 @@ def evaluate_model(
     policy.eval()
     queries = ctx.queries(split)
     started = time.perf_counter()
-    variant = meta.get("variant")
-    precision = (variant_precision(p, variant, device) if variant in variants.VARIANTS
-                 else resolve_precision(p.train.precision, device))
-    with _test_time_agent(ctx, policy, meta, split):
+    agent = get_agent(agent_of(meta))
+    precision = agent.precision(p, device)
+    with agent.test_time(ctx, policy, meta, split):  # e.g. TITer's inductive mean on the test split
         res, ranks = rank_queries(ctx, policy, queries, precision, device)
     seconds = time.perf_counter() - started
     metrics = evaluation_metrics(ranks, queries[:, 1], ctx.dataset.num_relations)

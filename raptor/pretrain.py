@@ -38,6 +38,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from . import variants
+from .agents import AGENT_KEY
 from .config import PretrainConfig
 from .env import TemporalEnv
 from .experiment import prepare_run_dir, run_fingerprint, snapshot_path
@@ -49,6 +51,7 @@ from .checkpoints import model_meta, save_model
 from .rollout import advance, candidate_tensors, query_context, score_candidates
 from .runtime import adam, autocast, epoch_seed, seeded_init
 from .sampling import sample_actions
+from .variants import PRETRAINED_VARIANT
 
 PRETRAIN_CHECKPOINT_FORMAT = "raptor.pretrain-checkpoint/v1"
 
@@ -300,6 +303,7 @@ def pretrain_run(
     precision = resolve_precision(p.train.precision, device)
     pretrain(policy, ctx.env, table, ctx.train_queries, p.pretrain, seed=seed, precision=precision,
              device=device, out_dir=out, resume=True, epochs=wanted[-1], on_epoch_end=hook,
-             meta={"variant": "raptor", "dataset": ctx.dataset.meta.get("dataset")}, progress=progress,
-             snapshots=tuple(wanted))
+             meta={"variant": PRETRAINED_VARIANT, AGENT_KEY: variants.get(PRETRAINED_VARIANT).agent,
+                   "dataset": ctx.dataset.meta.get("dataset")},
+             progress=progress, snapshots=tuple(wanted))
     return {n: str(snapshot_path(out, n)) for n in wanted}

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Mapping, Optional, Sequence
 
 from . import variants as variant_registry
+from .agents import get_agent
 from .config import LOCAL_PARAMS, ConfigError, Params, load_params, load_resolved, params_to_dict  # noqa: F401
 
 #: Resolved params (profile and local overrides applied), written by the ``params`` stage.
@@ -127,6 +128,8 @@ def main_stages(variants: Sequence[str]) -> list[Stage]:
             inputs={"data": _data("ingested"), "graph": _data("graph.npz"), "labels": _data("labels")},
             outputs={"out": _runs("pretrain")}, params=run_params + ("model", "pretrain"), persist=("out",)))
     for v in vs:
+        agent_impl = get_agent(v.agent)
+        code = ",".join(agent_impl.code)
         inputs = {"data": _data("ingested"), "graph": _data("graph.npz")}
         extra: tuple[str, ...] = ("pretrain.epochs",)
         if v.pretrained:
@@ -137,17 +140,17 @@ def main_stages(variants: Sequence[str]) -> list[Stage]:
         agent = v.params + (() if "rl" in v.params else ("rl.epochs",))
         stages.append(Stage(
             f"finetune-{v.name}", f"{v.label}: {v.training} for every seed",
-            "raptor.experiment,raptor.stats",  # stats: the parent run's seed aggregates
+            f"raptor.experiment,{code},raptor.stats",  # stats: the parent run's seed aggregates
             inputs=inputs, outputs={"out": _runs(f"{v.name}/train")}, params=run_params + agent + ("eval",) + extra,
             kind="finetune", variant=v.name, persist=("out",)))
         stages.append(Stage(
             f"evaluate-{v.name}", f"{v.label}: beam-search test evaluation of every seed",
-            "raptor.experiment,raptor.report",
+            f"raptor.experiment,{code},raptor.report",  # the agent loads its models and may act at test time
             inputs={"data": _data("ingested"), "graph": _data("graph.npz"), "train": _runs(f"{v.name}/train")},
             outputs={"out": _runs(f"{v.name}/eval"), "metrics": _runs(f"{v.name}/metrics.json")},
-            params=("eval.beam_size", "eval.score_rule", "eval.rank_last_expansions", "train.precision", "train.device",
-                    "train.seeds")
-            + (("titer.precision",) if v.agent == "titer" else ()),  # experiment.variant_precision
+            params=tuple(dict.fromkeys(("eval.beam_size", "eval.score_rule", "eval.rank_last_expansions",
+                                        "train.precision", "train.device", "train.seeds",
+                                        agent_impl.precision_key))),  # experiment.variant_precision
             kind="evaluate", variant=v.name, uncached=("metrics",), metrics=("metrics",)))
     evals = {f"eval_{v.name}": _runs(f"{v.name}/eval") for v in vs}
     if len(vs) >= 2:

@@ -416,13 +416,11 @@ def expected_fingerprint(params: Params, job: TrainJob, input_hashes: Mapping[st
     """The fingerprint :func:`raptor.experiment.run_variant` writes for ``job`` (``params``: the arm's;
     ``input_hashes``: :meth:`raptor.experiment.Context.input_hashes` of the sweep's data and graph), before
     it runs: what a run record must match to stand for the run. ``job.init_model`` must exist."""
-    from .experiment import rl_fingerprint
+    from .experiment import rl_fingerprint, run_code
     from .provenance import code_hash, content_hash
 
-    v = variant_registry.get(job.variant)
     inputs = {**input_hashes, "init_model": content_hash(job.init_model) if job.init_model else None}
-    code = ["raptor.experiment"] + (["raptor.titer"] if v.agent == "titer" else [])
-    return rl_fingerprint(params, job.variant, job.seed, inputs, code_hash(code), job.pretrain_epochs)
+    return rl_fingerprint(params, job.variant, job.seed, inputs, code_hash(run_code(job.variant)), job.pretrain_epochs)
 
 
 def recorded_runs(plan: Plan, params: Mapping[str, Params], input_hashes: Mapping[str, Optional[str]],

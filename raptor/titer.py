@@ -1069,8 +1069,13 @@ def load_titer_model(path: str | Path, device="cpu") -> tuple[TITerPolicy, dict]
     if meta.get("architecture") != ARCHITECTURE:
         raise checkpoints.CheckpointError(f"{path}: not a TITer model (architecture "
                                           f"{meta.get('architecture', 'raptor')!r})")
-    with seeded_init():  # see checkpoints.load_model
+    return titer_from_weights(obj["policy"], meta, device), meta
+
+
+def titer_from_weights(weights: dict[str, Any], meta: dict[str, Any], device="cpu") -> TITerPolicy:
+    """The :class:`TITerPolicy` with these weights, of the sizes and config its model ``meta`` records."""
+    with seeded_init():  # its random init is overwritten, but must not draw from a run's seeded stream
         policy = TITerPolicy(meta["num_entities"], meta["num_relations"], TITerConfig(**meta["model"]),
                              meta["max_path_length"]).to(device)
-    policy.load_state_dict(obj["policy"])
-    return policy, meta
+    policy.load_state_dict(weights)
+    return policy

@@ -1,14 +1,16 @@
 """The systems the pipeline trains and compares: one registry entry each.
 
-A variant is an RL agent trained from some initialisation. Everything the stage graph, the flows,
-significance and the report need to know about it is here; ``train.variants`` in params.yaml picks
-which of them a pipeline runs.
+A variant is an agent (:mod:`raptor.agents`) trained from some initialisation: plain data naming
+its agent, whose behaviour the registry holds. Everything the stage graph, the flows, significance
+and the report need to know about it is here; ``train.variants`` in params.yaml picks which of them
+a pipeline runs.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+
+from .agents import AGENTS, get_agent
 
 
 @dataclass(frozen=True)
@@ -23,31 +25,30 @@ class Variant:
     pretrained: bool
     #: The reference of significance tests: others are compared against it.
     baseline: bool = False
-    #: The agent and its training: the paper's actor-critic policy (``raptor.policy``, ``raptor.rl``)
-    #: or TITer's agent and REINFORCE (``raptor.titer``, params section ``titer``).
-    agent: Literal["actor_critic", "titer"] = "actor_critic"
+    #: The agent and its training (a name of :data:`raptor.agents.AGENTS`): the paper's actor-critic
+    #: policy or TITer's agent and REINFORCE.
+    agent: str = "actor_critic"
+
+    def __post_init__(self):
+        if self.agent not in AGENTS:
+            raise ValueError(f"variant {self.name!r}: unknown agent {self.agent!r} (known: {', '.join(AGENTS)})")
 
     @property
     def params(self) -> tuple[str, ...]:
         """The params sections its agent's training reads (besides env, eval, train and the epoch
         budget ``rl.epochs``): its finetune stage lists them, its runs' fingerprint holds them."""
-        return AGENT_PARAMS[self.agent]
+        return get_agent(self.agent).sections
 
     @property
     def unread_params(self) -> tuple[str, ...]:
         """The other agents' sections: a change there neither re-runs nor restarts its training."""
-        return tuple(s for agent, secs in AGENT_PARAMS.items() if agent != self.agent for s in secs
+        return tuple(s for name in AGENTS if name != self.agent for s in get_agent(name).sections
                      if s not in self.params)
 
     @property
     def training(self) -> str:
         """What its finetune stage does, in words."""
-        return AGENT_TRAINING[self.agent]
-
-
-#: Per agent: the params sections its training reads (see :attr:`Variant.params`).
-AGENT_PARAMS: dict[str, tuple[str, ...]] = {"actor_critic": ("model", "rl"), "titer": ("titer",)}
-AGENT_TRAINING = {"actor_critic": "actor-critic RL", "titer": "TITer's REINFORCE"}
+        return get_agent(self.agent).training
 
 
 VARIANTS: dict[str, Variant] = {
@@ -57,6 +58,11 @@ VARIANTS: dict[str, Variant] = {
         Variant("titer", "TITer-150", pretrained=False, agent="titer"),
     )
 }
+
+
+#: The variant whose RL starts from reachability pretraining (RL-RAPTOR): the pretraining stage's
+#: models name it, the pretraining-epochs ablation trains it and ``raptor explain`` explains it.
+PRETRAINED_VARIANT: str = next(v.name for v in VARIANTS.values() if v.pretrained)
 
 
 def get(name: str) -> Variant:

@@ -9,7 +9,8 @@ import torch
 from raptor import checkpoints
 from raptor.config import ModelConfig
 from raptor.policy import Policy
-from raptor.checkpoints import MODEL_FORMAT, load_model, save_model
+from raptor.agents.base import load_model
+from raptor.checkpoints import MODEL_FORMAT, save_model
 
 SMALL = ModelConfig(entity_dim=8, relation_dim=8, time_dim=2, step_dim=2, mlp_hidden_dim=8)
 

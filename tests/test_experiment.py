@@ -350,7 +350,7 @@ def test_titer_variant_trains_and_evaluates_through_the_same_run_and_evaluation(
     """TITer-150 is a variant like the others: run_variant trains TITer's agent with its own section of
     params (not model/rl), best.pt loads back as a TITer policy, and the test evaluation (with the
     inductive mean) writes the same artifacts with ranks that agree with its metrics."""
-    from raptor.checkpoints import load_model
+    from raptor.agents.base import load_model
     from raptor.titer import TITerPolicy
 
     c, root = ctx

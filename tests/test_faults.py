@@ -127,7 +127,7 @@ def test_kill_9_at_random_points_never_leaves_a_trusted_half_output(project, sta
 
 
 def _state(path: Path) -> dict:
-    from raptor.checkpoints import load_model
+    from raptor.agents.base import load_model
 
     return load_model(path)[0].state_dict()
 

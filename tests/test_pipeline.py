@@ -181,7 +181,7 @@ def test_dvc_repro_end_to_end(project):
             summary = json.loads((proj / f"runs/SYNTH/{scratch}/train/seed{seed}/summary.json").read_text())
             assert summary["pretrain_epochs"] == 0 and summary["rl_epochs"] == 2
     # TITer-150 is TITer's agent with its own dims (the titer section), not the actor-critic policy
-    from raptor.checkpoints import load_model
+    from raptor.agents.base import load_model
 
     titer, meta = load_model(proj / "runs/SYNTH/titer/train/seed0/best.pt")
     assert meta["architecture"] == "titer" and titer.config.entity_dim == 16

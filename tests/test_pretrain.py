@@ -11,7 +11,7 @@ from raptor.graph import TemporalGraph
 from raptor.labeling import PartitionedLabels, compute_labels, label_pairs, merge_label_parts, write_label_part
 from raptor.policy import Policy
 from raptor.pretrain import epoch_blocks, pretrain, pretrain_batch, reachability_bce
-from raptor.checkpoints import load_model
+from raptor.agents.base import load_model
 from raptor.rollout import rollout
 from raptor.synthetic import SyntheticSpec, generate
 

@@ -13,7 +13,7 @@ from helpers import synthetic_env
 from raptor.beam import beam_search
 from raptor.config import EvalConfig, ModelConfig, RLConfig
 from raptor.policy import Policy
-from raptor.checkpoints import load_model
+from raptor.agents.base import load_model
 from raptor.rl import actor_critic_loss, train
 from raptor.rollout import Rollout, rollout
 from raptor.synthetic import SyntheticSpec

@@ -237,6 +237,36 @@ def test_layers_import_downwards_only():
         assert "flows" not in _imported_roots(f), f"{f.relative_to(ROOT)} imports flows"
 
 
+def test_raptor_modules_import_no_cycle_and_file_io_imports_no_agent():
+    """No import cycle among raptor's modules (as provenance reads them: function-level and
+    TYPE_CHECKING imports count); the checkpoints' files are read without any agent's code."""
+    from raptor import provenance
+
+    graph = {}
+    for f in provenance.PACKAGE_DIR.rglob("*.py"):
+        parts = f.relative_to(provenance.PACKAGE_DIR.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        graph[name] = f
+    edges = {m: {i for i in provenance._imports(f, m) if i in graph and i != m} for m, f in graph.items()}
+    done: set[str] = set()
+
+    def visit(m: str, path: list[str]) -> None:  # depth-first; a module met again on its own path is a cycle
+        if m in path:
+            raise AssertionError("import cycle: " + " -> ".join(path[path.index(m):] + [m]))
+        if m in done:
+            return
+        for n in sorted(edges[m]):
+            visit(n, path + [m])
+        done.add(m)
+
+    for m in sorted(graph):
+        visit(m, [])
+    files = {p.name for p in provenance.module_files(["raptor.checkpoints"])}
+    assert not files & {"titer.py", "policy.py", "loop.py", "rl.py"}, sorted(files)
+    registry = {p.relative_to(provenance.PACKAGE_DIR).as_posix() for p in provenance.module_files(["raptor.variants"])}
+    assert registry == {"__init__.py", "variants.py", "agents/__init__.py"}, sorted(registry)
+
+
 def test_orchestration_packages_are_not_installed_as_top_level_names():
     import tomllib
 

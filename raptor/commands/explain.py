@@ -12,13 +12,15 @@ HELP = ("Answer a query typed in names and a date (subject, relation, date) with
 
 
 def register(p: argparse.ArgumentParser) -> None:
+    from ..variants import PRETRAINED_VARIANT
+
     p.add_argument("subject", help='subject entity name, e.g. "Barack Obama" (or an id)')
     p.add_argument("relation", help='relation name, e.g. "Make statement"; prefix "inverse:" for r^-1 (or an id)')
     p.add_argument("date", help="query date YYYY-MM-DD, YYYY-MM-DD HH:MM for hourly or 15-minute data, or a "
                    "time step; only history before it is used")
     p.add_argument("--model", help="trained model (.pt; default: the pipeline's best.pt of --variant and --seed, "
                    "runs/<dataset>/<variant>/train/seed<seed>/best.pt)")
-    p.add_argument("--variant", default="raptor", help="with no --model: whose model (default: %(default)s)")
+    p.add_argument("--variant", default=PRETRAINED_VARIANT, help="with no --model: whose model (default: %(default)s)")
     p.add_argument("--seed", type=int, default=0, help="with no --model: which seed's model (default: %(default)s)")
     p.add_argument("--data", help="ingested dataset folder (default: the pipeline's, data/<dataset>/ingested)")
     p.add_argument("--graph", help="graph file (default: the pipeline's, data/<dataset>/graph.npz)")
@@ -35,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
     from ..constants import inverse_relation, stop_relation
     from ..experiment import load_context
     from ..names import date_to_step, resolve, step_to_date
-    from ..checkpoints import load_model
+    from ..agents.base import load_model
 
     from ..constants import seed_dir
     from ..stages import stage_output

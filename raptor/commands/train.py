@@ -20,7 +20,7 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", required=True, help="ingested dataset folder (output of `raptor ingest`)")
     p.add_argument("--graph", required=True, help="graph file (output of `raptor graph`)")
     p.add_argument("--out", required=True, help="output folder for checkpoints, models and history")
-    p.add_argument("--variant", default="pure_rl", choices=list(VARIANTS), help="(default: %(default)s)")
+    p.add_argument("--variant", default=next(iter(VARIANTS)), choices=list(VARIANTS), help="(default: %(default)s)")
     p.add_argument("--labels", help="label tables (output of `raptor label`); needed by pretrained variants")
     p.add_argument("--seed", type=int, default=0, help="random seed (initialisation, shuffling, sampling)")
     p.add_argument("--params", default="params.yaml", help="params file (default: params.yaml)")

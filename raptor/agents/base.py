@@ -1,0 +1,105 @@
+"""What every agent provides: the interface the runs, the stage graph and the model files go through,
+and :func:`load_model`, which rebuilds any saved model with the agent its file names.
+
+An agent is a policy network and its training (the paper's actor-critic policy, TITer's agent and
+REINFORCE, ...). Each lives in its own module of :mod:`raptor.agents`, loaded on demand by the
+registry (:func:`raptor.agents.get_agent`), so that code which only names agents never imports them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, ContextManager, Optional
+
+from .. import checkpoints
+from ..runtime import resolve_precision
+from . import AGENT_KEY, AGENTS, agent_of, get_agent
+
+if TYPE_CHECKING:  # (not raptor modules: the registry's imports stay below the config and the loop)
+    from torch import nn
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How one training run of an agent goes (everything besides the context and the policy).
+
+    ``evaluate_fn``: ``policy -> {"mrr": ...}`` on the validation split (best model, early stopping);
+    ``on_epoch_end``: ``(epoch, metrics)`` after every epoch; ``meta``: what the saved models record
+    (the agent adds what rebuilds the policy)."""
+
+    seed: int
+    epochs: int
+    out_dir: Optional[Path] = None
+    device: Any = "cpu"
+    precision: str = "float32"
+    resume: bool = True
+    progress: bool = True
+    evaluate_fn: Optional[Callable[[Any], dict[str, float]]] = None
+    on_epoch_end: Optional[Callable[[int, dict[str, Any]], None]] = None
+    meta: Optional[dict[str, Any]] = None
+
+
+class Agent(ABC):
+    """One kind of policy and its training; subclasses set the class attributes below."""
+
+    #: Registry key (:data:`raptor.agents.AGENTS`), recorded in its model files' ``meta["agent"]``.
+    name: str
+    #: The params sections its training reads (besides env, eval, train and the budget ``rl.epochs``).
+    sections: tuple[str, ...]
+    #: Dotted params key of the autocast precision its runs use (``train.precision``).
+    precision_key: str
+    #: The modules that implement it: code hashes of its runs and DVC code dependencies of its stages.
+    code: tuple[str, ...]
+    #: Its training, in words (a finetune stage's description).
+    training: str
+    #: ``format`` of its training checkpoints (``checkpoint.pt``); a model can be taken from one.
+    checkpoint_format: str
+
+    @abstractmethod
+    def build(self, ctx, seed: int) -> "nn.Module":
+        """A freshly initialised policy for ``ctx`` (:class:`raptor.experiment.Context`), seeded by ``seed``."""
+
+    @abstractmethod
+    def train(self, ctx, policy: "nn.Module", run: RunOptions):
+        """Train ``policy`` on ``ctx.train_queries`` for ``run.epochs`` epochs, writing ``checkpoint.pt``,
+        ``best.pt``, ``final.pt`` and the history to ``run.out_dir`` (resumed from there with
+        ``run.resume``); returns its :class:`raptor.loop.TrainResult`."""
+
+    @abstractmethod
+    def rebuild(self, weights: dict[str, Any], meta: dict[str, Any], device) -> "nn.Module":
+        """The policy whose ``state_dict`` is ``weights``, from the ``meta`` its model file records."""
+
+    def load(self, path: str | Path, device="cpu") -> tuple["nn.Module", dict[str, Any]]:
+        """``(policy, meta)`` of a model file of this agent (or one of its training checkpoints).
+        Only tensors and plain data are read (:func:`raptor.checkpoints.load`)."""
+        obj = checkpoints.load(path, (checkpoints.MODEL_FORMAT, self.checkpoint_format), f"{self.name} model",
+                               map_location=device)
+        if agent_of(obj["meta"]) != self.name:
+            raise checkpoints.CheckpointError(f"{path}: not a {self.name} model (agent {agent_of(obj['meta'])!r})")
+        return self.rebuild(obj["policy"], obj["meta"], device), obj["meta"]
+
+    def test_time(self, ctx, model: "nn.Module", meta: dict[str, Any], split: str) -> ContextManager:
+        """What the agent does differently while ``model`` is evaluated on ``split``: nothing by default."""
+        return contextlib.nullcontext()
+
+    def precision(self, params, device) -> str:
+        """The resolved autocast precision of its runs: the value at :attr:`precision_key` of
+        ``params`` (:class:`raptor.config.Params`)."""
+        value = functools.reduce(getattr, self.precision_key.split("."), params)
+        return resolve_precision(value, device)
+
+
+def load_model(path: str | Path, device="cpu") -> tuple["nn.Module", dict[str, Any]]:
+    """``(policy, meta)`` of a saved model (``best.pt``, ``final.pt``, a pretraining snapshot) or of a
+    training checkpoint, rebuilt by the agent its ``meta`` names (:func:`raptor.agents.agent_of`).
+    Only tensors and plain data are read (:mod:`raptor.checkpoints`): a file carrying code is refused."""
+    formats = (checkpoints.MODEL_FORMAT,) + tuple(get_agent(n).checkpoint_format for n in AGENTS)
+    obj = checkpoints.load(path, formats, "RAPTOR model", map_location=device)
+    meta = obj["meta"]
+    agent = get_agent(agent_of(meta))
+    if obj["format"] not in (checkpoints.MODEL_FORMAT, agent.checkpoint_format):
+        raise checkpoints.CheckpointError(f"{path}: a {obj['format']!r} file that names agent {agent.name!r}")
+    return agent.rebuild(obj["policy"], meta, device), meta

@@ -1,0 +1,46 @@
+"""TITer-150's agent: TITer's policy, trained by its REINFORCE with reward shaping (:mod:`raptor.titer`,
+params section ``titer``); on the test split, its inductive mean for entities unseen in training."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+from ..runtime import seeded_init
+from ..titer import TITER_CHECKPOINT_FORMAT, TITerPolicy, inductive_mean, titer_from_weights, train_titer
+from .base import AGENT_KEY, Agent, RunOptions
+
+
+class TITer(Agent):
+    name = "titer"
+    sections = ("titer",)
+    precision_key = "titer.precision"
+    code = ("raptor.agents.titer",)
+    training = "TITer's REINFORCE"
+    checkpoint_format = TITER_CHECKPOINT_FORMAT
+
+    def build(self, ctx, seed: int) -> TITerPolicy:
+        p = ctx.params
+        with seeded_init(seed):
+            return TITerPolicy(ctx.dataset.num_entities, ctx.dataset.num_relations, p.titer, p.env.max_path_length)
+
+    def train(self, ctx, policy: TITerPolicy, run: RunOptions):
+        p = ctx.params
+        return train_titer(policy, ctx.env, ctx.train_queries, p.titer, run.seed, eval_cfg=p.eval,
+                           precision=run.precision, device=run.device, out_dir=run.out_dir,
+                           evaluate_fn=run.evaluate_fn, resume=run.resume, epochs=run.epochs,
+                           on_epoch_end=run.on_epoch_end, meta={**(run.meta or {}), AGENT_KEY: self.name},
+                           progress=run.progress)
+
+    def rebuild(self, weights: dict[str, Any], meta: dict[str, Any], device) -> TITerPolicy:
+        return titer_from_weights(weights, meta, device)
+
+    def test_time(self, ctx, model: TITerPolicy, meta: dict[str, Any], split: str):
+        """TITer's inductive mean for query entities unseen in training (``titer.inductive_mean``) on the
+        test split, as TITer's tester; validation runs without it."""
+        if split != "test":
+            return contextlib.nullcontext()
+        return inductive_mean(model, ctx.dataset.splits["train"], enabled=ctx.params.titer.inductive_mean)
+
+
+AGENT = TITer()
