@@ -28,7 +28,8 @@ import numpy as np
 from raptor.data import with_inverse_queries
 from raptor.io import atomic_write_json
 from raptor.ranking import build_filter, evaluation_metrics, filtered_ranks
-from raptor.recurrency import RecurrencyConfig, build_history, fit, rank_queries, score
+from raptor.config import RecurrencyConfig
+from raptor.recurrency import build_history, fit, rank_queries, score
 
 ROOT = Path(__file__).resolve().parents[1]
 PUBLISHED = {  # combined and strict-only, README of nec-research/recurrency_baseline_tkg after the 2025 fixes

@@ -314,6 +314,32 @@ class TITerConfig:
 
 
 @dataclass(frozen=True)
+class RecurrencyConfig:
+    """The recurrency baseline (Gastinger et al., IJCAI 2024; nec-research/recurrency_baseline_tkg at
+    5f19639): training-free, its decay ``lambda`` and weight ``alpha`` chosen on the valid split."""
+
+    #: Decay rates ``lambda`` tried for the strict recurrency psi (``src/parameter_selection.py:70``).
+    lambda_grid: list[float] = field(default_factory=lambda: [
+        0.0, 0.0001, 0.0005, 0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.5, 0.9, 1.0001])
+    #: Weights ``alpha`` of psi against the relaxed recurrency xi (``src/parameter_selection.py:71``).
+    alpha_grid: list[float] = field(default_factory=lambda: [
+        0.0, 0.00001, 0.0001, 0.001, 0.01, 0.1, 0.5, 0.9, 0.99, 0.999, 0.9999, 0.99999, 1.0])
+    #: One ``(lambda, alpha)`` per relation (``src/parameter_selection.py``, the paper's setting) or one
+    #: for the whole dataset (``src/parameter_selection_dataset.py``).
+    per_relation: bool = True
+    #: History window: 0 = every fact before the query time (single step, the published numbers);
+    #: n > 0 = only the last n time steps (``src/utils/utils.py:78-82``).
+    window: int = 0
+    #: Parameters of a relation without validation queries (``src/parameter_selection.py:95-96``).
+    default_lambda: float = 1.0001
+    default_alpha: float = 0.99999
+    #: A selected alpha of exactly 1 is used as this (``src/test.py:122-123``).
+    alpha_one_as: float = 0.99999
+    #: Floor of psi's normaliser ``D`` (``src/utils/apply_baselines.py:124``).
+    min_denominator: float = 1.0e-15
+
+
+@dataclass(frozen=True)
 class TrainConfig:
     """What the training stages run and how."""
 
@@ -359,6 +385,8 @@ class Params:
     train: TrainConfig = field(default_factory=TrainConfig)
     #: The TITer-150 variant's own agent and training (``raptor/titer.py``).
     titer: TITerConfig = field(default_factory=TITerConfig)
+    #: The recurrency baseline's selection grids (``raptor/recurrency.py``).
+    recurrency: RecurrencyConfig = field(default_factory=RecurrencyConfig)
     ablation: AblationConfig = field(default_factory=AblationConfig, metadata=NO_EFFECT)
 
     def dataset(self, name: Optional[str] = None) -> tuple[str, DatasetConfig]:
@@ -438,6 +466,14 @@ _CHECKS: dict[str, tuple[Any, str]] = {
     "train.variants": (lambda v: len(v) >= 1, "a non-empty list"),
     "train.num_threads": (lambda v: v >= 0, ">= 0"),
     "train.parallel_runs": (lambda v: v >= 1, ">= 1"),
+    "recurrency.lambda_grid": (lambda v: len(v) >= 1 and min(v) >= 0, "a non-empty list of decays >= 0"),
+    "recurrency.alpha_grid": (lambda v: len(v) >= 1 and 0 <= min(v) and max(v) <= 1,
+                              "a non-empty list of weights in [0, 1]"),
+    "recurrency.window": (lambda v: v >= 0, ">= 0 (0 = every fact before the query)"),
+    "recurrency.default_lambda": (lambda v: v >= 0, ">= 0"),
+    "recurrency.default_alpha": (lambda v: 0 <= v <= 1, "in [0, 1]"),
+    "recurrency.alpha_one_as": (lambda v: 0 <= v <= 1, "in [0, 1]"),
+    "recurrency.min_denominator": (lambda v: v > 0, "> 0"),
     "ablation.pretrain_epochs": (lambda v: len(v) >= 1 and min(v) >= 0, "a non-empty list of epochs >= 0"),
     "ablation.seeds": (lambda v: len(v) >= 1 and len(set(v)) == len(v), "a non-empty list of distinct ints"),
 }

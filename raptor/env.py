@@ -29,7 +29,7 @@ recent to the oldest (ties in time in reverse ``(relation, neighbor)`` order), t
 (entity ``E``, relation ``2R + 1``, time ``0``, ``mask`` false). The width is trimmed to the largest
 count in the batch (at most ``edge_cap + 1``).
 
-TITer's walk (``TemporalEnv(..., walk="titer")``, the TITer-150 variant with ``titer.environment:
+TITer's walk (``TemporalEnv(..., walk="backward")``, the TITer-150 variant with ``titer.environment:
 titer``; JHL-HUST/TITer ``model/environment.py``, ``model/episode.py``): the agent starts at the query
 time (``t_0 = t_q``, so NO_OP at step 0 has ``dt = 0``) and walks backwards: candidates are the edges
 with ``t' < t_k`` (``t' <= t_k`` after the first hop with ``same_time``: TITer's CPU code path; its
@@ -58,9 +58,9 @@ from .graph import TemporalGraph
 #: Fill value of unused ``visited`` columns.
 NO_ENTITY = -1
 
-#: ``raptor``: the paper's forward walk (this module's docstring); ``titer``: TITer's backward walk.
-Walk = Literal["raptor", "titer"]
-WALKS: tuple[str, ...] = ("raptor", "titer")
+#: ``forward``: the paper's MDP (this module's docstring); ``backward``: TITer's walk.
+Walk = Literal["forward", "backward"]
+WALKS: tuple[str, ...] = ("forward", "backward")
 
 
 @dataclass(frozen=True)
@@ -141,7 +141,7 @@ def _fill_candidates(neighbor, relation, time, start, stop, visited, cap, mask_b
 class TemporalEnv:
     """The MDP over a :class:`TemporalGraph`; stateless (states are values)."""
 
-    def __init__(self, graph: TemporalGraph, config: EnvConfig = EnvConfig(), walk: Walk = "raptor",
+    def __init__(self, graph: TemporalGraph, config: EnvConfig = EnvConfig(), walk: Walk = "forward",
                  same_time: bool = False):
         if walk not in WALKS:
             raise ValueError(f"unknown walk {walk!r} (known: {', '.join(WALKS)})")
@@ -183,7 +183,7 @@ class TemporalEnv:
         visited = np.full((B, self.K + 1), NO_ENTITY, dtype=np.int64)
         visited[:, 0] = e_q
         empty = np.zeros((B, 0), dtype=np.int64)
-        t_0 = t_q.copy() if self.walk == "titer" else np.zeros(B, dtype=np.int64)
+        t_0 = t_q.copy() if self.walk == "backward" else np.zeros(B, dtype=np.int64)
         return State(
             query_entity=e_q, query_relation=r_q, query_time=t_q,
             entity=e_q.copy(), time=t_0, visited=visited,
@@ -196,7 +196,7 @@ class TemporalEnv:
             raise ValueError(f"state at step {state.step} is terminal (K = {self.K})")
         cfg = self.config
         B = state.batch_size
-        if self.walk == "titer":
+        if self.walk == "backward":
             # TITer: no lower bound, t' < t_k (t' <= t_k after the first hop with same_time), no
             # visited mask, and max_actions edges at step 0 where NO_OP gives way to them
             lo = np.zeros(B, dtype=np.int64)
@@ -221,7 +221,7 @@ class TemporalEnv:
         width = 1 + (int(count.max()) if B else 0)
         ent, rel, tim = ent[:, :width], rel[:, :width], tim[:, :width]
         mask = np.arange(width)[None, :] <= count[:, None]
-        if self.walk == "titer" and state.step == 0:
+        if self.walk == "backward" and state.step == 0:
             mask[:, 0] = count == 0
         return Candidates(entity=ent, relation=rel, time=tim, mask=mask, count=count)
 

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from . import variants
-from .agents import agent_of, get_agent
+from .agents import PAPER_AGENT, agent_of, get_agent
 from .agents.base import RunOptions, load_model
 from .beam import beam_search
 from .config import Params, params_to_dict, result_params
@@ -97,20 +97,20 @@ def load_context(data_dir: str | Path, graph_path: str | Path, params: Params) -
                    data_dir=Path(data_dir), graph_path=Path(graph_path))
 
 
-def rank_queries(ctx: Context, policy: Policy, queries: np.ndarray, precision: str = "float32", device="cpu"):
-    """Beam search + time-aware filtered ranks of ``[Q, 4]`` queries: ``(BeamResult, ranks [Q])``."""
-    res = beam_search(policy, ctx.env, queries, ctx.params.eval, precision=precision, device=device)
-    ranks = filtered_ranks(res.cand_entity, res.cand_score, queries[:, 2], queries[:, [0, 1, 3]], ctx.filter,
-                           ctx.dataset.num_entities)
-    return res, ranks
+def rank_queries(ctx: Context, policy, queries: np.ndarray, precision: str = "float32", device="cpu",
+                 agent: str = PAPER_AGENT):
+    """Candidates and time-aware filtered ranks of ``[Q, 4]`` queries by ``agent``'s search (beam search
+    by default): ``(BeamResult, ranks [Q])``."""
+    return get_agent(agent).rank(ctx, policy, queries, precision, device)
 
 
-def make_validator(ctx: Context, split: str = "valid", precision: str = "float32", device="cpu"):
+def make_validator(ctx: Context, split: str = "valid", precision: str = "float32", device="cpu",
+                   agent: str = PAPER_AGENT):
     """``policy -> metrics`` on ``split`` (for checkpoint selection during RL)."""
     queries = ctx.queries(split)
 
-    def validate(policy: Policy) -> dict[str, float]:
-        _, ranks = rank_queries(ctx, policy, queries, precision, device)
+    def validate(policy) -> dict[str, float]:
+        _, ranks = rank_queries(ctx, policy, queries, precision, device, agent)
         m = evaluation_metrics(ranks, queries[:, 1], ctx.dataset.num_relations)
         return {k: m[k] for k in METRIC_KEYS}
 
@@ -254,7 +254,7 @@ def run_variant(
     device = resolve_device(p.train.device)
     precision = variant_precision(p, variant, device)
     out = Path(out_dir)
-    n_rl = effective_epochs(p, variant, pretrain_epochs, rl_epochs)
+    n_rl = effective_epochs(p, variant, pretrain_epochs, rl_epochs) if agent.iterates else 0
     if init_model is not None and not Path(init_model).is_file():
         raise FileNotFoundError(f"initial weights not found: {init_model} (run the pretrain stage first)")
     inputs = {**ctx.input_hashes(), "init_model": content_hash(init_model) if init_model else None}
@@ -269,7 +269,7 @@ def run_variant(
     meta = {"variant": variant, "dataset": ctx.dataset.meta.get("dataset"), "params": params_to_dict(p),
             "pretrain_epochs": int(pretrain_epochs), "rl_epochs": n_rl}
     hook = (lambda e, m: on_epoch_end("rl", e, m)) if on_epoch_end else None
-    validator = make_validator(ctx, "valid", precision, device)
+    validator = make_validator(ctx, "valid", precision, device, v.agent)
     policy = agent.build(ctx, seed)
     if init_model is not None:
         init, _ = load_model(init_model, device=device)
@@ -296,7 +296,7 @@ def _finish_run(out: Path, variant: str, seed: int, pretrain_epochs: int, n_rl: 
         "precision": precision, "device": _device_name(device), "best_val_mrr": result.best_mrr,
         "best_epoch": result.best_epoch,
         "epochs_trained": len(result.history), "stopped_early": result.stopped_early,
-        "final_reward": result.history[-1]["reward"] if result.history else None,
+        "final_reward": result.history[-1].get("reward") if result.history else None,
         "model": str(out / "best.pt"), "restarted": restarted,
         "seconds": round(time.perf_counter() - started, 2),
     }
@@ -326,7 +326,7 @@ def evaluate_model(
     agent = get_agent(agent_of(meta))
     precision = agent.precision(p, device)
     with agent.test_time(ctx, policy, meta, split):  # e.g. TITer's inductive mean on the test split
-        res, ranks = rank_queries(ctx, policy, queries, precision, device)
+        res, ranks = agent.rank(ctx, policy, queries, precision, device)
     seconds = time.perf_counter() - started
     metrics = evaluation_metrics(ranks, queries[:, 1], ctx.dataset.num_relations)
     metrics["split"] = split

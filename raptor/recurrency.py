@@ -71,6 +71,7 @@ from typing import Iterator
 
 import numpy as np
 
+from .config import RecurrencyConfig
 from .io import atomic_path
 from .ranking import FilterIndex, build_filter
 
@@ -84,52 +85,6 @@ _CHUNK_BYTES = 32 << 20
 # --------------------------------------------------------------------------------------------
 # Configuration and model
 # --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class RecurrencyConfig:
-    """Hyperparameters of the recurrency baseline and of their selection (paper defaults)."""
-
-    #: Decay rates ``lambda`` tried for psi (``src/parameter_selection.py:70``).
-    lambda_grid: tuple[float, ...] = (0.0, 0.0001, 0.0005, 0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.5, 0.9, 1.0001)
-    #: Weights ``alpha`` of psi in the combination (``src/parameter_selection.py:71``).
-    alpha_grid: tuple[float, ...] = (0.0, 0.00001, 0.0001, 0.001, 0.01, 0.1, 0.5, 0.9, 0.99, 0.999, 0.9999, 0.99999, 1.0)
-    #: One (lambda, alpha) per relation (``src/parameter_selection.py``, the paper's setting, run.sh
-    #: A).1) or one for the whole dataset (``src/parameter_selection_dataset.py``, run.sh B).1).
-    per_relation: bool = True
-    #: History window: 0 = every fact before the query time (single step, ``src/test.py:25``
-    #: default, the published numbers); n > 0 = only the last n steps (``src/utils/utils.py:78-82``).
-    window: int = 0
-    #: Parameters of a relation without validation queries (``src/parameter_selection.py:95-96``).
-    default_lambda: float = 1.0001
-    default_alpha: float = 0.99999
-    #: A selected alpha of exactly 1 is used as this (``src/test.py:122-123``).
-    alpha_one_as: float = 0.99999
-    #: Floor of the psi normaliser ``D`` (``src/utils/apply_baselines.py:124``).
-    min_denominator: float = 1e-15
-
-    def __post_init__(self) -> None:
-        for name in ("lambda_grid", "alpha_grid"):
-            grid = tuple(float(x) for x in getattr(self, name))
-            if not grid:
-                raise ValueError(f"RecurrencyConfig.{name} is empty")
-            if not all(math.isfinite(x) for x in grid):
-                raise ValueError(f"RecurrencyConfig.{name} holds a non-finite value: {grid}")
-            object.__setattr__(self, name, grid)
-        if min(self.lambda_grid) < 0:
-            raise ValueError(f"RecurrencyConfig.lambda_grid must be >= 0, got {self.lambda_grid}")
-        if min(self.alpha_grid) < 0 or max(self.alpha_grid) > 1:
-            raise ValueError(f"RecurrencyConfig.alpha_grid must lie in [0, 1], got {self.alpha_grid}")
-        if int(self.window) != self.window or self.window < 0:
-            raise ValueError(f"RecurrencyConfig.window must be an integer >= 0, got {self.window!r}")
-        if not (math.isfinite(self.default_lambda) and self.default_lambda >= 0):
-            raise ValueError(f"RecurrencyConfig.default_lambda must be >= 0, got {self.default_lambda}")
-        for name in ("default_alpha", "alpha_one_as"):
-            v = getattr(self, name)
-            if not (0.0 <= v <= 1.0):
-                raise ValueError(f"RecurrencyConfig.{name} must lie in [0, 1], got {v}")
-        if not (self.min_denominator > 0):
-            raise ValueError(f"RecurrencyConfig.min_denominator must be > 0, got {self.min_denominator}")
 
 
 @dataclass(frozen=True)

@@ -285,8 +285,9 @@ def write_report(
     eff_rows = []
     for v, hs in rl_hists.items():
         for seed, h in hs.items():
+            last_reward = h[-1].get("reward") if h else None  # none for a system without RL (recurrency)
             eff_rows.append({"variant": v, "seed": seed, "rl_epochs": len(h),
-                             "final_reward": round(h[-1]["reward"], 4) if h else "",
+                             "final_reward": round(last_reward, 4) if last_reward is not None else "",
                              f"epochs_to_reward_{REWARD_THRESHOLD}": epochs_to_reward(h) or "not reached"})
     out = Path(out_dir)
     with atomic_dir(out) as tmp:
@@ -299,7 +300,8 @@ def write_report(
         eff_cols = ["variant", "seed", "rl_epochs", "final_reward", f"epochs_to_reward_{REWARD_THRESHOLD}"]
         atomic_write_text(tmp / "efficiency.csv", csv_text(eff_rows, eff_cols))
         labels = {variants.get(v).label: hs for v, hs in rl_hists.items()}
-        plot_curves(labels, "reward", "mean training reward", f"{dataset}: RL reward (±1 std over seeds)",
+        rewarded = {k: hs for k, hs in labels.items() if any(r.get("reward") is not None for h in hs.values() for r in h)}
+        plot_curves(rewarded, "reward", "mean training reward", f"{dataset}: RL reward (±1 std over seeds)",
                     tmp / "training_efficiency.png", threshold=REWARD_THRESHOLD)
         plot_curves(labels, "val_mrr", "validation MRR", f"{dataset}: validation MRR (±1 std over seeds)",
                     tmp / "validation_mrr.png")

@@ -297,6 +297,8 @@ def _one(values: Sequence[Any]) -> str:
 def _epochs(runs: Sequence[SeedRun]) -> str:
     trained = [r.epochs_trained for r in runs]
     budgets = [r.budget for r in runs]
+    if budgets and all(b == 0 for b in budgets):
+        return "none"  # a system without an epoch budget (the training-free recurrency baseline)
     text = _one(trained)
     if any(b is not None for b in budgets):
         text += f" of {_one([b if b is not None else '?' for b in budgets])}"

@@ -131,26 +131,26 @@ def main_stages(variants: Sequence[str]) -> list[Stage]:
         agent_impl = get_agent(v.agent)
         code = ",".join(agent_impl.code)
         inputs = {"data": _data("ingested"), "graph": _data("graph.npz")}
-        extra: tuple[str, ...] = ("pretrain.epochs",)
+        extra: tuple[str, ...] = ("pretrain.epochs",) if agent_impl.iterates else ()  # the budget's parts
         if v.pretrained:
             inputs["pretrain"] = _runs("pretrain")
-        else:
+        elif agent_impl.iterates:
             extra += ("train.equal_total_epochs",)
         # the agent's own sections, the epoch budget (rl.epochs: every agent's) and the validation
-        agent = v.params + (() if "rl" in v.params else ("rl.epochs",))
+        agent = v.params + (() if "rl" in v.params or not agent_impl.iterates else ("rl.epochs",))
         stages.append(Stage(
             f"finetune-{v.name}", f"{v.label}: {v.training} for every seed",
             f"raptor.experiment,{code},raptor.stats",  # stats: the parent run's seed aggregates
             inputs=inputs, outputs={"out": _runs(f"{v.name}/train")}, params=run_params + agent + ("eval",) + extra,
             kind="finetune", variant=v.name, persist=("out",)))
         stages.append(Stage(
-            f"evaluate-{v.name}", f"{v.label}: beam-search test evaluation of every seed",
+            f"evaluate-{v.name}", f"{v.label}: test evaluation of every seed (its agent's ranking)",
             f"raptor.experiment,{code},raptor.report",  # the agent loads its models and may act at test time
             inputs={"data": _data("ingested"), "graph": _data("graph.npz"), "train": _runs(f"{v.name}/train")},
             outputs={"out": _runs(f"{v.name}/eval"), "metrics": _runs(f"{v.name}/metrics.json")},
             params=tuple(dict.fromkeys(("eval.beam_size", "eval.score_rule", "eval.rank_last_expansions",
-                                        "train.precision", "train.device", "train.seeds",
-                                        agent_impl.precision_key))),  # experiment.variant_precision
+                                        "train.precision", "train.device", "train.seeds")
+                                       + ((agent_impl.precision_key,) if agent_impl.precision_key else ()))),
             kind="evaluate", variant=v.name, uncached=("metrics",), metrics=("metrics",)))
     evals = {f"eval_{v.name}": _runs(f"{v.name}/eval") for v in vs}
     if len(vs) >= 2:

@@ -56,6 +56,7 @@ VARIANTS: dict[str, Variant] = {
         Variant("pure_rl", "Pure-RL", pretrained=False, baseline=True),
         Variant("raptor", "RL-RAPTOR", pretrained=True),
         Variant("titer", "TITer-150", pretrained=False, agent="titer"),
+        Variant("recurrency", "Recurrency", pretrained=False, agent="recurrency"),
     )
 }
 

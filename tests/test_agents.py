@@ -73,7 +73,7 @@ def test_every_variant_names_a_registered_agent_with_its_interface():
         agent = get_agent(v.agent)
         assert agent.name == v.agent and v.params == agent.sections and v.training == agent.training
         assert all(m.startswith("raptor.agents.") for m in agent.code)
-        assert agent.precision(Params(), "cpu") in ("float32", "bfloat16")
+        assert agent.precision(Params(), "cpu") in ("float32", "bfloat16", "float64")  # float64: no network
     with pytest.raises(ValueError, match="unknown agent 'nope'"):
         get_agent("nope")
     with pytest.raises(ValueError, match="unknown agent"):

@@ -153,7 +153,7 @@ def test_cap_includes_stop_keeps_one_edge_fewer():
     assert inside.relation[0, 0] == stop_relation(1)
 
 
-# ---------------------------------------------------------------- TITer's walk (walk="titer")
+# ---------------------------------------------------------------- TITer's walk (walk="backward")
 
 
 def naive_titer_candidates(quads, R, e_k, t_k, t_q, step, max_actions, edge_cap, same_time):
@@ -187,7 +187,7 @@ def test_titer_walk_matches_titers_code(seed, E, R, T, n, cap, K, same_time, cap
     rng = np.random.default_rng(seed)
     quads, graph = random_graph(rng, E, R, T, n)
     cfg = EnvConfig(max_path_length=K, max_actions=cap + int(cap_includes_stop), cap_includes_stop=cap_includes_stop)
-    env = TemporalEnv(graph, cfg, walk="titer", same_time=same_time)
+    env = TemporalEnv(graph, cfg, walk="backward", same_time=same_time)
     B = 16
     queries = np.stack([rng.integers(0, E, B), rng.integers(0, 2 * R, B), rng.integers(0, E, B),
                         rng.integers(0, T + 1, B)], 1)
@@ -219,7 +219,7 @@ def test_titer_walk_hand_built():
     quads = np.array([[0, 0, 1, 1], [0, 0, 2, 2], [0, 1, 1, 3], [1, 0, 0, 0]])
     g = TemporalGraph.from_quadruples(quads, 3, 2)
     q = np.array([[0, 0, 2, 3]])
-    env = TemporalEnv(g, EnvConfig(max_actions=5), walk="titer")
+    env = TemporalEnv(g, EnvConfig(max_actions=5), walk="backward")
     s = env.reset(q)
     c = env.candidates(s)
     # t' < 3: (2, t=2), (1, t=1), (1, t=0, inverse of 1 -> 0); the t=3 edge is the query's own time,
@@ -231,11 +231,11 @@ def test_titer_walk_hand_built():
     # at entity 1, time 1: the inverse edge back to the visited e_q at t=1 is not < 1, the one at t=0 is
     # kept (revisits allowed), and NO_OP is an action again
     assert c1.entity[0, 1:1 + c1.count[0]].tolist() == [0] and c1.time[0, 1] == 0 and c1.mask[0, 0]
-    inclusive = env.with_walk("titer", same_time=True).candidates(s1)
+    inclusive = env.with_walk("backward", same_time=True).candidates(s1)
     assert sorted(inclusive.entity[0, 1:1 + inclusive.count[0]].tolist()) == [0, 0]  # t=1 too after the first hop
     # an isolated query entity keeps NO_OP at step 0 (TITer: `continue` before dropping it)
     lone = env.candidates(env.reset(np.array([[2, 0, 0, 0]])))
     assert lone.count[0] == 0 and lone.mask[0, 0]
-    assert env.with_walk("raptor").reset(q).time[0] == 0
+    assert env.with_walk("forward").reset(q).time[0] == 0
     with pytest.raises(ValueError, match="unknown walk"):
         TemporalEnv(g, walk="backwards")

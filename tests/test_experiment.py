@@ -377,6 +377,63 @@ def test_titer_variant_trains_and_evaluates_through_the_same_run_and_evaluation(
     assert pure["variant"] == "pure_rl" and not any(k.startswith("titer.") for k in fp)
 
 
+def test_recurrency_variant_runs_and_evaluates_through_the_registry(ctx, tmp_path):
+    """The fourth system (issue 40, item 8) goes through the same run and evaluation as the others: its
+    "training" selects lambda/alpha on the valid split, best.pt loads back through the registry, and its
+    test ranks are those of raptor.recurrency computed independently from the same data."""
+    from raptor.agents.base import load_model
+    from raptor.agents.recurrency import RecurrencyTables
+    from raptor.ranking import build_filter
+    from raptor.recurrency import fit, rank_queries
+
+    c, root = ctx
+    summary = run_variant(c, "recurrency", 1, tmp_path / "rec", progress=False)
+    assert summary["variant"] == "recurrency" and summary["epochs_trained"] == 1 and summary["precision"] == "float64"
+    hist = json.loads((tmp_path / "rec/history.json").read_text())
+    assert len(hist) == 1 and hist[0]["val_mrr"] == summary["best_val_mrr"] and 0 < hist[0]["val_mrr"] <= 1
+    fp = json.loads((tmp_path / "rec/run_config.json").read_text())["params"]
+    assert "recurrency.lambda_grid" in fp and not any(k.startswith(("model.", "rl.gamma", "titer.")) for k in fp)
+    tables, meta = load_model(summary["model"])
+    assert isinstance(tables, RecurrencyTables) and meta["agent"] == "recurrency"
+    ds = c.dataset
+    want = fit(ds.splits["train"], ds.splits["valid"], ds.num_entities, ds.num_relations, c.params.recurrency)
+    assert np.array_equal(tables.lambdas.numpy(), want.lambdas) and np.array_equal(tables.alphas.numpy(), want.alphas)
+    metrics = evaluate_model(c, summary["model"], tmp_path / "eval", split="test")
+    pred = read_predictions(tmp_path / "eval/predictions.parquet")
+    queries = c.queries("test")
+    ranks = rank_queries(want, ds.all_quadruples(), queries, build_filter(ds.all_quadruples(), ds.num_relations))
+    assert np.array_equal(pred.rank, ranks)
+    assert metrics["mrr"] == pytest.approx(float(np.mean(1.0 / ranks))) and metrics["precision"] == "float64"
+    assert np.diff(pred.cand_offsets).max() <= c.params.eval.beam_size  # the top candidates only
+
+
+def test_titer_environment_param_picks_the_walk_of_training_and_evaluation(ctx, tmp_path):
+    """`titer.environment: titer` puts TITer-150 in TITer's own walk for training, validation and test:
+    its runs' fingerprint holds the choice, and its test ranks are beam search's in that walk."""
+    from raptor.agents import get_agent
+    from raptor.agents.base import load_model
+    from raptor.beam import beam_search
+    from raptor.ranking import filtered_ranks
+
+    c, root = ctx
+    small = {"entity_dim": 16, "relation_dim": 12, "time_dim": 4, "state_dim": 12, "mlp_hidden_dim": 12}
+    ct = load_context(root / "data", root / "graph.npz",
+                      params_from_dict({**PARAMS, "rl": {"epochs": 1, "batch_size": 256},
+                                        "titer": {**small, "environment": "titer"}}))
+    agent = get_agent("titer")
+    assert agent.env(ct).walk == "backward" and agent.env(c).walk == "forward" and c.env.walk == "forward"
+    summary = run_variant(ct, "titer", 0, tmp_path / "titer", progress=False)
+    fp = json.loads((tmp_path / "titer/run_config.json").read_text())["params"]
+    assert fp["titer.environment"] == "titer"
+    metrics = evaluate_model(ct, summary["model"], tmp_path / "eval", split="valid")  # no inductive mean on valid
+    policy, _ = load_model(summary["model"])
+    q = ct.queries("valid")
+    res = beam_search(policy, ct.env.with_walk("backward"), q, ct.params.eval)
+    ranks = filtered_ranks(res.cand_entity, res.cand_score, q[:, 2], q[:, [0, 1, 3]], ct.filter, ct.dataset.num_entities)
+    assert np.array_equal(read_predictions(tmp_path / "eval/predictions.parquet").rank, ranks)
+    assert metrics["mrr"] == pytest.approx(float(np.mean(1.0 / ranks)))
+
+
 def test_runs_trained_as_threads_equal_runs_trained_alone(ctx, tmp_path, monkeypatch):
     """A stage trains `train.parallel_runs` seeds as threads of one process. Their initial weights come
     from torch's process-wide generator: each run must seed it and draw its weights without another

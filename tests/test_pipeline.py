@@ -31,11 +31,11 @@ BIN = Path(sys.executable).parent
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("pipeline")]
 
-#: The test's own params (not the repo's params.yaml): one dataset, the three systems, a small profile.
+#: The test's own params (not the repo's params.yaml): one dataset, the four systems, a small profile.
 PARAMS = {
     "profile": "paper",
     "datasets": {"SYNTH": {"raw_dir": None, "start_date": "2020-01-01"}},
-    "train": {"variants": ["pure_rl", "raptor", "titer"]},
+    "train": {"variants": ["pure_rl", "raptor", "titer", "recurrency"]},
     "profiles": {"small": {
         "model.entity_dim": 16, "model.relation_dim": 16, "model.time_dim": 4, "model.step_dim": 4,
         "model.mlp_hidden_dim": 32, "env.max_actions": 20, "pretrain.epochs": 2, "pretrain.batch_size": 256,
@@ -147,8 +147,9 @@ def _invocation(api: str, new_runs: list[dict]) -> dict:
 
 MAIN = ["params", "ingest@SYNTH", "graph@SYNTH", "label@SYNTH", "pretrain@SYNTH", "finetune-pure_rl@SYNTH",
         "evaluate-pure_rl@SYNTH", "finetune-raptor@SYNTH", "evaluate-raptor@SYNTH", "finetune-titer@SYNTH",
-        "evaluate-titer@SYNTH", "significance@SYNTH", "report@SYNTH"]
-SYSTEMS = (("pure_rl", "Pure-RL"), ("raptor", "RL-RAPTOR"), ("titer", "TITer-150"))
+        "evaluate-titer@SYNTH", "finetune-recurrency@SYNTH", "evaluate-recurrency@SYNTH", "significance@SYNTH",
+        "report@SYNTH"]
+SYSTEMS = (("pure_rl", "Pure-RL"), ("raptor", "RL-RAPTOR"), ("titer", "TITer-150"), ("recurrency", "Recurrency"))
 
 
 def test_dvc_repro_end_to_end(project):
@@ -177,9 +178,10 @@ def test_dvc_repro_end_to_end(project):
         summary = json.loads((proj / f"runs/SYNTH/raptor/train/seed{seed}/summary.json").read_text())
         assert summary["pretrain_epochs"] == 2 and summary["rl_epochs"] == 2
         assert (proj / f"runs/SYNTH/pretrain/seed{seed}/pretrained-e2.pt").is_file()
-        for scratch in ("pure_rl", "titer"):
+        for scratch in ("pure_rl", "titer", "recurrency"):
             summary = json.loads((proj / f"runs/SYNTH/{scratch}/train/seed{seed}/summary.json").read_text())
-            assert summary["pretrain_epochs"] == 0 and summary["rl_epochs"] == 2
+            # the training-free recurrency baseline has no epoch budget
+            assert summary["pretrain_epochs"] == 0 and summary["rl_epochs"] == (0 if scratch == "recurrency" else 2)
     # TITer-150 is TITer's agent with its own dims (the titer section), not the actor-critic policy
     from raptor.agents.base import load_model
 
@@ -198,7 +200,7 @@ def test_dvc_repro_end_to_end(project):
         assert ours["mrr"].startswith(f"{100 * summary['mrr']:.2f}")
     sig = json.loads((proj / "reports/SYNTH/significance.json").read_text())
     assert sig["baseline"] == "pure_rl" and sig["comparisons"]["raptor"]["seeds"] == [0, 1]
-    assert sig["comparisons"]["titer"]["seeds"] == [0, 1]
+    assert sig["comparisons"]["titer"]["seeds"] == [0, 1] and sig["comparisons"]["recurrency"]["seeds"] == [0, 1]
     assert (proj / "reports/SYNTH/report/training_efficiency.png").stat().st_size > 1000
     # The results page reads the workspace as a user's `raptor results --untracked` draft does.
     page = proj.parent / "results" / "results.md"
@@ -206,7 +208,8 @@ def test_dvc_repro_end_to_end(project):
     rows = {line.split(" | ")[2]: line for line in page.read_text().splitlines() if line.startswith("| smoke | SYNTH")}
     for variant, row_name in SYSTEMS:
         mrr = json.loads((proj / f"runs/SYNTH/{variant}/metrics.json").read_text())["mrr"]
-        assert f"| {100 * mrr:.2f} ± " in rows[row_name] and "| 2 of 2 |" in rows[row_name]
+        epochs = "| none |" if variant == "recurrency" else "| 2 of 2 |"
+        assert f"| {100 * mrr:.2f} ± " in rows[row_name] and epochs in rows[row_name]
 
     # Every output the declaration names exists, and the stages wrote nothing anywhere else.
     declared = [Path(path) for _, _, path in stages.outputs(params_from_dict(yaml.safe_load(
@@ -229,7 +232,7 @@ def test_dvc_repro_end_to_end(project):
     exp = client.get_experiment_by_name("raptor/SYNTH")
     runs = client.search_runs([exp.experiment_id])
     children = [r for r in runs if r.data.tags.get("stage") == "finetune" and "seed" in r.data.tags]
-    assert len(children) == 6
+    assert len(children) == 8
     flow_run_ids = {f["id"] for f in _flow_runs(api)}
     artifacts = {a["key"]: a for a in http_json(f"{api}/artifacts/filter", {}) if a.get("key")}
     assert sorted(r.data.tags["seed"] for r in runs if r.data.tags.get("stage") == "pretrain") == ["0", "1"]
@@ -238,10 +241,13 @@ def test_dvc_repro_end_to_end(project):
         assert r.data.params["rl.epochs"] == "2" and r.data.params["profile"] == "small"
         assert len(r.data.tags["git_commit"]) >= 7 or r.data.tags["git_commit"] == "unknown"
         assert "data.sha256.train.txt" in r.data.tags
-        assert len(client.get_metric_history(r.info.run_id, "rl/reward")) == 2
-        # the same epochs on the total-budget axis: RL-RAPTOR's start after its 2 pretraining epochs
-        total = sorted(m.step for m in client.get_metric_history(r.info.run_id, "total/reward"))
-        assert total == ([2, 3] if variant == "raptor" else [0, 1])
+        # the recurrency baseline trains nothing: one selection, no reward
+        rl_epochs = 1 if variant == "recurrency" else 2
+        assert len(client.get_metric_history(r.info.run_id, "rl/val_mrr")) == rl_epochs
+        assert len(client.get_metric_history(r.info.run_id, "rl/reward")) == (0 if variant == "recurrency" else 2)
+        if variant != "recurrency":  # the same epochs on the total-budget axis: RL-RAPTOR's after its pretraining
+            total = sorted(m.step for m in client.get_metric_history(r.info.run_id, "total/reward"))
+            assert total == ([2, 3] if variant == "raptor" else [0, 1])
         assert r.data.tags["prefect_flow_run_id"] in flow_run_ids
         assert r.info.run_id in artifacts[f"finetune-synth-{variant.replace('_', '-')}"]["data"]
         seed_metrics = json.loads((proj / f"runs/SYNTH/{variant}/eval/seed{seed}/metrics.json").read_text())
@@ -250,7 +256,7 @@ def test_dvc_repro_end_to_end(project):
         assert {"model", "predictions", "history"} <= arts
     # Each finetune invocation's parent run holds the aggregates over its seeds, validation and test.
     parents = [r for r in runs if r.data.tags.get("aggregate") == "seeds"]
-    assert sorted(r.data.tags["variant"] for r in parents) == ["pure_rl", "raptor", "titer"]
+    assert sorted(r.data.tags["variant"] for r in parents) == ["pure_rl", "raptor", "recurrency", "titer"]
     for r in parents:
         v = r.data.tags["variant"]
         best = [json.loads((proj / f"runs/SYNTH/{v}/train/seed{s}/summary.json").read_text())["best_val_mrr"]
@@ -273,7 +279,7 @@ def test_dvc_repro_end_to_end(project):
     [pipe] = [r for r in runs if r.data.tags.get("stage") == "pipeline"]
     assert pipe.info.run_name == "pipeline-SYNTH"
     assert sorted(r.data.tags.get("stage") for r in runs if r.data.tags.get("mlflow.parentRunId") == pipe.info.run_id) \
-        == ["finetune", "finetune", "finetune", "pretrain", "pretrain"]
+        == ["finetune", "finetune", "finetune", "finetune", "pretrain", "pretrain"]
     assert {a.path for a in client.list_artifacts(pipe.info.run_id)} == {"report", "significance"}
     assert pipe.data.metrics["significance/raptor/mrr_diff"] == pytest.approx(
         sig["comparisons"]["raptor"]["per_query"]["mrr_diff"])

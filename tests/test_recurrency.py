@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from raptor.config import ConfigError, RecurrencyConfig, params_from_dict
 from raptor.ranking import build_filter, filtered_ranks
 from raptor.recurrency import (
-    RecurrencyConfig,
     RecurrencyModel,
     build_history,
     fit,
@@ -320,18 +320,23 @@ def test_bad_inputs_raise_naming_what():
         RecurrencyModel(np.zeros(2), np.zeros(4), 3, 2)
     with pytest.raises(ValueError, match="alphas must lie in"):
         RecurrencyModel(np.zeros(4), np.full(4, 1.5), 3, 2)
-    with pytest.raises(ValueError, match="lambda_grid must be >= 0"):
-        RecurrencyConfig(lambda_grid=(-1.0,))
-    with pytest.raises(ValueError, match="alpha_grid is empty"):
-        RecurrencyConfig(alpha_grid=())
-    with pytest.raises(ValueError, match="window must be an integer >= 0"):
-        RecurrencyConfig(window=-2)
+    # the params section is checked where params are read, naming the key
+    with pytest.raises(ConfigError, match=r"recurrency.lambda_grid: .*decays >= 0"):
+        params_from_dict({"recurrency": {"lambda_grid": [-1.0]}})
+    with pytest.raises(ConfigError, match=r"recurrency.alpha_grid: .*non-empty"):
+        params_from_dict({"recurrency": {"alpha_grid": []}})
+    with pytest.raises(ConfigError, match=r"recurrency.alpha_grid: .*in \[0, 1\]"):
+        params_from_dict({"recurrency": {"alpha_grid": [0.5, 1.5]}})
+    with pytest.raises(ConfigError, match=r"recurrency.window: .*>= 0"):
+        params_from_dict({"recurrency": {"window": -2}})
+    with pytest.raises(ConfigError, match=r"recurrency.window: expected an integer"):
+        params_from_dict({"recurrency": {"window": 1.5}})
     with pytest.raises(ValueError, match="filter_index has num_relations"):
         rank_queries(model, facts, [[0, 0, 1, 2]], build_filter(facts, 1))
 
 
 def test_config_defaults_are_the_papers():
     cfg = RecurrencyConfig()
-    assert cfg.lambda_grid == (0, 0.0001, 0.0005, 0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.5, 0.9, 1.0001)
-    assert cfg.alpha_grid == (0, 0.00001, 0.0001, 0.001, 0.01, 0.1, 0.5, 0.9, 0.99, 0.999, 0.9999, 0.99999, 1)
+    assert cfg.lambda_grid == [0, 0.0001, 0.0005, 0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.5, 0.9, 1.0001]
+    assert cfg.alpha_grid == [0, 0.00001, 0.0001, 0.001, 0.01, 0.1, 0.5, 0.9, 0.99, 0.999, 0.9999, 0.99999, 1]
     assert (cfg.per_relation, cfg.window, cfg.default_lambda, cfg.default_alpha, cfg.alpha_one_as) == (True, 0, 1.0001, 0.99999, 0.99999)

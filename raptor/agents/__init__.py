@@ -16,14 +16,16 @@ from typing import Any
 AGENTS: dict[str, str] = {
     "actor_critic": "raptor.agents.actor_critic",
     "titer": "raptor.agents.titer",
+    "recurrency": "raptor.agents.recurrency",
 }
 
 #: ``meta`` key of a saved model or checkpoint naming the agent that rebuilds it (:func:`agent_of`).
 AGENT_KEY = "agent"
 #: ``meta["architecture"]`` of TITer models written before models recorded their agent.
 _LEGACY_ARCHITECTURES = {"titer": "titer"}
-#: The agent of a model file that records none (written before agents had names).
-_LEGACY_DEFAULT = "actor_critic"
+#: The paper's agent (the actor-critic policy): what a model file that records no agent holds (written
+#: before agents had names), and whose search ranks when no agent is named.
+PAPER_AGENT = "actor_critic"
 
 
 def get_agent(name: str) -> Any:
@@ -41,4 +43,4 @@ def agent_of(meta: dict[str, Any]) -> str:
     recorded their agent: ``architecture`` "titer" is TITer's, none the actor-critic policy."""
     if AGENT_KEY in meta:
         return meta[AGENT_KEY]
-    return _LEGACY_ARCHITECTURES.get(meta.get("architecture"), _LEGACY_DEFAULT)
+    return _LEGACY_ARCHITECTURES.get(meta.get("architecture"), PAPER_AGENT)

@@ -19,8 +19,10 @@ from .. import checkpoints
 from ..runtime import resolve_precision
 from . import AGENT_KEY, AGENTS, agent_of, get_agent
 
-if TYPE_CHECKING:  # (not raptor modules: the registry's imports stay below the config and the loop)
+if TYPE_CHECKING:  # (not imported at run time: the registry's imports stay below the config and the loop)
     from torch import nn
+
+    from ..env import TemporalEnv
 
 @dataclass(frozen=True)
 class RunOptions:
@@ -49,12 +51,17 @@ class Agent(ABC):
     name: str
     #: The params sections its training reads (besides env, eval, train and the budget ``rl.epochs``).
     sections: tuple[str, ...]
-    #: Dotted params key of the autocast precision its runs use (``train.precision``).
-    precision_key: str
+    #: Dotted params key of the autocast precision its runs use (``train.precision``); ``None`` for an
+    #: agent without a network (its :attr:`fixed_precision` is what its numbers are computed in).
+    precision_key: Optional[str]
+    fixed_precision: str = "float32"
     #: The modules that implement it: code hashes of its runs and DVC code dependencies of its stages.
     code: tuple[str, ...]
     #: Its training, in words (a finetune stage's description).
     training: str
+    #: Trains for an epoch budget (``rl.epochs``); false: one pass with nothing to iterate or resume
+    #: (a selection), so its runs have no budget (``rl_epochs`` 0) and its stages do not read ``rl.epochs``.
+    iterates: bool = True
     #: ``format`` of its training checkpoints (``checkpoint.pt``); a model can be taken from one.
     checkpoint_format: str
 
@@ -88,8 +95,25 @@ class Agent(ABC):
     def precision(self, params, device) -> str:
         """The resolved autocast precision of its runs: the value at :attr:`precision_key` of
         ``params`` (:class:`raptor.config.Params`)."""
+        if self.precision_key is None:
+            return self.fixed_precision
         value = functools.reduce(getattr, self.precision_key.split("."), params)
         return resolve_precision(value, device)
+
+    def env(self, ctx) -> "TemporalEnv":
+        """The MDP its paths walk: the context's (the paper's) by default."""
+        return ctx.env
+
+    def rank(self, ctx, model: "nn.Module", queries, precision: str = "float32", device="cpu"):
+        """Candidates and time-aware filtered ranks of int64 ``[Q, 4]`` queries: ``(BeamResult, ranks
+        float64 [Q])``; by default beam search (``eval``) in :meth:`env` and :func:`raptor.ranking.filtered_ranks`."""
+        from ..beam import beam_search
+        from ..ranking import filtered_ranks
+
+        res = beam_search(model, self.env(ctx), queries, ctx.params.eval, precision=precision, device=device)
+        ranks = filtered_ranks(res.cand_entity, res.cand_score, queries[:, 2], queries[:, [0, 1, 3]], ctx.filter,
+                               ctx.dataset.num_entities)
+        return res, ranks
 
 
 def load_model(path: str | Path, device="cpu") -> tuple["nn.Module", dict[str, Any]]:

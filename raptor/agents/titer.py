@@ -11,6 +11,11 @@ from ..titer import TITER_CHECKPOINT_FORMAT, TITerPolicy, inductive_mean, titer_
 from .base import AGENT_KEY, Agent, RunOptions
 
 
+#: ``titer.environment`` -> the walk of :class:`raptor.env.TemporalEnv`: the MDP shared with the paper's
+#: systems, or TITer's own.
+WALK_OF_ENVIRONMENT = {"raptor": "forward", "titer": "backward"}
+
+
 class TITer(Agent):
     name = "titer"
     sections = ("titer",)
@@ -26,11 +31,16 @@ class TITer(Agent):
 
     def train(self, ctx, policy: TITerPolicy, run: RunOptions):
         p = ctx.params
-        return train_titer(policy, ctx.env, ctx.train_queries, p.titer, run.seed, eval_cfg=p.eval,
+        return train_titer(policy, self.env(ctx), ctx.train_queries, p.titer, run.seed, eval_cfg=p.eval,
                            precision=run.precision, device=run.device, out_dir=run.out_dir,
                            evaluate_fn=run.evaluate_fn, resume=run.resume, epochs=run.epochs,
                            on_epoch_end=run.on_epoch_end, meta={**(run.meta or {}), AGENT_KEY: self.name},
                            progress=run.progress)
+
+    def env(self, ctx):
+        """The shared MDP, or TITer's own walk (``titer.environment: titer``, :mod:`raptor.env`)."""
+        cfg = ctx.params.titer
+        return ctx.env.with_walk(WALK_OF_ENVIRONMENT[cfg.environment], cfg.environment_same_time)
 
     def rebuild(self, weights: dict[str, Any], meta: dict[str, Any], device) -> TITerPolicy:
         return titer_from_weights(weights, meta, device)
