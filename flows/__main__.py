@@ -5,7 +5,9 @@
         --in data=data/ICEWS14/ingested --in graph=data/ICEWS14/graph.npz --out out=data/ICEWS14/labels
 
 ``python -m flows pipeline`` runs the whole DVC stage graph (what a scheduled deployment runs);
-``python -m flows sweep NAME --dataset D`` runs a sweep declared in params.yaml (docs/sweeps.md).
+``python -m flows sweep NAME --dataset D`` runs a sweep declared in params.yaml (docs/sweeps.md), as
+``raptor sweep NAME --dataset D --prefect`` does. A stage's options are those of ``raptor STAGE``
+(:mod:`raptor.commands.stage`); every path defaults to the one dvc.yaml gives it.
 """
 
 from __future__ import annotations
@@ -15,35 +17,21 @@ import json
 import sys
 
 
-def _pairs(values: list[str], flag: str, parser: argparse.ArgumentParser) -> dict[str, str]:
-    out = {}
-    for v in values or []:
-        name, sep, path = v.partition("=")
-        if not sep or not name or not path:
-            parser.error(f"{flag} {v!r}: expected NAME=PATH")
-        out[name] = path
-    return out
-
-
 def build_parser() -> argparse.ArgumentParser:
-    from raptor import variants
+    from raptor.cli import Parser
+    from raptor.commands.stage import add_stage_arguments, declaration, kind_help
     from raptor.config import LOCAL_PARAMS
-    from raptor.stages import PARAMS_FILE, PARAMS_SOURCE, ablation_stages, main_stages
+    from raptor.stages import PARAMS_SOURCE
 
-    parser = argparse.ArgumentParser(prog="python -m flows", description="Run one pipeline stage as a Prefect flow.")
+    parser = Parser(prog="python -m flows", description="Run one pipeline stage as a Prefect flow (`raptor STAGE` "
+                    "runs the same, with the same options).")
     sub = parser.add_subparsers(dest="stage", required=True)
-    kinds: dict[str, str] = {}
-    for s in main_stages(list(variants.VARIANTS)) + ablation_stages():
-        if s.per_dataset:
-            kinds.setdefault(s.flow, s.help if not s.variant else s.help.split(": ", 1)[-1])
-    for kind, help_ in kinds.items():
-        p = sub.add_parser(kind, help=help_, description=help_)
-        p.add_argument("--dataset", required=True, help="dataset name (a key of `datasets` in params.yaml)")
-        p.add_argument("--params", default=PARAMS_FILE, help="resolved params file (default: %(default)s)")
-        p.add_argument("--in", dest="inputs", action="append", metavar="NAME=PATH", help="an input of the stage")
-        p.add_argument("--out", dest="outputs", action="append", metavar="NAME=PATH", help="an output of the stage")
-        if kind in ("finetune", "evaluate"):
-            p.add_argument("--variant", required=True, choices=list(variants.VARIANTS))
+    for kind, stages in declaration().items():
+        if not stages[0].per_dataset:  # the params stage: `python -m raptor.stages resolve`
+            continue
+        line, description = kind_help(kind, stages)
+        p = sub.add_parser(kind, help=line, description=description)
+        add_stage_arguments(p, kind, stages)
     p = sub.add_parser("pipeline", help="every stage of dvc.yaml that DVC reports as changed, in order, "
                        "then `dvc commit` (what a scheduled deployment runs)")
     p.add_argument("--root", default=".", help="project root (default: %(default)s)")
@@ -136,12 +124,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"python -m flows sweep: error: {exc}", file=sys.stderr)
             return 1
     else:
-        from .stages import run_stage
+        from raptor.commands.stage import StageArgumentError, execute
+        from raptor.config import ConfigError
 
         try:
-            result = run_stage(args.stage, args.dataset, args.params, _pairs(args.inputs, "--in", parser),
-                               _pairs(args.outputs, "--out", parser), getattr(args, "variant", None))
-        except (ProjectBusy, OutputError) as exc:
+            result = execute(args.stage, args)  # what `raptor STAGE` runs too
+        except (StageArgumentError, ConfigError, ProjectBusy, OutputError) as exc:
             # OutputError: a full disk or an unwritable folder, already one line naming the path
             # (Prefect's log above holds the traceback of the failed flow run)
             print(f"python -m flows {args.stage}: error: {exc}", file=sys.stderr)

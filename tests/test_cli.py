@@ -1,6 +1,10 @@
+import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
+from conftest import write_raw_dataset
 
 from raptor.cli import build_parser, main
 
@@ -48,8 +52,186 @@ def test_report_where_lists_every_output(tmp_path, capsys):
     assert any("reports/A/report" in line for line in lines) and any("mlflow.db" in line for line in lines)
 
 
-def test_help_of_every_stage(capsys):
+def _commands(parser) -> dict:
+    return parser._subparsers._group_actions[0].choices
+
+
+def test_help_of_every_command(capsys):
     parser = build_parser()
-    for stage in ("synthetic", "ingest", "graph", "label", "train", "evaluate", "report", "explain"):
-        text = parser._subparsers._group_actions[0].choices[stage].format_help()
-        assert "usage: raptor " + stage in text
+    for name, sub in _commands(parser).items():
+        assert "usage: raptor " + name in sub.format_help()
+    for name in ("synthetic", "ingest", "graph", "label", "train", "evaluate", "report", "explain"):
+        assert name in _commands(parser)
+
+
+def _declared_kinds() -> list[str]:
+    from raptor import variants
+    from raptor.stages import ablation_stages, main_stages
+
+    kinds: list[str] = []
+    for s in main_stages(list(variants.VARIANTS)) + ablation_stages():
+        if s.flow not in kinds:
+            kinds.append(s.flow)
+    return kinds
+
+
+def test_stage_subcommands_are_the_declarations_stages_and_the_flows():
+    """`raptor`'s stages are the declaration's (dvc.yaml's names; per-variant stages as one with
+    --variant), those of `python -m flows` (which runs no params stage, and has pipeline and sweep)."""
+    from flows.__main__ import build_parser as flows_parser
+
+    from raptor.cli import LIBRARY_MODULES
+
+    kinds = _declared_kinds()
+    commands = _commands(build_parser())
+    stages = [n for n, p in commands.items() if p.get_default("_kind")]
+    assert stages == kinds  # in pipeline order
+    assert {"pretrain", "finetune", "significance", "params", "ablation"} <= set(stages)
+    assert set(commands) - set(stages) == {m.rsplit(".", 1)[1] for m in LIBRARY_MODULES}
+    assert set(_commands(flows_parser())) == (set(kinds) - {"params"}) | {"pipeline", "sweep"}
+    # `raptor --help`: the stages in pipeline order, then the library commands
+    text = build_parser().format_help()
+    lines = [line.split()[0] for line in text.split("stages, in pipeline order")[1].splitlines()
+             if line.startswith("  ") and line.split()]
+    assert lines[:len(kinds)] == kinds and set(lines[len(kinds):]) == set(commands) - set(stages)
+
+
+def test_every_stage_takes_the_options_of_its_flow(capsys):
+    """Each stage's --help works in both front doors, with the same options."""
+    from flows.__main__ import build_parser as flows_parser
+
+    ours, theirs = _commands(build_parser()), _commands(flows_parser())
+    for kind in _declared_kinds():
+        text = ours[kind].format_help()
+        assert f"usage: raptor {kind}" in text
+        if kind == "params":
+            assert "--local" in text
+            continue
+        options = {o for a in theirs[kind]._actions for o in a.option_strings}
+        assert {"--dataset", "--params", "--in", "--out"} <= options
+        assert options <= {o for a in ours[kind]._actions for o in a.option_strings}
+        assert ("--variant" in options) == (kind in ("finetune", "evaluate"))
+
+
+def _project(root: Path, variants=("pure_rl", "raptor")) -> Path:
+    """A project folder: params.yaml with one dataset (TINY, raw/), its resolved params."""
+    from raptor.stages import PARAMS_FILE, resolve_params
+
+    write_raw_dataset(root / "raw")
+    (root / "params.yaml").write_text("datasets:\n  TINY: {raw_dir: raw, start_date: '2014-01-01'}\n"
+                                      f"train: {{variants: [{', '.join(variants)}]}}\n")
+    resolve_params(root / "params.yaml", root / "params.local.yaml", root / PARAMS_FILE)
+    return root
+
+
+def test_a_stage_defaults_to_the_paths_dvc_yaml_gives_it(tmp_path, monkeypatch):
+    """`raptor finetune --dataset TINY --variant raptor` runs the flow with dvc.yaml's command's
+    arguments (every path, the resolved params)."""
+    import shlex
+
+    from raptor.commands.stage import stage_call
+    from raptor.stages import PARAMS_FILE, command, main_stages
+
+    monkeypatch.chdir(_project(tmp_path))
+    for path in ("data/TINY/ingested", "data/TINY/graph.npz", "runs/TINY/pretrain"):
+        (tmp_path / path).mkdir(parents=True)
+    args = build_parser().parse_args(["finetune", "--dataset", "TINY", "--variant", "raptor", "--params", PARAMS_FILE])
+    call = stage_call("finetune", args)
+    stage = next(s for s in main_stages(["pure_rl", "raptor"]) if s.name == "finetune-raptor")
+    argv = shlex.split(command(stage, "TINY"))
+    given = {argv[i + 1] for i, a in enumerate(argv) if a in ("--in", "--out")}
+    assert given == {f"{k}={v}" for k, v in call.inputs.items()} | {f"{k}={v}" for k, v in call.outputs.items()}
+    assert (call.dataset, call.params, call.variant) == ("TINY", PARAMS_FILE, "raptor")
+    # one option given: the others keep their defaults; the only dataset needs no --dataset
+    args = build_parser().parse_args(["significance", "--params", PARAMS_FILE, "--out", "out=x.json"])
+    for path in ("runs/TINY/pure_rl/eval", "runs/TINY/raptor/eval"):
+        (tmp_path / path).mkdir(parents=True)
+    call = stage_call("significance", args)
+    assert call.outputs == {"out": "x.json"} and set(call.inputs) == {"eval_pure_rl", "eval_raptor"}
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["graph", "--in", "bogus=x"], "raptor graph: error: --in bogus: graph has no such input (its inputs: data)"),
+    (["graph", "--in", "data"], "raptor graph: error: --in 'data': expected NAME=PATH"),
+    (["graph"], "raptor graph: error: --in data=data/TINY/ingested: not found (run `raptor ingest --dataset TINY` first)"),
+    (["finetune"], "raptor finetune: error: --variant: finetune runs one variant: give one of pure_rl, raptor, titer"),
+    (["label", "--dataset", "NOPE"], "raptor label: error: datasets: no dataset 'NOPE' (listed: TINY)"),
+    (["graph", "--data", "d", "--in", "data=d"], "raptor graph: error: --data select the direct form, --in the stage "
+                                                 "form: use one"),
+    (["evaluate", "--variant", "nope"], "raptor evaluate: error: argument --variant: invalid choice: 'nope'"),
+])
+def test_a_bad_stage_argument_is_one_clear_line(tmp_path, monkeypatch, capsys, argv, says):
+    from raptor.stages import PARAMS_FILE
+
+    monkeypatch.chdir(_project(tmp_path))
+    try:
+        rc = main(argv + ["--params", PARAMS_FILE])
+    except SystemExit as exc:  # argparse's own errors: one line too
+        rc = exc.code
+    err = capsys.readouterr().err
+    assert rc in (1, 2) and err.startswith(says) and err.count("\n") == 1, err
+    assert not (tmp_path / "data" / "TINY" / "graph.npz").exists()
+
+
+def test_a_stage_without_params_runs_the_params_stage_first(tmp_path, monkeypatch, capsys):
+    """No --params: params.yaml (+ params.local.yaml) resolved into build/params.json, as `dvc repro`
+    runs the params stage first; here dvc.yaml is missing, and the params stage says so."""
+    from raptor import stages
+
+    monkeypatch.chdir(_project(tmp_path))
+    (tmp_path / "build" / "params.json").unlink()
+    assert main(["graph"]) == 1
+    assert "dvc.yaml is out of date" in capsys.readouterr().err
+    (tmp_path / "dvc.yaml").write_text(stages.dvc_yaml(stages.load_params("params.yaml")))
+    assert main(["graph"]) == 1
+    err = capsys.readouterr().err
+    assert "-> build/params.json" in err and "--in data=data/TINY/ingested: not found" in err
+    assert (tmp_path / "build" / "params.json").is_file()
+
+
+def test_sweep_front_door_runs_the_flows_options(tmp_path, capsys):
+    """`raptor sweep --dvc` prints what `python -m flows sweep --dvc` prints; the local options are
+    refused with the flow's."""
+    from flows.__main__ import main as flows_main
+
+    params = tmp_path / "params.yaml"
+    params.write_text("datasets:\n  T: {raw_dir: raw}\nsweeps:\n  t: {grid: {rl.gamma: [0.9, 0.8]}}\n")
+    common = ["t", "--dataset", "T", "--params", str(params), "--dvc"]
+    assert main(["sweep", *common]) == 0
+    ours = capsys.readouterr().out
+    assert flows_main(["sweep", *common]) == 0
+    assert capsys.readouterr().out == ours and ours.count("dvc exp run --queue") == 3
+    assert main(["sweep", *common, "--jobs", "2"]) == 1
+    assert capsys.readouterr().err.startswith("raptor sweep: error: --jobs: not with --prefect")
+
+
+@pytest.mark.slow
+def test_a_stage_through_raptor_writes_what_the_flow_writes(tmp_path):
+    """`raptor ingest` and `raptor graph` (dvc.yaml's paths by default) write what `python -m flows
+    ingest|graph` writes (other paths given), each a Prefect flow run (Prefect's temporary local API)."""
+    import numpy as np
+    import pandas as pd
+
+    from raptor.stages import PARAMS_FILE
+
+    proj = _project(tmp_path / "proj")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "MLFLOW_"))}
+    env.update(PYTHONPATH=str(ROOT), PREFECT_HOME=str(tmp_path / "prefect"),
+               MLFLOW_TRACKING_URI=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    raptor = [str(Path(sys.executable).with_name("raptor"))]
+    flows = [sys.executable, "-m", "flows"]
+    for cmd in (raptor + ["ingest", "--params", PARAMS_FILE], raptor + ["graph", "--params", PARAMS_FILE],
+                flows + ["ingest", "--params", PARAMS_FILE, "--out", "out=other/ingested"],
+                flows + ["graph", "--params", PARAMS_FILE, "--in", "data=other/ingested", "--out", "out=other/g.npz"]):
+        proc = subprocess.run(cmd, cwd=proj, env=env, capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    ours, theirs = proj / "data" / "TINY" / "ingested", proj / "other" / "ingested"
+    names = sorted(p.name for p in ours.iterdir())
+    assert names == sorted(p.name for p in theirs.iterdir()) and "train.parquet" in names
+    for name in names:
+        if name.endswith(".parquet"):
+            pd.testing.assert_frame_equal(pd.read_parquet(ours / name), pd.read_parquet(theirs / name))
+    with np.load(proj / "data" / "TINY" / "graph.npz") as a, np.load(proj / "other" / "g.npz") as b:
+        assert sorted(a.files) == sorted(b.files)
+        for k in a.files:
+            np.testing.assert_array_equal(a[k], b[k])

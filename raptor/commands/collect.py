@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 
 NAME = "collect"
+#: One line for `raptor --help`.
+SHORT = 'copy what `raptor results` reads of a result folder into a small one, for git'
 HELP = ("copy what `raptor results` reads of a result folder (a pipeline workspace or a folder of "
         "`raptor train --out` runs) into a small folder of the same layout: histories, fingerprints, summaries, "
         "test metrics, significance, stage usage, and a COMMIT file naming the commit that trained them; no "

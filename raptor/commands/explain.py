@@ -7,6 +7,8 @@ import math
 from pathlib import Path
 
 NAME = "explain"
+#: One line for `raptor --help`.
+SHORT = 'answer a query typed in names, with the temporal paths that support each answer'
 HELP = ("Answer a query typed in names and a date (subject, relation, date) with a trained model: "
         "the top answers and the temporal paths that support them, in names and dates.")
 

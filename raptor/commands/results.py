@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 
 NAME = "results"
+#: One line for `raptor --help`.
+SHORT = 'the results page, from result folders tracked by git'
 HELP = ("write the results page from one or more result folders (a pipeline workspace: runs/ and reports/; "
         "or a folder of `raptor train --out <dataset>/<variant>/seed<S>` runs): test metrics with budget, "
         "precision and tie rule per row, significance, the paper's layout, and learning curves with the "

@@ -1,14 +1,22 @@
-"""`raptor sweep`: run a sweep of params.yaml here, in worker processes, without Prefect or MLflow."""
+"""`raptor sweep`: run a sweep of params.yaml, the one front door to sweeps (docs/sweeps.md).
+
+Here in worker processes, without Prefect or MLflow (the default); or, with ``--prefect`` (and
+``--from-records``, ``--list``, ``--dvc``), exactly what ``python -m flows sweep`` runs: the sweep as one
+Prefect flow logged to MLflow as one comparison. Both resume from the records in ``--results``.
+``scripts/pinned-sweep.sh`` runs this command from a pinned commit in the background."""
 
 from __future__ import annotations
 
 import argparse
 
 NAME = "sweep"
+#: One line for `raptor --help`.
+SHORT = 'a sweep of params.yaml: here in worker processes, or as a Prefect flow (--prefect)'
 HELP = ("run sweep NAME of params.yaml (`sweeps:`) on one dataset here, JOBS runs at a time in worker processes, "
         "with no orchestrator or tracking server (a GPU box, a batch node): labels, pretraining, then every "
-        "(arm, variant, seed) trained, tested and recorded into --results, where `python -m flows sweep NAME` "
-        "(the orchestrated, MLflow-logged way) finds the records and logs them. Runs already recorded are skipped.")
+        "(arm, variant, seed) trained, tested and recorded into --results. Runs already recorded are skipped. "
+        "With --prefect: the same sweep as one Prefect flow, every run logged to MLflow as one comparison (what "
+        "`python -m flows sweep NAME` runs); a run recorded by either way is not trained again by the other.")
 
 
 def register(p: argparse.ArgumentParser) -> None:
@@ -28,6 +36,27 @@ def register(p: argparse.ArgumentParser) -> None:
                    help="train nothing: write the results table from the records in --results now (a sweep that is "
                         "still running, or was stopped, names its missing runs)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    flow = p.add_argument_group("as a Prefect flow (`python -m flows sweep`, which these options run)")
+    flow.add_argument("--prefect", action="store_true", help="run the sweep as one Prefect flow, logged to MLflow "
+                      "(--jobs, --threads, --arms, --data and --graph do not apply: train.parallel_runs does)")
+    flow.add_argument("--from-records", action="store_true", help="with --prefect: train nothing, log the runs "
+                      "recorded in --results to MLflow as one comparison and write the table from them")
+    flow.add_argument("--list", action="store_true", help="print the arms and the jobs they need, and exit")
+    flow.add_argument("--dvc", action="store_true", help="print one `dvc exp run --queue` per arm, and exit")
+
+
+def _flows_argv(args: argparse.Namespace) -> list[str]:
+    """``python -m flows sweep`` 's arguments for these options (refused where they do not apply)."""
+    local_only = [f for f, on in (("--jobs", args.jobs != 1), ("--threads", args.threads != 1), ("--arms", args.arms),
+                                  ("--data", args.data), ("--graph", args.graph), ("--table-only", args.table_only))
+                  if on]
+    if local_only:
+        raise ValueError(f"{', '.join(local_only)}: not with --prefect, --from-records, --list or --dvc "
+                         "(those run the sweep's Prefect flow, `python -m flows sweep`)")
+    argv = ["sweep", args.name, "--dataset", args.dataset, "--params", args.params, "--local", args.local]
+    argv += [x for flag, v in (("--out", args.out), ("--results", args.results)) if v for x in (flag, v)]
+    return argv + [f for f, on in (("--from-records", args.from_records), ("--list", args.list),
+                                   ("--dvc", args.dvc)) if on]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -39,6 +68,10 @@ def run(args: argparse.Namespace) -> int:
     from ..stages import stage_output
     from ..sweep import declaration_differences, load_sweep, plan_sweep, results_dir, sweep_dir, write_results
 
+    if args.prefect or args.from_records or args.list or args.dvc:
+        from .stage import import_flows
+
+        return import_flows("flows.__main__").main(_flows_argv(args))
     if args.jobs < 1 or args.threads < 1:
         raise ValueError(f"--jobs and --threads must be at least 1 (got {args.jobs}, {args.threads})")
     local = args.local if Path(args.local).exists() else None

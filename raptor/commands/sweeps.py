@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 
 NAME = "sweeps"
+#: One line for `raptor --help`.
+SHORT = "the sweeps page, from finished sweeps' results folders"
 HELP = ("write the sweeps page from finished sweeps' results folders (`python -m flows sweep NAME` writes "
         "results/sweeps/<NAME>/<dataset>/): per sweep the arms' validation and test metrics with their notes, "
         "epochs and tests against the default arm, test MRR per arm and every arm's validation curve. "

@@ -8,6 +8,8 @@ import dataclasses
 from ..synthetic import SCALE_PRESETS, SyntheticSpec, write_raw, write_scaled_raw
 
 NAME = "synthetic"
+#: One line for `raptor --help`.
+SHORT = "a tiny synthetic TKG in the raw layout (smoke runs, tests), or one of a dataset's size"
 HELP = ("Write a tiny synthetic TKG with planted patterns in the raw ICEWS layout to --out (for smoke runs and tests), "
         "or with --preset one of a published dataset's size and shape (scale measurements).")
 

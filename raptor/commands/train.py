@@ -6,6 +6,8 @@ import argparse
 import json
 
 NAME = "train"
+#: One line for `raptor --help`.
+SHORT = 'one seed of a variant on given paths, pretraining then RL (the stages: pretrain, finetune)'
 HELP = (
     "Train one seed of a variant on an ingested dataset (--data) and its graph (--graph): pure_rl "
     "(actor-critic from scratch) or raptor (reachability pretraining from --labels into OUT/pretrain, then "
