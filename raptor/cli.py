@@ -28,6 +28,7 @@ COMMAND_MODULES: list[str] = [
     "raptor.commands.collect",
     "raptor.commands.sweeps",
     "raptor.commands.explain",
+    "raptor.commands.ui",
 ]
 
 

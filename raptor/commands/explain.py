@@ -6,6 +6,8 @@ import argparse
 import math
 from pathlib import Path
 
+from ..stats import format_probability
+
 NAME = "explain"
 HELP = ("Answer a query typed in names and a date (subject, relation, date) with a trained model: "
         "the top answers and the temporal paths that support them, in names and dates.")
@@ -103,5 +105,5 @@ def run(args: argparse.Namespace) -> int:
                 f"[{rel_name(h['relation'])} @ {step_to_date(h['time'], start_date, granularity)}] {ds.entity_names[h['to']]}"
                 for h in hops
             ) or "(stays at the subject)"
-            print(f"      p={math.exp(path['log_prob']):.3f}: {ds.entity_names[s]} {text}")
+            print(f"      p={format_probability(math.exp(path['log_prob']))}: {ds.entity_names[s]} {text}")
     return 0
