@@ -2,6 +2,8 @@
 
 from pathlib import Path
 
+import pytest
+
 from prefect.states import Failed
 
 from raptor.ingest import IngestError
@@ -322,3 +324,54 @@ def test_runs_left_running_by_a_killed_process_are_marked_killed_by_the_next_one
     finally:
         for p in procs:
             p.kill()
+
+
+@pytest.mark.slow
+def test_a_training_task_run_logs_its_epochs_to_prefect(tmp_path, monkeypatch):
+    """Prefect's own view of training: one line per epoch (1-based) in the task run's log."""
+    import json
+
+    from prefect import flow
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
+    import time
+
+    from prefect.testing.utilities import prefect_test_harness
+
+    from raptor.config import params_from_dict, params_to_dict
+    from raptor.graph import build_graph
+    from raptor.ingest import ingest
+    from raptor.synthetic import SyntheticSpec, write_raw
+    from tasks.train import train_run_task
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    raw = write_raw(tmp_path / "raw", SyntheticSpec(num_entities=30, num_timestamps=20))
+    ingest(raw, tmp_path / "data")
+    build_graph(tmp_path / "data", tmp_path / "graph.npz")
+    p = params_from_dict({"model": {"entity_dim": 8, "relation_dim": 8, "time_dim": 2, "step_dim": 2,
+                                    "mlp_hidden_dim": 16}, "env": {"max_actions": 10},
+                          "rl": {"epochs": 2, "batch_size": 256}, "eval": {"beam_size": 5, "valid_every": 1},
+                          "train": {"num_threads": 1}})
+    (tmp_path / "params.json").write_text(json.dumps(params_to_dict(p)))
+
+    @flow(name="tiny-train")
+    def tiny():
+        from prefect.runtime import flow_run
+
+        train_run_task(str(tmp_path / "params.json"), "SYN", str(tmp_path / "data"), str(tmp_path / "graph.npz"),
+                       "pure_rl", 0, str(tmp_path / "run"), "raptor/SYN", None, 1, "SYN-pure_rl-seed0")
+        return flow_run.id
+
+    with prefect_test_harness(server_startup_timeout=120):
+        run_id = tiny()
+        deadline = time.monotonic() + 30  # the log handler ships its lines in the background
+        while True:
+            with get_client(sync_client=True) as client:
+                lines = [log.message for log in client.read_logs(
+                    LogFilter(flow_run_id=LogFilterFlowRunId(any_=[run_id])))]
+            if sum(" rl epoch " in m for m in lines) >= 2 or time.monotonic() > deadline:
+                break
+            time.sleep(1)
+    epochs = [m for m in lines if " rl epoch " in m]
+    assert [m.split(":")[0] for m in epochs] == ["SYN-pure_rl-seed0 rl epoch 1/2", "SYN-pure_rl-seed0 rl epoch 2/2"]
+    assert all("reward" in m and "val MRR" in m for m in epochs), epochs
