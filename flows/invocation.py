@@ -67,11 +67,11 @@ def dvc_process(pid: Optional[int] = None) -> Optional[dict]:
 
 
 @flow(name="dvc-repro")
-def dvc_repro(command: str, datasets: list[str]) -> None:
+def dvc_repro(command: str, datasets: list[str], profile: Optional[dict] = None) -> None:
     """A record, never run: one ``dvc repro`` whose stages are its subflows (:mod:`flows.invocation`)."""
 
 
-def _parent(client, dvc: dict, datasets: list[str]):
+def _parent(client, dvc: dict, datasets: list[str], profile: Optional[dict] = None):
     """The parent flow run of this DVC process: the recorded one, or a new one (recorded)."""
     from prefect.exceptions import ObjectNotFound
     from prefect.states import Running
@@ -86,7 +86,8 @@ def _parent(client, dvc: dict, datasets: list[str]):
         except (ObjectNotFound, KeyError):
             pass  # another Prefect database since: a new parent
     run = client.create_flow_run(dvc_repro, name=f"pipeline-{'-'.join(datasets)}",
-                                 parameters={"command": dvc["command"], "datasets": datasets},
+                                 parameters={"command": dvc["command"], "datasets": datasets,
+                                             "profile": profile},
                                  tags=["dvc-repro"], state=Running())
     client.update_flow_run(run.id, tags=["dvc-repro", invocation_tag(run.id)])
     RECORD.parent.mkdir(parents=True, exist_ok=True)
@@ -111,6 +112,18 @@ def _set_parent_state(client, parent_id, state, line: str) -> None:
     client.set_flow_run_state(parent_id, state, force=True)
 
 
+def _profile(params_path: Optional[str]) -> Optional[dict]:
+    """The resolved profile and what it changes (a parameter of the parent run, shown on its page)."""
+    if not params_path:
+        return None
+    from .stages import resolved_profile
+
+    try:
+        return resolved_profile(params_path)
+    except Exception:  # noqa: BLE001 - a record only: the stage itself reports a broken params file
+        return None
+
+
 def run_stage_flow(fn: Flow, kwargs: dict, datasets: list[str]):
     """Run a stage's flow: inside the pipeline flow as its subflow (tagged with its invocation),
     under ``dvc repro`` as a subflow of that ``dvc repro``'s parent run, else on its own."""
@@ -131,7 +144,7 @@ def run_stage_flow(fn: Flow, kwargs: dict, datasets: list[str]):
     stage = " ".join(str(kwargs[k]) for k in ("dataset", "variant") if k in kwargs)
     stage = f"{fn.name} {stage}".strip()
     with get_client(sync_client=True) as client:
-        parent = _parent(client, dvc, datasets)
+        parent = _parent(client, dvc, datasets, _profile(kwargs.get("params")))
         tag = invocation_tag(parent.id)
         tracker = client.create_task_run(Task(name=fn.name, fn=fn.fn), flow_run_id=parent.id,
                                          dynamic_key=uuid4().hex, name=f"{fn.name}-{uuid4().hex[:3]}",

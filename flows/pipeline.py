@@ -33,7 +33,7 @@ from prefect import flow, get_run_logger
 
 from raptor.projectlock import project_lock
 from raptor.resources import append_usage, measure, release_freed_memory
-from raptor.stages import USAGE_LOG
+from raptor.stages import PARAMS_FILE, USAGE_LOG, ensure_local_params
 
 FLOWS_CMD = ["python", "-m", "flows"]
 
@@ -102,6 +102,7 @@ def pipeline_flow(root: str = ".", dvcfile: str = "dvc.yaml", targets: Optional[
     # a `dvc repro` inside a stage has released DVC's lock, but its stage command holds this one.
     with project_lock(root), Repo(str(Path(root).resolve())) as repo, contextlib.ExitStack() as held:
         _tag_invocation()
+        ensure_local_params(root)  # the params stage's dependency (an empty one in a fresh clone)
         try:
             held.enter_context(lock_repo(repo))
         except LockError:
@@ -157,6 +158,11 @@ def pipeline_flow(root: str = ".", dvcfile: str = "dvc.yaml", targets: Optional[
               "seconds": round(time.perf_counter() - started, 2)}
     if usage:
         _resources_artifact(usage)
+    resolved = Path(root) / PARAMS_FILE
+    if resolved.is_file():  # what the params stage resolved: the profile this run trained with
+        from .stages import publish_resolved_params
+
+        publish_resolved_params(resolved)
     log.info("pipeline: %d ran, %d up to date, %d failed, %d blocked in %.1f s",
              len(ran), len(skipped), len(failed), len(blocked), result["seconds"])
     if failed:

@@ -157,9 +157,17 @@ def finetune_flow(dataset: str, params: str, inputs: dict, outputs: dict, varian
         remember_parent(outputs["out"], parent)
         parent.finish()
     tracking.close_pipeline_run(pipe, created)
-    publish_runs(f"finetune-{dataset}-{variant}", exp, results, ("seed", "best_val_mrr", "best_epoch", "rl_epochs"),
+    publish_runs(f"finetune-{dataset}-{variant}", exp, [one_based(r) for r in results],
+                 ("seed", "best_val_mrr", "best_epoch", "rl_epochs"),
                  f"{variants.get(variant).label} on {dataset}: one row per seed")
     return results
+
+
+def one_based(summary: dict) -> dict:
+    """A run summary for people: ``best_epoch`` as the epoch's number (1-based; summary.json keeps the
+    library's 0-based index)."""
+    best = summary.get("best_epoch")
+    return {**summary, "best_epoch": best + 1} if isinstance(best, int) else summary
 
 
 def pretrain_history(pretrain_dir: str, seed: int) -> str:
@@ -199,11 +207,63 @@ def evaluate_flow(dataset: str, params: str, inputs: dict, outputs: dict, varian
         flat[m] = summary[m]["mean"]
         flat[f"{m}_std"] = summary[m]["std"]
     atomic_write_json(outputs["metrics"], flat)
+    publish_test_metrics(dataset, variant, split, dict(zip(seeds, (f.result() for f in futures))), summary)
     parent = parent_of(inputs["train"])
     if parent is not None:
         parent.log_metrics({f"{split}/{k}": v for k, v in flat.items() if isinstance(v, float)}, step=0)
         parent.sync()
     return flat
+
+
+def publish_test_metrics(dataset: str, variant: str, split: str, per_seed: dict, summary: dict) -> None:
+    """A Prefect table artifact on the evaluate flow run: one row per seed and the mean and std over
+    seeds of every test metric (what the stage wrote to its metrics.json)."""
+    from prefect.artifacts import create_table_artifact
+
+    def row(name, values: dict) -> dict:
+        return {"seed": name, **{m: _fmt(values.get(m)) for m in METRIC_KEYS}}
+
+    table = [row(s, m) for s, m in per_seed.items()]
+    table.append(row("mean", {m: summary[m]["mean"] for m in METRIC_KEYS}))
+    table.append(row("std", {m: summary[m]["std"] for m in METRIC_KEYS}))
+    create_table_artifact(table=table, key=artifact_key(f"{split}-metrics-{dataset}-{variant}"),
+                          description=f"{variants.get(variant).label} on {dataset}: {split} metrics per seed "
+                                      "(filtered, time-aware)")
+
+
+def _fmt(value) -> str:
+    return f"{value:.4f}" if isinstance(value, float) else ("" if value is None else str(value))
+
+
+def _p(value) -> str:
+    """A p-value for people (:func:`raptor.stats.format_probability`: never ``0.000``)."""
+    from raptor.stats import format_probability
+
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return "-"
+    return format_probability(float(value))
+
+
+def significance_markdown(dataset: str, result: dict, report: Optional[str] = None) -> str:
+    """The comparisons of a significance result as a Markdown table (and where the report is)."""
+    base = result.get("baseline")
+    lines = [f"Every system against **{variants.get(base).label if base in variants.VARIANTS else base}** "
+             f"on {dataset} (one-sided: the system is better)\n",
+             "| system | MRR diff (per query) | t-test p (seeds) | Cohen's d_z (seeds) | Wilcoxon p | bootstrap p |",
+             "|---|---:|---:|---:|---:|---:|"]
+    for v, c in result.get("comparisons", {}).items():
+        q = c.get("per_query") or {}
+        seed = (c.get("seed_level") or {}).get("mrr") or {}
+        dz = seed.get("cohens_dz")
+        label = variants.get(v).label if v in variants.VARIANTS else v
+        diff = q.get("mrr_diff")
+        lines.append(f"| {label} | {diff:+.4f} | " if isinstance(diff, float) else f"| {label} | - | ")
+        lines[-1] += (f"{_p(seed.get('p_one_sided'))} | {f'{dz:.2f}' if isinstance(dz, float) else '-'} | "
+                      f"{_p((q.get('wilcoxon') or {}).get('p_one_sided'))} | "
+                      f"{_p((q.get('bootstrap') or {}).get('p_one_sided'))} |")
+    if report:
+        lines.append(f"\nReport: `{report}`")
+    return "\n".join(lines) + "\n"
 
 
 def _per_variant(inputs: dict, prefix: str) -> dict[str, str]:
@@ -227,8 +287,15 @@ def significance_metrics(result: dict) -> dict[str, float]:
 
 @flow(name="significance", flow_run_name="significance-{dataset}")
 def significance_flow(dataset: str, params: str, inputs: dict, outputs: dict) -> dict:
-    """Every variant against the baseline: paired tests over seeds and per query."""
-    return significance_task(_per_variant(inputs, "eval_"), outputs["out"])
+    """Every variant against the baseline: paired tests over seeds and per query (also a Markdown
+    artifact on the flow run)."""
+    from prefect.artifacts import create_markdown_artifact
+
+    result = significance_task(_per_variant(inputs, "eval_"), outputs["out"])
+    create_markdown_artifact(markdown=significance_markdown(dataset, result, str(Path(outputs["out"]).resolve())),
+                             key=artifact_key(f"significance-{dataset}"),
+                             description=f"significance of every system against the baseline on {dataset}")
+    return result
 
 
 @flow(name="report", flow_run_name="report-{dataset}")
@@ -239,6 +306,7 @@ def report_flow(dataset: str, params: str, inputs: dict, outputs: dict) -> dict:
     train = _per_variant(inputs, "train_")
     result = report_task(dataset, train, _per_variant(inputs, "eval_"), outputs["out"], inputs.get("significance"))
     pipe = pipeline_run_of(train.values())
+    publish_report(dataset, outputs["out"], inputs.get("significance"))
     if pipe is not None:
         pipe.log_artifact(outputs["out"], "report")
         if inputs.get("significance"):
@@ -246,6 +314,43 @@ def report_flow(dataset: str, params: str, inputs: dict, outputs: dict) -> dict:
             pipe.log_artifact(inputs["significance"], "significance")
         pipe.sync()
     return {"report": outputs["out"], "variants": sorted(result["summaries"])}
+
+
+def publish_report(dataset: str, out: str, significance: Optional[str]) -> None:
+    """A Markdown artifact on the report flow run: where the report is, and the comparisons."""
+    from prefect.artifacts import create_markdown_artifact
+
+    folder = Path(out).resolve()
+    files = sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
+    text = f"Report of {dataset}: `{folder}`\n\n" + "".join(f"- [{n}]({(folder / n).as_uri()})\n" for n in files)
+    if significance and Path(significance).is_file():
+        text += "\n" + significance_markdown(dataset, json.loads(Path(significance).read_text()))
+    create_markdown_artifact(markdown=text, key=artifact_key(f"report-{dataset}"),
+                             description=f"the report of {dataset}: its folder and files")
+
+
+def resolved_profile(params_path: str | Path) -> dict:
+    """``{"profile": name, "changed": {key: value}}``: the resolved params' profile and every value
+    (profile and local overrides together) that differs from the paper's (``datasets`` left out)."""
+    from raptor.config import Params, flatten, params_to_dict
+
+    p = load_resolved(params_path)
+    have, paper = flatten(params_to_dict(p)), flatten(params_to_dict(Params()))
+    changed = {k: v for k, v in sorted(have.items())
+               if k != "profile" and not k.startswith("datasets.") and paper.get(k) != v}
+    return {"profile": p.profile, "changed": changed}
+
+
+def publish_resolved_params(params_path: str | Path) -> None:
+    """A Markdown artifact on the current flow run: the profile the run used and what it changed."""
+    from prefect.artifacts import create_markdown_artifact
+
+    r = resolved_profile(params_path)
+    rows = "".join(f"| `{k}` | `{v}` |\n" for k, v in r["changed"].items())
+    create_markdown_artifact(
+        key="resolved-params", description=f"profile {r['profile']}: the values that differ from the paper's",
+        markdown=(f"Profile **{r['profile']}** ({params_path}); values that differ from the paper's:\n\n"
+                  "| key | value |\n|---|---|\n" + (rows or "| (none) | |\n")))
 
 
 @flow(name="ablation-pretrain-epochs", flow_run_name="ablation-{dataset}")
@@ -285,7 +390,8 @@ def ablation_flow(dataset: str, params: str, inputs: dict, outputs: dict) -> dic
     except BaseException:
         parent.finish("FAILED")
         raise
-    publish_runs(f"ablation-{dataset}", exp, [{**r, "arm": f"{n} pretraining epochs"} for r, (n, _) in zip(trained, jobs)],
+    publish_runs(f"ablation-{dataset}", exp,
+                 [{**one_based(r), "arm": f"{n} pretraining epochs"} for r, (n, _) in zip(trained, jobs)],
                  ("arm", "seed", "best_val_mrr", "best_epoch"), f"Pretraining-epochs ablation on {dataset}")
     report = ablation_report_task(dataset, arms, outputs["report"], evals)
     for f in sorted(Path(outputs["report"]).glob("ablation*")):  # the figures, CSV and JSON

@@ -43,6 +43,7 @@ LIBRARY_MODULES: list[str] = [
     "raptor.commands.collect",
     "raptor.commands.results",
     "raptor.commands.explain",
+    "raptor.commands.ui",
 ]
 
 #: Options of the stage form that a direct form shares (same name, same meaning).

@@ -21,7 +21,7 @@ from . import variants
 from .constants import METRIC_KEYS
 from .paper import MAIN_TABLE, METRICS, REWARD_THRESHOLD
 from .records import ranks_source, read_ranks
-from .stats import per_query_tests, seed_level_tests, summarize
+from .stats import format_probability, per_query_tests, rounded, seed_level_tests, summarize
 
 _SEED_DIR = re.compile(r"^seed(-?\d+)$")
 
@@ -320,11 +320,12 @@ def write_report(
                           "| metric | mean diff | 95% CI | p (one-sided) | Cohen's d_z |", "|---|---|---|---|---|"]
                 for m, r in pair["seed_level"].items():
                     index.append(f"| {m} | {r['mean_diff']:+.4f} | [{r['ci_low']:+.4f}, {r['ci_high']:+.4f}] | "
-                                 f"{r['p_one_sided']:.3g} | {r['cohens_dz'] if r['cohens_dz'] is not None else 'inf'} |")
+                                 f"{format_probability(r['p_one_sided'])} | "
+                                 f"{format(r['cohens_dz'], '.2f') if r['cohens_dz'] is not None else 'inf'} |")
                 index.append("")
             if pair.get("per_query"):
                 index += [f"## Per-query tests on reciprocal ranks ({names})", "", "```",
-                          json.dumps(pair["per_query"], indent=2)[:4000], "```", ""]
+                          json.dumps(rounded(pair["per_query"]), indent=2)[:4000], "```", ""]
         atomic_write_text(tmp / "README.md", "\n".join(index))
     return report
 

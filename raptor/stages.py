@@ -11,10 +11,16 @@ Every stage names its inputs, outputs, the params keys it reads and the library 
 * the per-dataset stages are DVC ``foreach`` loops over ``datasets`` in params.yaml, one stage per
   variant of ``train.variants`` (:mod:`raptor.variants`): datasets and variants are data.
 
-Params: the ``params`` stage (always run, a fraction of a second) resolves params.yaml, the selected
-profile and the untracked ``params.local.yaml`` into ``build/params.json``; every other stage lists
-its keys of *that* file, so DVC tracks the values a stage really ran with (a profile's overrides
-included) and choosing a profile edits no tracked file.
+Params: the ``params`` stage (a fraction of a second) resolves params.yaml, the selected profile
+and the untracked ``params.local.yaml`` into ``build/params.json``; every other stage lists its keys
+of *that* file, so DVC tracks the values a stage really ran with (a profile's overrides included)
+and choosing a profile edits no tracked file. The stage depends on both files (and its code), so it
+re-runs exactly when one of them changes and ``dvc status`` is clean after a run; the untracked
+``params.local.yaml`` must therefore exist (empty is fine: :func:`ensure_local_params`, which
+``scripts/setup.sh``, ``scripts/run.sh``, the pipeline flow and ``write`` call).
+
+Plots: the learning curves (``history.csv`` of every variant and seed: reward and validation MRR by
+epoch) and the ablation's, declared as DVC top-level ``plots`` (``dvc plots show``).
 """
 
 from __future__ import annotations
@@ -111,8 +117,7 @@ def main_stages(variants: Sequence[str]) -> list[Stage]:
     run_params = ("env", "train.precision", "train.device", "train.seeds")
     stages = [
         Stage("params", "resolve params.yaml, its profile and params.local.yaml into one file",
-              "raptor.stages", outputs={"out": PARAMS_FILE}, per_dataset=False, uncached=("out",),
-              always_changed=True),
+              "raptor.stages", outputs={"out": PARAMS_FILE}, per_dataset=False, uncached=("out",)),
         Stage("ingest", "raw splits -> validated Parquet dataset", "raptor.ingest",
               inputs={"raw": RAW_DIR}, outputs={"out": _data("ingested")}, params=(f"datasets.{DATASET}",)),
         Stage("graph", "ingested dataset -> inverse-augmented temporal CSR graph", "raptor.graph",
@@ -319,7 +324,7 @@ def _stage_entry(stage: Stage, params: Params, wdir: Optional[str]) -> dict:
     entry["cmd"] = command(stage) if stage.per_dataset else command(stage, "")
     deps = [_dvc_path(p) for p in stage.inputs.values()] + code_deps(stage)
     if stage.name == "params":
-        deps = [PARAMS_SOURCE] + code_deps(stage)
+        deps = [PARAMS_SOURCE, LOCAL_PARAMS] + code_deps(stage)
     entry["deps"] = deps
     if stage.params:
         keys = [k.replace(DATASET, "${key}") for k in expand_params(stage.params, params)]
@@ -357,6 +362,48 @@ HEADER = """\
 """
 
 
+def ensure_local_params(root: str | Path = ".") -> Path:
+    """Create an empty ``params.local.yaml`` under ``root`` when there is none (the ``params`` stage
+    depends on it: a fresh clone has none); an existing one is left as it is."""
+    path = Path(root) / LOCAL_PARAMS
+    if not path.exists():
+        path.write_text("# Local overrides of params.yaml (git-ignored): `profile: NAME` and dotted keys.\n")
+    return path
+
+
+#: The columns of ``history.csv`` the learning-curve plots draw (by ``epoch``, the file's 0-based index).
+CURVES = {"reward": "mean training reward", "val_mrr": "validation MRR"}
+
+
+def _curve(title: str, files: dict[str, str], y_label: str) -> dict:
+    return {title: {"template": "linear", "x": "epoch", "y": files,
+                    "x_label": "epoch index (0-based: the first epoch is 0)", "y_label": y_label}}
+
+
+def plots(params: Params, ablation: bool = False) -> list[dict]:
+    """DVC top-level ``plots`` of the main pipeline (learning curves of every variant and seed of
+    ``train.seeds``, per dataset) or of the ablation (its arms' curves and validation MRR by arm). A
+    seed or arm not trained (a profile with fewer seeds) is reported missing by DVC, the rest drawn."""
+    out: list[dict] = []
+    for dataset in sorted(params.datasets):
+        if ablation:
+            arms = sorted(set(params.ablation.pretrain_epochs))
+            for column, label in CURVES.items():
+                files = {f"../runs/{dataset}/ablation/arms/p{n}/seed{s}/history.csv": column
+                         for n in arms for s in params.ablation.seeds}
+                out.append(_curve(f"ablation-{column}-{dataset}", files, label))
+            out.append({f"ablation-best-val-mrr-{dataset}": {
+                "template": "bar_horizontal_sorted", "x": "best_val_mrr_mean", "y": {
+                    f"../reports/{dataset}/ablation/ablation.csv": "pretrain_epochs"},
+                "x_label": "best validation MRR (mean over seeds)", "y_label": "pretraining epochs"}})
+            continue
+        for column, label in CURVES.items():
+            files = {f"runs/{dataset}/{v}/train/seed{s}/history.csv": column
+                     for v in params.train.variants for s in params.train.seeds}
+            out.append(_curve(f"learning-{column}-{dataset}", files, label))
+    return out
+
+
 def dvc_yaml(params: Params, ablation: bool = False) -> str:
     """The text of ``dvc.yaml`` (or of ``ablation/dvc.yaml``) for these params' variants."""
     import yaml
@@ -370,6 +417,7 @@ def dvc_yaml(params: Params, ablation: bool = False) -> str:
         head = HEADER.format(what="The main pipeline: `dvc repro` (or scripts/run.sh).")
         doc = {}
     doc["stages"] = {s.name: _stage_entry(s, params, wdir) for s in stages}
+    doc["plots"] = plots(params, ablation)
     return head + yaml.safe_dump(doc, sort_keys=False, width=120)
 
 
@@ -442,6 +490,7 @@ def main(argv: Optional[list[str]] = None) -> int:
                   f"variants {', '.join(params.train.variants)} -> {args.out}")
         elif args.command == "write":
             params = load_params(args.params)
+            ensure_local_params(args.root)
             for rel, text in ((DVC_FILE, dvc_yaml(params)), (ABLATION_DVC_FILE, dvc_yaml(params, ablation=True))):
                 path = Path(args.root) / rel
                 if not path.exists() or path.read_text() != text:

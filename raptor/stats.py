@@ -61,6 +61,28 @@ class _Serializable:
 # --------------------------------------------------------------------------------------------
 
 
+
+def format_probability(p: float) -> str:
+    """A probability or p-value for people: 3 decimals from 0.01 up, 3 significant digits in
+    scientific notation below (``2.41e-05``, never ``0.000``), ``0`` only when it is exactly 0."""
+    if p is None or not math.isfinite(p):
+        return "n/a"
+    if p == 0:
+        return "0"
+    return f"{p:.3f}" if p >= 0.01 else f"{p:.2e}"
+
+
+def rounded(obj: Any, digits: int = 4) -> Any:
+    """``obj`` with every float rounded to ``digits`` significant digits (for tables people read:
+    ``d_z = 0.7071067811865476`` -> ``0.7071``); other values as they are, containers walked."""
+    if isinstance(obj, float):
+        return obj if not math.isfinite(obj) or obj == 0 else float(f"{obj:.{digits}g}")
+    if isinstance(obj, dict):
+        return {k: rounded(v, digits) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [rounded(v, digits) for v in obj]
+    return obj
+
 @dataclass(frozen=True)
 class SeedTTestResult(_Serializable):
     """Paired t-test over seeds; ``diff = a - b`` per seed.

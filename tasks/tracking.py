@@ -34,7 +34,13 @@ PROJECT_ROOT = Path.cwd()  # tasks run in the project root (dvc.yaml's commands,
 
 import mlflow  # noqa: E402
 from mlflow.entities import Metric, Param, RunTag  # noqa: E402
-from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME  # noqa: E402
+from mlflow.utils.mlflow_tags import (  # noqa: E402
+    MLFLOW_GIT_COMMIT,
+    MLFLOW_PARENT_RUN_ID,
+    MLFLOW_RUN_NAME,
+    MLFLOW_SOURCE_NAME,
+    MLFLOW_SOURCE_TYPE,
+)
 
 import requests  # noqa: E402
 
@@ -108,7 +114,13 @@ def code_version(root: Path = PROJECT_ROOT) -> dict[str, str]:
             return ""
     commit = git("rev-parse", "HEAD") or "unknown"
     dirty = bool(git("status", "--porcelain", "--untracked-files=no"))
-    return {"git_commit": commit, "git_dirty": str(dirty).lower()}
+    # MLflow's own source tags too: its runs table fills its Source and Version columns from them.
+    source = git("config", "--get", "remote.origin.url") or str(root.resolve())
+    tags = {"git_commit": commit, "git_dirty": str(dirty).lower(), MLFLOW_SOURCE_NAME: source,
+            MLFLOW_SOURCE_TYPE: "PROJECT"}
+    if commit != "unknown":
+        tags[MLFLOW_GIT_COMMIT] = commit
+    return tags
 
 
 def data_hashes(ingested_dir: str | Path) -> dict[str, str]:
@@ -126,13 +138,16 @@ def client() -> mlflow.MlflowClient:
 
 
 def experiment_id(name: str, artifact_root: Optional[str] = None) -> str:
-    """Get or create an experiment; a new one gets an explicit artifact location (local default: mlruns/)."""
+    """Get or create an experiment; a new one gets an explicit artifact location (with a SQLite store:
+    ``mlruns/`` beside its database file, so that a store elsewhere, such as a test's, never leaves
+    artifacts in this project's ``mlruns/`` that no experiment of its ``mlflow.db`` lists)."""
     c = client()
     exp = c.get_experiment_by_name(name)
     if exp is not None:
         return exp.experiment_id
-    if artifact_root is None and os.environ["MLFLOW_TRACKING_URI"].startswith("sqlite:"):
-        artifact_root = (PROJECT_ROOT / "mlruns").as_uri()
+    db = store_file()
+    if artifact_root is None and db is not None:
+        artifact_root = (db.resolve().parent / "mlruns").as_uri()
     location = f"{artifact_root.rstrip('/')}/{name.replace('/', '_')}" if artifact_root else None
     # Tagged as model development (MLflow's own experiment kind); the UI still opens on its GenAI
     # overview in a browser that has not chosen "Model training" yet: links carry MODEL_TRAINING_VIEW.

@@ -18,8 +18,10 @@ from typing import Any, Optional
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from raptor.config import flatten, params_to_dict
-from raptor.experiment import effective_epochs, evaluate_model, load_context, run_variant
+from raptor import variants
+from raptor.config import Params, flatten, params_to_dict
+from raptor.experiment import effective_epochs, evaluate_model, load_context, run_variant, variant_precision
+from raptor.runtime import resolve_device
 from raptor.io import atomic_write_json
 from raptor.labeling import label_dataset, label_part, merge_parts
 from raptor.pretrain import pretrain_run
@@ -31,6 +33,8 @@ from raptor.config import load_resolved
 from . import tracking
 
 RUN_FILE = "mlflow_run.json"
+#: Where a training run's best checkpoint is in its MLflow artifacts (``checkpoint/best.pt``).
+CHECKPOINT_ARTIFACT = "checkpoint"
 
 
 @functools.lru_cache(maxsize=2)
@@ -87,6 +91,71 @@ def _numeric(metrics: dict[str, Any]) -> dict[str, float]:
             if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(float(v))}
 
 
+#: The params sections every training run reads (besides its agent's own: ``Variant.params``).
+SHARED_SECTIONS = ("env", "eval", "train")
+#: Resolved at run time, logged as ``precision`` and ``device`` instead (``auto`` says nothing).
+_RESOLVED_KEYS = ("train.precision", "train.device", "titer.precision")
+
+
+def run_params(params: Params, sections: tuple[str, ...], device=None, precision: Optional[str] = None) -> dict:
+    """The params an MLflow run logs: ``profile`` and the keys of ``sections`` only (a run of one agent
+    shows none of another agent's settings), with the precision and device it really trains with
+    (``precision``, ``device``) in place of the configured ``train.precision``/``train.device``/
+    ``titer.precision`` (which may say ``auto``)."""
+    d = params_to_dict(params)
+    logged = {"profile": d.get("profile"), **flatten({k: v for k, v in d.items() if k in sections})}
+    if precision is not None:
+        for key in _RESOLVED_KEYS:
+            logged.pop(key, None)
+        logged["precision"] = precision
+    if device is not None:
+        logged["device"] = str(device)
+    return logged
+
+
+def variant_sections(variant: str) -> tuple[str, ...]:
+    """The params sections that shape a (variant, seed) run: the shared ones, its agent's, and the
+    labels and pretraining of a variant that starts from a pretrained checkpoint."""
+    v = variants.get(variant)
+    return SHARED_SECTIONS + v.params + (("labeling", "pretrain") if v.pretrained else ())
+
+
+def resolved_runtime(params: Params, variant: Optional[str]) -> tuple[Any, str]:
+    """``(device, precision)`` a run of ``variant`` (None: pretraining) trains with on this machine."""
+    device = resolve_device(params.train.device)
+    if variant is None:
+        from raptor.runtime import resolve_precision
+
+        return device, resolve_precision(params.train.precision, device)
+    return device, variant_precision(params, variant, device)
+
+
+def epoch_line(run_name: str, phase: str, epoch: int, metrics: dict, total: Optional[int] = None) -> str:
+    """One human-readable line per epoch, 1-based: ``SYN-raptor-seed0 rl epoch 3/15: reward 0.4121,
+    val MRR 0.2310, 12.4 s`` (validation only on the epochs that validate)."""
+    parts = [f"{run_name} {phase} epoch {epoch + 1}" + (f"/{total}" if total else "") + ":"]
+    values = []
+    for key, label in (("reward", "reward"), ("loss", "loss"), ("val_mrr", "val MRR")):
+        v = metrics.get(key)
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+            values.append(f"{label} {v:.4f}")
+    if isinstance(metrics.get("seconds"), (int, float)):
+        values.append(f"{metrics['seconds']:.1f} s")
+    return " ".join(parts) + " " + ", ".join(values)
+
+
+def prefect_logger():
+    """The task run's Prefect logger (its lines go to the run's log in the UI and to the console), or
+    the ``raptor.train`` logger outside a Prefect run."""
+    from prefect.exceptions import MissingContextError
+    from prefect.logging import get_run_logger
+
+    try:
+        return get_run_logger()
+    except MissingContextError:
+        return logging.getLogger("raptor.train")
+
+
 def _tracked_run(experiment: str, run_name: str, params: dict, tags: dict,
                  parent_run_id: Optional[str]) -> tracking.Run:
     """The MLflow run of one training run, created at its first trained epoch (a run folder that is
@@ -96,19 +165,24 @@ def _tracked_run(experiment: str, run_name: str, params: dict, tags: dict,
                               parent=parent, lazy=True)
 
 
-def _epoch_logger(run: tracking.Run, trained: Optional[list] = None, pretrained_epochs: int = 0):
+def _epoch_logger(run: tracking.Run, trained: Optional[list] = None, pretrained_epochs: int = 0,
+                  logger=None, total: Optional[int] = None):
     """``(phase, epoch, metrics)`` hook logging one epoch's numeric metrics as ``phase/name`` at
-    step ``epoch`` (and noting the epoch in ``trained``). RL epochs are logged a second time as
-    ``total/name`` at step ``pretrained_epochs + epoch``: the epochs of the whole budget, on which
-    variants with and without pretraining compare at equal cost."""
+    step ``epoch + 1`` (epochs are 1-based wherever a person reads them: the library's 0-based
+    epoch index 0 is the first epoch) and noting the epoch in ``trained``. RL epochs are logged a
+    second time as ``total/name`` at step ``pretrained_epochs + epoch + 1``: the epochs of the whole
+    budget, on which variants with and without pretraining compare at equal cost. With ``logger``
+    (the task's Prefect logger), every epoch trained now is also one line there (:func:`epoch_line`)."""
     def on_epoch_end(phase: str, epoch: int, metrics: dict) -> None:
         replayed = bool(metrics.get("replayed"))  # trained before: logged only if this run logs anything new
         if trained is not None and not replayed:
             trained.append((phase, epoch))
+        if logger is not None and not replayed:
+            logger.info(epoch_line(run.name, phase, epoch, metrics, total))
         values = {k: v for k, v in _numeric(metrics).items() if k != "epoch"}
-        run.log_metrics({f"{phase}/{k}": v for k, v in values.items()}, step=epoch, defer=replayed)
+        run.log_metrics({f"{phase}/{k}": v for k, v in values.items()}, step=epoch + 1, defer=replayed)
         if phase == "rl":
-            run.log_metrics({f"total/{k}": v for k, v in values.items()}, step=pretrained_epochs + epoch,
+            run.log_metrics({f"total/{k}": v for k, v in values.items()}, step=pretrained_epochs + epoch + 1,
                             defer=replayed)
     return on_epoch_end
 
@@ -183,14 +257,17 @@ def pretrain_run_task(params_path: str, dataset: str, data_dir: str, graph_path:
     ctx = context(params_path, data_dir, graph_path)
     out = Path(out_dir)
     # pretrain.epochs: the epochs this run trains (the ablation's: up to its last arm), not the config's
+    device, precision = resolved_runtime(ctx.params, None)
     run = _tracked_run(experiment, f"{dataset}-pretrain-seed{seed}",
-                       {**flatten(params_to_dict(ctx.params)), "seed": seed, "pretrain.epochs": max(epochs)},
+                       {**run_params(ctx.params, SHARED_SECTIONS + ("model", "labeling", "pretrain"), device, precision),
+                        "seed": seed, "pretrain.epochs": max(epochs)},
                        {"dataset": dataset, "seed": seed, "stage": "pretrain", "profile": ctx.params.profile,
                         **tracking.data_hashes(data_dir)}, parent_run_id)
 
     previous, trained = _previous_run(out), []
     try:
-        snaps = pretrain_run(ctx, seed, out, labels_dir, epochs, on_epoch_end=_epoch_logger(run, trained),
+        snaps = pretrain_run(ctx, seed, out, labels_dir, epochs,
+                             on_epoch_end=_epoch_logger(run, trained, logger=prefect_logger(), total=max(epochs)),
                              num_threads=num_threads)
         if _kept_run(out, run, previous, trained):
             return {"seed": seed, "snapshots": snaps, "mlflow_run_id": previous["run_id"]}
@@ -235,9 +312,12 @@ def train_run_task(
     tags = {"dataset": dataset, "variant": variant, "seed": seed, "stage": "finetune", "profile": params.profile,
             **tracking.data_hashes(data_dir), **(extra_tags or {})}
     # The epochs this run really trains, not the config's: Pure-RL under equal_total_epochs, an ablation arm.
-    logged = {**flatten(params_to_dict(params)), "variant": variant, "seed": seed,
-              "pretrain.epochs": pretrain_epochs, "rl.epochs": effective_epochs(params, variant, pretrain_epochs),
-              **(logged_params or {})}
+    # Only the sections that shape this run (not another agent's), the precision and device it trains with.
+    n_rl = effective_epochs(params, variant, pretrain_epochs)
+    device, precision = resolved_runtime(params, variant)
+    logged = {**run_params(params, variant_sections(variant), device, precision), "variant": variant, "seed": seed,
+              "pretrain.epochs": pretrain_epochs, "epochs": n_rl,
+              **({"rl.epochs": n_rl} if "rl" in variants.get(variant).params else {}), **(logged_params or {})}
     run = _tracked_run(experiment, run_name, logged, tags, parent_run_id)
     if pretrain_history and pretrain_epochs:
         log_pretraining(run, pretrain_history, pretrain_epochs)
@@ -245,17 +325,24 @@ def train_run_task(
     previous, trained = _previous_run(out), []
     try:
         summary = run_variant(ctx, variant, seed, out, init_model=init_model, pretrain_epochs=pretrain_epochs,
-                              on_epoch_end=_epoch_logger(run, trained, pretrain_epochs), num_threads=num_threads,
+                              on_epoch_end=_epoch_logger(run, trained, pretrain_epochs, prefect_logger(), n_rl),
+                              num_threads=num_threads,
                               progress=True)
         kept = _kept_run(out, run, previous, trained)
         if kept:
             summary["mlflow_run_id"], summary["mlflow_run_kept"] = kept, True
             return summary
+        best_epoch = summary.get("best_epoch")
         run.log_metrics(_numeric({"best_val_mrr": summary["best_val_mrr"], "final_reward": summary["final_reward"],
-                                  "train_seconds": summary["seconds"],
-                                  "epochs_trained": summary["epochs_trained"]}), step=0)  # rl.epochs: the budget
-        run.set_tags({"precision": summary["precision"]})  # what `auto` resolved to on this machine
-        run.log_artifact(out / "best.pt", "model")
+                                  "train_seconds": summary["seconds"], "epochs_trained": summary["epochs_trained"],
+                                  # 1-based, as the steps (summary.json keeps the library's 0-based index)
+                                  "best_epoch": None if best_epoch is None else best_epoch + 1}),
+                        step=0)  # rl.epochs: the budget
+        run.set_tags({"precision": summary["precision"], "device": summary.get("device")})
+        # The best checkpoint (raptor.checkpoints' weights-only format: `raptor evaluate --model best.pt`)
+        # with the summary that says which epoch it is.
+        run.log_artifact(out / "best.pt", CHECKPOINT_ARTIFACT)
+        run.log_artifact(out / "summary.json", CHECKPOINT_ARTIFACT)
         run.log_artifact(out / "history.csv", "history")
         _remember_run(out, run, experiment)
         run.finish()
@@ -268,7 +355,7 @@ def train_run_task(
 
 def log_pretraining(run: tracking.Run, history_path: str | Path, epochs: int) -> None:
     """The first ``epochs`` epochs of a pretraining run's history as ``pretrain/<name>`` at step =
-    epoch, deferred: sent with the run's first trained epoch (a run that trains nothing is not
+    epoch (1-based), deferred: sent with the run's first trained epoch (a run that trains nothing is not
     created for them)."""
     path = Path(history_path)
     if not path.exists():
@@ -277,7 +364,7 @@ def log_pretraining(run: tracking.Run, history_path: str | Path, epochs: int) ->
     for row in json.loads(path.read_text()):
         if int(row["epoch"]) < epochs:
             values = {f"pretrain/{k}": v for k, v in _numeric(row).items() if k != "epoch"}
-            run.log_metrics(values, step=int(row["epoch"]), defer=True)
+            run.log_metrics(values, step=int(row["epoch"]) + 1, defer=True)
 
 
 @task(name="evaluate-run", cache_policy=NO_CACHE, task_run_name="evaluate-{variant}-seed{seed}")
@@ -325,8 +412,13 @@ def log_record_task(run_name: str, record_train: str, record_eval: str, params_p
         return None
     params = load_resolved(params_path)
     summary = _read_json(Path(record_train) / "summary.json")
-    logged = {**flatten(params_to_dict(params)), "variant": variant, "seed": seed, "pretrain.epochs": pretrain_epochs,
-              "rl.epochs": summary.get("rl_epochs")}
+    logged = {**run_params(params, variant_sections(variant)), "variant": variant, "seed": seed,
+              "pretrain.epochs": pretrain_epochs, "epochs": summary.get("rl_epochs"),
+              **({"rl.epochs": summary.get("rl_epochs")} if "rl" in variants.get(variant).params else {})}
+    if summary.get("precision"):
+        for key in _RESOLVED_KEYS:
+            logged.pop(key, None)
+        logged.update(precision=summary.get("precision"), device=summary.get("device"))
     tags = {"dataset": dataset, "variant": variant, "seed": seed, "stage": "finetune", "profile": params.profile,
             "from_record": str(record_train), **(extra_tags or {})}
     run = _tracked_run(experiment, run_name, logged, tags, parent_run_id)

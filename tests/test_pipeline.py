@@ -238,7 +238,12 @@ def test_dvc_repro_end_to_end(project):
     assert sorted(r.data.tags["seed"] for r in runs if r.data.tags.get("stage") == "pretrain") == ["0", "1"]
     for r in children:
         variant, seed = r.data.tags["variant"], int(r.data.tags["seed"])
-        assert r.data.params["rl.epochs"] == "2" and r.data.params["profile"] == "small"
+        assert r.data.params["epochs"] == "2" and r.data.params["profile"] == "small"
+        # only its own agent's params (TITer: no model.*/rl.*; actor-critic: no titer.*), resolved precision
+        own = ("titer.",) if variant == "titer" else ("model.", "rl.")
+        other = ("model.", "rl.") if variant == "titer" else ("titer.",)
+        assert any(k.startswith(own) for k in r.data.params) and not any(k.startswith(other) for k in r.data.params)
+        assert r.data.params["precision"] in ("float32", "bfloat16") and "mlflow.source.type" in r.data.tags
         assert len(r.data.tags["git_commit"]) >= 7 or r.data.tags["git_commit"] == "unknown"
         assert "data.sha256.train.txt" in r.data.tags
         # the recurrency baseline trains nothing: one selection, no reward
@@ -247,13 +252,13 @@ def test_dvc_repro_end_to_end(project):
         assert len(client.get_metric_history(r.info.run_id, "rl/reward")) == (0 if variant == "recurrency" else 2)
         if variant != "recurrency":  # the same epochs on the total-budget axis: RL-RAPTOR's after its pretraining
             total = sorted(m.step for m in client.get_metric_history(r.info.run_id, "total/reward"))
-            assert total == ([2, 3] if variant == "raptor" else [0, 1])
+            assert total == ([3, 4] if variant == "raptor" else [1, 2])  # 1-based
         assert r.data.tags["prefect_flow_run_id"] in flow_run_ids
         assert r.info.run_id in artifacts[f"finetune-synth-{variant.replace('_', '-')}"]["data"]
         seed_metrics = json.loads((proj / f"runs/SYNTH/{variant}/eval/seed{seed}/metrics.json").read_text())
         assert r.data.metrics["test/mrr"] == pytest.approx(seed_metrics["mrr"])
         arts = {a.path for a in client.list_artifacts(r.info.run_id)}
-        assert {"model", "predictions", "history"} <= arts
+        assert {"checkpoint", "predictions", "history"} <= arts
     # Each finetune invocation's parent run holds the aggregates over its seeds, validation and test.
     parents = [r for r in runs if r.data.tags.get("aggregate") == "seeds"]
     assert sorted(r.data.tags["variant"] for r in parents) == ["pure_rl", "raptor", "recurrency", "titer"]
@@ -269,7 +274,7 @@ def test_dvc_repro_end_to_end(project):
     history = json.loads((proj / "runs/SYNTH/pretrain/seed0/history.json").read_text())
     raptor0 = next(r for r in children if r.data.tags["variant"] == "raptor" and r.data.tags["seed"] == "0")
     curve = sorted((m.step, m.value) for m in client.get_metric_history(raptor0.info.run_id, "pretrain/bce"))
-    assert [c[0] for c in curve] == [h["epoch"] for h in history] == [0, 1]
+    assert [c[0] - 1 for c in curve] == [h["epoch"] for h in history] == [0, 1]  # steps 1-based
     assert [c[1] for c in curve] == pytest.approx([h["bce"] for h in history])
     assert not any(k.startswith("pretrain/") for r in children if r.data.tags["variant"] != "raptor"
                    for k in r.data.metrics)
@@ -476,10 +481,10 @@ def test_ablation_pipeline(project):
     for r in runs:
         n = int(r.data.tags["pretrain_epochs"])
         curve = sorted((m.step, m.value) for m in client.get_metric_history(r.info.run_id, "pretrain/bce"))
-        assert [c[0] for c in curve] == [h["epoch"] for h in history[:n]] == list(range(n))
+        assert [c[0] - 1 for c in curve] == [h["epoch"] for h in history[:n]] == list(range(n))
         assert [c[1] for c in curve] == pytest.approx([h["bce"] for h in history[:n]])
         assert len(client.get_metric_history(r.info.run_id, "pretrain/label_accuracy")) == n
-        assert sorted(m.step for m in client.get_metric_history(r.info.run_id, "total/reward")) == [n, n + 1]
+        assert sorted(m.step for m in client.get_metric_history(r.info.run_id, "total/reward")) == [n + 1, n + 2]
     # One Prefect parent run for this `dvc repro`, new (not the main pipeline's), its stages as subflows.
     new_runs = [r for r in _flow_runs(api) if r["id"] not in before]
     invocation = _invocation(api, new_runs)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -291,3 +292,62 @@ def test_a_finetune_stage_tracks_the_params_its_runs_depend_on(variant):
     assert fingerprint - tracked <= {"train.equal_total_epochs"}  # read by the from-scratch variants only
     sections = {k.split(".")[0] for k in tracked}
     assert ("titer" in sections, "model" in sections) == ((True, False) if v.agent == "titer" else (False, True))
+
+
+def _dvc_project(tmp_path):
+    """A git + DVC repository with this repo's raptor/ code, one tiny dataset and the generated dvc.yaml."""
+    import shutil
+    import subprocess
+
+    from conftest import write_raw_dataset
+
+    proj = tmp_path / "proj"
+    shutil.copytree(ROOT / "raptor", proj / "raptor", ignore=shutil.ignore_patterns("__pycache__"))
+    write_raw_dataset(proj / "raw")
+    raw = {"datasets": {"D": {"raw_dir": "raw"}}, "train": {"variants": ["pure_rl", "titer"], "seeds": [0, 1]},
+           "profiles": {"small": {"rl.epochs": 3}}}
+    (proj / "params.yaml").write_text(yaml.safe_dump(raw))
+    p = stages.load_params(proj / "params.yaml")
+    (proj / "dvc.yaml").write_text(stages.dvc_yaml(p))
+    (proj / "ablation").mkdir()
+    (proj / "ablation" / "dvc.yaml").write_text(stages.dvc_yaml(p, ablation=True))
+    env = {**__import__("os").environ, "PYTHONPATH": str(proj), "DVC_NO_ANALYTICS": "1",
+           "PATH": f"{Path(sys.executable).parent}:{__import__('os').environ['PATH']}",
+           "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+
+    def run(*cmd):
+        proc = subprocess.run(list(cmd), cwd=proj, env=env, capture_output=True, text=True)
+        assert proc.returncode == 0, f"{cmd}: {proc.stdout[-2000:]}{proc.stderr[-2000:]}"
+        return proc.stdout
+    (proj / ".gitignore").write_text("/build\n/runs\n/params.local.yaml\n")
+    run("git", "init", "-q")
+    run("dvc", "init", "-q")
+    return proj, run
+
+
+@pytest.mark.slow
+def test_params_stage_is_clean_after_a_run_and_reruns_on_a_changed_local_file(tmp_path):
+    proj, run = _dvc_project(tmp_path)
+    doc = yaml.safe_load((proj / "dvc.yaml").read_text())["stages"]["params"]
+    assert "always_changed" not in doc and {"params.yaml", "params.local.yaml"} <= set(doc["deps"])
+    stages.ensure_local_params(proj)
+    run("dvc", "repro", "params")
+    assert json.loads(run("dvc", "status", "params", "--json").strip() or "{}") == {}  # clean: not "always changed"
+    (proj / "params.local.yaml").write_text("profile: small\n")
+    assert "params" in json.loads(run("dvc", "status", "params", "--json"))
+    run("dvc", "repro", "params")
+    assert json.loads(run("dvc", "status", "params", "--json").strip() or "{}") == {}
+    assert json.loads((proj / "build" / "params.json").read_text())["profile"] == "small"
+
+
+@pytest.mark.slow
+def test_dvc_plots_load_the_learning_curves(tmp_path):
+    proj, run = _dvc_project(tmp_path)
+    seed0 = proj / "runs" / "D" / "pure_rl" / "train" / "seed0"
+    seed0.mkdir(parents=True)
+    (seed0 / "history.csv").write_text("epoch,reward,val_mrr\n0,0.1,\n1,0.2,0.25\n")
+    shown = json.loads(run("dvc", "plots", "show", "--json"))
+    values = shown["data"]["learning-reward-D"][0]["content"]["data"]["values"]
+    assert [(v["epoch"], v["reward"]) for v in values] == [("0", "0.1"), ("1", "0.2")]
+    mrr = shown["data"]["learning-val_mrr-D"][0]["content"]["data"]["values"]
+    assert [v["val_mrr"] for v in mrr] == ["", "0.25"]

@@ -325,3 +325,11 @@ class TestPerQuery:
             reciprocal_ranks([0.5])
         with pytest.raises(ValueError, match="mismatched"):
             per_query_tests([1.0, 2.0, 3.0], [1.0, 2.0], from_ranks=True)
+
+
+def test_probabilities_are_printed_with_enough_precision():
+    from raptor.stats import format_probability, rounded
+
+    assert format_probability(0.5) == "0.500" and format_probability(0.0123) == "0.012"
+    assert format_probability(0.00004123) == "4.12e-05" and format_probability(0.0) == "0"
+    assert rounded({"d_z": 0.7071067811865476, "n": 3, "xs": [1.23456789]}) == {"d_z": 0.7071, "n": 3, "xs": [1.235]}

@@ -2,6 +2,8 @@
 
 from pathlib import Path
 
+import pytest
+
 from prefect.states import Failed
 
 from raptor.ingest import IngestError
@@ -162,7 +164,48 @@ def test_a_run_that_trains_nothing_is_not_logged_again(tmp_path, monkeypatch):
     assert len(runs()) == 1 and again["mlflow_run_id"] == first["mlflow_run_id"]
     more = train(resolved(2))  # one more epoch: trained, so logged, with the whole history of the run
     assert len(runs()) == 2 and more["mlflow_run_id"] != first["mlflow_run_id"]
-    assert [m.step for m in client.get_metric_history(more["mlflow_run_id"], "rl/reward")] == [0, 1]
+    assert [m.step for m in client.get_metric_history(more["mlflow_run_id"], "rl/reward")] == [1, 2]  # 1-based
+
+    # Only the params that shape a Pure-RL run, with the precision and device it trained with.
+    run = client.get_run(more["mlflow_run_id"])
+    sections = {k.split(".")[0] for k in run.data.params}
+    assert not sections & {"titer", "labeling", "pretrain.batch_size", "ablation", "datasets"}, sections
+    assert {"model", "rl", "env", "eval", "train"} <= sections
+    assert run.data.params["precision"] == "float32" and run.data.params["device"] == "cpu"
+    assert "train.precision" not in run.data.params
+    # MLflow's own source tags (its Source and Version columns)
+    tags = run.data.tags
+    assert tags["mlflow.source.type"] == "PROJECT" and tags["mlflow.source.name"]
+    assert tags.get("mlflow.source.git.commit", "unknown") == tags["git_commit"]
+    # the best checkpoint under checkpoint/, and the artifacts beside this test's store, not in the project
+    assert {a.path for a in client.list_artifacts(run.info.run_id, "checkpoint")} == {"checkpoint/best.pt",
+                                                                                     "checkpoint/summary.json"}
+    assert run.info.artifact_uri.startswith((tmp_path / "mlruns").as_uri())
+    assert run.data.metrics["best_epoch"] >= 1
+
+
+def test_each_agent_logs_only_its_own_params():
+    from raptor.config import Params
+    from tasks.train import run_params, variant_sections
+
+    p = Params()
+    titer = run_params(p, variant_sections("titer"), "cpu", "float32")
+    assert not [k for k in titer if k.startswith(("model.", "rl.", "pretrain.", "labeling."))], sorted(titer)
+    assert any(k.startswith("titer.") for k in titer) and titer["precision"] == "float32"
+    assert "titer.precision" not in titer and "train.precision" not in titer
+    for v in ("pure_rl", "raptor"):
+        ac = run_params(p, variant_sections(v))
+        assert not [k for k in ac if k.startswith("titer.")] and any(k.startswith("rl.") for k in ac)
+    assert any(k.startswith("pretrain.") for k in run_params(p, variant_sections("raptor")))
+    assert not any(k.startswith("pretrain.") for k in run_params(p, variant_sections("pure_rl")))
+
+
+def test_epoch_lines_are_one_based_and_readable():
+    from tasks.train import epoch_line
+
+    line = epoch_line("SYN-raptor-seed0", "rl", 2, {"reward": 0.41234, "val_mrr": 0.2, "seconds": 12.43}, 15)
+    assert line == "SYN-raptor-seed0 rl epoch 3/15: reward 0.4123, val MRR 0.2000, 12.4 s"
+    assert "val MRR" not in epoch_line("r", "rl", 0, {"reward": 1.0, "val_mrr": None, "seconds": 1.0})
 
 
 def test_prefect_artifact_rows_link_the_mlflow_runs(monkeypatch):
@@ -281,3 +324,54 @@ def test_runs_left_running_by_a_killed_process_are_marked_killed_by_the_next_one
     finally:
         for p in procs:
             p.kill()
+
+
+@pytest.mark.slow
+def test_a_training_task_run_logs_its_epochs_to_prefect(tmp_path, monkeypatch):
+    """Prefect's own view of training: one line per epoch (1-based) in the task run's log."""
+    import json
+
+    from prefect import flow
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
+    import time
+
+    from prefect.testing.utilities import prefect_test_harness
+
+    from raptor.config import params_from_dict, params_to_dict
+    from raptor.graph import build_graph
+    from raptor.ingest import ingest
+    from raptor.synthetic import SyntheticSpec, write_raw
+    from tasks.train import train_run_task
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    raw = write_raw(tmp_path / "raw", SyntheticSpec(num_entities=30, num_timestamps=20))
+    ingest(raw, tmp_path / "data")
+    build_graph(tmp_path / "data", tmp_path / "graph.npz")
+    p = params_from_dict({"model": {"entity_dim": 8, "relation_dim": 8, "time_dim": 2, "step_dim": 2,
+                                    "mlp_hidden_dim": 16}, "env": {"max_actions": 10},
+                          "rl": {"epochs": 2, "batch_size": 256}, "eval": {"beam_size": 5, "valid_every": 1},
+                          "train": {"num_threads": 1}})
+    (tmp_path / "params.json").write_text(json.dumps(params_to_dict(p)))
+
+    @flow(name="tiny-train")
+    def tiny():
+        from prefect.runtime import flow_run
+
+        train_run_task(str(tmp_path / "params.json"), "SYN", str(tmp_path / "data"), str(tmp_path / "graph.npz"),
+                       "pure_rl", 0, str(tmp_path / "run"), "raptor/SYN", None, 1, "SYN-pure_rl-seed0")
+        return flow_run.id
+
+    with prefect_test_harness(server_startup_timeout=120):
+        run_id = tiny()
+        deadline = time.monotonic() + 30  # the log handler ships its lines in the background
+        while True:
+            with get_client(sync_client=True) as client:
+                lines = [log.message for log in client.read_logs(
+                    LogFilter(flow_run_id=LogFilterFlowRunId(any_=[run_id])))]
+            if sum(" rl epoch " in m for m in lines) >= 2 or time.monotonic() > deadline:
+                break
+            time.sleep(1)
+    epochs = [m for m in lines if " rl epoch " in m]
+    assert [m.split(":")[0] for m in epochs] == ["SYN-pure_rl-seed0 rl epoch 1/2", "SYN-pure_rl-seed0 rl epoch 2/2"]
+    assert all("reward" in m and "val MRR" in m for m in epochs), epochs

@@ -6,6 +6,8 @@ import argparse
 import math
 from pathlib import Path
 
+from ..stats import format_probability
+
 NAME = "explain"
 #: One line for `raptor --help`.
 SHORT = 'answer a query typed in names, with the temporal paths that support each answer'
@@ -107,5 +109,5 @@ def run(args: argparse.Namespace) -> int:
                 f"[{rel_name(h['relation'])} @ {step_to_date(h['time'], start_date, granularity)}] {ds.entity_names[h['to']]}"
                 for h in hops
             ) or "(stays at the subject)"
-            print(f"      p={math.exp(path['log_prob']):.3f}: {ds.entity_names[s]} {text}")
+            print(f"      p={format_probability(math.exp(path['log_prob']))}: {ds.entity_names[s]} {text}")
     return 0

@@ -31,7 +31,8 @@ def run(args: argparse.Namespace) -> int:
     for address, what, path in outputs(params):
         exists = "" if (root / path).exists() else "  (not yet produced)"
         print(f"{address:<34} {path:<44} {what}{exists}")
-    print(f"{'MLflow':<34} mlflow.db, mlruns/ (mlflow ui --backend-store-uri sqlite:///mlflow.db, then "
+    print(f"{'MLflow':<34} mlflow.db, mlruns/ (`raptor ui` opens both UIs on these stores: "
           "http://127.0.0.1:5000/#/experiments?workflowType=machine_learning)")
-    print(f"{'Prefect':<34} .prefect/ (prefect server start, then http://127.0.0.1:4200)")
+    print(f"{'Prefect':<34} .prefect/ (`raptor ui`: http://127.0.0.1:4200; a plain `prefect server start` "
+          "opens ~/.prefect instead)")
     return 0
