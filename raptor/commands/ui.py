@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Optional
 
 NAME = "ui"
+SHORT = "open the Prefect and MLflow UIs on this project's own stores (prints both addresses)"
 HELP = (
     "Start the Prefect UI (`prefect server start`, PREFECT_HOME=<root>/.prefect) and the MLflow UI "
     "(`mlflow server`, the job's sqlite:///<root>/mlflow.db and mlruns/) on 127.0.0.1, print both "
