@@ -20,6 +20,7 @@ from typing import Any, Callable, Iterable, Optional, Sequence
 
 from .config import load_resolved
 from .sweep import Plan, PretrainJob, TrainJob, recorded_runs, save_job_record, write_results
+from .rundir import RunDir
 
 Log = Callable[[str], None]
 
@@ -29,7 +30,7 @@ class JobsFailed(RuntimeError):
 
 
 def _context(params_path: str, data_dir: str, graph_path: str):
-    from .experiment import load_context
+    from .context import load_context
 
     return load_context(data_dir, graph_path, load_resolved(params_path))
 
@@ -50,7 +51,7 @@ def train_job(plan: Plan, job: TrainJob, data_dir: str, graph_path: str, results
     ctx = _context(job.params_path, data_dir, graph_path)
     summary = run_variant(ctx, job.variant, job.seed, job.out_dir, init_model=job.init_model,
                           pretrain_epochs=job.pretrain_epochs, num_threads=num_threads, progress=False)
-    metrics = evaluate_model(ctx, Path(job.out_dir) / "best.pt", job.eval_dir, split="test", num_threads=num_threads)
+    metrics = evaluate_model(ctx, RunDir(job.out_dir).best, job.eval_dir, split="test", num_threads=num_threads)
     save_job_record(plan, job, results)
     return {**summary, "test_mrr": metrics.get("mrr")}
 

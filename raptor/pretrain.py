@@ -27,7 +27,6 @@ Checkpoints (atomic, per epoch) make pretraining resumable, bit-identically on t
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 from dataclasses import dataclass
@@ -42,13 +41,13 @@ from . import variants
 from .agents import AGENT_KEY
 from .config import PretrainConfig
 from .env import TemporalEnv
-from .experiment import prepare_run_dir, run_fingerprint, snapshot_path
 from .io import atomic_write_json
 from .labeling import LabelTable, PartitionedLabels, action_labels
 from .loop import Phase, run_epochs
 from .policy import Policy
 from .checkpoints import model_meta, save_model
 from .rollout import advance, candidate_tensors, query_context, score_candidates
+from .rundir import RunDir
 from .runtime import adam, autocast, epoch_seed, seeded_init
 from .sampling import sample_actions
 from .variants import PRETRAINED_VARIANT
@@ -220,11 +219,11 @@ def pretrain(
         """The weights after ``epoch + 1`` epochs, when asked for (written before the checkpoint
         that moves past them, so a crash in between redoes the epoch rather than losing them)."""
         if out is not None and epoch + 1 in snapshots:
-            save_model(snapshot_path(out, epoch + 1), policy, {**meta, "epoch": epoch})
+            save_model(RunDir(out).snapshot(epoch + 1), policy, {**meta, "epoch": epoch})
         return False
 
     def write_history(folder: Path, history: list[dict[str, Any]]) -> None:
-        atomic_write_json(folder / "history.json", history)
+        atomic_write_json(RunDir(folder).history, history)
 
     phase = Phase("pretrain", PRETRAIN_CHECKPOINT_FORMAT, "RAPTOR pretraining checkpoint", run_epoch,
                   write_history, snapshot,
@@ -232,9 +231,9 @@ def pretrain(
                   budget_bound=False)  # its results are the snapshots, the same for every longer run
     history = run_epochs(phase, policy, optimizer, n_epochs, seed=seed, meta=meta, out=out, resume=resume,
                          on_epoch_end=on_epoch_end, progress=progress)
-    if out is not None and (trained or not (out / "pretrained.pt").exists()):  # a finished run: left as it is
-        save_model(out / "pretrained.pt", policy, {**meta, "epoch": n_epochs - 1})
-        atomic_write_json(out / "history.json", history)
+    if out is not None and (trained or not RunDir(out).pretrained.exists()):  # a finished run: left as it is
+        save_model(RunDir(out).pretrained, policy, {**meta, "epoch": n_epochs - 1})
+        atomic_write_json(RunDir(out).history, history)
     return history
 
 
@@ -255,7 +254,7 @@ def pretrain_run(
     ``n`` epochs for every ``n`` in ``epochs`` (a snapshot after ``n`` epochs equals a separate
     ``n``-epoch run, see :func:`pretrain`). Returns ``{n: path}`` for ``n > 0``.
 
-    ``ctx`` is a :class:`raptor.experiment.Context`. The folder continues only a run of the same
+    ``ctx`` is a :class:`raptor.context.Context`. The folder continues only a run of the same
     fingerprint (params, content of data, graph and labels, code; more epochs continue a run) that
     can still write every snapshot asked for; otherwise it starts afresh and says why (or, with
     ``resume_only``, raises :class:`raptor.io.RunMismatchError` and deletes nothing).
@@ -272,17 +271,17 @@ def pretrain_run(
     configure_runtime(p.train.num_threads if num_threads is None else num_threads)
     device = resolve_device(p.train.device)
     label_hash = label_table_hash(labels) if not isinstance(labels, LabelTable) else None
-    fingerprint = run_fingerprint(p, "pretrain", seed, {**ctx.input_hashes(), "labels": label_hash},
+    fingerprint = RunDir.fingerprint(p, "pretrain", seed, {**ctx.input_hashes(), "labels": label_hash},
                                   code_hash([__name__]), continued=("pretrain.epochs",),
                                   ignored_sections=("rl", "eval", "labeling"))
     fingerprint["params"].pop("train.equal_total_epochs", None)
 
     def past_a_snapshot(run: Path) -> Optional[str]:
-        done = len(json.loads((run / "history.json").read_text())) if (run / "history.json").exists() else 0
-        missing = [n for n in wanted if n <= done and not snapshot_path(run, n).exists()]
+        done = RunDir(run).epochs_done()
+        missing = [n for n in wanted if n <= done and not RunDir(run).snapshot(n).exists()]
         return f"the run is past the snapshots asked for after {missing} epochs" if missing else None
 
-    prepare_run_dir(out, fingerprint, resume, cannot_continue=past_a_snapshot, resume_only=resume_only)
+    RunDir(out).prepare(fingerprint, resume, cannot_continue=past_a_snapshot, resume_only=resume_only)
     if isinstance(labels, LabelTable):
         table = labels
     elif p.pretrain.labels_in_memory == "part":
@@ -306,4 +305,4 @@ def pretrain_run(
              meta={"variant": PRETRAINED_VARIANT, AGENT_KEY: variants.get(PRETRAINED_VARIANT).agent,
                    "dataset": ctx.dataset.meta.get("dataset")},
              progress=progress, snapshots=tuple(wanted))
-    return {n: str(snapshot_path(out, n)) for n in wanted}
+    return {n: str(RunDir(out).snapshot(n)) for n in wanted}
