@@ -93,22 +93,14 @@ def run_code(variant: str) -> list[str]:
     return [__name__, *get_agent(variants.get(variant).agent).code]
 
 
-def run_variant(
-    ctx: Context,
-    variant: str,
-    seed: int,
-    out_dir: str | Path,
-    *,
-    init_model: Optional[str | Path] = None,
-    pretrain_epochs: int = 0,
-    rl_epochs: Optional[int] = None,
-    on_epoch_end: Optional[EpochHook] = None,
-    resume: bool = True,
-    progress: bool = True,
-    num_threads: Optional[int] = None,
-    resume_only: bool = False,
-) -> dict[str, Any]:
+def run_variant(ctx: Context, variant: str, run: RunOptions, *, init_model: Optional[str | Path] = None,
+                pretrain_epochs: int = 0, on_epoch_end: Optional[EpochHook] = None) -> dict[str, Any]:
     """Train one (variant, seed) with RL; returns a summary (also written to ``out_dir/summary.json``).
+
+    ``run``: its ``seed``, folder ``out_dir``, ``epochs`` (the RL epochs; ``None``:
+    :func:`effective_epochs`), ``resume``, ``resume_only``, ``num_threads`` and progress bar; its
+    precision and device come from the params (``run.precision``/``device`` are not read), its
+    validation and metadata from here. ``on_epoch_end``: ``(phase, epoch, metrics)``.
 
     ``init_model``: the weights the RL phase starts from (a pretrained variant's checkpoint after
     ``pretrain_epochs`` epochs); ``None`` with ``pretrain_epochs = 0`` starts from a random
@@ -120,13 +112,14 @@ def run_variant(
     v = variants.get(variant)
     agent = get_agent(v.agent)
     p = ctx.params
+    seed, rl_epochs, resume, num_threads = run.seed, run.epochs, run.resume, run.num_threads
     if v.pretrained and init_model is None and pretrain_epochs:
         raise ValueError(f"variant {variant!r} starts from a pretrained checkpoint: give init_model "
                          "(the pretrain stage writes it)")
     configure_runtime(p.train.num_threads if num_threads is None else num_threads)
     device = resolve_device(p.train.device)
     precision = variant_precision(p, variant, device)
-    out = Path(out_dir)
+    out = Path(run.out_dir)
     n_rl = effective_epochs(p, variant, pretrain_epochs, rl_epochs)
     if init_model is not None and not Path(init_model).is_file():
         raise FileNotFoundError(f"initial weights not found: {init_model} (run the pretrain stage first)")
@@ -136,7 +129,8 @@ def run_variant(
     def past_the_budget(run: Path) -> Optional[str]:  # a run never stands for a smaller epoch budget
         return checkpoint_budget_mismatch(run, agent.checkpoint_format, "RL checkpoint", n_rl)
 
-    restarted = RunDir(out).prepare(fingerprint, resume, cannot_continue=past_the_budget, resume_only=resume_only)
+    restarted = RunDir(out).prepare(fingerprint, resume, cannot_continue=past_the_budget,
+                                   resume_only=run.resume_only)
     started = time.perf_counter()
 
     meta = {"variant": variant, "dataset": ctx.dataset.meta.get("dataset"), "params": params_to_dict(p),
@@ -150,7 +144,7 @@ def run_variant(
         meta["init_model"] = str(init_model)
 
     result = agent.train(ctx, policy, RunOptions(
-        seed=seed, epochs=n_rl, out_dir=out, device=device, precision=precision, resume=resume, progress=progress,
+        seed=seed, epochs=n_rl, out_dir=out, device=device, precision=precision, resume=resume, progress=run.progress,
         evaluate_fn=validator, on_epoch_end=hook, meta=meta))
     return _finish_run(out, variant, seed, pretrain_epochs, n_rl, precision, device, result, restarted, started)
 

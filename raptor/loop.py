@@ -35,6 +35,7 @@ import torch
 
 from . import checkpoints
 from .io import RunMismatchError, atomic_write_json, atomic_write_text
+from .agents.base import RunOptions
 from .rundir import RunDir
 
 #: A phase's latest checkpoint in its run folder (the one before it: ``checkpoint.pt.prev``).
@@ -100,31 +101,22 @@ def checkpoint_budget_mismatch(out: Path, fmt: str, what: str, n_epochs: int) ->
     return budget_mismatch(checkpoints.load_latest(out / CHECKPOINT_FILE, fmt, what), n_epochs)
 
 
-def run_epochs(
-    phase: Phase,
-    policy: torch.nn.Module,
-    optimizer: torch.optim.Optimizer,
-    n_epochs: int,
-    *,
-    seed: int,
-    meta: dict[str, Any],
-    out: Optional[Path] = None,
-    resume: bool = False,
-    on_epoch_end: Optional[EpochHook] = None,
-    progress: bool = True,
-    checkpoint_every: int = 1,
-) -> list[dict[str, Any]]:
-    """Run ``phase`` up to ``n_epochs`` epochs (fewer if ``phase.done``); returns the whole history
-    (resumed epochs included).
+def run_epochs(phase: Phase, policy: torch.nn.Module, optimizer: torch.optim.Optimizer,
+               run: RunOptions) -> list[dict[str, Any]]:
+    """Run ``phase`` up to ``run.epochs`` epochs (fewer if ``phase.done``); returns the whole history
+    (resumed epochs included). ``run.meta``: what the checkpoints record (complete: nothing is added).
 
-    With ``out``: ``checkpoint.pt`` after every ``checkpoint_every``-th epoch, the last one and
-    whenever ``after_epoch`` asks, and the history files after every epoch. With ``resume``, the
+    With ``run.out_dir``: ``checkpoint.pt`` after every ``run.checkpoint_every``-th epoch, the last one and
+    whenever ``after_epoch`` asks, and the history files after every epoch. With ``run.resume``, the
     latest readable checkpoint in ``out`` is continued (a checkpoint of another seed, or one that
     cannot continue toward ``n_epochs`` (:func:`budget_mismatch`) for a ``budget_bound`` phase, is
     refused: :meth:`raptor.rundir.RunDir.prepare` empties such a folder first).
     """
     from .progress import progress_bar
 
+    n_epochs, seed, meta, resume, on_epoch_end = run.epochs, run.seed, run.meta, run.resume, run.on_epoch_end
+    out = Path(run.out_dir) if run.out_dir is not None else None
+    progress, checkpoint_every = run.progress, run.checkpoint_every
     history: list[dict[str, Any]] = []
     start = 0
     ckpt = out / CHECKPOINT_FILE if out is not None else None

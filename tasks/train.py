@@ -19,6 +19,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from raptor.config import flatten, params_to_dict
+from raptor.agents.base import RunOptions
 from raptor.context import load_context
 from raptor.experiment import effective_epochs, evaluate_model, run_variant
 from raptor.io import atomic_write_json
@@ -192,8 +193,8 @@ def pretrain_run_task(params_path: str, dataset: str, data_dir: str, graph_path:
 
     previous, trained = _previous_run(out), []
     try:
-        snaps = pretrain_run(ctx, seed, out, labels_dir, epochs, on_epoch_end=_epoch_logger(run, trained),
-                             num_threads=num_threads)
+        snaps = pretrain_run(ctx, labels_dir, epochs, RunOptions(seed=seed, out_dir=out, num_threads=num_threads),
+                             on_epoch_end=_epoch_logger(run, trained))
         if _kept_run(out, run, previous, trained):
             return {"seed": seed, "snapshots": snaps, "mlflow_run_id": previous["run_id"]}
         run.log_artifact(RunDir(out).history, "history")
@@ -246,9 +247,9 @@ def train_run_task(
 
     previous, trained = _previous_run(out), []
     try:
-        summary = run_variant(ctx, variant, seed, out, init_model=init_model, pretrain_epochs=pretrain_epochs,
-                              on_epoch_end=_epoch_logger(run, trained, pretrain_epochs), num_threads=num_threads,
-                              progress=True)
+        summary = run_variant(ctx, variant, RunOptions(seed=seed, out_dir=out, num_threads=num_threads, progress=True),
+                              init_model=init_model, pretrain_epochs=pretrain_epochs,
+                              on_epoch_end=_epoch_logger(run, trained, pretrain_epochs))
         kept = _kept_run(out, run, previous, trained)
         if kept:
             summary["mlflow_run_id"], summary["mlflow_run_kept"] = kept, True
