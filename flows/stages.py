@@ -18,7 +18,7 @@ from raptor import variants
 from raptor.ingest import dataset_options
 from raptor.io import atomic_write_json
 from raptor.projectlock import project_lock
-from raptor.experiment import snapshot_path
+from raptor.rundir import RunDir
 from raptor.stats import summarize
 from raptor.config import load_resolved
 from raptor.constants import METRIC_KEYS, seed_dir
@@ -135,7 +135,7 @@ def finetune_flow(dataset: str, params: str, inputs: dict, outputs: dict, varian
                                 tags={"dataset": dataset, "variant": variant, "stage": "finetune",
                                       "aggregate": "seeds", **tracking.prefect_ids()}, parent=pipe)
     seeds = p.train.seeds
-    init = [str(snapshot_path(seed_dir(inputs["pretrain"], s), p.pretrain.epochs)) if v.pretrained else None
+    init = [str(RunDir(seed_dir(inputs["pretrain"], s)).snapshot(p.pretrain.epochs)) if v.pretrained else None
             for s in seeds]
     try:
         futures = train_run_task.map(
@@ -173,7 +173,7 @@ def one_based(summary: dict) -> dict:
 def pretrain_history(pretrain_dir: str, seed: int) -> str:
     """The history of a seed's pretraining run (its epochs are logged again to the runs that start
     from its snapshots: their pretraining curve on the total-epoch axis)."""
-    return str(Path(seed_dir(pretrain_dir, seed)) / "history.json")
+    return str(RunDir(seed_dir(pretrain_dir, seed)).history)
 
 
 def publish_runs(key: str, experiment: str, rows: list[dict], columns: tuple[str, ...], description: str) -> None:
@@ -374,7 +374,7 @@ def ablation_flow(dataset: str, params: str, inputs: dict, outputs: dict) -> dic
             unmapped(variants.PRETRAINED_VARIANT), [s for _, s in jobs], [seed_dir(arms[n], s) for n, s in jobs], unmapped(exp),
             unmapped(parent.run_id), unmapped(threads_per_run(p.train.num_threads, p.train.parallel_runs)),
             [f"{dataset}-pretrain{n}-seed{s}" for n, s in jobs],
-            [str(snapshot_path(seed_dir(inputs["pretrain"], s), n)) if n else None for n, s in jobs],
+            [str(RunDir(seed_dir(inputs["pretrain"], s)).snapshot(n)) if n else None for n, s in jobs],
             [n for n, _ in jobs], [{"stage": "ablation", "pretrain_epochs": n} for n, _ in jobs],
             # the arm's own value of the ablation's grid key, a number: MLflow's compare page plots
             # its first param (in name order, this one) against its first metric (best_val_mrr)

@@ -70,7 +70,3 @@ def seed_dir(folder, seed: int) -> str:
     """A seed's folder inside a stage output that holds one run per seed (``.../seed0``)."""
     return str(Path(folder) / f"seed{seed}")
 
-
-#: Written into a run folder: the fingerprint of the run whose checkpoints are there
-#: (:func:`raptor.experiment.run_fingerprint`); a run's record keeps it (:mod:`raptor.records`).
-RUN_CONFIG_FILE = "run_config.json"

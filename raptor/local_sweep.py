@@ -18,8 +18,10 @@ from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional, Sequence
 
+from .agents.base import RunOptions
 from .config import load_resolved
 from .sweep import Plan, PretrainJob, TrainJob, recorded_runs, save_job_record, write_results
+from .rundir import RunDir
 
 Log = Callable[[str], None]
 
@@ -29,7 +31,7 @@ class JobsFailed(RuntimeError):
 
 
 def _context(params_path: str, data_dir: str, graph_path: str):
-    from .experiment import load_context
+    from .context import load_context
 
     return load_context(data_dir, graph_path, load_resolved(params_path))
 
@@ -39,8 +41,8 @@ def pretrain_job(job: PretrainJob, data_dir: str, graph_path: str, num_threads: 
     from .pretrain import pretrain_run
 
     ctx = _context(job.params_path, data_dir, graph_path)
-    return pretrain_run(ctx, job.seed, job.out_dir, job.labels_dir, list(job.epochs), num_threads=num_threads,
-                        progress=False)
+    return pretrain_run(ctx, job.labels_dir, list(job.epochs),
+                        RunOptions(seed=job.seed, out_dir=job.out_dir, num_threads=num_threads, progress=False))
 
 
 def train_job(plan: Plan, job: TrainJob, data_dir: str, graph_path: str, results: str, num_threads: int) -> dict:
@@ -48,9 +50,10 @@ def train_job(plan: Plan, job: TrainJob, data_dir: str, graph_path: str, results
     from .experiment import evaluate_model, run_variant
 
     ctx = _context(job.params_path, data_dir, graph_path)
-    summary = run_variant(ctx, job.variant, job.seed, job.out_dir, init_model=job.init_model,
-                          pretrain_epochs=job.pretrain_epochs, num_threads=num_threads, progress=False)
-    metrics = evaluate_model(ctx, Path(job.out_dir) / "best.pt", job.eval_dir, split="test", num_threads=num_threads)
+    summary = run_variant(ctx, job.variant, RunOptions(seed=job.seed, out_dir=job.out_dir, num_threads=num_threads,
+                                                       progress=False),
+                          init_model=job.init_model, pretrain_epochs=job.pretrain_epochs)
+    metrics = evaluate_model(ctx, RunDir(job.out_dir).best, job.eval_dir, split="test", num_threads=num_threads)
     save_job_record(plan, job, results)
     return {**summary, "test_mrr": metrics.get("mrr")}
 

@@ -13,7 +13,7 @@ says what one epoch does and what else it keeps; the loop owns what is the same 
 A checkpoint holds the policy, the optimizer, the history, the run's ``meta`` and the phase's own
 ``state`` (e.g. the best validation MRR so far), so a resumed run continues exactly where an
 uninterrupted one would be. Whether a run folder may be resumed at all (same params, inputs and
-code) is decided before, by its fingerprint (:func:`raptor.experiment.prepare_run_dir`).
+code) is decided before, by its fingerprint (:meth:`raptor.rundir.RunDir.prepare`).
 
 The epoch budget is not in the fingerprint: a run continues toward a larger budget from its
 checkpoint. It never stands for a smaller one: a checkpoint past the budget now asked (its weights
@@ -35,9 +35,11 @@ import torch
 
 from . import checkpoints
 from .io import RunMismatchError, atomic_write_json, atomic_write_text
+from .agents.base import RunOptions
+from .rundir import RunDir
 
 #: A phase's latest checkpoint in its run folder (the one before it: ``checkpoint.pt.prev``).
-CHECKPOINT_FILE = "checkpoint.pt"
+CHECKPOINT_FILE = RunDir.CHECKPOINT
 
 #: ``(epoch, row)`` hook called after every epoch (and for every replayed epoch on resume).
 EpochHook = Callable[[int, dict[str, Any]], None]
@@ -99,31 +101,22 @@ def checkpoint_budget_mismatch(out: Path, fmt: str, what: str, n_epochs: int) ->
     return budget_mismatch(checkpoints.load_latest(out / CHECKPOINT_FILE, fmt, what), n_epochs)
 
 
-def run_epochs(
-    phase: Phase,
-    policy: torch.nn.Module,
-    optimizer: torch.optim.Optimizer,
-    n_epochs: int,
-    *,
-    seed: int,
-    meta: dict[str, Any],
-    out: Optional[Path] = None,
-    resume: bool = False,
-    on_epoch_end: Optional[EpochHook] = None,
-    progress: bool = True,
-    checkpoint_every: int = 1,
-) -> list[dict[str, Any]]:
-    """Run ``phase`` up to ``n_epochs`` epochs (fewer if ``phase.done``); returns the whole history
-    (resumed epochs included).
+def run_epochs(phase: Phase, policy: torch.nn.Module, optimizer: torch.optim.Optimizer,
+               run: RunOptions) -> list[dict[str, Any]]:
+    """Run ``phase`` up to ``run.epochs`` epochs (fewer if ``phase.done``); returns the whole history
+    (resumed epochs included). ``run.meta``: what the checkpoints record (complete: nothing is added).
 
-    With ``out``: ``checkpoint.pt`` after every ``checkpoint_every``-th epoch, the last one and
-    whenever ``after_epoch`` asks, and the history files after every epoch. With ``resume``, the
+    With ``run.out_dir``: ``checkpoint.pt`` after every ``run.checkpoint_every``-th epoch, the last one and
+    whenever ``after_epoch`` asks, and the history files after every epoch. With ``run.resume``, the
     latest readable checkpoint in ``out`` is continued (a checkpoint of another seed, or one that
     cannot continue toward ``n_epochs`` (:func:`budget_mismatch`) for a ``budget_bound`` phase, is
-    refused: :func:`raptor.experiment.prepare_run_dir` empties such a folder first).
+    refused: :meth:`raptor.rundir.RunDir.prepare` empties such a folder first).
     """
     from .progress import progress_bar
 
+    n_epochs, seed, meta, resume, on_epoch_end = run.epochs, run.seed, run.meta, run.resume, run.on_epoch_end
+    out = Path(run.out_dir) if run.out_dir is not None else None
+    progress, checkpoint_every = run.progress, run.checkpoint_every
     history: list[dict[str, Any]] = []
     start = 0
     ckpt = out / CHECKPOINT_FILE if out is not None else None
@@ -174,13 +167,13 @@ def run_epochs(
 
 def write_history(out: Path, history: list[dict[str, Any]], fields: Sequence[str]) -> None:
     """``history.json`` (every key) and ``history.csv`` (``fields``, empty where missing), atomically."""
-    atomic_write_json(out / "history.json", history)
+    atomic_write_json(RunDir(out).history, history)
     buf = _io.StringIO()
     w = csv.DictWriter(buf, fieldnames=list(fields), extrasaction="ignore", lineterminator="\n")
     w.writeheader()
     for row in history:
         w.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in fields})
-    atomic_write_text(out / "history.csv", buf.getvalue())
+    atomic_write_text(RunDir(out).history_csv, buf.getvalue())
 
 
 @dataclass
@@ -238,7 +231,7 @@ class Selection:
         if st["best_mrr"] is None or row["val_mrr"] > st["best_mrr"]:
             st.update(best_mrr=row["val_mrr"], best_epoch=epoch, rounds_since_best=0)
             if self.out is not None:
-                checkpoints.save_model(self.out / "best.pt", self.policy,
+                checkpoints.save_model(RunDir(self.out).best, self.policy,
                                        {**self.meta, "epoch": epoch, "val_mrr": row["val_mrr"]})
         else:
             st["rounds_since_best"] += 1
@@ -250,9 +243,9 @@ class Selection:
         """``final.pt`` (and ``best.pt`` = final when nothing was validated); the result."""
         last_epoch = history[-1]["epoch"] if history else n_epochs - 1  # earlier after early stopping
         if self.out is not None:
-            checkpoints.save_model(self.out / "final.pt", self.policy, {**self.meta, "epoch": last_epoch})
+            checkpoints.save_model(RunDir(self.out).final, self.policy, {**self.meta, "epoch": last_epoch})
             if self.state["best_epoch"] is None:  # no validation: the final weights are the selected ones
-                checkpoints.save_model(self.out / "best.pt", self.policy,
+                checkpoints.save_model(RunDir(self.out).best, self.policy,
                                        {**self.meta, "epoch": last_epoch, "val_mrr": None})
         return TrainResult(history=history, best_mrr=self.state["best_mrr"], best_epoch=self.state["best_epoch"],
                            out_dir=str(self.out) if self.out is not None else None, stopped_early=self.done())

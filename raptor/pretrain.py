@@ -27,10 +27,9 @@ Checkpoints (atomic, per epoch) make pretraining resumable, bit-identically on t
 
 from __future__ import annotations
 
-import json
 import logging
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
@@ -40,15 +39,16 @@ import torch.nn.functional as F
 
 from . import variants
 from .agents import AGENT_KEY
+from .agents.base import RunOptions
 from .config import PretrainConfig
 from .env import TemporalEnv
-from .experiment import prepare_run_dir, run_fingerprint, snapshot_path
 from .io import atomic_write_json
 from .labeling import LabelTable, PartitionedLabels, action_labels
 from .loop import Phase, run_epochs
 from .policy import Policy
 from .checkpoints import model_meta, save_model
 from .rollout import advance, candidate_tensors, query_context, score_candidates
+from .rundir import RunDir
 from .runtime import adam, autocast, epoch_seed, seeded_init
 from .sampling import sample_actions
 from .variants import PRETRAINED_VARIANT
@@ -148,25 +148,10 @@ def epoch_blocks(queries: np.ndarray, table, rng: np.random.Generator) -> list[t
     return blocks
 
 
-def pretrain(
-    policy: Policy,
-    env: TemporalEnv,
-    table: LabelTable | PartitionedLabels,
-    train_queries: np.ndarray,
-    cfg: PretrainConfig = PretrainConfig(),
-    seed: int = 0,
-    *,
-    precision: str = "float32",
-    device="cpu",
-    out_dir: str | Path | None = None,
-    resume: bool = False,
-    epochs: Optional[int] = None,
-    on_epoch_end: Optional[Callable[[int, dict[str, Any]], None]] = None,
-    meta: Optional[dict] = None,
-    progress: bool = True,
-    snapshots: tuple[int, ...] = (),
-) -> list[dict[str, Any]]:
-    """Pretrain ``policy`` for ``epochs`` (default ``cfg.epochs``) epochs; returns the per-epoch history.
+def pretrain(policy: Policy, env: TemporalEnv, table: LabelTable | PartitionedLabels, train_queries: np.ndarray,
+             cfg: PretrainConfig = PretrainConfig(), run: RunOptions = RunOptions(resume=False), *,
+             snapshots: tuple[int, ...] = ()) -> list[dict[str, Any]]:
+    """Pretrain ``policy`` for ``run.epochs`` (default ``cfg.epochs``) epochs; returns the per-epoch history.
 
     Writes ``checkpoint.pt`` (after every epoch, atomic), ``pretrained.pt`` (the final weights, in the
     :func:`raptor.checkpoints.save_model` format that fine-tuning loads) and ``history.json`` to ``out_dir``;
@@ -176,9 +161,10 @@ def pretrain(
     """
     from .progress import progress_bar
 
-    n_epochs = cfg.epochs if epochs is None else epochs
-    out = Path(out_dir) if out_dir is not None else None
-    meta = model_meta(policy, meta, seed)
+    n_epochs = cfg.epochs if run.epochs is None else run.epochs
+    seed, precision, device, progress = run.seed, run.precision, run.device, run.progress
+    out = Path(run.out_dir) if run.out_dir is not None else None
+    meta = model_meta(policy, run.meta, seed)
     meta["phase"] = "pretrain"
     policy.to(device)
     optimizer = adam(policy.parameters(), cfg.learning_rate)
@@ -220,42 +206,31 @@ def pretrain(
         """The weights after ``epoch + 1`` epochs, when asked for (written before the checkpoint
         that moves past them, so a crash in between redoes the epoch rather than losing them)."""
         if out is not None and epoch + 1 in snapshots:
-            save_model(snapshot_path(out, epoch + 1), policy, {**meta, "epoch": epoch})
+            save_model(RunDir(out).snapshot(epoch + 1), policy, {**meta, "epoch": epoch})
         return False
 
     def write_history(folder: Path, history: list[dict[str, Any]]) -> None:
-        atomic_write_json(folder / "history.json", history)
+        atomic_write_json(RunDir(folder).history, history)
 
     phase = Phase("pretrain", PRETRAIN_CHECKPOINT_FORMAT, "RAPTOR pretraining checkpoint", run_epoch,
                   write_history, snapshot,
                   postfix=lambda r: {"bce": f"{r['bce']:.3f}", "acc": f"{r['label_accuracy']:.3f}"},
                   budget_bound=False)  # its results are the snapshots, the same for every longer run
-    history = run_epochs(phase, policy, optimizer, n_epochs, seed=seed, meta=meta, out=out, resume=resume,
-                         on_epoch_end=on_epoch_end, progress=progress)
-    if out is not None and (trained or not (out / "pretrained.pt").exists()):  # a finished run: left as it is
-        save_model(out / "pretrained.pt", policy, {**meta, "epoch": n_epochs - 1})
-        atomic_write_json(out / "history.json", history)
+    history = run_epochs(phase, policy, optimizer, replace(run, epochs=n_epochs, out_dir=out, meta=meta))
+    if out is not None and (trained or not RunDir(out).pretrained.exists()):  # a finished run: left as it is
+        save_model(RunDir(out).pretrained, policy, {**meta, "epoch": n_epochs - 1})
+        atomic_write_json(RunDir(out).history, history)
     return history
 
 
-def pretrain_run(
-    ctx,
-    seed: int,
-    out_dir: str | Path,
-    labels: LabelTable | str | Path,
-    epochs: Sequence[int],
-    *,
-    on_epoch_end: Optional[Callable[[str, int, dict[str, Any]], None]] = None,
-    num_threads: Optional[int] = None,
-    progress: bool = True,
-    resume: bool = True,
-    resume_only: bool = False,
-) -> dict[int, str]:
-    """One seed's pretraining run for ``max(epochs)`` epochs, saving ``pretrained-e{n}.pt`` after
+def pretrain_run(ctx, labels: LabelTable | str | Path, epochs: Sequence[int], run: RunOptions,
+                 on_epoch_end: Optional[Callable[[str, int, dict[str, Any]], None]] = None) -> dict[int, str]:
+    """One seed's pretraining run (``run``: its seed, folder ``out_dir``, ``resume``, ``resume_only``,
+    ``num_threads`` and progress bar; its precision and device come from the params) for ``max(epochs)`` epochs, saving ``pretrained-e{n}.pt`` after
     ``n`` epochs for every ``n`` in ``epochs`` (a snapshot after ``n`` epochs equals a separate
     ``n``-epoch run, see :func:`pretrain`). Returns ``{n: path}`` for ``n > 0``.
 
-    ``ctx`` is a :class:`raptor.experiment.Context`. The folder continues only a run of the same
+    ``ctx`` is a :class:`raptor.context.Context`. The folder continues only a run of the same
     fingerprint (params, content of data, graph and labels, code; more epochs continue a run) that
     can still write every snapshot asked for; otherwise it starts afresh and says why (or, with
     ``resume_only``, raises :class:`raptor.io.RunMismatchError` and deletes nothing).
@@ -265,24 +240,25 @@ def pretrain_run(
     from .runtime import configure_runtime, resolve_device, resolve_precision
 
     p = ctx.params
+    seed, num_threads, resume, resume_only = run.seed, run.num_threads, run.resume, run.resume_only
     wanted = sorted({int(n) for n in epochs if int(n) > 0})
-    out = Path(out_dir)
+    out = Path(run.out_dir)
     if not wanted:
         return {}
     configure_runtime(p.train.num_threads if num_threads is None else num_threads)
     device = resolve_device(p.train.device)
     label_hash = label_table_hash(labels) if not isinstance(labels, LabelTable) else None
-    fingerprint = run_fingerprint(p, "pretrain", seed, {**ctx.input_hashes(), "labels": label_hash},
+    fingerprint = RunDir.fingerprint(p, "pretrain", seed, {**ctx.input_hashes(), "labels": label_hash},
                                   code_hash([__name__]), continued=("pretrain.epochs",),
                                   ignored_sections=("rl", "eval", "labeling"))
     fingerprint["params"].pop("train.equal_total_epochs", None)
 
     def past_a_snapshot(run: Path) -> Optional[str]:
-        done = len(json.loads((run / "history.json").read_text())) if (run / "history.json").exists() else 0
-        missing = [n for n in wanted if n <= done and not snapshot_path(run, n).exists()]
+        done = RunDir(run).epochs_done()
+        missing = [n for n in wanted if n <= done and not RunDir(run).snapshot(n).exists()]
         return f"the run is past the snapshots asked for after {missing} epochs" if missing else None
 
-    prepare_run_dir(out, fingerprint, resume, cannot_continue=past_a_snapshot, resume_only=resume_only)
+    RunDir(out).prepare(fingerprint, resume, cannot_continue=past_a_snapshot, resume_only=resume_only)
     if isinstance(labels, LabelTable):
         table = labels
     elif p.pretrain.labels_in_memory == "part":
@@ -301,9 +277,10 @@ def pretrain_run(
         policy = Policy(ctx.dataset.num_entities, ctx.dataset.num_relations, p.model, p.env.max_path_length)
     hook = (lambda e, m: on_epoch_end("pretrain", e, m)) if on_epoch_end else None
     precision = resolve_precision(p.train.precision, device)
-    pretrain(policy, ctx.env, table, ctx.train_queries, p.pretrain, seed=seed, precision=precision,
-             device=device, out_dir=out, resume=True, epochs=wanted[-1], on_epoch_end=hook,
-             meta={"variant": PRETRAINED_VARIANT, AGENT_KEY: variants.get(PRETRAINED_VARIANT).agent,
-                   "dataset": ctx.dataset.meta.get("dataset")},
-             progress=progress, snapshots=tuple(wanted))
-    return {n: str(snapshot_path(out, n)) for n in wanted}
+    meta = {"variant": PRETRAINED_VARIANT, AGENT_KEY: variants.get(PRETRAINED_VARIANT).agent,
+            "dataset": ctx.dataset.meta.get("dataset")}
+    pretrain(policy, ctx.env, table, ctx.train_queries, p.pretrain,
+             RunOptions(seed=seed, epochs=wanted[-1], out_dir=out, device=device, precision=precision, resume=True,
+                        progress=run.progress, on_epoch_end=hook, meta=meta),
+             snapshots=tuple(wanted))
+    return {n: str(RunDir(out).snapshot(n)) for n in wanted}

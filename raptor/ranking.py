@@ -183,6 +183,15 @@ def build_filter(all_quads, num_relations: int) -> FilterIndex:
     )
 
 
+def context_filter(ctx) -> FilterIndex:
+    """The time-aware filter of a run context's dataset (all splits; :class:`raptor.context.Context`),
+    built once and kept in ``ctx.cache``."""
+    index = ctx.cache.get("filter")
+    if index is None:
+        index = ctx.cache["filter"] = build_filter(ctx.dataset.all_quadruples(), ctx.dataset.num_relations)
+    return index
+
+
 # --------------------------------------------------------------------------------------------
 # Filtered ranks
 # --------------------------------------------------------------------------------------------

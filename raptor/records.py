@@ -4,7 +4,7 @@ A run folder holds megabytes (checkpoints, and the beam's candidates for every t
 ``predictions.parquet``); a results table, a significance test and a learning curve read a few
 hundred kilobytes of it. A record is that subset, in the run folders' own layout::
 
-    <train record>/run_config.json   the run's fingerprint (:func:`raptor.experiment.run_fingerprint`)
+    <train record>/run_config.json   the run's fingerprint (:meth:`raptor.rundir.RunDir.fingerprint`)
     <train record>/summary.json      best validation MRR, epochs, seconds
     <train record>/history.json      per-epoch reward, losses, validation MRR
     <eval record>/metrics.json       test metrics of best.pt
@@ -27,12 +27,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .constants import RUN_CONFIG_FILE
 from .io import atomic_path, atomic_write_bytes
+from .rundir import RunDir
 
-TRAIN_FILES = ("summary.json", "history.json")
-EVAL_FILES = ("metrics.json",)
-PREDICTIONS_FILE = "predictions.parquet"
+TRAIN_FILES = (RunDir.SUMMARY, RunDir.HISTORY)
+EVAL_FILES = (RunDir.METRICS,)
+PREDICTIONS_FILE = RunDir.PREDICTIONS
 RANKS_FILE = "ranks.parquet"
 #: The columns of ``predictions.parquet`` a ranks file keeps: the query and its rank.
 RANK_COLUMNS = ("subject", "relation", "object", "time", "rank")
@@ -73,17 +73,17 @@ def save_record(train_dir: str | Path, eval_dir: str | Path, record_train: str |
     and ``record_eval``, replacing any record there. Raises :class:`FileNotFoundError` naming the
     file if the run has not finished or was not evaluated (and then leaves no usable record)."""
     train_dir, eval_dir, rt, re_ = Path(train_dir), Path(eval_dir), Path(record_train), Path(record_eval)
-    needed = [train_dir / f for f in TRAIN_FILES + (RUN_CONFIG_FILE,)] + [eval_dir / f for f in EVAL_FILES]
+    needed = [train_dir / f for f in TRAIN_FILES + (RunDir.CONFIG,)] + [eval_dir / f for f in EVAL_FILES]
     for f in needed:
         if not f.is_file():
             raise FileNotFoundError(f"{f} missing: the run is not finished and evaluated, no record to save")
     ranks = ranks_source(eval_dir)
-    (rt / RUN_CONFIG_FILE).unlink(missing_ok=True)  # the old record is unusable from here on
+    (rt / RunDir.CONFIG).unlink(missing_ok=True)  # the old record is unusable from here on
     for f in EVAL_FILES:
         atomic_write_bytes(re_ / f, (eval_dir / f).read_bytes())
     if ranks.resolve() != (re_ / RANKS_FILE).resolve():
         write_ranks(ranks, re_ / RANKS_FILE)
-    for f in TRAIN_FILES + (RUN_CONFIG_FILE,):  # the fingerprint last: it marks the record complete
+    for f in TRAIN_FILES + (RunDir.CONFIG,):  # the fingerprint last: it marks the record complete
         atomic_write_bytes(rt / f, (train_dir / f).read_bytes())
 
 
@@ -109,10 +109,10 @@ def valid_record(record_train: str | Path, record_eval: str | Path, fingerprint:
 def read_record(record_train: str | Path, record_eval: str | Path) -> Optional[tuple[dict[str, Any], dict[str, Any]]]:
     """``(fingerprint, summary)`` of a complete record (every file there and readable), else ``None``."""
     rt, re_ = Path(record_train), Path(record_eval)
-    fingerprint, summary = _read_json(rt / RUN_CONFIG_FILE), _read_json(rt / "summary.json")
+    fingerprint, summary = _read_json(rt / RunDir.CONFIG), _read_json(rt / RunDir.SUMMARY)
     if not isinstance(fingerprint, dict) or not isinstance(summary, dict):
         return None
-    if not all(_read_json(p) is not None for p in [rt / "history.json"] + [re_ / f for f in EVAL_FILES]):
+    if not all(_read_json(p) is not None for p in [rt / RunDir.HISTORY] + [re_ / f for f in EVAL_FILES]):
         return None
     if not (re_ / RANKS_FILE).is_file():
         return None

@@ -21,6 +21,7 @@ from . import variants
 from .constants import METRIC_KEYS
 from .paper import MAIN_TABLE, METRICS, REWARD_THRESHOLD
 from .records import ranks_source, read_ranks
+from .rundir import RunDir
 from .stats import format_probability, per_query_tests, rounded, seed_level_tests, summarize
 
 _SEED_DIR = re.compile(r"^seed(-?\d+)$")
@@ -40,7 +41,7 @@ def seed_metrics(eval_dir: str | Path) -> dict[int, dict]:
     """``{seed: metrics.json}`` of one variant's evaluation folder."""
     out = {}
     for seed, d in _seed_dirs(Path(eval_dir)).items():
-        f = d / "metrics.json"
+        f = RunDir(d).metrics
         if not f.exists():
             raise FileNotFoundError(f"{f} missing: the evaluation of seed {seed} did not finish")
         out[seed] = json.loads(f.read_text())
@@ -67,7 +68,7 @@ def histories(runs_dir: str | Path) -> dict[int, list[dict]]:
     pretraining stage's output); seeds without one yet are skipped."""
     out = {}
     for seed, d in _seed_dirs(Path(runs_dir)).items():
-        f = d / "history.json"
+        f = RunDir(d).history
         if f.exists():
             out[seed] = json.loads(f.read_text())
     return out
@@ -145,7 +146,7 @@ def budget_text(train_dir: str | Path) -> str:
     ``5 pretraining + 15 RL epochs`` or ``20 RL epochs``, with ``a/b`` where seeds differ (early stopping)."""
     pre, rl = set(), set()
     for seed, h in histories(train_dir).items():
-        summary = Path(train_dir) / f"seed{seed}" / "summary.json"
+        summary = RunDir(Path(train_dir) / f"seed{seed}").summary
         pre.add(json.loads(summary.read_text()).get("pretrain_epochs", 0) if summary.is_file() else 0)
         rl.add(len(h))
     fmt = lambda xs: "/".join(str(x) for x in sorted(xs))
@@ -357,7 +358,7 @@ def write_ablation_report(dataset: str, arms: Mapping[int, str | Path], out_dir:
                      f"epochs_to_reward_{REWARD_THRESHOLD}": ";".join(str(t) if t else "not reached" for t in to_thr)})
         if evals is not None:
             tests = {int(f.parent.name[len("seed"):]): json.loads(f.read_text())
-                     for f in sorted(Path(evals[n]).glob("seed*/metrics.json"))}
+                     for f in sorted(Path(evals[n]).glob(f"seed*/{RunDir.METRICS}"))}
             stats = summarize(tests, METRIC_KEYS)
             rows[-1].update({f"test_{m}_{k}": stats[m][k] for m in METRIC_KEYS for k in ("mean", "std")})
     out = Path(out_dir)

@@ -40,6 +40,7 @@ from . import variants as variant_registry
 from .constants import METRIC_KEYS
 from .io import atomic_write_bytes, atomic_write_text
 from .records import PREDICTIONS_FILE, RANKS_FILE, write_ranks
+from .rundir import RunDir
 from .paper import DATASETS as PAPER_DATASETS, MAIN_TABLE
 from .ranking import TIE_RULE
 from .report import _markdown_table, _seed_dirs, plot_curves
@@ -107,7 +108,7 @@ def _model_meta(train_dir: Path) -> dict[str, Any]:
     """``meta`` of the run's best.pt (or latest checkpoint): the budget of a run without a summary."""
     from . import checkpoints
 
-    for name in ("best.pt", "checkpoint.pt"):
+    for name in (RunDir.BEST, RunDir.CHECKPOINT):
         path = train_dir / name
         if path.is_file():
             try:
@@ -120,12 +121,12 @@ def _model_meta(train_dir: Path) -> dict[str, Any]:
 
 def read_seed_run(seed: int, train_dir: Path, metrics_path: Path) -> Optional[SeedRun]:
     """The run in ``train_dir`` (``None`` if it has no history yet)."""
-    history = _read_json(train_dir / "history.json")
+    history = _read_json(train_dir / RunDir.HISTORY)
     if not history:
         return None
-    config = _read_json(train_dir / "run_config.json") or _read_json(train_dir.parent / "run_config.json") or {}
+    config = _read_json(train_dir / RunDir.CONFIG) or _read_json(train_dir.parent / RunDir.CONFIG) or {}
     params = config.get("params", {})
-    summary = _read_json(train_dir / "summary.json")
+    summary = _read_json(train_dir / RunDir.SUMMARY)
     if summary is not None:
         budget, pre = summary.get("rl_epochs"), summary.get("pretrain_epochs", 0)
         precision = summary.get("precision") or params.get("train.precision", "?")
@@ -197,12 +198,12 @@ def require_tracked(folder: str | Path) -> None:
 def _run_paths(ds_dir: Path, variant: str, seed: int, pipeline: bool) -> tuple[Path, Path]:
     """``(training folder, test metrics file)`` of one seed in either layout (module docstring)."""
     if pipeline:
-        return ds_dir / variant / "train" / f"seed{seed}", ds_dir / variant / "eval" / f"seed{seed}" / "metrics.json"
-    return ds_dir / variant / f"seed{seed}" / "rl", ds_dir / variant / f"seed{seed}" / "eval" / "metrics.json"
+        return ds_dir / variant / "train" / f"seed{seed}", ds_dir / variant / "eval" / f"seed{seed}" / RunDir.METRICS
+    return ds_dir / variant / f"seed{seed}" / "rl", ds_dir / variant / f"seed{seed}" / "eval" / RunDir.METRICS
 
 
 #: What the page reads of a training folder (and, for a run of the second layout, of its seed folder).
-RUN_FILES = ("history.json", "run_config.json", "summary.json")
+RUN_FILES = (RunDir.HISTORY, RunDir.CONFIG, RunDir.SUMMARY)
 
 
 def collect(src: str | Path, dest: str | Path) -> dict[str, Any]:
@@ -221,7 +222,7 @@ def collect(src: str | Path, dest: str | Path) -> dict[str, Any]:
         for v, seeds in rs.runs.items():
             for seed in seeds:
                 train_dir, metrics = _run_paths(root / rs.dataset, v, seed, pipeline)
-                files += [train_dir / f for f in RUN_FILES] + [train_dir.parent / "run_config.json", metrics]
+                files += [train_dir / f for f in RUN_FILES] + [train_dir.parent / RunDir.CONFIG, metrics]
         if pipeline:
             files.append(src / "reports" / rs.dataset / "significance.json")
     copied = []
@@ -231,7 +232,7 @@ def collect(src: str | Path, dest: str | Path) -> dict[str, Any]:
             if not target.is_file() or target.read_bytes() != data:
                 atomic_write_bytes(target, data)
             copied.append(str(f.relative_to(src)))
-        if f.name == "metrics.json" and (f.parent / PREDICTIONS_FILE).is_file():
+        if f.name == RunDir.METRICS and (f.parent / PREDICTIONS_FILE).is_file():
             ranks = dest / f.parent.relative_to(src) / RANKS_FILE
             if not ranks.is_file() or ranks.stat().st_mtime_ns < (f.parent / PREDICTIONS_FILE).stat().st_mtime_ns:
                 write_ranks(f.parent / PREDICTIONS_FILE, ranks)

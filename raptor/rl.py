@@ -31,6 +31,7 @@ stopping) is :mod:`raptor.loop`.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -38,6 +39,7 @@ import numpy as np
 import torch
 
 from . import checkpoints
+from .agents.base import RunOptions
 from .checkpoints import model_meta
 from .config import EvalConfig, RLConfig
 from .env import TemporalEnv
@@ -78,10 +80,12 @@ def entropy_coefficient(rl: RLConfig, epoch: int, batch: int, batches_per_epoch:
 
 
 def train_epoch(policy: Policy, optimizer: torch.optim.Optimizer, env: TemporalEnv, queries: np.ndarray,
-                epoch: int, seed: int, rl: RLConfig, precision: str = "float32", device="cpu",
-                progress: bool = False) -> dict[str, float]:
-    """One pass over ``queries`` (shuffled by ``(seed, epoch)``); returns epoch means."""
+                epoch: int, rl: RLConfig, run: RunOptions = RunOptions(progress=False)) -> dict[str, float]:
+    """One pass over ``queries`` (shuffled by ``(run.seed, epoch)``); returns epoch means (``run``: its
+    seed, precision, device and progress bar)."""
     from .progress import progress_bar
+
+    seed, precision, device, progress = run.seed, run.precision, run.device, run.progress
 
     policy.train()
     order = np.random.default_rng(epoch_seed(seed, epoch, 0)).permutation(len(queries))
@@ -134,29 +138,13 @@ def load_checkpoint(path: Path) -> dict | None:
     return checkpoints.load_latest(path, CHECKPOINT_FORMAT, "RAPTOR RL checkpoint")
 
 
-def train(
-    policy: Policy,
-    env: TemporalEnv,
-    train_queries: np.ndarray,
-    rl: RLConfig = RLConfig(),
-    eval_cfg: EvalConfig = EvalConfig(),
-    seed: int = 0,
-    *,
-    precision: str = "float32",
-    device="cpu",
-    out_dir: str | Path | None = None,
-    evaluate_fn: Optional[Callable[[Policy], dict[str, float]]] = None,
-    resume: bool = False,
-    epochs: Optional[int] = None,
-    on_epoch_end: Optional[Callable[[int, dict[str, Any]], None]] = None,
-    meta: Optional[dict] = None,
-    progress: bool = True,
-    checkpoint_every: int = 1,
-) -> TrainResult:
-    """Actor-critic training for ``epochs`` (default ``rl.epochs``) epochs.
+def train(policy: Policy, env: TemporalEnv, train_queries: np.ndarray, rl: RLConfig = RLConfig(),
+          eval_cfg: EvalConfig = EvalConfig(), run: RunOptions = RunOptions(resume=False)) -> TrainResult:
+    """Actor-critic training for ``run.epochs`` (default ``rl.epochs``) epochs.
 
     Args:
         train_queries: int ``[n, 4]`` queries, both directions (see ``data.with_inverse_queries``).
+        run: the seed, precision, device, folder and hooks (:class:`raptor.agents.base.RunOptions`):
         evaluate_fn: ``policy -> {"mrr": ..., ...}`` on the validation split (beam search); called
             after every ``eval_cfg.valid_every``-th epoch and after the last one. The best-MRR
             weights go to ``out_dir/best.pt``. With ``eval_cfg.patience > 0`` training ends after
@@ -166,20 +154,20 @@ def train(
         resume: continue from ``out_dir/checkpoint.pt`` if it exists.
         on_epoch_end: ``(epoch, metrics)`` hook (e.g. MLflow logging by the orchestration layer).
     """
-    n_epochs = rl.epochs if epochs is None else epochs
-    out = Path(out_dir) if out_dir is not None else None
-    meta = model_meta(policy, meta, seed)
-    policy.to(device)
+    n_epochs = rl.epochs if run.epochs is None else run.epochs
+    out = Path(run.out_dir) if run.out_dir is not None else None
+    meta = model_meta(policy, run.meta, run.seed)
+    run = replace(run, epochs=n_epochs, out_dir=out, meta=meta)
+    policy.to(run.device)
     optimizer = make_optimizer(policy, rl)
     queries = np.ascontiguousarray(train_queries, dtype=np.int64)
-    selection = Selection(policy, evaluate_fn, eval_cfg.valid_every, eval_cfg.patience, out, meta,
+    selection = Selection(policy, run.evaluate_fn, eval_cfg.valid_every, eval_cfg.patience, out, meta,
                           early=(eval_cfg.valid_every_early, eval_cfg.valid_early_epochs))
 
     def run_epoch(epoch: int) -> dict[str, Any]:
-        return train_epoch(policy, optimizer, env, queries, epoch, seed, rl, precision, device, progress)
+        return train_epoch(policy, optimizer, env, queries, epoch, rl, run)
 
     phase = Phase("train", CHECKPOINT_FORMAT, "RAPTOR RL checkpoint", run_epoch, _write_history,
                   selection.after_epoch, postfix=rl_postfix, state=selection.state, done=selection.done)
-    history = run_epochs(phase, policy, optimizer, n_epochs, seed=seed, meta=meta, out=out, resume=resume,
-                         on_epoch_end=on_epoch_end, progress=progress, checkpoint_every=checkpoint_every)
+    history = run_epochs(phase, policy, optimizer, run)
     return selection.finish(history, n_epochs)

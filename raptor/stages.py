@@ -35,6 +35,7 @@ from typing import Mapping, Optional, Sequence
 
 from . import variants as variant_registry
 from .agents import get_agent
+from .rundir import RunDir
 from .config import LOCAL_PARAMS, ConfigError, Params, load_params, load_resolved, params_to_dict  # noqa: F401
 
 #: Resolved params (profile and local overrides applied), written by the ``params`` stage.
@@ -129,7 +130,7 @@ def main_stages(variants: Sequence[str]) -> list[Stage]:
     if any(v.pretrained for v in vs):
         stages.append(Stage(
             "pretrain", "reachability pretraining, one run per seed (checkpoint at pretrain.epochs)",
-            "raptor.pretrain",
+            "raptor.pretrain,raptor.context",
             inputs={"data": _data("ingested"), "graph": _data("graph.npz"), "labels": _data("labels")},
             outputs={"out": _runs("pretrain")}, params=run_params + ("model", "pretrain"), persist=("out",)))
     for v in vs:
@@ -152,7 +153,7 @@ def main_stages(variants: Sequence[str]) -> list[Stage]:
             f"evaluate-{v.name}", f"{v.label}: test evaluation of every seed (its agent's ranking)",
             f"raptor.experiment,{code},raptor.report",  # the agent loads its models and may act at test time
             inputs={"data": _data("ingested"), "graph": _data("graph.npz"), "train": _runs(f"{v.name}/train")},
-            outputs={"out": _runs(f"{v.name}/eval"), "metrics": _runs(f"{v.name}/metrics.json")},
+            outputs={"out": _runs(f"{v.name}/eval"), "metrics": _runs(f"{v.name}/{RunDir.METRICS}")},
             params=tuple(dict.fromkeys(("eval.beam_size", "eval.score_rule", "eval.rank_last_expansions",
                                         "train.precision", "train.device", "train.seeds")
                                        + ((agent_impl.precision_key,) if agent_impl.precision_key else ()))),
@@ -174,7 +175,7 @@ def ablation_stages() -> list[Stage]:
     """The paper's pretraining-epochs ablation (its own pipeline, ``ablation/dvc.yaml``)."""
     return [
         Stage("ablation-pretrain", "one pretraining per ablation seed, snapshots at every arm's epochs",
-              "raptor.pretrain",
+              "raptor.pretrain,raptor.context",
               inputs={"data": _data("ingested"), "graph": _data("graph.npz"), "labels": _data("labels")},
               outputs={"out": _runs("ablation/pretrain")},
               params=("env", "model", "pretrain", "train.precision", "train.device", "ablation"),

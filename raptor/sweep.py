@@ -58,7 +58,7 @@ from . import variants as variant_registry
 from .config import (SWEEPS_KEY, ConfigError, Params, check_not_stage_graph, flatten, local_overrides,
                      params_from_dict, params_to_dict, read_yaml, result_params)
 from .constants import METRIC_KEYS, seed_dir
-from .experiment import snapshot_path
+from .rundir import RunDir
 from .io import atomic_write_json, atomic_write_text
 from .report import csv_text, significance
 from .stats import json_safe, summarize
@@ -381,7 +381,7 @@ def plan_sweep(sweep: Sweep, params: Mapping[str, Params], dataset: str, out_dir
                     job["epochs"].add(p.pretrain.epochs)
                     job["arms"].append(arm.name)
                     n_pre = p.pretrain.epochs
-                    init = str(snapshot_path(job["out_dir"], n_pre))
+                    init = str(RunDir(job["out_dir"]).snapshot(n_pre))
                 train.append(TrainJob(arm.name, name, seed, files[arm.name],
                                       seed_dir(out / "train" / arm.name / name, seed),
                                       seed_dir(out / "eval" / arm.name / name, seed), init, n_pre))
@@ -414,13 +414,13 @@ def job_dirs(plan: Plan, job: TrainJob, root: Optional[str | Path] = None) -> tu
 
 def expected_fingerprint(params: Params, job: TrainJob, input_hashes: Mapping[str, Optional[str]]) -> dict[str, Any]:
     """The fingerprint :func:`raptor.experiment.run_variant` writes for ``job`` (``params``: the arm's;
-    ``input_hashes``: :meth:`raptor.experiment.Context.input_hashes` of the sweep's data and graph), before
+    ``input_hashes``: :meth:`raptor.context.Context.input_hashes` of the sweep's data and graph), before
     it runs: what a run record must match to stand for the run. ``job.init_model`` must exist."""
-    from .experiment import rl_fingerprint, run_code
+    from .experiment import run_code
     from .provenance import code_hash, content_hash
 
     inputs = {**input_hashes, "init_model": content_hash(job.init_model) if job.init_model else None}
-    return rl_fingerprint(params, job.variant, job.seed, inputs, code_hash(run_code(job.variant)), job.pretrain_epochs)
+    return RunDir.rl_fingerprint(params, job.variant, job.seed, inputs, code_hash(run_code(job.variant)), job.pretrain_epochs)
 
 
 def recorded_runs(plan: Plan, params: Mapping[str, Params], input_hashes: Mapping[str, Optional[str]],
@@ -500,8 +500,8 @@ def collect_results(plan: Plan, root: Optional[str | Path] = None) -> dict[str, 
     runs, missing = [], []
     for job in plan.train:
         train_dir, eval_dir = job_dirs(plan, job, root)
-        summary = _read(train_dir / "summary.json")
-        metrics = _read(eval_dir / "metrics.json")
+        summary = _read(RunDir(train_dir).summary)
+        metrics = _read(RunDir(eval_dir).metrics)
         if not summary or not metrics:
             missing.append(job.run_name)
             continue
@@ -777,7 +777,7 @@ def _sweep_curves(folder: Path, results: Mapping[str, Any], variant: str) -> dic
         if a["variant"] != variant:
             continue
         for seed in a["seeds"]:
-            hist = _read(folder / "train" / a["arm"] / variant / f"seed{seed}" / "history.json")
+            hist = _read(folder / "train" / a["arm"] / variant / f"seed{seed}" / RunDir.HISTORY)
             if hist:
                 curves.setdefault(a["arm"], {})[seed] = hist
     return curves

@@ -51,7 +51,7 @@ import logging
 import math
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -62,6 +62,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from . import checkpoints
+from .agents.base import RunOptions
 from .config import EvalConfig, TITerConfig
 from .constants import entity_vocab_size, relation_vocab_size, stop_relation
 from .env import State, TemporalEnv
@@ -925,12 +926,24 @@ def make_optimizer(policy: nn.Module, cfg: TITerConfig) -> torch.optim.Optimizer
     return adam(policy.parameters(), cfg.learning_rate, cfg.weight_decay)
 
 
+@dataclass(frozen=True)
+class Reinforce:
+    """What TITer's REINFORCE update uses besides the batch: its params, the Dirichlet prior of the
+    reward shaping (``None``: no shaping) and the reactive baseline (updated in place)."""
+
+    cfg: TITerConfig
+    prior: Optional[DirichletFit]
+    baseline: ReactiveBaseline
+
+
 def train_epoch(policy: TITerPolicy, optimizer: torch.optim.Optimizer, env: TemporalEnv, queries: np.ndarray,
-                epoch: int, seed: int, cfg: TITerConfig, prior: Optional[DirichletFit], baseline: ReactiveBaseline,
-                precision: str = "float32", device="cpu", progress: bool = False) -> dict[str, float]:
-    """One pass over ``queries`` (shuffled by ``(seed, epoch)``; sampling and the reward-shaping draws
-    seeded by ``(seed, epoch)`` too); updates ``baseline``; returns the epoch means."""
+                epoch: int, algo: Reinforce, run: RunOptions = RunOptions(progress=False)) -> dict[str, float]:
+    """One pass over ``queries`` (shuffled by ``(run.seed, epoch)``; sampling and the reward-shaping draws
+    seeded by ``(run.seed, epoch)`` too); updates ``algo.baseline``; returns the epoch means."""
     from .progress import progress_bar
+
+    cfg, prior, baseline = algo.cfg, algo.prior, algo.baseline
+    seed, precision, device, progress = run.seed, run.precision, run.device, run.progress
 
     policy.train()
     order = np.random.default_rng(epoch_seed(seed, epoch, 0)).permutation(len(queries))
@@ -981,27 +994,10 @@ def _write_history(out: Path, history: list[dict[str, Any]]) -> None:
     write_history(out, history, HISTORY_FIELDS)
 
 
-def train_titer(
-    policy: TITerPolicy,
-    env: TemporalEnv,
-    train_queries: np.ndarray,
-    cfg: TITerConfig = TITerConfig(),
-    seed: int = 0,
-    *,
-    eval_cfg: EvalConfig = EvalConfig(),
-    precision: str = "float32",
-    device="cpu",
-    out_dir: str | Path | None = None,
-    evaluate_fn: Optional[Callable[[TITerPolicy], dict[str, float]]] = None,
-    resume: bool = False,
-    epochs: Optional[int] = None,
-    on_epoch_end: Optional[Callable[[int, dict[str, Any]], None]] = None,
-    meta: Optional[dict] = None,
-    progress: bool = True,
-    checkpoint_every: int = 1,
-    time_prior: Optional[DirichletFit] = None,
-) -> TrainResult:
-    """TITer's REINFORCE training for ``epochs`` epochs (the variants' common budget, ``rl.epochs``) through
+def train_titer(policy: TITerPolicy, env: TemporalEnv, train_queries: np.ndarray, cfg: TITerConfig = TITerConfig(),
+                eval_cfg: EvalConfig = EvalConfig(), run: RunOptions = RunOptions(resume=False), *,
+                time_prior: Optional[DirichletFit] = None) -> TrainResult:
+    """TITer's REINFORCE training for ``run.epochs`` epochs (the variants' common budget, ``rl.epochs``) through
     :func:`raptor.loop.run_epochs` (checkpoints, resume, history, hooks as :func:`raptor.rl.train`).
 
     Args:
@@ -1018,14 +1014,15 @@ def train_titer(
     The ReactiveBaseline's value is kept in checkpoints; the entropy coefficient's batch counter is
     ``epoch * batches_per_epoch + batch``, so a resumed run repeats exactly the uninterrupted one.
     """
-    if epochs is None:
-        raise ValueError("train_titer needs epochs= (the variants' common budget, rl.epochs)")
-    n_epochs = epochs
-    out = Path(out_dir) if out_dir is not None else None
-    meta = dict(meta or {})
+    if run.epochs is None:
+        raise ValueError("train_titer needs run.epochs (the variants' common budget, rl.epochs)")
+    n_epochs = run.epochs
+    out = Path(run.out_dir) if run.out_dir is not None else None
+    meta = dict(run.meta or {})
     meta.setdefault("architecture", ARCHITECTURE)
-    meta = checkpoints.model_meta(policy, meta, seed)
-    policy.to(device)
+    meta = checkpoints.model_meta(policy, meta, run.seed)
+    run = replace(run, out_dir=out, meta=meta)
+    policy.to(run.device)
     optimizer = make_optimizer(policy, cfg)
     queries = np.ascontiguousarray(train_queries, dtype=np.int64)
     prior = None
@@ -1035,23 +1032,22 @@ def train_titer(
         if out is not None:
             out.mkdir(parents=True, exist_ok=True)
             prior.save(out / "dirichlet.npz")
-    selection = Selection(policy, evaluate_fn, eval_cfg.valid_every, eval_cfg.patience, out, meta,
+    selection = Selection(policy, run.evaluate_fn, eval_cfg.valid_every, eval_cfg.patience, out, meta,
                           early=(eval_cfg.valid_every_early, eval_cfg.valid_early_epochs))
     state = selection.state  # kept in checkpoints, with the baseline's value
     state["baseline"] = 0.0
     baseline = ReactiveBaseline(cfg.baseline_lambda)
+    algo = Reinforce(cfg, prior, baseline)
 
     def run_epoch(epoch: int) -> dict[str, Any]:
         baseline.value = float(state["baseline"])  # restored on resume
-        row = train_epoch(policy, optimizer, env, queries, epoch, seed, cfg, prior, baseline, precision, device,
-                          progress)
+        row = train_epoch(policy, optimizer, env, queries, epoch, algo, run)
         state["baseline"] = baseline.value
         return row
 
     phase = Phase("titer", TITER_CHECKPOINT_FORMAT, "TITer checkpoint", run_epoch, _write_history,
                   selection.after_epoch, postfix=rl_postfix, state=state, done=selection.done)
-    history = run_epochs(phase, policy, optimizer, n_epochs, seed=seed, meta=meta, out=out, resume=resume,
-                         on_epoch_end=on_epoch_end, progress=progress, checkpoint_every=checkpoint_every)
+    history = run_epochs(phase, policy, optimizer, run)
     return selection.finish(history, n_epochs)
 
 

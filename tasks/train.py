@@ -19,12 +19,15 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from raptor import variants
+from raptor.agents.base import RunOptions
 from raptor.config import Params, flatten, params_to_dict
-from raptor.experiment import effective_epochs, evaluate_model, load_context, run_variant, variant_precision
+from raptor.context import load_context
+from raptor.experiment import effective_epochs, evaluate_model, run_variant, variant_precision
 from raptor.runtime import resolve_device
 from raptor.io import atomic_write_json
 from raptor.labeling import label_dataset, label_part, merge_parts
 from raptor.pretrain import pretrain_run
+from raptor.rundir import RunDir
 from raptor.report import compare_variants, write_ablation_report, write_report
 from raptor.stats import summarize
 from raptor.sweep import save_job_record
@@ -266,12 +269,11 @@ def pretrain_run_task(params_path: str, dataset: str, data_dir: str, graph_path:
 
     previous, trained = _previous_run(out), []
     try:
-        snaps = pretrain_run(ctx, seed, out, labels_dir, epochs,
-                             on_epoch_end=_epoch_logger(run, trained, logger=prefect_logger(), total=max(epochs)),
-                             num_threads=num_threads)
+        snaps = pretrain_run(ctx, labels_dir, epochs, RunOptions(seed=seed, out_dir=out, num_threads=num_threads),
+                             on_epoch_end=_epoch_logger(run, trained, logger=prefect_logger(), total=max(epochs)))
         if _kept_run(out, run, previous, trained):
             return {"seed": seed, "snapshots": snaps, "mlflow_run_id": previous["run_id"]}
-        run.log_artifact(out / "history.json", "history")
+        run.log_artifact(RunDir(out).history, "history")
         _remember_run(out, run, experiment)
         run.finish()
     except BaseException:
@@ -324,10 +326,9 @@ def train_run_task(
 
     previous, trained = _previous_run(out), []
     try:
-        summary = run_variant(ctx, variant, seed, out, init_model=init_model, pretrain_epochs=pretrain_epochs,
-                              on_epoch_end=_epoch_logger(run, trained, pretrain_epochs, prefect_logger(), n_rl),
-                              num_threads=num_threads,
-                              progress=True)
+        summary = run_variant(ctx, variant, RunOptions(seed=seed, out_dir=out, num_threads=num_threads, progress=True),
+                              init_model=init_model, pretrain_epochs=pretrain_epochs,
+                              on_epoch_end=_epoch_logger(run, trained, pretrain_epochs, prefect_logger(), n_rl))
         kept = _kept_run(out, run, previous, trained)
         if kept:
             summary["mlflow_run_id"], summary["mlflow_run_kept"] = kept, True
@@ -341,9 +342,9 @@ def train_run_task(
         run.set_tags({"precision": summary["precision"], "device": summary.get("device")})
         # The best checkpoint (raptor.checkpoints' weights-only format: `raptor evaluate --model best.pt`)
         # with the summary that says which epoch it is.
-        run.log_artifact(out / "best.pt", CHECKPOINT_ARTIFACT)
-        run.log_artifact(out / "summary.json", CHECKPOINT_ARTIFACT)
-        run.log_artifact(out / "history.csv", "history")
+        run.log_artifact(RunDir(out).best, CHECKPOINT_ARTIFACT)
+        run.log_artifact(RunDir(out).summary, CHECKPOINT_ARTIFACT)
+        run.log_artifact(RunDir(out).history_csv, "history")
         _remember_run(out, run, experiment)
         run.finish()
     except BaseException:
@@ -373,13 +374,13 @@ def evaluate_run_task(params_path: str, data_dir: str, graph_path: str, variant:
     """Beam-search evaluation of one trained seed; logs test metrics and predictions to its MLflow run."""
     ctx = context(params_path, data_dir, graph_path)
     out = Path(out_dir)
-    metrics = evaluate_model(ctx, Path(train_dir) / "best.pt", out, split=split, num_threads=num_threads)
+    metrics = evaluate_model(ctx, RunDir(train_dir).best, out, split=split, num_threads=num_threads)
     info = _read_json(Path(train_dir) / RUN_FILE)
     if info.get("run_id"):  # None: MLflow was unreachable for the whole training run
         run = tracking.Run(info["run_id"])
         run.log_metrics({f"{split}/{k}": v for k, v in _numeric(metrics).items()}, step=0)
-        run.log_artifact(out / "predictions.parquet", "predictions")
-        run.log_artifact(out / "metrics.json", "predictions")
+        run.log_artifact(RunDir(out).predictions, "predictions")
+        run.log_artifact(RunDir(out).metrics, "predictions")
         run.sync()
     return metrics
 
@@ -411,7 +412,7 @@ def log_record_task(run_name: str, record_train: str, record_eval: str, params_p
     except tracking.UNREACHABLE:
         return None
     params = load_resolved(params_path)
-    summary = _read_json(Path(record_train) / "summary.json")
+    summary = _read_json(RunDir(record_train).summary)
     logged = {**run_params(params, variant_sections(variant)), "variant": variant, "seed": seed,
               "pretrain.epochs": pretrain_epochs, "epochs": summary.get("rl_epochs"),
               **({"rl.epochs": summary.get("rl_epochs")} if "rl" in variants.get(variant).params else {})}
@@ -423,11 +424,11 @@ def log_record_task(run_name: str, record_train: str, record_eval: str, params_p
             "from_record": str(record_train), **(extra_tags or {})}
     run = _tracked_run(experiment, run_name, logged, tags, parent_run_id)
     hook = _epoch_logger(run, None, pretrain_epochs)
-    for row in json.loads((Path(record_train) / "history.json").read_text()):
+    for row in json.loads(RunDir(record_train).history.read_text()):
         hook("rl", int(row["epoch"]), row)
     run.log_metrics(_numeric({"best_val_mrr": summary.get("best_val_mrr"), "final_reward": summary.get("final_reward"),
                               "train_seconds": summary.get("seconds")}), step=0)
-    metrics = _read_json(Path(record_eval) / "metrics.json")
+    metrics = _read_json(RunDir(record_eval).metrics)
     run.log_metrics({f"{metrics.get('split', 'test')}/{k}": v for k, v in _numeric(metrics).items()}, step=0)
     run.set_tags({"precision": summary.get("precision")})
     run.finish()

@@ -7,6 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from raptor.agents.base import RunOptions
+
 from raptor.config import params_from_dict
 from raptor.experiment import evaluate_model, load_context, run_variant
 from raptor.pretrain import pretrain_run
@@ -50,10 +52,9 @@ def test_raptor_variant_pretrains_then_finetunes(ctx):
     c, root = ctx
     seen = []
     hook = lambda phase, e, m: seen.append((phase, e))  # noqa: E731
-    snaps = pretrain_run(c, 0, root / "runs/pretrain/0", root / "labels", [1, 2], on_epoch_end=hook, progress=False)
+    snaps = pretrain_run(c, root / "labels", [1, 2], RunOptions(seed=0, out_dir=root / "runs/pretrain/0", progress=False), on_epoch_end=hook)
     assert sorted(snaps) == [1, 2] and all(Path(p).is_file() for p in snaps.values())
-    summary = run_variant(c, "raptor", 0, root / "runs/raptor/0", init_model=snaps[2], pretrain_epochs=2,
-                          on_epoch_end=hook, progress=False)
+    summary = run_variant(c, "raptor", RunOptions(seed=0, out_dir=root / "runs/raptor/0", progress=False), init_model=snaps[2], pretrain_epochs=2, on_epoch_end=hook)
     assert seen == [("pretrain", 0), ("pretrain", 1), ("rl", 0), ("rl", 1), ("rl", 2)]
     assert summary["pretrain_epochs"] == 2 and summary["rl_epochs"] == 3 and summary["restarted"] is None
     assert (root / "runs/raptor/0/best.pt").exists()
@@ -63,7 +64,7 @@ def test_raptor_variant_pretrains_then_finetunes(ctx):
 
 def test_pure_rl_and_evaluation_outputs(ctx):
     c, root = ctx
-    summary = run_variant(c, "pure_rl", 1, root / "runs/pure_rl/1", progress=False)
+    summary = run_variant(c, "pure_rl", RunOptions(seed=1, out_dir=root / "runs/pure_rl/1", progress=False))
     assert summary["pretrain_epochs"] == 0
     assert not (root / "runs/pure_rl/1/pretrain").exists()
     metrics = evaluate_model(c, summary["model"], root / "eval/pure_rl/1", split="test")
@@ -81,11 +82,11 @@ def test_pure_rl_and_evaluation_outputs(ctx):
 def test_errors_are_clear(ctx, tmp_path):
     c, root = ctx
     with pytest.raises(ValueError, match="unknown variant 'rl_only'"):
-        run_variant(c, "rl_only", 0, tmp_path / "x")
+        run_variant(c, "rl_only", RunOptions(seed=0, out_dir=tmp_path / "x"))
     with pytest.raises(ValueError, match="starts from a pretrained checkpoint"):
-        run_variant(c, "raptor", 0, tmp_path / "y", pretrain_epochs=2, progress=False)
+        run_variant(c, "raptor", RunOptions(seed=0, out_dir=tmp_path / "y", progress=False), pretrain_epochs=2)
     with pytest.raises(FileNotFoundError, match="initial weights not found"):
-        run_variant(c, "raptor", 0, tmp_path / "y", init_model=tmp_path / "nope.pt", pretrain_epochs=2)
+        run_variant(c, "raptor", RunOptions(seed=0, out_dir=tmp_path / "y"), init_model=tmp_path / "nope.pt", pretrain_epochs=2)
     with pytest.raises(FileNotFoundError, match="model not found"):
         evaluate_model(c, tmp_path / "missing.pt", tmp_path / "z")
 
@@ -96,7 +97,7 @@ def test_explain_cli_prints_named_answers_and_paths(ctx, tmp_path, capsys):
     from raptor.cli import main
 
     c, root = ctx
-    summary = run_variant(c, "pure_rl", 2, root / "runs/explain", progress=False, rl_epochs=1)
+    summary = run_variant(c, "pure_rl", RunOptions(seed=2, out_dir=root / "runs/explain", progress=False, epochs=1))
     params = tmp_path / "params.yaml"
     params.write_text(yaml.safe_dump({**PARAMS, "datasets": {"SYNTH": {"raw_dir": "x", "start_date": "2018-01-01"}}}))
     args = ["explain", "Entity 3 (Synthetic)", "Make statement", "2018-02-05", "--model", summary["model"],
@@ -127,7 +128,7 @@ def test_explain_defaults_to_the_pipelines_outputs(ctx, tmp_path, capsys, monkey
     from raptor.stages import stage_output
 
     c, root = ctx
-    summary = run_variant(c, "pure_rl", 2, root / "runs/explain-defaults", progress=False, rl_epochs=1)
+    summary = run_variant(c, "pure_rl", RunOptions(seed=2, out_dir=root / "runs/explain-defaults", progress=False, epochs=1))
     monkeypatch.chdir(tmp_path)
     (tmp_path / "params.yaml").write_text(yaml.safe_dump({**PARAMS, "datasets": {"SYNTH": {
         "raw_dir": "x", "start_date": "2018-01-01"}}}))
@@ -161,23 +162,23 @@ def test_resume_only_continues_the_same_configuration(ctx, tmp_path):
 
     c, root = ctx
     out = tmp_path / "run"
-    run_variant(c, "pure_rl", 4, out, rl_epochs=1, progress=False)
+    run_variant(c, "pure_rl", RunOptions(seed=4, out_dir=out, epochs=1, progress=False))
     first = json.loads((out / "history.json").read_text())
     # More RL epochs with the same configuration extend the run: epoch 0 is not trained again.
-    s = run_variant(c, "pure_rl", 4, out, rl_epochs=2, progress=False)
+    s = run_variant(c, "pure_rl", RunOptions(seed=4, out_dir=out, epochs=2, progress=False))
     extended = json.loads((out / "history.json").read_text())
     assert [h["epoch"] for h in extended] == [0, 1] and extended[0] == first[0] and s["restarted"] is None
     # A changed hyperparameter makes the checkpoints stale: the run starts afresh and says why.
     other = dataclasses.replace(c, params=dataclasses.replace(
         c.params, rl=dataclasses.replace(c.params.rl, gamma=0.5)))
-    s = run_variant(other, "pure_rl", 4, out, rl_epochs=1, progress=False)
+    s = run_variant(other, "pure_rl", RunOptions(seed=4, out_dir=out, epochs=1, progress=False))
     fresh = json.loads((out / "history.json").read_text())
     assert [h["epoch"] for h in fresh] == [0] and "rl.gamma: 0.95 -> 0.5" in s["restarted"]
     assert json.loads((out / "run_config.json").read_text())["params"]["rl.gamma"] == 0.5
     # Settings the schema marks as not changing results (threads, seeds list) do not restart it.
     faster = dataclasses.replace(other, params=dataclasses.replace(
         other.params, train=dataclasses.replace(other.params.train, num_threads=2, seeds=[4, 9])))
-    assert run_variant(faster, "pure_rl", 4, out, rl_epochs=1, progress=False)["restarted"] is None
+    assert run_variant(faster, "pure_rl", RunOptions(seed=4, out_dir=out, epochs=1, progress=False))["restarted"] is None
 
 
 def _copy_project(root: Path, dst: Path) -> Path:
@@ -200,7 +201,7 @@ def test_a_model_never_outlives_its_data(ctx, tmp_path):
         ingest(raw, proj / "data")
         build_graph(proj / "data", proj / "graph.npz")
         ctx2 = load_context(proj / "data", proj / "graph.npz", c.params)
-        s = run_variant(ctx2, "pure_rl", 0, proj / "run", rl_epochs=1, progress=False)
+        s = run_variant(ctx2, "pure_rl", RunOptions(seed=0, out_dir=proj / "run", epochs=1, progress=False))
         assert (s["restarted"] is not None) == expect_restart, s["restarted"]
     assert "inputs.data" in s["restarted"] and "inputs.graph" in s["restarted"]
     assert json.loads((proj / "run/history.json").read_text())[0]["epoch"] == 0
@@ -216,8 +217,8 @@ def test_changed_labels_or_code_restart_pretraining(ctx, tmp_path, monkeypatch, 
     proj = _copy_project(root, tmp_path / "p")
     c2 = load_context(proj / "data", proj / "graph.npz", c.params)
     run = proj / "pre"
-    pretrain_run(c2, 0, run, proj / "labels", [1], progress=False)
-    pretrain_run(c2, 0, run, proj / "labels", [1, 2], progress=False)  # one more epoch continues
+    pretrain_run(c2, proj / "labels", [1], RunOptions(seed=0, out_dir=run, progress=False))
+    pretrain_run(c2, proj / "labels", [1, 2], RunOptions(seed=0, out_dir=run, progress=False))  # one more epoch continues
     assert [h["epoch"] for h in json.loads((run / "history.json").read_text())] == [0, 1]
     # The same labels computed again (another run: another wall time in the summary, other workers)
     # are the same input: the run continues, nothing is trained or rewritten.
@@ -227,8 +228,7 @@ def test_changed_labels_or_code_restart_pretraining(ctx, tmp_path, monkeypatch, 
                   config=params_from_dict({**PARAMS, "labeling": {"workers": 2}}).labeling,
                   graph_path=proj / "graph.npz", show_progress=False)
     seen = []
-    pretrain_run(c2, 0, run, proj / "labels", [1, 2], progress=False,
-                 on_epoch_end=lambda _, e, m: None if m.get("replayed") else seen.append(e))
+    pretrain_run(c2, proj / "labels", [1, 2], RunOptions(seed=0, out_dir=run, progress=False), on_epoch_end=lambda _, e, m: None if m.get("replayed") else seen.append(e))
     assert seen == [] and "starting afresh" not in caplog.text
     assert {f: (run / f).stat().st_mtime_ns for f in stamps} == stamps
     # Changed labels: another label table (exact instead of N = 200) restarts pretraining.
@@ -236,23 +236,23 @@ def test_changed_labels_or_code_restart_pretraining(ctx, tmp_path, monkeypatch, 
     label_dataset(proj / "data", proj / "labels", max_path_length=3, config=params.labeling,
                   graph_path=proj / "graph.npz", show_progress=False)
     seen.clear()
-    pretrain_run(c2, 0, run, proj / "labels", [1], on_epoch_end=lambda *a: seen.append(a[1]), progress=False)
+    pretrain_run(c2, proj / "labels", [1], RunOptions(seed=0, out_dir=run, progress=False), on_epoch_end=lambda *a: seen.append(a[1]))
     assert seen == [0]
     assert "starting afresh" in caplog.text and "inputs.labels" in caplog.text
     assert "inputs.data" not in caplog.text
     # Changed code (the hash of the modules the run imports): restart too.
     monkeypatch.setattr(raptor.provenance, "code_hash", lambda mods: "0" * 64)
     seen.clear()
-    pretrain_run(c2, 0, run, proj / "labels", [1], on_epoch_end=lambda *a: seen.append(a[1]), progress=False)
+    pretrain_run(c2, proj / "labels", [1], RunOptions(seed=0, out_dir=run, progress=False), on_epoch_end=lambda *a: seen.append(a[1]))
     assert seen == [0]
     assert json.loads((run / "run_config.json").read_text())["code"] == "0" * 64
     # A snapshot the run is already past cannot be written: start afresh rather than skip it.
     stamp = (run / "checkpoint.pt").stat().st_mtime_ns
-    pretrain_run(c2, 0, run, proj / "labels", [1], progress=False)
+    pretrain_run(c2, proj / "labels", [1], RunOptions(seed=0, out_dir=run, progress=False))
     assert (run / "checkpoint.pt").stat().st_mtime_ns == stamp  # same fingerprint, nothing to train
     seen.clear()
     (run / "pretrained-e1.pt").unlink()
-    pretrain_run(c2, 0, run, proj / "labels", [1], on_epoch_end=lambda *a: seen.append(a[1]), progress=False)
+    pretrain_run(c2, proj / "labels", [1], RunOptions(seed=0, out_dir=run, progress=False), on_epoch_end=lambda *a: seen.append(a[1]))
     assert seen == [0] and (run / "pretrained-e1.pt").exists()
 
 
@@ -261,9 +261,9 @@ def test_changed_code_restarts_rl(ctx, tmp_path, monkeypatch):
 
     c, _ = ctx
     out = tmp_path / "run"
-    run_variant(c, "pure_rl", 0, out, rl_epochs=1, progress=False)
+    run_variant(c, "pure_rl", RunOptions(seed=0, out_dir=out, epochs=1, progress=False))
     monkeypatch.setattr(experiment, "code_hash", lambda mods: "f" * 64)
-    s = run_variant(c, "pure_rl", 0, out, rl_epochs=1, progress=False)
+    s = run_variant(c, "pure_rl", RunOptions(seed=0, out_dir=out, epochs=1, progress=False))
     assert s["restarted"] and "code" in s["restarted"]
 
 
@@ -275,24 +275,24 @@ def test_resume_only_refuses_to_delete_a_run_it_cannot_continue(ctx, tmp_path, m
 
     c, _ = ctx
     out = tmp_path / "run"
-    run_variant(c, "pure_rl", 0, out, rl_epochs=1, progress=False)
+    run_variant(c, "pure_rl", RunOptions(seed=0, out_dir=out, epochs=1, progress=False))
     # The same configuration still continues under resume_only.
-    assert run_variant(c, "pure_rl", 0, out, rl_epochs=2, progress=False, resume_only=True)["restarted"] is None
+    assert run_variant(c, "pure_rl", RunOptions(seed=0, out_dir=out, epochs=2, progress=False, resume_only=True))["restarted"] is None
     before = {f.name: f.read_bytes() for f in out.iterdir() if f.is_file()}
     monkeypatch.setattr(experiment, "code_hash", lambda mods: "f" * 64)
     with pytest.raises(RunMismatchError, match=r"refusing to start afresh.*code"):
-        run_variant(c, "pure_rl", 0, out, rl_epochs=3, progress=False, resume_only=True)
+        run_variant(c, "pure_rl", RunOptions(seed=0, out_dir=out, epochs=3, progress=False, resume_only=True))
     assert {f.name: f.read_bytes() for f in out.iterdir() if f.is_file()} == before
 
 
 def test_truncated_checkpoint_resumes_from_the_previous_epoch(ctx, tmp_path, caplog):
     c, _ = ctx
     out = tmp_path / "run"
-    run_variant(c, "pure_rl", 5, out, rl_epochs=2, progress=False)
+    run_variant(c, "pure_rl", RunOptions(seed=5, out_dir=out, epochs=2, progress=False))
     ck = out / "checkpoint.pt"
     ck.write_bytes(ck.read_bytes()[:1000])  # a crash or a full disk mid-write
     with caplog.at_level("WARNING", logger="raptor"):
-        run_variant(c, "pure_rl", 5, out, rl_epochs=3, progress=False)
+        run_variant(c, "pure_rl", RunOptions(seed=5, out_dir=out, epochs=3, progress=False))
     assert "falling back to the previous checkpoint" in caplog.text
     assert [h["epoch"] for h in json.loads((out / "history.json").read_text())] == [0, 1, 2]
 
@@ -325,7 +325,7 @@ def test_equal_total_epochs_gives_pure_rl_the_pretraining_budget(ctx, tmp_path):
                             rl=dataclasses.replace(c.params.rl, epochs=1),
                             pretrain=dataclasses.replace(c.params.pretrain, epochs=1))
     assert effective_epochs(p, "pure_rl", 0) == 2 and effective_epochs(p, "raptor", 1) == 1
-    s = run_variant(dataclasses.replace(c, params=p), "pure_rl", 6, tmp_path / "r", progress=False)
+    s = run_variant(dataclasses.replace(c, params=p), "pure_rl", RunOptions(seed=6, out_dir=tmp_path / "r", progress=False))
     assert s["rl_epochs"] == 2 == len(json.loads((tmp_path / "r/history.json").read_text()))
 
 
@@ -336,11 +336,11 @@ def test_pretraining_refuses_labels_of_the_other_visited_mode(ctx, tmp_path):
     subject = params_from_dict({**PARAMS, "labeling": {"visited": "target_and_subject"}})
     c_subject = load_context(root / "data", root / "graph.npz", subject)
     with pytest.raises(ValueError, match=r"labeling.visited = 'target', but params say 'target_and_subject'"):
-        pretrain_run(c_subject, 0, tmp_path / "a", root / "labels", [1], progress=False)
+        pretrain_run(c_subject, root / "labels", [1], RunOptions(seed=0, out_dir=tmp_path / "a", progress=False))
     assert not (tmp_path / "a" / "pretrained-e1.pt").exists()
     label_dataset(root / "data", tmp_path / "labels", max_path_length=3, config=subject.labeling,
                   graph_path=root / "graph.npz", show_progress=False)
-    snaps = pretrain_run(c_subject, 0, tmp_path / "b", tmp_path / "labels", [1], progress=False)
+    snaps = pretrain_run(c_subject, tmp_path / "labels", [1], RunOptions(seed=0, out_dir=tmp_path / "b", progress=False))
     assert Path(snaps[1]).is_file()
     hist = json.loads((tmp_path / "b" / "history.json").read_text())
     assert len(hist) == 1 and 0.0 <= hist[0]["label_accuracy"] <= 1.0
@@ -356,7 +356,7 @@ def test_titer_variant_trains_and_evaluates_through_the_same_run_and_evaluation(
     c, root = ctx
     small = {"entity_dim": 16, "relation_dim": 12, "time_dim": 4, "state_dim": 12, "mlp_hidden_dim": 12}
     ct = load_context(root / "data", root / "graph.npz", params_from_dict({**PARAMS, "titer": small}))
-    summary = run_variant(ct, "titer", 0, tmp_path / "titer", progress=False)
+    summary = run_variant(ct, "titer", RunOptions(seed=0, out_dir=tmp_path / "titer", progress=False))
     assert summary["variant"] == "titer" and summary["pretrain_epochs"] == 0 and summary["epochs_trained"] == 3
     hist = json.loads((tmp_path / "titer/history.json").read_text())
     assert [h["epoch"] for h in hist] == [0, 1, 2] and "shaped_reward" in hist[0] and "critic_loss" not in hist[0]
@@ -372,7 +372,7 @@ def test_titer_variant_trains_and_evaluates_through_the_same_run_and_evaluation(
     assert len(pred.rank) == 2 * len(ct.dataset.splits["test"])
     assert metrics["mrr"] == pytest.approx(float(np.mean(1.0 / pred.rank)))
     # an actor-critic run's fingerprint ignores the titer section
-    pure = run_variant(c, "pure_rl", 3, tmp_path / "pure", progress=False, rl_epochs=1)
+    pure = run_variant(c, "pure_rl", RunOptions(seed=3, out_dir=tmp_path / "pure", progress=False, epochs=1))
     fp = json.loads((tmp_path / "pure/run_config.json").read_text())["params"]
     assert pure["variant"] == "pure_rl" and not any(k.startswith("titer.") for k in fp)
 
@@ -387,7 +387,7 @@ def test_recurrency_variant_runs_and_evaluates_through_the_registry(ctx, tmp_pat
     from raptor.recurrency import fit, rank_queries
 
     c, root = ctx
-    summary = run_variant(c, "recurrency", 1, tmp_path / "rec", progress=False)
+    summary = run_variant(c, "recurrency", RunOptions(seed=1, out_dir=tmp_path / "rec", progress=False))
     assert summary["variant"] == "recurrency" and summary["epochs_trained"] == 1 and summary["precision"] == "float64"
     hist = json.loads((tmp_path / "rec/history.json").read_text())
     assert len(hist) == 1 and hist[0]["val_mrr"] == summary["best_val_mrr"] and 0 < hist[0]["val_mrr"] <= 1
@@ -422,14 +422,14 @@ def test_titer_environment_param_picks_the_walk_of_training_and_evaluation(ctx, 
                                         "titer": {**small, "environment": "titer"}}))
     agent = get_agent("titer")
     assert agent.env(ct).walk == "backward" and agent.env(c).walk == "forward" and c.env.walk == "forward"
-    summary = run_variant(ct, "titer", 0, tmp_path / "titer", progress=False)
+    summary = run_variant(ct, "titer", RunOptions(seed=0, out_dir=tmp_path / "titer", progress=False))
     fp = json.loads((tmp_path / "titer/run_config.json").read_text())["params"]
     assert fp["titer.environment"] == "titer"
     metrics = evaluate_model(ct, summary["model"], tmp_path / "eval", split="valid")  # no inductive mean on valid
     policy, _ = load_model(summary["model"])
     q = ct.queries("valid")
     res = beam_search(policy, ct.env.with_walk("backward"), q, ct.params.eval)
-    ranks = filtered_ranks(res.cand_entity, res.cand_score, q[:, 2], q[:, [0, 1, 3]], ct.filter, ct.dataset.num_entities)
+    ranks = filtered_ranks(res.cand_entity, res.cand_score, q[:, 2], q[:, [0, 1, 3]], context_filter(ct), ct.dataset.num_entities)
     assert np.array_equal(read_predictions(tmp_path / "eval/predictions.parquet").rank, ranks)
     assert metrics["mrr"] == pytest.approx(float(np.mean(1.0 / ranks)))
 
@@ -447,11 +447,11 @@ def test_runs_trained_as_threads_equal_runs_trained_alone(ctx, tmp_path, monkeyp
     c, root = ctx
 
     def pretrain(seed, tag):
-        pretrain_run(c, seed, tmp_path / tag / f"pre{seed}", root / "labels", [1], progress=False)
+        pretrain_run(c, root / "labels", [1], RunOptions(seed=seed, out_dir=tmp_path / tag / f"pre{seed}", progress=False))
         return json.loads((tmp_path / tag / f"pre{seed}" / "history.json").read_text())
 
     def rl(seed, tag):
-        s = run_variant(c, "pure_rl", seed, tmp_path / tag / f"rl{seed}", rl_epochs=1, progress=False)
+        s = run_variant(c, "pure_rl", RunOptions(seed=seed, out_dir=tmp_path / tag / f"rl{seed}", epochs=1, progress=False))
         return json.loads((tmp_path / tag / f"rl{seed}" / "history.json").read_text()), s["best_val_mrr"]
 
     alone = {s: (pretrain(s, "alone"), rl(s, "alone")) for s in (6, 7)}
@@ -506,14 +506,13 @@ def test_a_lower_epoch_budget_retrains_and_a_higher_one_resumes(ctx, tmp_path, c
     caplog.set_level(logging.WARNING, logger="raptor")
     c, _ = ctx
     ref, out = tmp_path / "ref", tmp_path / "run"
-    alone = run_variant(c, "pure_rl", 7, ref, rl_epochs=2, progress=False)
-    run_variant(c, "pure_rl", 7, out, rl_epochs=4, progress=False)
+    alone = run_variant(c, "pure_rl", RunOptions(seed=7, out_dir=ref, epochs=2, progress=False))
+    run_variant(c, "pure_rl", RunOptions(seed=7, out_dir=out, epochs=4, progress=False))
     with pytest.raises(RunMismatchError, match=r"trained 4 epochs.*2"):  # a long run is not thrown away
-        run_variant(c, "pure_rl", 7, out, rl_epochs=2, progress=False, resume_only=True)
+        run_variant(c, "pure_rl", RunOptions(seed=7, out_dir=out, epochs=2, progress=False, resume_only=True))
     assert len(json.loads((out / "history.json").read_text())) == 4
     seen = []
-    s = run_variant(c, "pure_rl", 7, out, rl_epochs=2, progress=False,
-                    on_epoch_end=lambda _, e, m: None if m.get("replayed") else seen.append(e))
+    s = run_variant(c, "pure_rl", RunOptions(seed=7, out_dir=out, epochs=2, progress=False), on_epoch_end=lambda _, e, m: None if m.get("replayed") else seen.append(e))
     assert seen == [0, 1] and "trained 4 epochs" in s["restarted"] and "starting afresh" in caplog.text
     assert s["rl_epochs"] == s["epochs_trained"] == 2
     assert without_timings(s) == without_timings({**alone, "restarted": s["restarted"], "model": s["model"]})
@@ -526,13 +525,11 @@ def test_a_lower_epoch_budget_retrains_and_a_higher_one_resumes(ctx, tmp_path, c
     assert without_timings(a) == without_timings(b)
     # A larger budget continues the run from its checkpoint: epochs 0 and 1 are not trained again.
     seen.clear()
-    s = run_variant(c, "pure_rl", 7, out, rl_epochs=3, progress=False,
-                    on_epoch_end=lambda _, e, m: None if m.get("replayed") else seen.append(e))
+    s = run_variant(c, "pure_rl", RunOptions(seed=7, out_dir=out, epochs=3, progress=False), on_epoch_end=lambda _, e, m: None if m.get("replayed") else seen.append(e))
     assert seen == [2] and s["restarted"] is None and s["epochs_trained"] == 3
     # The same budget again: the finished run is the result, nothing is trained.
     seen.clear()
-    s = run_variant(c, "pure_rl", 7, out, rl_epochs=3, progress=False,
-                    on_epoch_end=lambda _, e, m: None if m.get("replayed") else seen.append(e))
+    s = run_variant(c, "pure_rl", RunOptions(seed=7, out_dir=out, epochs=3, progress=False), on_epoch_end=lambda _, e, m: None if m.get("replayed") else seen.append(e))
     assert seen == [] and s["restarted"] is None
 
 
@@ -543,13 +540,13 @@ def test_a_partial_run_of_a_larger_budget_is_not_taken_for_a_finished_smaller_on
 
     c, _ = ctx
     out = tmp_path / "run"
-    run_variant(c, "pure_rl", 8, out, rl_epochs=4, progress=False)
+    run_variant(c, "pure_rl", RunOptions(seed=8, out_dir=out, epochs=4, progress=False))
     ck = checkpoints.load(out / "checkpoint.pt", checkpoints.RL_CHECKPOINT_FORMAT, "checkpoint")
     assert ck["n_epochs"] == 4
     for f in out.iterdir():  # what a kill after epoch 1 leaves: that epoch's checkpoint and history
         if f.name not in ("run_config.json", "history.json"):
             f.unlink()
     checkpoints.save(out / "checkpoint.pt", {**ck, "epoch": 1, "history": ck["history"][:2]})
-    s = run_variant(c, "pure_rl", 8, out, rl_epochs=2, progress=False)
+    s = run_variant(c, "pure_rl", RunOptions(seed=8, out_dir=out, epochs=2, progress=False))
     assert s["restarted"] and "toward 4 epochs" in s["restarted"]
     assert [h["epoch"] for h in json.loads((out / "history.json").read_text())] == [0, 1]

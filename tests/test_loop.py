@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+
+from raptor.agents.base import RunOptions
 import torch
 
 from helpers import synthetic_env
@@ -33,7 +35,6 @@ def test_training_validates_on_the_schedule(tmp_path, early, want):
     calls = []
     ev = EvalConfig(valid_every=3, beam_size=5, valid_every_early=early[0], valid_early_epochs=early[1])
     torch.manual_seed(0)
-    res = train(Policy(E, R, SMALL, 3), env, q["train"][:256], RLConfig(epochs=7, batch_size=256), ev, seed=0,
-                out_dir=tmp_path, evaluate_fn=lambda p: calls.append(1) or {"mrr": 0.1 * len(calls)}, progress=False)
+    res = train(Policy(E, R, SMALL, 3), env, q["train"][:256], RLConfig(epochs=7, batch_size=256), ev, RunOptions(seed=0, out_dir=tmp_path, evaluate_fn=lambda p: calls.append(1) or {"mrr": 0.1 * len(calls)}, progress=False, resume=False))
     assert [h["epoch"] for h in res.history if h["val_mrr"] is not None] == want
     assert len(calls) == len(want) and res.best_epoch == want[-1]

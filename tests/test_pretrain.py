@@ -2,6 +2,8 @@ import math
 
 import numpy as np
 import pytest
+
+from raptor.agents.base import RunOptions
 import torch
 
 from raptor.config import EnvConfig, LabelingConfig, ModelConfig, PretrainConfig
@@ -70,8 +72,7 @@ def test_pretraining_raises_the_reward_at_the_start_of_rl(synthetic, tmp_path):
     fresh = Policy(spec.num_entities, spec.num_relations, SMALL)
     torch.manual_seed(0)
     pre = Policy(spec.num_entities, spec.num_relations, SMALL)
-    history = pretrain(pre, env, table, train, PretrainConfig(epochs=12, batch_size=128, learning_rate=1e-2),
-                       seed=0, out_dir=tmp_path, progress=False)
+    history = pretrain(pre, env, table, train, PretrainConfig(epochs=12, batch_size=128, learning_rate=1e-2), RunOptions(seed=0, out_dir=tmp_path, progress=False, resume=False))
     assert history[-1]["bce"] < history[0]["bce"]
     assert history[-1]["label_accuracy"] > history[0]["label_accuracy"] + 0.1
     r_fresh = _mean_reward(fresh, env, train)
@@ -91,15 +92,14 @@ def test_resume_repeats_the_uninterrupted_run(synthetic, tmp_path):
     sub = train[:512]
     torch.manual_seed(0)
     a = Policy(spec.num_entities, spec.num_relations, SMALL)
-    pretrain(a, env, table, sub, cfg, seed=3, out_dir=tmp_path / "a", progress=False)
+    pretrain(a, env, table, sub, cfg, RunOptions(seed=3, out_dir=tmp_path / "a", progress=False, resume=False))
     torch.manual_seed(0)
     b = Policy(spec.num_entities, spec.num_relations, SMALL)
-    pretrain(b, env, table, sub, cfg, seed=3, out_dir=tmp_path / "b", epochs=1, progress=False)
+    pretrain(b, env, table, sub, cfg, RunOptions(seed=3, out_dir=tmp_path / "b", epochs=1, progress=False, resume=False))
     torch.manual_seed(1)  # a fresh process would build different initial weights: the checkpoint wins
     c = Policy(spec.num_entities, spec.num_relations, SMALL)
     reported = []
-    hist = pretrain(c, env, table, sub, cfg, seed=3, out_dir=tmp_path / "b", resume=True, progress=False,
-                    on_epoch_end=lambda e, m: reported.append(e))
+    hist = pretrain(c, env, table, sub, cfg, RunOptions(seed=3, out_dir=tmp_path / "b", resume=True, progress=False, on_epoch_end=lambda e, m: reported.append(e)))
     assert [h["epoch"] for h in hist] == [0, 1]
     assert reported == [0, 1]  # the restored epoch is reported again, then the new one
     for pa, pc in zip(a.parameters(), c.parameters()):
@@ -138,8 +138,7 @@ def test_pretraining_one_label_part_at_a_time(synthetic, tmp_path):
         a = pretrain_batch(policy, env, parts.load(part), sub, torch.Generator().manual_seed(0))
         b = pretrain_batch(policy, env, table, sub, torch.Generator().manual_seed(0))
         assert float(a.loss.detach()) == float(b.loss.detach()) and a.stats == b.stats
-    hist = pretrain(Policy(spec.num_entities, spec.num_relations, SMALL), env, parts, train[:600],
-                    PretrainConfig(epochs=1, batch_size=128, labels_in_memory="part"), progress=False)
+    hist = pretrain(Policy(spec.num_entities, spec.num_relations, SMALL), env, parts, train[:600], PretrainConfig(epochs=1, batch_size=128, labels_in_memory="part"), RunOptions(progress=False, resume=False))
     assert len(hist) == 1 and math.isfinite(hist[0]["bce"])
     with pytest.raises(ValueError, match="not partitioned.*labeling.partitions > 1"):
         PartitionedLabels(tmp_path / "labels" / "part-00000")

@@ -49,3 +49,98 @@ def test_parallel_runs_never_parse_at_once(monkeypatch):
         provenance._closure.cache_clear()
     assert most == 1
     assert len(set(hashes)) == 1
+
+
+# ------------------------------------------------------------------------------------------------
+# Cache keys follow what a stage runs: an edit reaches only the stages and runs that run the code
+# ------------------------------------------------------------------------------------------------
+
+import shutil  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+
+from raptor import stages  # noqa: E402
+from raptor.experiment import run_code  # noqa: E402
+
+ALL_VARIANTS = ["pure_rl", "raptor", "titer"]
+TITER_FILES = {"raptor/titer.py", "raptor/agents/titer.py"}
+
+
+def _stage(name: str):
+    return next(s for s in stages.main_stages(ALL_VARIANTS) + stages.ablation_stages() if s.name == name)
+
+
+@pytest.mark.parametrize("name", ["pretrain", "ablation-pretrain", "finetune-pure_rl", "finetune-raptor",
+                                  "evaluate-pure_rl", "evaluate-raptor", "ablation"])
+def test_titer_code_is_no_dependency_of_the_other_stages(name):
+    assert not set(stages.code_deps(_stage(name))) & TITER_FILES
+    assert TITER_FILES <= set(stages.code_deps(_stage("finetune-titer")))
+
+
+@pytest.fixture
+def package_copy(tmp_path, monkeypatch):
+    """A copy of the package that provenance hashes instead of the real one; ``edit(file)`` appends
+    a comment to one of its files."""
+    pkg = tmp_path / "raptor"
+    shutil.copytree(provenance.PACKAGE_DIR, pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(provenance, "PACKAGE_DIR", pkg)
+    provenance._closure.cache_clear()
+
+    def edit(rel: str) -> None:
+        with (pkg / rel).open("a") as fh:
+            fh.write("\n# an edit\n")
+        provenance._closure.cache_clear()
+
+    yield edit
+    provenance._closure.cache_clear()
+
+
+def _hashes() -> dict[str, str]:
+    """The code hashes the runs record: each variant's RL run, a pretraining run (its module)."""
+    out = {v: provenance.code_hash(run_code(v)) for v in ALL_VARIANTS}
+    out["pretrain"] = provenance.code_hash(["raptor.pretrain"])
+    return out
+
+
+@pytest.mark.parametrize("edited", ["titer.py", "agents/titer.py"])
+def test_an_edit_in_titer_changes_only_titer_runs_code_hash(package_copy, edited):
+    before = _hashes()
+    package_copy(edited)
+    after = _hashes()
+    assert {k for k in before if before[k] != after[k]} == {"titer"}
+
+
+def test_an_edit_in_labeling_changes_only_the_pretraining_code_hash(package_copy):
+    """The pretrained variant's RL runs see labeling through their initial weights (an input), not their code."""
+    before = _hashes()
+    package_copy("labeling.py")
+    after = _hashes()
+    assert {k for k in before if before[k] != after[k]} == {"pretrain"}
+
+
+def test_an_edit_in_labeling_reaches_label_pretrain_and_the_pretrained_variant_only():
+    """Through code deps (label, pretrain) and then through the outputs the stages read (DVC's graph)."""
+    main = stages.main_stages(ALL_VARIANTS)
+    direct = {s.name for s in main if "raptor/labeling.py" in stages.code_deps(s)}
+    assert direct == {"label", "pretrain"}
+    reached, outs = set(direct), {p for s in main if s.name in direct for p in s.outputs.values()}
+    changed = True
+    while changed:
+        changed = False
+        for s in main:
+            if s.name not in reached and set(s.inputs.values()) & outs:
+                reached.add(s.name)
+                outs |= set(s.outputs.values())
+                changed = True
+    per_variant = {n for n in reached if n.startswith(("finetune-", "evaluate-"))}
+    assert per_variant == {"finetune-raptor", "evaluate-raptor"}
+    assert not reached & {"ingest", "graph", "finetune-pure_rl", "finetune-titer", "evaluate-pure_rl",
+                          "evaluate-titer"}
+
+
+def test_pretraining_runs_no_experiment_code():
+    files = {p.relative_to(provenance.PACKAGE_DIR).as_posix() for p in provenance.module_files(["raptor.pretrain"])}
+    assert not files & {"experiment.py", "beam.py", "ranking.py", "titer.py", "rl.py", "agents/titer.py"}, sorted(files)
+    deps = set(stages.code_deps(_stage("pretrain")))
+    assert not deps & {"raptor/experiment.py", "raptor/beam.py", "raptor/rl.py", "raptor/titer.py"}

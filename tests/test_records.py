@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from raptor import records
-from raptor.experiment import RUN_CONFIG_FILE
+RUN_CONFIG_FILE = "run_config.json"
 from raptor.ranking import read_predictions, write_predictions
 from raptor.records import RANK_COLUMNS, RANKS_FILE, read_ranks, save_record, valid_record
 from raptor.report import seed_ranks

@@ -6,6 +6,8 @@ import json
 
 import numpy as np
 import pytest
+
+from raptor.agents.base import RunOptions
 import torch
 
 from helpers import synthetic_env
@@ -80,8 +82,7 @@ def test_resume_gives_the_same_run(synthetic, tmp_path):
     evaluate = lambda p: {"mrr": simple_mrr(beam_search(p, env, q["valid"][:50], ev), q["valid"][:50], E)}
 
     torch.manual_seed(0)
-    full = train(Policy(E, R, SMALL, 3), env, q["train"], rl, ev, seed=3, out_dir=tmp_path / "a",
-                 evaluate_fn=evaluate, progress=False)
+    full = train(Policy(E, R, SMALL, 3), env, q["train"], rl, ev, RunOptions(seed=3, out_dir=tmp_path / "a", evaluate_fn=evaluate, progress=False, resume=False))
 
     class Interrupt(Exception):
         pass
@@ -92,12 +93,10 @@ def test_resume_gives_the_same_run(synthetic, tmp_path):
 
     torch.manual_seed(0)
     with pytest.raises(Interrupt):
-        train(Policy(E, R, SMALL, 3), env, q["train"], rl, ev, seed=3, out_dir=tmp_path / "b",
-              evaluate_fn=evaluate, on_epoch_end=stop_after_first, progress=False)
+        train(Policy(E, R, SMALL, 3), env, q["train"], rl, ev, RunOptions(seed=3, out_dir=tmp_path / "b", evaluate_fn=evaluate, on_epoch_end=stop_after_first, progress=False, resume=False))
     torch.manual_seed(123)  # a different init: everything must come from the checkpoint
     seen = []
-    resumed = train(Policy(E, R, SMALL, 3), env, q["train"], rl, ev, seed=3, out_dir=tmp_path / "b",
-                    evaluate_fn=evaluate, resume=True, on_epoch_end=lambda e, m: seen.append(e), progress=False)
+    resumed = train(Policy(E, R, SMALL, 3), env, q["train"], rl, ev, RunOptions(seed=3, out_dir=tmp_path / "b", evaluate_fn=evaluate, resume=True, on_epoch_end=lambda e, m: seen.append(e), progress=False))
     assert seen == [0, 1, 2]  # the restored epoch 0 is reported again (a new MLflow run gets the whole curve)
     for x, y in zip(full.history, resumed.history):
         for key in ("reward", "actor_loss", "critic_loss", "entropy", "val_mrr"):
@@ -123,7 +122,7 @@ def test_training_learns_planted_pattern(synthetic):
     pol = Policy(E, R, SMALL, 3)
     ev = EvalConfig(beam_size=20)
     random_mrr = simple_mrr(beam_search(pol, env, q["test"], ev), q["test"], E)
-    res = train(pol, env, q["train"], RLConfig(epochs=30, batch_size=128), ev, seed=0, progress=False)
+    res = train(pol, env, q["train"], RLConfig(epochs=30, batch_size=128), ev, RunOptions(seed=0, progress=False, resume=False))
     rewards = [h["reward"] for h in res.history]
     assert np.mean(rewards[-5:]) > 2.5 * np.mean(rewards[:3])
     trained_mrr = simple_mrr(beam_search(pol, env, q["test"], ev), q["test"], E)
@@ -181,8 +180,7 @@ def test_early_stopping_counts_validation_rounds_and_survives_resume(synthetic, 
     rl = RLConfig(epochs=8, batch_size=512)
     ev = EvalConfig(valid_every=1, beam_size=5, patience=patience)
     torch.manual_seed(0)
-    res = train(Policy(E, R, SMALL, 3), env, q["train"][:512], rl, ev, seed=0, out_dir=tmp_path,
-                evaluate_fn=lambda p: {"mrr": next(mrrs)}, progress=False)
+    res = train(Policy(E, R, SMALL, 3), env, q["train"][:512], rl, ev, RunOptions(seed=0, out_dir=tmp_path, evaluate_fn=lambda p: {"mrr": next(mrrs)}, progress=False, resume=False))
     assert [h["epoch"] for h in res.history] == list(range(stop_epoch + 1))
     assert res.stopped_early == (patience > 0)
     assert res.best_mrr == max(h["val_mrr"] for h in res.history)
@@ -190,9 +188,7 @@ def test_early_stopping_counts_validation_rounds_and_survives_resume(synthetic, 
     assert meta["epoch"] == stop_epoch
     assert [h.get("early_stop", False) for h in res.history][-1] == (patience > 0)
     seen = []
-    again = train(Policy(E, R, SMALL, 3), env, q["train"][:512], rl, ev, seed=0, out_dir=tmp_path,
-                  evaluate_fn=lambda p: pytest.fail("a stopped run must not validate again"), resume=True,
-                  on_epoch_end=lambda e, m: seen.append(m.get("replayed", False)), progress=False)
+    again = train(Policy(E, R, SMALL, 3), env, q["train"][:512], rl, ev, RunOptions(seed=0, out_dir=tmp_path, evaluate_fn=lambda p: pytest.fail("a stopped run must not validate again"), resume=True, on_epoch_end=lambda e, m: seen.append(m.get("replayed", False)), progress=False))
     assert len(again.history) == stop_epoch + 1 and all(seen)  # only replayed epochs
     assert again.stopped_early == (patience > 0) and again.best_mrr == res.best_mrr
 
@@ -249,8 +245,8 @@ def test_defaults_train_exactly_as_before_the_titer_keys(synthetic):
         torch.manual_seed(0)
         pol = Policy(E, R, SMALL, 3)
         opt = adam(pol.parameters(), rl.learning_rate) if old else make_optimizer(pol, rl)
-        epoch = _todays_train_epoch if old else train_epoch
-        hist = [epoch(pol, opt, env, q["train"], e, 5, rl) for e in range(2)]
+        hist = [_todays_train_epoch(pol, opt, env, q["train"], e, 5, rl) if old
+                else train_epoch(pol, opt, env, q["train"], e, rl, RunOptions(seed=5, progress=False)) for e in range(2)]
         runs.append((hist, [t.detach().clone() for t in pol.state_dict().values()]))
     for hist, weights in runs[1:]:
         assert hist == runs[0][0]  # every float of the epoch means, including entropy_beta
@@ -286,7 +282,7 @@ def test_entropy_decay_per_batch_in_training(synthetic, monkeypatch):
         torch.manual_seed(0)
         pol = Policy(E, R, SMALL, 3)
         opt = make_optimizer(pol, rl)
-        out = [train_epoch(pol, opt, env, queries, e, 0, rl) for e in range(2)]
+        out = [train_epoch(pol, opt, env, queries, e, rl, RunOptions(seed=0, progress=False)) for e in range(2)]
         assert seen == pytest.approx(want, rel=1e-12)
         assert [o["entropy_beta"] for o in out] == pytest.approx([want[0], want[3]], rel=1e-12)
 
@@ -318,7 +314,7 @@ def test_clip_gradient_scales_the_gradient_to_the_norm_cap(synthetic):
         opt = make_optimizer(pol, rl)
         grads[clip] = []
         _step_spy(opt, grads[clip])
-        outs[clip] = train_epoch(pol, opt, env, queries, 0, 0, rl)
+        outs[clip] = train_epoch(pol, opt, env, queries, 0, rl, RunOptions(seed=0, progress=False))
     raw = grads[0.0][0]
     norm = float(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in raw])))
     assert norm > 0.05  # the cap binds

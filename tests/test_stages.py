@@ -238,9 +238,35 @@ def test_layers_import_downwards_only():
         assert "flows" not in _imported_roots(f), f"{f.relative_to(ROOT)} imports flows"
 
 
-def test_raptor_modules_import_no_cycle_and_file_io_imports_no_agent():
+#: raptor's modules, lowest layer first: a module imports only from its own layer or the ones
+#: below (a new module must be placed here). ``x.*``: every submodule of ``x``.
+LAYERS: list[tuple[str, set[str]]] = [
+    ("base utilities", {"raptor", "constants", "io", "names", "progress", "provenance", "runtime", "runenv",
+                        "projectlock", "resources", "paper", "stats", "sampling"}),
+    ("params, registries, files", {"agents", "variants", "registry", "config", "checkpoints", "rundir", "records"}),
+    ("data and graph", {"data", "graph", "ingest", "synthetic", "ranking"}),
+    ("environment and labeling", {"env", "labeling", "context"}),
+    ("policies and agents", {"policy", "rollout", "beam", "flops", "loop", "rl", "titer", "recurrency",
+                             "agents.base", "agents.actor_critic", "agents.titer"}),
+    ("reporting", {"report"}),
+    ("experiment, stages, sweeps", {"experiment", "pretrain", "stages", "sweep", "local_sweep"}),
+    ("results page", {"results"}),
+    ("command line", {"cli", "commands", "commands.*"}),
+]
+
+
+def _layer_of(module: str) -> int:
+    short = module.removeprefix("raptor.") if module != "raptor" else module
+    for i, (_, members) in enumerate(LAYERS):
+        if short in members or any(m.endswith(".*") and short.startswith(m[:-1]) for m in members):
+            return i
+    raise AssertionError(f"{module} is in no layer of LAYERS (tests/test_stages.py): place it")
+
+
+def test_raptor_modules_import_no_cycle_and_no_upward_import_and_file_io_imports_no_agent():
     """No import cycle among raptor's modules (as provenance reads them: function-level and
-    TYPE_CHECKING imports count); the checkpoints' files are read without any agent's code."""
+    TYPE_CHECKING imports count), no import from a higher layer (:data:`LAYERS`); the checkpoints'
+    files are read without any agent's code."""
     from raptor import provenance
 
     graph = {}
@@ -249,6 +275,9 @@ def test_raptor_modules_import_no_cycle_and_file_io_imports_no_agent():
         name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
         graph[name] = f
     edges = {m: {i for i in provenance._imports(f, m) if i in graph and i != m} for m, f in graph.items()}
+    upward = [f"{m} ({LAYERS[_layer_of(m)][0]}) imports {n} ({LAYERS[_layer_of(n)][0]})"
+              for m in sorted(edges) for n in sorted(edges[m]) if _layer_of(n) > _layer_of(m)]
+    assert not upward, "upward imports:\n" + "\n".join(upward)
     done: set[str] = set()
 
     def visit(m: str, path: list[str]) -> None:  # depth-first; a module met again on its own path is a cycle
@@ -281,13 +310,13 @@ def test_a_finetune_stage_tracks_the_params_its_runs_depend_on(variant):
     epoch budget and the seed list, which the fingerprint holds as continuation and folder): TITer's
     stage follows the `titer` section, not `model` or `rl`, and the actor-critic stages the reverse."""
     from raptor import variants
-    from raptor.experiment import rl_fingerprint
+    from raptor.rundir import RunDir
 
     p = Params()
     v = variants.get(variant)
     stage = next(s for s in stages.main_stages(["pure_rl", "raptor", "titer"]) if s.name == f"finetune-{variant}")
     tracked = set(stages.expand_params(stage.params, p))
-    fingerprint = set(rl_fingerprint(p, variant, 0, {}, "")["params"])
+    fingerprint = set(RunDir.rl_fingerprint(p, variant, 0, {}, "")["params"])
     assert tracked - fingerprint == {"pretrain.epochs", "rl.epochs", "train.seeds"}
     assert fingerprint - tracked <= {"train.equal_total_epochs"}  # read by the from-scratch variants only
     sections = {k.split(".")[0] for k in tracked}

@@ -331,7 +331,8 @@ def test_dvc_experiments_of_a_sweep_resolve_to_the_arms_params(tmp_path, name):
 def test_a_record_stands_for_the_run_it_was_saved_from_only(tmp_path):
     """:func:`recorded_runs`: a job whose record in the results folder has the job's own fingerprint
     and epoch budget needs no training; another input, params or budget, or no record: it trains."""
-    from raptor.experiment import RUN_CONFIG_FILE, effective_epochs
+    from raptor.experiment import effective_epochs
+    RUN_CONFIG_FILE = "run_config.json"
     from raptor.ranking import write_predictions
     from raptor.sweep import expected_fingerprint, job_dirs, recorded_runs, save_job_record
 
@@ -367,7 +368,7 @@ def test_records_are_shown_against_the_declaration_beside_them_not_this_checkout
     with its arm's declaration in the results folder is used, whatever code or data made it; a record of
     other params, of another seed, or without its arm's declaration is refused and says why; a partial
     record is neither."""
-    from raptor.experiment import RUN_CONFIG_FILE
+    RUN_CONFIG_FILE = "run_config.json"
     from raptor.ranking import write_predictions
     from raptor.sweep import declared_records, expected_fingerprint, job_dirs, save_job_record
 

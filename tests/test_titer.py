@@ -9,6 +9,8 @@ import math
 
 import numpy as np
 import pytest
+
+from raptor.agents.base import RunOptions
 import torch
 from scipy.special import gammaln, polygamma, psi
 
@@ -381,7 +383,7 @@ def test_training_raises_the_reward(synthetic):
     torch.manual_seed(0)
     cfg = TITerConfig(batch_size=128, **LEARN)
     pol = TITerPolicy(E, R, cfg, 3)
-    res = train_titer(pol, env, q["train"], cfg, 0, epochs=20, progress=False)
+    res = train_titer(pol, env, q["train"], cfg, EvalConfig(), RunOptions(seed=0, epochs=20, progress=False, resume=False))
     rewards = [h["reward"] for h in res.history]
     assert np.mean(rewards[-3:]) > 2.5 * np.mean(rewards[:3]), rewards
     assert all(h["shaped_reward"] >= h["reward"] for h in res.history)  # 1 + p >= 1 where R = 1
@@ -400,8 +402,7 @@ def test_resume_and_determinism(synthetic, tmp_path):
 
     def run(out, **kw):
         torch.manual_seed(0)
-        return train_titer(TITerPolicy(E, R, cfg, 3), env, q["train"], cfg, 3, eval_cfg=ev, epochs=3, out_dir=out,
-                           evaluate_fn=evaluate, progress=False, time_prior=prior, **kw)
+        return train_titer(TITerPolicy(E, R, cfg, 3), env, q["train"], cfg, ev, RunOptions(**{"seed": 3, "epochs": 3, "out_dir": out, "evaluate_fn": evaluate, "progress": False, "resume": False, **kw}), time_prior=prior)
 
     full = run(tmp_path / "a")
     again = run(None)
@@ -419,8 +420,7 @@ def test_resume_and_determinism(synthetic, tmp_path):
     with pytest.raises(Interrupt):
         run(tmp_path / "b", on_epoch_end=stop)
     torch.manual_seed(123)  # another initialisation: everything must come from the checkpoint
-    resumed = train_titer(TITerPolicy(E, R, cfg, 3), env, q["train"], cfg, 3, eval_cfg=ev, epochs=3,
-                          out_dir=tmp_path / "b", evaluate_fn=evaluate, progress=False, time_prior=prior, resume=True)
+    resumed = train_titer(TITerPolicy(E, R, cfg, 3), env, q["train"], cfg, ev, RunOptions(seed=3, epochs=3, out_dir=tmp_path / "b", evaluate_fn=evaluate, progress=False, resume=True), time_prior=prior)
     assert [[h[k] for k in keys] for h in full.history] == [[h[k] for k in keys] for h in resumed.history]
     pa, _ = load_titer_model(tmp_path / "a" / "final.pt")
     pb, meta = load_titer_model(tmp_path / "b" / "final.pt")
@@ -562,9 +562,7 @@ def test_early_stopping_and_model_files(synthetic, tmp_path):
     env, q, E, R, _ = synthetic
     cfg = TITerConfig(batch_size=512, reward_shaping=False, **SMALL)
     mrrs = iter([0.2, 0.1, 0.1, 0.3])
-    res = train_titer(TITerPolicy(E, R, cfg, 3), env, q["train"][:512], cfg, 0, epochs=4, out_dir=tmp_path,
-                      eval_cfg=EvalConfig(valid_every=1, patience=2), evaluate_fn=lambda p: {"mrr": next(mrrs)},
-                      progress=False)
+    res = train_titer(TITerPolicy(E, R, cfg, 3), env, q["train"][:512], cfg, EvalConfig(valid_every=1, patience=2), RunOptions(seed=0, epochs=4, out_dir=tmp_path, evaluate_fn=lambda p: {"mrr": next(mrrs)}, progress=False, resume=False))
     assert [h["epoch"] for h in res.history] == [0, 1, 2] and res.best_epoch == 0 and res.stopped_early
     assert not (tmp_path / "dirichlet.npz").exists()  # no reward shaping, no prior
     _, meta = load_titer_model(tmp_path / "best.pt")

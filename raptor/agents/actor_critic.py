@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from ..config import ModelConfig
@@ -27,10 +28,8 @@ class ActorCritic(Agent):
 
     def train(self, ctx, policy: Policy, run: RunOptions):
         p = ctx.params
-        return train(policy, ctx.env, ctx.train_queries, p.rl, p.eval, seed=run.seed, precision=run.precision,
-                     device=run.device, out_dir=run.out_dir, evaluate_fn=run.evaluate_fn, resume=run.resume,
-                     epochs=run.epochs, on_epoch_end=run.on_epoch_end,
-                     meta={**(run.meta or {}), AGENT_KEY: self.name}, progress=run.progress)
+        return train(policy, ctx.env, ctx.train_queries, p.rl, p.eval,
+                     replace(run, meta={**(run.meta or {}), AGENT_KEY: self.name}))
 
     def rebuild(self, weights: dict[str, Any], meta: dict[str, Any], device) -> Policy:
         with seeded_init():  # its random init is overwritten, but must not draw from a run's seeded stream

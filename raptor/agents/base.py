@@ -26,14 +26,19 @@ if TYPE_CHECKING:  # (not imported at run time: the registry's imports stay belo
 
 @dataclass(frozen=True)
 class RunOptions:
-    """How one training run of an agent goes (everything besides the context and the policy).
+    """How one training run goes (everything besides the context, the policy and its params):
+    what :meth:`Agent.train`, :func:`raptor.experiment.run_variant`, :func:`raptor.pretrain.pretrain`,
+    :func:`raptor.rl.train`, :func:`raptor.titer.train_titer` and :func:`raptor.loop.run_epochs` take.
 
-    ``evaluate_fn``: ``policy -> {"mrr": ...}`` on the validation split (best model, early stopping);
-    ``on_epoch_end``: ``(epoch, metrics)`` after every epoch; ``meta``: what the saved models record
-    (the agent adds what rebuilds the policy)."""
+    ``epochs``: the epoch budget (``None``: the params' own); ``evaluate_fn``: ``policy -> {"mrr": ...}``
+    on the validation split (best model, early stopping); ``on_epoch_end``: ``(epoch, metrics)`` after
+    every epoch; ``meta``: what the saved models record (the agent adds what rebuilds the policy);
+    ``num_threads``: torch threads (``None``: ``train.num_threads``); ``resume_only``: refuse to empty a
+    folder whose run cannot be continued (:meth:`raptor.rundir.RunDir.prepare`); ``checkpoint_every``:
+    a checkpoint after every that many epochs (and the last)."""
 
-    seed: int
-    epochs: int
+    seed: int = 0
+    epochs: Optional[int] = None
     out_dir: Optional[Path] = None
     device: Any = "cpu"
     precision: str = "float32"
@@ -42,6 +47,9 @@ class RunOptions:
     evaluate_fn: Optional[Callable[[Any], dict[str, float]]] = None
     on_epoch_end: Optional[Callable[[int, dict[str, Any]], None]] = None
     meta: Optional[dict[str, Any]] = None
+    num_threads: Optional[int] = None
+    resume_only: bool = False
+    checkpoint_every: int = 1
 
 
 class Agent(ABC):
@@ -108,10 +116,10 @@ class Agent(ABC):
         """Candidates and time-aware filtered ranks of int64 ``[Q, 4]`` queries: ``(BeamResult, ranks
         float64 [Q])``; by default beam search (``eval``) in :meth:`env` and :func:`raptor.ranking.filtered_ranks`."""
         from ..beam import beam_search
-        from ..ranking import filtered_ranks
+        from ..ranking import context_filter, filtered_ranks
 
         res = beam_search(model, self.env(ctx), queries, ctx.params.eval, precision=precision, device=device)
-        ranks = filtered_ranks(res.cand_entity, res.cand_score, queries[:, 2], queries[:, [0, 1, 3]], ctx.filter,
+        ranks = filtered_ranks(res.cand_entity, res.cand_score, queries[:, 2], queries[:, [0, 1, 3]], context_filter(ctx),
                                ctx.dataset.num_entities)
         return res, ranks
 

@@ -23,6 +23,7 @@ from torch import nn
 from .. import checkpoints
 from ..beam import BeamResult
 from ..loop import TrainResult, write_history
+from ..ranking import context_filter
 from ..recurrency import RecurrencyModel, build_history, fit, rank_queries, score
 from .base import AGENT_KEY, Agent, RunOptions
 
@@ -116,7 +117,7 @@ class Recurrency(Agent):
         m = model.model()
         history = build_history(ctx.dataset.all_quadruples(), ctx.dataset.num_entities, ctx.dataset.num_relations)
         q = np.asarray(queries, dtype=np.int64)
-        ranks = rank_queries(m, history, q, ctx.filter)
+        ranks = rank_queries(m, history, q, context_filter(ctx))
         ent, sc = score(m, history, q, top_k=ctx.params.eval.beam_size)
         K = ctx.params.env.max_path_length
         none = np.full((len(q), K), -1, dtype=np.int64)

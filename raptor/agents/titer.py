@@ -4,6 +4,7 @@ params section ``titer``); on the test split, its inductive mean for entities un
 from __future__ import annotations
 
 import contextlib
+from dataclasses import replace
 from typing import Any
 
 from ..runtime import seeded_init
@@ -31,11 +32,8 @@ class TITer(Agent):
 
     def train(self, ctx, policy: TITerPolicy, run: RunOptions):
         p = ctx.params
-        return train_titer(policy, self.env(ctx), ctx.train_queries, p.titer, run.seed, eval_cfg=p.eval,
-                           precision=run.precision, device=run.device, out_dir=run.out_dir,
-                           evaluate_fn=run.evaluate_fn, resume=run.resume, epochs=run.epochs,
-                           on_epoch_end=run.on_epoch_end, meta={**(run.meta or {}), AGENT_KEY: self.name},
-                           progress=run.progress)
+        return train_titer(policy, self.env(ctx), ctx.train_queries, p.titer, p.eval,
+                           replace(run, meta={**(run.meta or {}), AGENT_KEY: self.name}))
 
     def env(self, ctx):
         """The shared MDP, or TITer's own walk (``titer.environment: titer``, :mod:`raptor.env`)."""

@@ -39,7 +39,8 @@ def run(args: argparse.Namespace) -> int:
     from ..beam import explain
     from ..config import load_params
     from ..constants import inverse_relation, stop_relation
-    from ..experiment import load_context
+    from ..context import load_context
+    from ..rundir import RunDir
     from ..names import date_to_step, resolve, step_to_date
     from ..agents.base import load_model
 
@@ -57,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
                 raise ValueError(f"--{key}: give it, or --dataset (params list {len(params.datasets)} datasets)")
             given = stage_output(stage, default_name)
             if key == "model":
-                given = str(Path(seed_dir(given, args.seed)) / "best.pt")
+                given = str(RunDir(seed_dir(given, args.seed)).best)
             if not Path(given).exists():
                 raise FileNotFoundError(f"{what} not found at {given} (the pipeline's path for {default_name}): run the "
                                         f"pipeline first (scripts/run.sh), or give --{key}")

@@ -40,6 +40,7 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from ..config import load_params
+    from ..agents.base import RunOptions
     from ..experiment import load_context, run_variant
     from ..variants import get
 
@@ -60,10 +61,12 @@ def run(args: argparse.Namespace) -> int:
         if not args.labels:
             raise ValueError(f"variant {args.variant!r} pretrains on the reachability labels: give --labels")
         n_pre = params.pretrain.epochs
-        init = pretrain_run(ctx, args.seed, out / "pretrain", args.labels, [n_pre], resume=not args.fresh,
-                            progress=not args.no_progress, resume_only=args.resume_only)[n_pre]
-    s = run_variant(ctx, args.variant, args.seed, out / "rl", init_model=init, pretrain_epochs=n_pre,
-                    resume=not args.fresh, progress=not args.no_progress, resume_only=args.resume_only)
+        init = pretrain_run(ctx, args.labels, [n_pre], RunOptions(
+            seed=args.seed, out_dir=out / "pretrain", resume=not args.fresh, progress=not args.no_progress,
+            resume_only=args.resume_only))[n_pre]
+    s = run_variant(ctx, args.variant, RunOptions(seed=args.seed, out_dir=out / "rl", resume=not args.fresh,
+                                                  progress=not args.no_progress, resume_only=args.resume_only),
+                    init_model=init, pretrain_epochs=n_pre)
     best = f"{s['best_val_mrr']:.4f} at epoch {s['best_epoch']}" if s["best_val_mrr"] is not None else "n/a"
     print(f"train {args.variant} seed {args.seed}: {s['pretrain_epochs']} pretraining + {s['rl_epochs']} RL epochs "
           f"in {s['seconds']:.1f} s, best validation MRR {best} -> {args.out}")
