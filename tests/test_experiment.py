@@ -413,7 +413,7 @@ def test_titer_environment_param_picks_the_walk_of_training_and_evaluation(ctx, 
     from raptor.agents import get_agent
     from raptor.agents.base import load_model
     from raptor.beam import beam_search
-    from raptor.ranking import filtered_ranks
+    from raptor.ranking import context_filter, filtered_ranks
 
     c, root = ctx
     small = {"entity_dim": 16, "relation_dim": 12, "time_dim": 4, "state_dim": 12, "mlp_hidden_dim": 12}
