@@ -25,7 +25,7 @@ import torch
 
 from . import variants
 from .agents import PAPER_AGENT, agent_of, get_agent
-from .agents.base import RunOptions, load_model
+from .agents.base import load_model
 from .beam import beam_search
 from .config import Params, params_to_dict
 from .constants import METRIC_KEYS
@@ -35,7 +35,7 @@ from .loop import checkpoint_budget_mismatch
 from .policy import Policy
 from .provenance import code_hash, content_hash
 from .ranking import FilterIndex, build_filter, evaluation_metrics, filtered_ranks, write_metrics, write_predictions
-from .rundir import RunDir
+from .rundir import RunDir, RunOptions
 from .runtime import configure_runtime, resolve_device
 
 log = logging.getLogger("raptor")

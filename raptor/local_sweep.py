@@ -18,10 +18,9 @@ from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional, Sequence
 
-from .agents.base import RunOptions
 from .config import load_resolved
 from .sweep import Plan, PretrainJob, TrainJob, recorded_runs, save_job_record, write_results
-from .rundir import RunDir
+from .rundir import RunDir, RunOptions
 
 Log = Callable[[str], None]
 

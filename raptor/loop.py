@@ -35,8 +35,7 @@ import torch
 
 from . import checkpoints
 from .io import RunMismatchError, atomic_write_json, atomic_write_text
-from .agents.base import RunOptions
-from .rundir import RunDir
+from .rundir import RunDir, RunOptions
 
 #: A phase's latest checkpoint in its run folder (the one before it: ``checkpoint.pt.prev``).
 CHECKPOINT_FILE = RunDir.CHECKPOINT

@@ -39,7 +39,6 @@ import torch.nn.functional as F
 
 from . import variants
 from .agents import AGENT_KEY
-from .agents.base import RunOptions
 from .config import PretrainConfig
 from .env import TemporalEnv
 from .io import atomic_write_json
@@ -48,7 +47,7 @@ from .loop import Phase, run_epochs
 from .policy import Policy
 from .checkpoints import model_meta, save_model
 from .rollout import advance, candidate_tensors, query_context, score_candidates
-from .rundir import RunDir
+from .rundir import RunDir, RunOptions
 from .runtime import adam, autocast, epoch_seed, seeded_init
 from .sampling import sample_actions
 from .variants import PRETRAINED_VARIANT

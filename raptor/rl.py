@@ -39,7 +39,7 @@ import numpy as np
 import torch
 
 from . import checkpoints
-from .agents.base import RunOptions
+from .rundir import RunOptions
 from .checkpoints import model_meta
 from .config import EvalConfig, RLConfig
 from .env import TemporalEnv

@@ -193,3 +193,31 @@ class RunDir:
                 shutil.rmtree(child) if child.is_dir() else child.unlink()
         atomic_write_json(marker, fingerprint)
         return reason
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How one training run goes (everything besides the context, the policy and its params):
+    what :meth:`Agent.train`, :func:`raptor.experiment.run_variant`, :func:`raptor.pretrain.pretrain`,
+    :func:`raptor.rl.train`, :func:`raptor.titer.train_titer` and :func:`raptor.loop.run_epochs` take.
+
+    ``epochs``: the epoch budget (``None``: the params' own); ``evaluate_fn``: ``policy -> {"mrr": ...}``
+    on the validation split (best model, early stopping); ``on_epoch_end``: ``(epoch, metrics)`` after
+    every epoch; ``meta``: what the saved models record (the agent adds what rebuilds the policy);
+    ``num_threads``: torch threads (``None``: ``train.num_threads``); ``resume_only``: refuse to empty a
+    folder whose run cannot be continued (:meth:`raptor.rundir.RunDir.prepare`); ``checkpoint_every``:
+    a checkpoint after every that many epochs (and the last)."""
+
+    seed: int = 0
+    epochs: Optional[int] = None
+    out_dir: Optional[Path] = None
+    device: Any = "cpu"
+    precision: str = "float32"
+    resume: bool = True
+    progress: bool = True
+    evaluate_fn: Optional[Callable[[Any], dict[str, float]]] = None
+    on_epoch_end: Optional[Callable[[int, dict[str, Any]], None]] = None
+    meta: Optional[dict[str, Any]] = None
+    num_threads: Optional[int] = None
+    resume_only: bool = False
+    checkpoint_every: int = 1

@@ -62,7 +62,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from . import checkpoints
-from .agents.base import RunOptions
+from .rundir import RunOptions
 from .config import EvalConfig, TITerConfig
 from .constants import entity_vocab_size, relation_vocab_size, stop_relation
 from .env import State, TemporalEnv

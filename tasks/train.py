@@ -19,11 +19,12 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from raptor import variants
-from raptor.agents.base import RunOptions
+from raptor.rundir import RunOptions
 from raptor.config import Params, flatten, params_to_dict
 from raptor.context import load_context
-from raptor.experiment import effective_epochs, evaluate_model, run_variant, variant_precision
-from raptor.runtime import resolve_device
+from raptor.agents import get_agent
+from raptor.experiment import effective_epochs, evaluate_model, run_variant
+from raptor.runtime import resolve_device, resolve_precision
 from raptor.io import atomic_write_json
 from raptor.labeling import label_dataset, label_part, merge_parts
 from raptor.pretrain import pretrain_run
@@ -127,10 +128,8 @@ def resolved_runtime(params: Params, variant: Optional[str]) -> tuple[Any, str]:
     """``(device, precision)`` a run of ``variant`` (None: pretraining) trains with on this machine."""
     device = resolve_device(params.train.device)
     if variant is None:
-        from raptor.runtime import resolve_precision
-
         return device, resolve_precision(params.train.precision, device)
-    return device, variant_precision(params, variant, device)
+    return device, get_agent(variants.get(variant).agent).precision(params, device)
 
 
 def epoch_line(run_name: str, phase: str, epoch: int, metrics: dict, total: Optional[int] = None) -> str:

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from raptor.agents.base import RunOptions
+from raptor.rundir import RunOptions
 
 from raptor.config import params_from_dict
 from raptor.experiment import evaluate_model, load_context, run_variant

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from raptor.agents.base import RunOptions
+from raptor.rundir import RunOptions
 import torch
 
 from helpers import synthetic_env

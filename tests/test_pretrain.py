@@ -3,7 +3,7 @@ import math
 import numpy as np
 import pytest
 
-from raptor.agents.base import RunOptions
+from raptor.rundir import RunOptions
 import torch
 
 from raptor.config import EnvConfig, LabelingConfig, ModelConfig, PretrainConfig

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from raptor.agents.base import RunOptions
+from raptor.rundir import RunOptions
 import torch
 
 from helpers import synthetic_env

@@ -247,7 +247,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("data and graph", {"data", "graph", "ingest", "synthetic", "ranking"}),
     ("environment and labeling", {"env", "labeling", "context"}),
     ("policies and agents", {"policy", "rollout", "beam", "flops", "loop", "rl", "titer", "recurrency",
-                             "agents.base", "agents.actor_critic", "agents.titer"}),
+                             "agents.base", "agents.actor_critic", "agents.titer", "agents.recurrency"}),
     ("reporting", {"report"}),
     ("experiment, stages, sweeps", {"experiment", "pretrain", "stages", "sweep", "local_sweep"}),
     ("results page", {"results"}),

@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 
-from raptor.agents.base import RunOptions
+from raptor.rundir import RunOptions
 import torch
 from scipy.special import gammaln, polygamma, psi
 

@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from ..config import load_params
-    from ..agents.base import RunOptions
+    from ..rundir import RunOptions
     from ..experiment import load_context, run_variant
     from ..variants import get
 
