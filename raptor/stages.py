@@ -399,8 +399,11 @@ def plots(params: Params, ablation: bool = False) -> list[dict]:
                 "x_label": "best validation MRR (mean over seeds)", "y_label": "pretraining epochs"}})
             continue
         for column, label in CURVES.items():
-            files = {f"runs/{dataset}/{v}/train/seed{s}/history.csv": column
-                     for v in params.train.variants for s in params.train.seeds}
+            # a training-free agent (recurrency: a one-row history of its selection) has no reward column,
+            # and one file without the field makes DVC drop the whole plot
+            drawn = [v for v in params.train.variants
+                     if column != "reward" or get_agent(variant_registry.VARIANTS[v].agent).iterates]
+            files = {f"runs/{dataset}/{v}/train/seed{s}/history.csv": column for v in drawn for s in params.train.seeds}
             out.append(_curve(f"learning-{column}-{dataset}", files, label))
     return out
 
