@@ -36,7 +36,8 @@ from typing import Mapping, Optional, Sequence
 from . import variants as variant_registry
 from .agents import get_agent
 from .rundir import RunDir
-from .config import LOCAL_PARAMS, ConfigError, Params, load_params, load_resolved, params_to_dict  # noqa: F401
+from .config import (LOCAL_PARAMS, AblationConfig, ConfigError, Params, TrainConfig, load_params,  # noqa: F401
+                     load_resolved, params_to_dict)
 
 #: Resolved params (profile and local overrides applied), written by the ``params`` stage.
 PARAMS_FILE = "build/params.json"
@@ -382,16 +383,19 @@ def _curve(title: str, files: dict[str, str], y_label: str) -> dict:
 
 
 def plots(params: Params, ablation: bool = False) -> list[dict]:
-    """DVC top-level ``plots`` of the main pipeline (learning curves of every variant and seed of
-    ``train.seeds``, per dataset) or of the ablation (its arms' curves and validation MRR by arm). A
-    seed or arm not trained (a profile with fewer seeds) is reported missing by DVC, the rest drawn."""
+    """DVC top-level ``plots`` of the main pipeline (learning curves of every variant, per dataset) or of
+    the ablation (its arms' curves and validation MRR by arm). Only the stage-graph keys (``datasets``,
+    ``train.variants``) may shape dvc.yaml, since a profile or params.local.yaml must not make it stale,
+    so the seeds and arms drawn are the paper's protocol (the schema's defaults: seeds 0-4, arms 0, 10,
+    ..., 50), not the profile's: a seed or arm not trained is reported missing by DVC, the rest drawn."""
+    paper_seeds, paper_ablation = TrainConfig().seeds, AblationConfig()
     out: list[dict] = []
     for dataset in sorted(params.datasets):
         if ablation:
-            arms = sorted(set(params.ablation.pretrain_epochs))
+            arms = sorted(set(paper_ablation.pretrain_epochs))
             for column, label in CURVES.items():
                 files = {f"../runs/{dataset}/ablation/arms/p{n}/seed{s}/history.csv": column
-                         for n in arms for s in params.ablation.seeds}
+                         for n in arms for s in paper_ablation.seeds}
                 out.append(_curve(f"ablation-{column}-{dataset}", files, label))
             out.append({f"ablation-best-val-mrr-{dataset}": {
                 "template": "bar_horizontal_sorted", "x": "best_val_mrr_mean", "y": {
@@ -403,7 +407,7 @@ def plots(params: Params, ablation: bool = False) -> list[dict]:
             # and one file without the field makes DVC drop the whole plot
             drawn = [v for v in params.train.variants
                      if column != "reward" or get_agent(variant_registry.VARIANTS[v].agent).iterates]
-            files = {f"runs/{dataset}/{v}/train/seed{s}/history.csv": column for v in drawn for s in params.train.seeds}
+            files = {f"runs/{dataset}/{v}/train/seed{s}/history.csv": column for v in drawn for s in paper_seeds}
             out.append(_curve(f"learning-{column}-{dataset}", files, label))
     return out
 
