@@ -69,6 +69,8 @@ def effective_epochs(params: Params, variant: str, pretrain_epochs: int, rl_epoc
     """RL epochs a run of ``variant`` trains: ``rl.epochs`` (or ``rl_epochs``), plus
     ``pretrain.epochs`` for a variant without pretraining under ``train.equal_total_epochs`` (the
     same total budget as pretraining + RL)."""
+    if not get_agent(variants.get(variant).agent).iterates:
+        return 0  # a training-free agent (the recurrency baseline) has no epoch budget
     n_rl = params.rl.epochs if rl_epochs is None else rl_epochs
     if not variants.get(variant).pretrained and rl_epochs is None and params.train.equal_total_epochs:
         n_rl += params.pretrain.epochs
@@ -112,7 +114,7 @@ def run_variant(ctx: Context, variant: str, run: RunOptions, *, init_model: Opti
     device = resolve_device(p.train.device)
     precision = variant_precision(p, variant, device)
     out = Path(run.out_dir)
-    n_rl = effective_epochs(p, variant, pretrain_epochs, rl_epochs) if agent.iterates else 0
+    n_rl = effective_epochs(p, variant, pretrain_epochs, rl_epochs)
     if init_model is not None and not Path(init_model).is_file():
         raise FileNotFoundError(f"initial weights not found: {init_model} (run the pretrain stage first)")
     inputs = {**ctx.input_hashes(), "init_model": content_hash(init_model) if init_model else None}
