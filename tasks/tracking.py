@@ -196,6 +196,11 @@ class Run:
     def log_artifact(self, path: str | Path, artifact_path: Optional[str] = None) -> None:
         self._submit("_log_artifact", str(path), artifact_path)
 
+    def log_model(self, **kwargs: Any) -> None:
+        """Log an MLflow pyfunc model (a LoggedModel linked to this run): ``mlflow.pyfunc.log_model``'s
+        arguments (``name``, ``python_model``, ``artifacts``, ...), sent like every other call."""
+        self._submit("_log_model", kwargs)
+
     def finish(self, status: str = "FINISHED") -> bool:
         """End the run; True when every call reached MLflow, else warns what is missing."""
         with self._lock:
@@ -286,6 +291,19 @@ class Run:
             client().log_artifacts(self.run_id, path, artifact_path)
         elif p.exists():
             client().log_artifact(self.run_id, path, artifact_path)
+
+    def _log_model(self, kwargs: dict) -> None:
+        # mlflow.pyfunc.log_model is Model.log(flavor=mlflow.pyfunc, ...) on the process's active run and,
+        # without one, in the active (default) experiment; this run is neither (runs are logged from
+        # threads, through the client): its LoggedModel is created in its experiment and both are named.
+        import mlflow.pyfunc
+        from mlflow.models import Model
+
+        c = client()
+        run = c.get_run(self.run_id)
+        model = c.create_logged_model(run.info.experiment_id, name=kwargs.get("name"), source_run_id=self.run_id,
+                                      params=run.data.params, model_type=kwargs.pop("model_type", None))
+        Model.log(artifact_path=None, flavor=mlflow.pyfunc, run_id=self.run_id, model_id=model.model_id, **kwargs)
 
     def _set_terminated(self, status: str) -> None:
         client().set_terminated(self.run_id, status=status)

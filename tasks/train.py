@@ -344,6 +344,7 @@ def train_run_task(
         run.log_artifact(RunDir(out).best, CHECKPOINT_ARTIFACT)
         run.log_artifact(RunDir(out).summary, CHECKPOINT_ARTIFACT)
         run.log_artifact(RunDir(out).history_csv, "history")
+        log_best_model(run, RunDir(out).best, params_path, data_dir, graph_path, ctx.params.eval.beam_size)
         _remember_run(out, run, experiment)
         run.finish()
     except BaseException:
@@ -351,6 +352,46 @@ def train_run_task(
         raise
     summary["mlflow_run_id"] = run.run_id
     return summary
+
+
+#: The name of a training run's logged model (``runs:/<run_id>/model``).
+MODEL_NAME = "model"
+#: What the logged model needs installed besides its code (``raptor/``, carried in the model).
+MODEL_REQUIREMENTS = ("mlflow", "torch", "numpy", "numba", "pyarrow", "pandas", "scipy", "PyYAML")
+
+
+def log_best_model(run: tracking.Run, best: str | Path, params_path: str, data_dir: str, graph_path: str,
+                   top_k: int) -> None:
+    """The best checkpoint as the run's MLflow logged model :data:`MODEL_NAME`, "from code": the pyfunc
+    :class:`tasks.mlflow_model.RaptorModel` (that file and ``raptor/`` as code; no pickle) with the
+    checkpoint, the ingested dataset, its graph and the resolved params as artifacts, a signature
+    (:func:`tasks.mlflow_model.signature`) and an input example (two training queries).
+
+    Load it with ``mlflow.pyfunc.load_model("runs:/<run_id>/model")``."""
+    from importlib.metadata import version
+
+    import pandas as pd
+
+    import raptor
+    from tasks import mlflow_model
+
+    if not Path(best).exists():
+        return
+    first = context(params_path, data_dir, graph_path).dataset.splits["train"][:2]
+    example = pd.DataFrame({"subject": first[:, 0], "relation": first[:, 1], "time": first[:, 3]}).astype("int64")
+    # The files stay where they are until the call is sent (it waits, like the others, while MLflow is
+    # unreachable). The ingested folder holds the dataset only (quadruples, names, meta.json: a few MB
+    # for ICEWS); the labels are elsewhere.
+    run.log_model(
+        name=MODEL_NAME,
+        python_model=mlflow_model.__file__,
+        artifacts={"checkpoint": str(best), "data": str(data_dir), "graph": str(graph_path), "params": str(params_path)},
+        code_paths=[str(Path(raptor.__file__).parent)],
+        signature=mlflow_model.signature(top_k),
+        input_example=example,
+        # pinned as installed; MLflow would otherwise load the model in a subprocess to infer them
+        pip_requirements=[f"{n}=={version(n)}" for n in MODEL_REQUIREMENTS],
+    )
 
 
 def log_pretraining(run: tracking.Run, history_path: str | Path, epochs: int) -> None:

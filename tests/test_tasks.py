@@ -164,6 +164,9 @@ def test_a_run_that_trains_nothing_is_not_logged_again(tmp_path, monkeypatch):
     assert len(runs()) == 1 and again["mlflow_run_id"] == first["mlflow_run_id"]
     more = train(resolved(2))  # one more epoch: trained, so logged, with the whole history of the run
     assert len(runs()) == 2 and more["mlflow_run_id"] != first["mlflow_run_id"]
+    # a logged model per trained run, none for the one kept
+    models = client.search_logged_models([client.get_experiment_by_name("raptor/SYN").experiment_id])
+    assert sorted(m.source_run_id for m in models) == sorted([first["mlflow_run_id"], more["mlflow_run_id"]])
     assert [m.step for m in client.get_metric_history(more["mlflow_run_id"], "rl/reward")] == [1, 2]  # 1-based
 
     # Only the params that shape a Pure-RL run, with the precision and device it trained with.
@@ -375,3 +378,117 @@ def test_a_training_task_run_logs_its_epochs_to_prefect(tmp_path, monkeypatch):
     epochs = [m for m in lines if " rl epoch " in m]
     assert [m.split(":")[0] for m in epochs] == ["SYN-pure_rl-seed0 rl epoch 1/2", "SYN-pure_rl-seed0 rl epoch 2/2"]
     assert all("reward" in m and "val MRR" in m for m in epochs), epochs
+
+
+_PREDICT = """
+import json, sys
+import mlflow.pyfunc
+import pandas as pd
+model = mlflow.pyfunc.load_model(sys.argv[1])
+out = model.predict(pd.DataFrame(json.loads(sys.argv[2])).astype("int64"))
+import raptor
+print(json.dumps({"rows": out.to_dict("list"), "raptor": raptor.__file__}))
+"""
+
+
+def test_a_training_run_logs_its_best_model_for_mlflow_without_pickle(tmp_path, monkeypatch):
+    """The best checkpoint as an MLflow logged model "from code": a signature naming the query columns,
+    loaded in a fresh process (no project on its path: it carries ``raptor/``) it answers queries with
+    exactly the candidates and scores of the agent's own ranking, and no file of it is a pickle."""
+    import json
+    import os
+    import subprocess
+    import sys
+    import time
+
+    import mlflow
+    import numpy as np
+
+    from raptor.agents import agent_of, get_agent
+    from raptor.agents.base import load_model
+    from raptor.config import load_resolved, params_from_dict, params_to_dict
+    from raptor.context import load_context
+    from raptor.graph import build_graph
+    from raptor.ingest import ingest
+    from raptor.synthetic import SyntheticSpec, write_raw
+    from tasks.train import train_run_task
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    raw = write_raw(tmp_path / "raw", SyntheticSpec(num_entities=30, num_timestamps=20))
+    ingest(raw, tmp_path / "data")
+    build_graph(tmp_path / "data", tmp_path / "graph.npz")
+    p = params_from_dict({"model": {"entity_dim": 8, "relation_dim": 8, "time_dim": 2, "step_dim": 2,
+                                    "mlp_hidden_dim": 16}, "env": {"max_actions": 10},
+                          "rl": {"epochs": 1, "batch_size": 256}, "eval": {"beam_size": 5, "valid_every": 1},
+                          "train": {"num_threads": 1}})
+    params = tmp_path / "params.json"
+    params.write_text(json.dumps(params_to_dict(p)))
+    from tasks import tracking
+    logging_model = []
+    log_model = tracking.Run._log_model
+
+    def timed(self, kwargs):
+        t0 = time.perf_counter()
+        log_model(self, kwargs)
+        logging_model.append(time.perf_counter() - t0)
+    monkeypatch.setattr(tracking.Run, "_log_model", timed)
+    started = time.perf_counter()
+    summary = train_run_task.fn(str(params), "SYN", str(tmp_path / "data"), str(tmp_path / "graph.npz"), "pure_rl",
+                                0, str(tmp_path / "run"), "raptor/SYN", None, 1, "SYN-pure_rl-seed0")
+    print(f"train + log: {time.perf_counter() - started:.1f} s, the model: {logging_model} s")
+    run_id = summary["mlflow_run_id"]
+    client = mlflow.MlflowClient(tracking_uri=uri)
+
+    # One logged model, linked to the run, with its signature.
+    exp = client.get_experiment_by_name("raptor/SYN")
+    models = client.search_logged_models([exp.experiment_id])
+    assert [(m.name, m.source_run_id) for m in models] == [("model", run_id)]
+    info = mlflow.models.get_model_info(f"runs:/{run_id}/model")
+    assert info.model_id == models[0].model_id
+    inputs = info.signature.inputs.to_dict()
+    assert [(c["name"], c["type"]) for c in inputs] == [("subject", "long"), ("relation", "long"), ("time", "long")]
+    assert [c["name"] for c in info.signature.outputs.to_dict()] == ["query", "rank", "entity", "score", "name"]
+    assert info.signature.params.to_dict()[0]["name"] == "top_k"
+
+    # Its files: the model's code, the project's checkpoint as it is, the dataset; no pickle.
+    local = Path(mlflow.artifacts.download_artifacts(f"models:/{info.model_id}", dst_path=str(tmp_path / "model")))
+    files = {f.relative_to(local).as_posix(): f for f in local.rglob("*") if f.is_file()}
+    assert (local / "artifacts" / "best.pt").read_bytes() == (tmp_path / "run" / "best.pt").read_bytes()
+    assert "artifacts/data/train.parquet" in files and "artifacts/graph.npz" in files
+    assert "mlflow_model.py" in files and "code/raptor/agents/base.py" in files, sorted(files)
+    for name, f in files.items():
+        assert not name.endswith((".pkl", ".pickle")), name
+        if name != "artifacts/best.pt":  # a zip of tensors, read with weights_only (raptor.checkpoints)
+            assert f.read_bytes()[:1] != b"\x80", f"{name} is a pickle"
+    flavor = mlflow.models.Model.load(str(local)).flavors["python_function"]
+    assert flavor["loader_module"] == "mlflow.pyfunc.loaders.code_model" and "python_model.pkl" not in files
+
+    # A fresh process, outside the project, predicts what the agent's ranking gives for the same checkpoint.
+    ctx = load_context(tmp_path / "data", tmp_path / "graph.npz", load_resolved(params))
+    queries = ctx.queries("test")[[0, 1, 2, -1, -2]]  # -1, -2: inverse queries
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    started = time.perf_counter()
+    out = subprocess.run([sys.executable, "-c", _PREDICT, f"runs:/{run_id}/model",
+                          json.dumps({"subject": queries[:, 0].tolist(), "relation": queries[:, 1].tolist(),
+                                      "time": queries[:, 3].tolist()})],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    print(f"load + predict in a fresh process: {time.perf_counter() - started:.1f} s")
+    assert out.returncode == 0, out.stderr[-3000:]
+    answer = json.loads(out.stdout.strip().splitlines()[-1])
+    assert answer["raptor"].startswith(str(tmp_path / "model")) or "/code/raptor/" in answer["raptor"]
+    rows = answer["rows"]
+
+    model, meta = load_model(tmp_path / "run" / "best.pt")
+    model.eval()
+    agent = get_agent(agent_of(meta))
+    with agent.test_time(ctx, model, meta, "test"):
+        res, _ = agent.rank(ctx, model, queries, agent.precision(ctx.params, "cpu"), "cpu")
+    expected = []
+    for i in range(len(queries)):
+        cands = [(float(s), int(e)) for e, s in zip(res.cand_entity[i], res.cand_score[i]) if e >= 0 and np.isfinite(s)]
+        order = sorted(range(len(cands)), key=lambda j: -cands[j][0])
+        expected += [(i, k + 1, cands[j][1], cands[j][0]) for k, j in enumerate(order)]
+    got = list(zip(rows["query"], rows["rank"], rows["entity"], rows["score"]))
+    assert got == expected and len({q for q, *_ in got}) == len(queries)
+    assert rows["name"] == [ctx.dataset.entity_names[e] for e in rows["entity"]]
