@@ -391,6 +391,7 @@ print(json.dumps({"rows": out.to_dict("list"), "raptor": raptor.__file__}))
 """
 
 
+@pytest.mark.slow  # end to end: a fresh process loads the logged model (about a minute)
 def test_a_training_run_logs_its_best_model_for_mlflow_without_pickle(tmp_path, monkeypatch):
     """The best checkpoint as an MLflow logged model "from code": a signature naming the query columns,
     loaded in a fresh process (no project on its path: it carries ``raptor/``) it answers queries with
