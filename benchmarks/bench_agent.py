@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from raptor.beam import beam_search
+from raptor.beam import SearchOptions, beam_search
 from raptor.config import EnvConfig, EvalConfig, ModelConfig, RLConfig
 from raptor.data import with_inverse_queries
 from raptor.env import TemporalEnv
@@ -142,8 +142,8 @@ def bound(result_train: dict, result_beam: dict, precision: str, num_entities: i
     if result_beam:
         # the work the search did (live beams only; counted during the timed run) and, for reference,
         # the most it could do (every state with 151 actions)
-        full = beam_query_flops(cfg, result_beam.get("beam", 100), 3, 150, num_entities, num_relations, time_rows,
-                                result_beam["queries"]).total
+        full = beam_query_flops(cfg, EnvConfig(max_path_length=3, max_actions=150), result_beam.get("beam", 100),
+                                num_entities, num_relations, time_rows, result_beam["queries"]).total
         flop = result_beam.get("flop_per_query", full)
         sec = result_beam["ms_per_query"] / 1e3
         lim = flop / (rate["gflops_best"] * 1e9)
@@ -181,11 +181,12 @@ def count_beam_flops(policy, num_entities: int, num_relations: int, time_rows: i
 
 def bench_beam(env, policy, queries, precision, chunk, beam):
     cfg = EvalConfig(beam_size=beam)
-    beam_search(policy, env, queries[:chunk], cfg, precision=precision, chunk_size=chunk)  # warm-up
+    opts = SearchOptions(precision=precision, chunk_size=chunk)
+    beam_search(policy, env, queries[:chunk], cfg, opts)  # warm-up
     calls, flops = count_beam_flops(policy, env.graph.num_entities, env.graph.num_relations,
                                     int(queries[:, -1].max()) + 1)
     t, c = time.perf_counter(), time.process_time()
-    res = beam_search(policy, env, queries, cfg, precision=precision, chunk_size=chunk)
+    res = beam_search(policy, env, queries, cfg, opts)
     wall, cpu = time.perf_counter() - t, time.process_time() - c
     del policy.candidate_logits  # back to the class's method
     reached = (res.cand_entity >= 0).sum(1)
@@ -219,7 +220,7 @@ def bench_compare(env, splits, E, R, precisions, epochs, valid_queries, beam, se
         policy = Policy(E, R, ModelConfig(), 3)
 
         def evaluate(p):
-            res = beam_search(p, env, valid_q, EvalConfig(beam_size=beam), precision=precision)
+            res = beam_search(p, env, valid_q, EvalConfig(beam_size=beam), SearchOptions(precision=precision))
             ranks = filtered_ranks(res.cand_entity, res.cand_score, valid_q[:, 2], valid_q[:, [0, 1, 3]], filt, E)
             return metrics_from_ranks(ranks)
 

@@ -63,9 +63,9 @@ def step0_stats(table, env, queries: np.ndarray, batch: int = 4096) -> dict:
         q = queries[lo:lo + batch]
         state = env.reset(q)
         c = env.candidates(state)
-        y = L.action_labels(table, state.answer, state.query_time, 0, c.entity, c.time,
-                            current_entity=state.entity, cand_relation=c.relation,
-                            num_relations=env.num_relations, cand_mask=c.mask, query_subject=state.query_entity)
+        cands = L.ActionCandidates(c.entity, c.time, relation=c.relation, num_relations=env.num_relations,
+                                   mask=c.mask, current_entity=state.entity)
+        y = L.action_labels(table, state.answer, state.query_time, 0, cands, query_subject=state.query_entity)
         edges = c.mask.copy()
         edges[:, 0] = False  # slot 0 is STOP
         yp = (y.astype(bool) & edges)
@@ -130,8 +130,9 @@ def main() -> None:
     tiny = TemporalGraph.from_quadruples(np.array([[0, 0, 1, 0], [1, 0, 2, 1]]), 3, 1)
     for mode in MODES:
         for n in (None, 200):
-            t = L.compute_labels(tiny, [2, 1], [2, 2], max_path_length=3, max_in_edges=n, workers=1, visited=mode)
-            L.action_labels(t, [2], [2], 0, np.array([[1]]), np.array([[1]]), query_subject=[0])
+            t = L.compute_labels(tiny, [2, 1], [2, 2], max_path_length=3,
+                                 config=LabelingConfig(max_in_edges=n, workers=1, visited=mode))
+            L.action_labels(t, [2], [2], 0, L.ActionCandidates(np.array([[1]]), np.array([[1]])), query_subject=[0])
 
     result: dict = {
         "dataset": args.dataset,
@@ -151,8 +152,9 @@ def main() -> None:
         for _ in range(args.repeats):
             for mode in MODES:
                 t0 = time.perf_counter()
-                for _ch in L.iter_label_chunks(graph, tg, tq, max_path_length=3, max_in_edges=n, workers=1,
-                                               adjacency=adj, visited=mode):
+                for _ch in L.iter_label_chunks(graph, tg, tq, max_path_length=3,
+                                               config=LabelingConfig(max_in_edges=n, workers=1, visited=mode),
+                                               options=L.ChunkOptions(adjacency=adj)):
                     pass
                 compute[mode].append(time.perf_counter() - t0)
         for mode in MODES:

@@ -63,7 +63,7 @@ def child(args: argparse.Namespace) -> None:
     # Warm the numba kernels (load from cache, or compile) on a tiny graph; timed separately.
     t0 = time.perf_counter()
     tiny = TemporalGraph.from_quadruples(np.array([[0, 0, 1, 0], [1, 0, 2, 1]]), 3, 1)
-    L.compute_labels(tiny, [2, 1], [2, 2], max_path_length=3, max_in_edges=n, workers=1)
+    L.compute_labels(tiny, [2, 1], [2, 2], max_path_length=3, config=LabelingConfig(max_in_edges=n, workers=1))
     warm_s = time.perf_counter() - t0
     out: dict = {"kernel_warmup_s": round(warm_s, 3)}
     if args.what == "compute":
@@ -73,7 +73,8 @@ def child(args: argparse.Namespace) -> None:
         adj = L.InAdjacency.from_graph(g)
         t0 = time.perf_counter()
         rows = 0
-        for ch in L.iter_label_chunks(g, tg, tq, max_path_length=3, max_in_edges=n, adjacency=adj):
+        for ch in L.iter_label_chunks(g, tg, tq, max_path_length=3, config=LabelingConfig(max_in_edges=n),
+                                      options=L.ChunkOptions(adjacency=adj)):
             rows += len(ch.entity)
         out.update(compute_only_s=round(time.perf_counter() - t0, 3), rows=rows)
     elif args.what == "label":
@@ -127,6 +128,7 @@ def run_child(what: str, data: Path, out: Path, max_in_edges: str) -> dict:
 
 
 def reference_sample(data: Path, sample: int, seed: int = 0) -> dict:
+    from raptor.config import LabelingConfig
     from raptor import labeling as L
     from raptor.data import load_dataset
     from raptor.graph import TemporalGraph
@@ -138,12 +140,14 @@ def reference_sample(data: Path, sample: int, seed: int = 0) -> dict:
     st, sq = tg[idx], tq[idx]
     before = loadavg()
     t0 = time.perf_counter()
-    ref = L.compute_labels(g, st, sq, max_path_length=3, max_in_edges=200, implementation="reference")
+    ref = L.compute_labels(g, st, sq, max_path_length=3,
+                           config=LabelingConfig(max_in_edges=200, implementation="reference"))
     ref_s = time.perf_counter() - t0
     adj = L.InAdjacency.from_graph(g)
-    L.compute_labels(g, st[:2], sq[:2], max_path_length=3, max_in_edges=200, workers=1, adjacency=adj)  # warm
+    fast_cfg, fast_opt = LabelingConfig(max_in_edges=200, workers=1), L.ChunkOptions(adjacency=adj)
+    L.compute_labels(g, st[:2], sq[:2], max_path_length=3, config=fast_cfg, options=fast_opt)  # warm
     t0 = time.perf_counter()
-    fast = L.compute_labels(g, st, sq, max_path_length=3, max_in_edges=200, workers=1, adjacency=adj)
+    fast = L.compute_labels(g, st, sq, max_path_length=3, config=fast_cfg, options=fast_opt)
     fast_s = time.perf_counter() - t0
     equal = ref.to_dict() == fast.to_dict()
     return {
@@ -162,9 +166,9 @@ def reference_sample(data: Path, sample: int, seed: int = 0) -> dict:
 
 
 def ingest_to(raw: Path, out: Path) -> None:
-    from raptor.ingest import ingest
+    from raptor.ingest import IngestOptions, ingest
 
-    ingest(raw, out, dataset=raw.name)
+    ingest(raw, out, IngestOptions(dataset=raw.name))
 
 
 def main() -> None:

@@ -47,8 +47,8 @@ write_scaled_raw(W + "/raw", spec)
 done(seconds=round(time.perf_counter() - t0, 2), spec=dataclasses.asdict(spec))
 """,
     "ingest": """
-from raptor.ingest import ingest
-r = ingest(W + "/raw", W + "/ingested", dataset=ARG["preset"])
+from raptor.ingest import IngestOptions, ingest
+r = ingest(W + "/raw", W + "/ingested", IngestOptions(dataset=ARG["preset"]))
 done(seconds=round(time.perf_counter() - t0, 2), counts=r.counts, time_step=r.time_step)
 """,
     "graph": """
@@ -60,7 +60,8 @@ done(seconds=round(time.perf_counter() - t0, 2), edges=s["num_edges"])
 import numpy as np
 from raptor.data import load_dataset
 from raptor.graph import TemporalGraph
-from raptor.labeling import InAdjacency, iter_label_chunks, label_pairs
+from raptor.config import LabelingConfig
+from raptor.labeling import ChunkOptions, InAdjacency, iter_label_chunks, label_pairs
 ds = load_dataset(W + "/ingested"); g = TemporalGraph.load(W + "/graph.npz")
 tg, tm = label_pairs(ds.splits["train"])
 pairs = np.unique(np.stack([tg, tm], 1), axis=0)
@@ -71,7 +72,8 @@ out = {"pairs_total": int(len(pairs)), "sample": int(len(pick))}
 for mode, n in (("top%d" % ARG["max_in_edges"], ARG["max_in_edges"]), ("exact", None)):
     t = time.perf_counter(); rows = 0
     for ch in iter_label_chunks(g, pick[:, 0], pick[:, 1], max_path_length=ARG["max_path_length"],
-                                max_in_edges=n, workers=0, adjacency=adj):
+                                config=LabelingConfig(max_in_edges=n, workers=0),
+                                options=ChunkOptions(adjacency=adj)):
         rows += int(ch.counts.sum())
     sec = time.perf_counter() - t
     per_pair = rows / len(pick)

@@ -34,7 +34,7 @@ candidate construction, the policy forward and the top-k selection are batched o
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
 import numba
 import numpy as np
@@ -70,6 +70,18 @@ class Beams:
     #: the entity it ends on (``-1`` = none) and its path's log-probability (``-inf`` = none).
     expansion_entity: Optional[np.ndarray] = None
     expansion_score: Optional[np.ndarray] = None
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    """How a beam search runs: ``precision`` (the autocast dtype of the policy's scores) and
+    ``device``; ``chunk_size``: queries searched at once and ``progress``: a progress bar over the
+    chunks (:func:`beam_search`)."""
+
+    precision: str = "float32"
+    device: Any = "cpu"
+    chunk_size: int = 128
+    progress: bool = False
 
 
 @numba.njit(cache=True, nogil=True)
@@ -126,7 +138,7 @@ def path_tables(policy: Policy, queries: np.ndarray) -> Optional[dict]:
 
 @torch.inference_mode()
 def search_beams(policy: Policy, env: TemporalEnv, queries: np.ndarray, beam_size: int,
-                 precision: str = "float32", device="cpu", tables: Optional[dict] = None,
+                 options: SearchOptions = SearchOptions(), tables: Optional[dict] = None,
                  last_expansions: bool = False) -> Beams:
     """Final beams of ``[Q, >=3]`` queries ``(e_q, r_q, [o_q,] t_q)`` (one chunk, all at once).
 
@@ -136,7 +148,9 @@ def search_beams(policy: Policy, env: TemporalEnv, queries: np.ndarray, beam_siz
     rows (queries with fewer than ``beam_size`` candidate actions). The top-k of a step is taken over
     ``[Q, W x A]``, every query's expansions padded with ``-inf`` to the widest query's.
     ``last_expansions``: also return that ``[Q, W x A]`` of the last step (:class:`Beams`).
+    ``options``: its ``precision`` and ``device`` (the search is one chunk).
     """
+    precision, device = options.precision, options.device
     queries = np.asarray(queries, dtype=np.int64)
     state = env.reset(queries, with_answer=False)
     Q = state.batch_size
@@ -210,11 +224,12 @@ def search_beams(policy: Policy, env: TemporalEnv, queries: np.ndarray, beam_siz
 
 
 def beam_search(policy: Policy, env: TemporalEnv, queries: np.ndarray, eval_cfg: EvalConfig = EvalConfig(),
-                precision: str = "float32", device="cpu", chunk_size: int = 128,
-                progress: bool = False) -> BeamResult:
-    """Beam search for every query; see the module docstring for the output."""
+                options: SearchOptions = SearchOptions()) -> BeamResult:
+    """Beam search for every query, ``options.chunk_size`` at a time; see the module docstring for
+    the output."""
     from .progress import progress_bar
 
+    chunk_size, progress = options.chunk_size, options.progress
     queries = np.asarray(queries, dtype=np.int64)
     Q, K, W = len(queries), env.K, eval_cfg.beam_size
     expansions = eval_cfg.rank_last_expansions
@@ -229,7 +244,7 @@ def beam_search(policy: Policy, env: TemporalEnv, queries: np.ndarray, eval_cfg:
         tables = path_tables(policy, queries)  # once: the weights do not change during the search
     for lo in progress_bar(range(0, Q, chunk_size), desc="beam search", enabled=progress, nested=True):
         hi = min(Q, lo + chunk_size)
-        beams = search_beams(policy, env, queries[lo:hi], W, precision, device, tables, last_expansions=expansions)
+        beams = search_beams(policy, env, queries[lo:hi], W, options, tables, last_expansions=expansions)
         if expansions:
             ent, sc = aggregate_scores(beams.expansion_entity, beams.expansion_score, eval_cfg.score_rule)
             w = int((ent >= 0).sum(1).max(initial=0))
@@ -255,7 +270,7 @@ def beam_search(policy: Policy, env: TemporalEnv, queries: np.ndarray, eval_cfg:
 
 
 def explain(policy: Policy, env: TemporalEnv, query, eval_cfg: EvalConfig = EvalConfig(), top_k: int = 10,
-            paths_per_entity: int = 3, precision: str = "float32", device="cpu") -> list[dict]:
+            paths_per_entity: int = 3, options: SearchOptions = SearchOptions()) -> list[dict]:
     """Predicted top-``k`` entities of one query ``(e_q, r_q, t_q)`` (or ``(e_q, r_q, o_q, t_q)``), each
     with its score and up to ``paths_per_entity`` supporting paths (most probable first).
 
@@ -263,7 +278,7 @@ def explain(policy: Policy, env: TemporalEnv, query, eval_cfg: EvalConfig = Eval
     "time"}, ...]}, ...]}, ...]``; STOP hops are kept (relation ``2R``, ``from == to``).
     """
     q = np.asarray(query, dtype=np.int64).reshape(1, -1)
-    beams = search_beams(policy, env, q, eval_cfg.beam_size, precision, device)
+    beams = search_beams(policy, env, q, eval_cfg.beam_size, options)
     ent, sc = aggregate_scores(beams.entity[:, :, -1], beams.score, eval_cfg.score_rule)
     out = []
     e_q = int(q[0, 0])

@@ -198,8 +198,7 @@ def evaluate_model(
     out.path.mkdir(parents=True, exist_ok=True)
     # The predictions first (the larger file): a full disk leaves the previous metrics with their predictions.
     write_predictions(
-        out.predictions, queries[:, 0], queries[:, 1], queries[:, 2], queries[:, 3],
-        res.cand_entity, res.cand_score, ranks,
+        out.predictions, queries[:, :4], res.cand_entity, res.cand_score, ranks,
         best_path={"path_entities": res.path_entity, "path_relations": res.path_relation,
                    "path_times": res.path_time},
     )

@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from .config import ModelConfig
+from .config import EnvConfig, ModelConfig
 
 
 @dataclass(frozen=True)
@@ -161,11 +161,13 @@ def path_table_gemms(model: ModelConfig, num_entities: int, num_relations: int, 
             Gemm("path_table_time", time_rows, dt, 4 * dh)]
 
 
-def beam_query_flops(model: ModelConfig, beam: int, max_path_length: int, max_actions: int, num_entities: int,
-                     num_relations: int, time_rows: int, queries: int = 1000) -> WorkCount:
-    """FLOPs of evaluating one query by beam search when every state has ``max_actions + 1`` actions
-    (an upper bound: queries with fewer candidates keep fewer beams), amortised over a call of
-    ``queries`` queries (the LSTM input tables are computed once per call)."""
+def beam_query_flops(model: ModelConfig, env: EnvConfig, beam: int, num_entities: int, num_relations: int,
+                     time_rows: int, queries: int = 1000) -> WorkCount:
+    """FLOPs of evaluating one query by beam search (``env.max_path_length`` steps) when every state
+    has ``env.max_actions + 1`` actions (an upper bound: queries with fewer candidates keep fewer
+    beams), amortised over a call of ``queries`` queries (the LSTM input tables are computed once
+    per call)."""
+    max_path_length, max_actions = env.max_path_length, env.max_actions
     rows = beam_rows(queries, beam, max_path_length, max_actions + 1)
     gemms = beam_gemms(model, queries, rows, num_relations, time_rows)
     gemms += path_table_gemms(model, num_entities, num_relations, time_rows)

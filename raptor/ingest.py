@@ -616,21 +616,11 @@ def verify_release(name: str, raw_dir: Path, checksums: Mapping[str, str], sourc
 # ------------------------------------------------------------------------------------ ingest
 
 
-def ingest(
-    raw_dir: str | Path,
-    out_dir: str | Path,
-    time_step: Optional[int] = None,
-    dataset: Optional[str] = None,
-    sums_file: Optional[str | Path] = None,
-    layout: str = "auto",
-    checksums: Optional[Mapping[str, str]] = None,
-    source: Optional[str] = None,
-) -> IngestResult:
-    """Validate the raw splits in ``raw_dir`` and write the Parquet dataset to ``out_dir`` atomically.
+@dataclass(frozen=True)
+class IngestOptions:
+    """What :func:`ingest` reads besides the raw folder (:func:`dataset_options`: a ``datasets`` entry's).
 
-    Args:
-        raw_dir: folder in one of the layouts of the module docstring.
-        out_dir: output folder; replaced as a whole only when everything is valid.
+    Attributes:
         time_step: raw units per step (days, or minutes for times of day); None infers it (gcd of
             timestamp differences).
         dataset: name recorded in meta.json (default: the folder's name).
@@ -639,10 +629,29 @@ def ingest(
         checksums: raw file name -> ``sha256:<hex>`` or ``git-sha1:<hex>`` (a published release's,
             :mod:`raptor.registry`); each listed file must be there and match.
         source: where the files are published (named when they are missing or differ).
+    """
+
+    time_step: Optional[int] = None
+    dataset: Optional[str] = None
+    sums_file: Optional[str | Path] = None
+    layout: str = "auto"
+    checksums: Optional[Mapping[str, str]] = None
+    source: Optional[str] = None
+
+
+def ingest(raw_dir: str | Path, out_dir: str | Path, options: IngestOptions = IngestOptions()) -> IngestResult:
+    """Validate the raw splits in ``raw_dir`` and write the Parquet dataset to ``out_dir`` atomically.
+
+    Args:
+        raw_dir: folder in one of the layouts of the module docstring.
+        out_dir: output folder; replaced as a whole only when everything is valid.
+        options: :class:`IngestOptions` (time step, name, checksums, layout, source).
 
     Raises:
         IngestError: on any invalid input; nothing is written then.
     """
+    time_step, dataset, sums_file = options.time_step, options.dataset, options.sums_file
+    layout, checksums, source = options.layout, options.checksums, options.source
     started = _time.perf_counter()
     raw_dir = Path(raw_dir)
     require_raw_files(dataset or raw_dir.name, raw_dir, checksums or {}, source)
@@ -734,16 +743,18 @@ def ingest(
     )
 
 
-def dataset_options(name: Optional[str], d) -> dict:
-    """The keyword arguments of :func:`ingest` that a ``datasets`` entry (a
-    :class:`raptor.config.DatasetConfig`, registry defaults merged) sets."""
-    return dict(time_step=d.time_step, dataset=name, layout=d.layout, checksums=dict(d.checksums), source=d.source)
+def dataset_options(name: Optional[str], d) -> IngestOptions:
+    """The :class:`IngestOptions` that a ``datasets`` entry (a :class:`raptor.config.DatasetConfig`,
+    registry defaults merged) sets."""
+    return IngestOptions(time_step=d.time_step, dataset=name, layout=d.layout, checksums=dict(d.checksums),
+                         source=d.source)
 
 
-def ingest_from_url(url: str, sha256: str, out_dir: str | Path, **kwargs) -> IngestResult:
+def ingest_from_url(url: str, sha256: str, out_dir: str | Path,
+                    options: IngestOptions = IngestOptions()) -> IngestResult:
     """Fetch an archive, check its SHA-256, and ingest the folder in it that holds the splits."""
     if not sha256:
         raise IngestError("--url needs --sha256: downloaded data is always checked")
     with tempfile.TemporaryDirectory(prefix="raptor-fetch-") as work:
         raw_dir = fetch_archive(url, sha256, Path(work))
-        return ingest(raw_dir, out_dir, **kwargs)
+        return ingest(raw_dir, out_dir, options)

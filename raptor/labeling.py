@@ -657,6 +657,55 @@ def _check_pairs(graph: TemporalGraph, targets: np.ndarray, times: np.ndarray) -
     return (key // stride).astype(ID_DTYPE), (key % stride).astype(ID_DTYPE)
 
 
+@dataclass(frozen=True)
+class ChunkOptions:
+    """How :func:`iter_label_chunks` / :func:`compute_labels` run; none of it changes the table.
+
+    ``pairs_per_chunk``: pairs per computed chunk (default: from the pair count and the workers);
+    ``progress(n)``: called with the pairs finished per chunk; ``adjacency``: the graph's
+    :class:`InAdjacency` if already built; ``kernel`` (fast implementation): ``"auto"`` (specialised
+    kernels for K <= 3, depth-first otherwise) or ``"dfs"`` (the general depth-first kernel for any K;
+    a cross-check in tests)."""
+
+    pairs_per_chunk: Optional[int] = None
+    progress: Optional[Callable[[int], None]] = None
+    adjacency: Optional[InAdjacency] = None
+    kernel: str = "auto"
+
+
+@dataclass(frozen=True)
+class WriteOptions:
+    """How :func:`write_labels` / :func:`write_label_part` write; none of it changes the table.
+
+    ``progress(n)``: called with the pairs finished per chunk; ``compression_level``: zstd level of
+    ``labels.parquet``; ``extra_summary``: more keys for ``summary.json`` (:func:`write_labels`);
+    ``input_hash``: the hash of the inputs a part is labeled from (:func:`write_label_part`: a part
+    already there is kept only when it matches)."""
+
+    progress: Optional[Callable[[int], None]] = None
+    compression_level: int = 1
+    extra_summary: Optional[dict] = None
+    input_hash: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class ActionCandidates:
+    """The candidate actions :func:`action_labels` labels, ``[B, A]`` each, and the agent's entity.
+
+    ``entity``, ``time``: int ``[B, A]``. ``is_stop``: bool ``[B, A]``; or give ``relation``
+    ``[B, A]`` and ``num_relations`` (STOP is relation ``2R``, padding ``2R + 1``). ``mask``: optional
+    bool ``[B, A]``, False = padding (entities outside ``[0, E)`` are padding as well).
+    ``current_entity``: int ``[B]``, the agent's entity (needed for STOP)."""
+
+    entity: Any
+    time: Any
+    is_stop: Any = None
+    relation: Any = None
+    num_relations: Optional[int] = None
+    mask: Any = None
+    current_entity: Any = None
+
+
 def _chunks_by_target(targets: np.ndarray, pairs_per_chunk: int) -> list[tuple[int, int]]:
     """Split sorted pairs into ``[lo, hi)`` ranges that never split a target."""
     n = len(targets)
@@ -678,27 +727,24 @@ def iter_label_chunks(
     query_times: np.ndarray,
     *,
     max_path_length: int,
-    max_in_edges: Optional[int] = 200,
-    strict_history: bool = True,
-    implementation: str = "fast",
-    workers: int = 0,
-    pairs_per_chunk: Optional[int] = None,
-    progress: Optional[Callable[[int], None]] = None,
-    adjacency: Optional[InAdjacency] = None,
-    kernel: str = "auto",
-    visited: str = VISITED_TARGET,
+    config: LabelingConfig = LabelingConfig(),
+    options: ChunkOptions = ChunkOptions(),
 ) -> Iterator[LabelChunk]:
     """Label the distinct pairs ``(targets[i], query_times[i])``; yield chunks in sorted order.
 
+    ``config``: ``max_in_edges``, ``strict_history``, ``implementation``, ``workers`` and
+    ``visited`` (``partitions`` is not read here); ``options``: :class:`ChunkOptions`.
     Pairs are deduplicated and sorted by ``(target, query_time)``; rows inside a pair are sorted by
-    ``(entity, hops)``. ``progress(n)`` is called with the number of pairs finished per chunk.
+    ``(entity, hops)``. ``options.progress(n)`` is called with the number of pairs finished per chunk.
     At most ``2 * workers`` chunks are in flight, so memory stays bounded on large datasets.
-    ``kernel`` (fast implementation): ``"auto"`` (specialised kernels for K <= 3, depth-first
-    otherwise) or ``"dfs"`` (the general depth-first kernel for any K; a cross-check in tests).
     ``visited = "target_and_subject"``: the same rows, plus the ``via`` columns
     (:func:`reference_labels_via`) from which :func:`action_labels` derives, per query, the labels
     of Algorithm 1 with the visited set ``{o_q, e_q}``; only for ``max_path_length <= 3``.
     """
+    max_in_edges, strict_history, visited = config.max_in_edges, config.strict_history, config.visited
+    implementation, workers = config.implementation, config.workers
+    pairs_per_chunk, progress = options.pairs_per_chunk, options.progress
+    adjacency, kernel = options.adjacency, options.kernel
     if max_path_length < 1:
         raise ValueError(f"max_path_length must be >= 1, got {max_path_length}")
     check_visited(visited, max_path_length)
@@ -986,33 +1032,20 @@ def compute_labels(
     query_times: np.ndarray,
     *,
     max_path_length: int,
-    max_in_edges: Optional[int] = 200,
-    strict_history: bool = True,
-    implementation: str = "fast",
-    workers: int = 0,
-    visited: str = VISITED_TARGET,
-    **kwargs: Any,
+    config: LabelingConfig = LabelingConfig(),
+    options: ChunkOptions = ChunkOptions(),
 ) -> LabelTable:
-    """All labels in memory (small graphs, tests). Large datasets: :func:`write_labels`."""
-    chunks = iter_label_chunks(
-        graph,
-        targets,
-        query_times,
-        max_path_length=max_path_length,
-        max_in_edges=max_in_edges,
-        strict_history=strict_history,
-        implementation=implementation,
-        workers=workers,
-        visited=visited,
-        **kwargs,
-    )
+    """All labels in memory (small graphs, tests). Large datasets: :func:`write_labels`.
+    ``config`` and ``options``: as in :func:`iter_label_chunks`."""
+    chunks = iter_label_chunks(graph, targets, query_times, max_path_length=max_path_length, config=config,
+                               options=options)
     return table_from_chunks(
         chunks,
         num_entities=graph.num_entities,
         max_path_length=max_path_length,
-        strict_history=strict_history,
-        max_in_edges=max_in_edges,
-        visited=visited,
+        strict_history=config.strict_history,
+        max_in_edges=config.max_in_edges,
+        visited=config.visited,
     )
 
 
@@ -1067,15 +1100,9 @@ def action_labels(
     targets,
     query_times,
     step,
-    cand_entity,
-    cand_time,
-    cand_is_stop=None,
-    current_entity=None,
+    candidates: ActionCandidates,
     K: Optional[int] = None,
     *,
-    cand_relation=None,
-    num_relations: Optional[int] = None,
-    cand_mask=None,
     query_subject=None,
 ) -> np.ndarray:
     """Reachability labels ``y[B, A]`` (uint8 0/1) of the candidate actions at step ``k``.
@@ -1094,16 +1121,14 @@ def action_labels(
         table: the :class:`LabelTable`.
         targets, query_times: int ``[B]``, the query's answer ``o_q`` and time ``t_q``.
         step: ``k`` as an int or int ``[B]`` (0-based number of actions already taken).
-        cand_entity, cand_time: int ``[B, A]``.
-        cand_is_stop: bool ``[B, A]``; or give ``cand_relation`` ``[B, A]`` and ``num_relations``
-            (STOP is relation ``2R``, padding ``2R + 1``).
-        current_entity: int ``[B]``, the agent's entity (needed for STOP).
+        candidates: the :class:`ActionCandidates` (entity, time, STOP, mask, the agent's entity).
         K: the maximum path length (default: the table's).
-        cand_mask: optional bool ``[B, A]``, False = padding. Entities outside ``[0, E)`` are
-            padding as well.
         query_subject: int ``[B]``, the query's subject ``e_q`` (used by tables with via columns).
     """
     K = table.max_path_length if K is None else int(K)
+    cand_entity, cand_time, cand_is_stop = candidates.entity, candidates.time, candidates.is_stop
+    cand_relation, num_relations, cand_mask = candidates.relation, candidates.num_relations, candidates.mask
+    current_entity = candidates.current_entity
     ce = np.asarray(cand_entity, dtype=np.int64)
     if ce.ndim != 2:
         raise ValueError(f"cand_entity must be [B, A], got shape {ce.shape}")
@@ -1210,11 +1235,10 @@ def write_labels(
     *,
     max_path_length: int,
     config: LabelingConfig = LabelingConfig(),
-    progress: Optional[Callable[[int], None]] = None,
-    compression_level: int = 1,
-    extra_summary: Optional[dict] = None,
+    options: WriteOptions = WriteOptions(),
 ) -> dict:
-    """Label the pairs and write ``out_dir`` atomically; returns the summary.
+    """Label the pairs and write ``out_dir`` atomically; returns the summary (``options``:
+    :class:`WriteOptions`; its ``input_hash`` is not read here).
 
     Layout of ``out_dir``:
 
@@ -1232,6 +1256,7 @@ def write_labels(
     ``format_version`` 2; otherwise the files are those of format 1.
     """
     t0 = _time.perf_counter()
+    compression_level, extra_summary = options.compression_level, options.extra_summary
     out_dir = Path(out_dir)
     mode = "exact" if config.max_in_edges is None else f"top{config.max_in_edges}"
     track = config.visited == VISITED_SUBJECT
@@ -1243,18 +1268,8 @@ def write_labels(
     with atomic_dir(out_dir) as tmp:
         writer = _parquet_writer(tmp / LABELS_FILE, schema, compression_level)
         try:
-            for ch in iter_label_chunks(
-                graph,
-                targets,
-                query_times,
-                max_path_length=max_path_length,
-                max_in_edges=config.max_in_edges,
-                strict_history=config.strict_history,
-                implementation=config.implementation,
-                workers=config.workers,
-                progress=progress,
-                visited=config.visited,
-            ):
+            for ch in iter_label_chunks(graph, targets, query_times, max_path_length=max_path_length, config=config,
+                                        options=ChunkOptions(progress=options.progress)):
                 pair_t.append(ch.pair_target)
                 pair_q.append(ch.pair_time)
                 pair_c.append(ch.counts)
@@ -1456,22 +1471,23 @@ def _part_settings(summary: dict) -> dict:
 def write_label_part(
     staging_dir: str | Path,
     part: int,
-    num_parts: int,
     graph: TemporalGraph,
-    targets: np.ndarray,
-    query_times: np.ndarray,
+    pairs: tuple[np.ndarray, np.ndarray],
     *,
     max_path_length: int,
     config: LabelingConfig = LabelingConfig(),
-    input_hash: Optional[str] = None,
-    progress: Optional[Callable[[int], None]] = None,
+    options: WriteOptions = WriteOptions(),
 ) -> dict:
-    """Label part ``part`` of ``num_parts`` (the pairs whose target is in its
-    :func:`part_target_ranges` range) into ``staging_dir/part-NNNNN``, atomically; returns its summary.
+    """Label part ``part`` of ``num_parts = config.partitions`` (the pairs ``(targets, query_times)``,
+    as :func:`label_pairs` gives them, whose target is in its :func:`part_target_ranges` range) into
+    ``staging_dir/part-NNNNN``, atomically; returns its summary.
 
-    A part already there with the same settings and ``input_hash`` is kept (an interrupted
-    partitioned run resumes), any other is replaced.
+    A part already there with the same settings and ``options.input_hash`` is kept (an interrupted
+    partitioned run resumes), any other is replaced. ``options.extra_summary`` is not read: a part's
+    summary records its range and input instead.
     """
+    num_parts, input_hash = config.partitions, options.input_hash
+    targets, query_times = pairs
     if not 0 <= part < num_parts:
         raise ValueError(f"part must be in [0, {num_parts}), got {part}")
     lo, hi = part_target_ranges(targets, graph.num_entities, num_parts)[part]
@@ -1489,7 +1505,9 @@ def write_label_part(
             return have
     mask = (np.asarray(targets) >= lo) & (np.asarray(targets) < hi)
     return write_labels(out, graph, np.asarray(targets)[mask], np.asarray(query_times)[mask],
-                        max_path_length=max_path_length, config=config, progress=progress, extra_summary=extra)
+                        max_path_length=max_path_length, config=config,
+                        options=WriteOptions(progress=options.progress, compression_level=options.compression_level,
+                                             extra_summary=extra))
 
 
 def merge_label_parts(staging_dir: str | Path, out_dir: str | Path, num_parts: int,
@@ -1618,9 +1636,10 @@ def label_part(
     meta, graph, targets, times = _label_inputs(data_dir, graph_path)
     bar = _progress(show_progress, len(targets), f"labeling part {part}")
     try:
-        return write_label_part(staging_dir_of(out_dir), part, config.partitions, graph, targets, times,
-                                max_path_length=max_path_length, config=config, input_hash=content_hash(data_dir),
-                                progress=bar.update if bar is not None else None)
+        return write_label_part(staging_dir_of(out_dir), part, graph, (targets, times),
+                                max_path_length=max_path_length, config=config,
+                                options=WriteOptions(progress=bar.update if bar is not None else None,
+                                                     input_hash=content_hash(data_dir)))
     finally:
         if bar is not None:
             bar.close()
@@ -1670,8 +1689,8 @@ def label_dataset(
             times,
             max_path_length=max_path_length,
             config=config,
-            progress=bar.update if bar is not None else None,
-            extra_summary={"dataset": meta.get("dataset"), "data_dir": str(data_dir)},
+            options=WriteOptions(progress=bar.update if bar is not None else None,
+                                 extra_summary={"dataset": meta.get("dataset"), "data_dir": str(data_dir)}),
         )
     finally:
         if bar is not None:

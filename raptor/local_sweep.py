@@ -15,6 +15,7 @@ from __future__ import annotations
 import multiprocessing
 import time
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional, Sequence
 
@@ -111,12 +112,25 @@ def select(plan: Plan, arms: Optional[Iterable[str]]) -> tuple[list[TrainJob], l
     return train, pre, labels
 
 
-def run_plan(plan: Plan, data_dir: str, graph_path: str, results: str, *, jobs: int = 1, num_threads: int = 1,
-             arms: Optional[Iterable[str]] = None, progress: bool = True, log: Log = print) -> dict[str, Any]:
+@dataclass(frozen=True)
+class LocalOptions:
+    """How :func:`run_plan` runs a plan here (none of it changes a run's results): ``jobs``: runs at
+    a time; ``num_threads``: torch threads of each; ``progress``: progress bars; ``log``: where the
+    step messages go."""
+
+    jobs: int = 1
+    num_threads: int = 1
+    progress: bool = True
+    log: Log = print
+
+
+def run_plan(plan: Plan, data_dir: str, graph_path: str, results: str, *, arms: Optional[Iterable[str]] = None,
+             options: LocalOptions = LocalOptions()) -> dict[str, Any]:
     """Run ``plan`` (or the jobs of ``arms`` only) and write the results table from the records in
-    ``results`` (:func:`raptor.sweep.write_results`); returns it. ``jobs``: runs at a time;
-    ``num_threads``: torch threads of each."""
+    ``results`` (:func:`raptor.sweep.write_results`); returns it (``options``: :class:`LocalOptions`)."""
     from .labeling import label_dataset
+
+    jobs, num_threads, progress, log = options.jobs, options.num_threads, options.progress, options.log
 
     train, pre, labels = select(plan, arms)
     for job in labels:  # labeling uses every core itself

@@ -269,7 +269,10 @@ class _ActionScores(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, s_e, ent_t, g_rel, g_time, ent, rel, dt, mask):
+    def forward(ctx, s_e, ent_t, g_rel, g_time, index):
+        """``index``: the tuple ``(ent, rel, dt, mask)`` of ``[B, A]`` candidate tensors (integer and
+        bool: no gradient)."""
+        ent, rel, dt, mask = index
         dtype = ent_t.dtype
         s_ = s_e.detach().to(dtype).contiguous()
         et = ent_t.detach().contiguous()
@@ -314,7 +317,7 @@ class _ActionScores(torch.autograd.Function):
             _action_scores_bwd_s(*args_s)
             _action_scores_bwd_table(*args_t)
         d_table = None if (direct or not ctx.needs_input_grad[1]) else de.to(table.dtype)
-        return ds.to(dtype_s), d_table, dgr.to(dtype_r), dgt.to(dtype_t), None, None, None, None
+        return ds.to(dtype_s), d_table, dgr.to(dtype_r), dgt.to(dtype_t), None
 
 
 # ------------------------------------------------------------------------------------------------
@@ -591,7 +594,7 @@ class Policy(nn.Module):
                 mask = torch.ones(entity.shape, dtype=torch.bool)
             g_rel = s_r @ Rl.to(s_r.dtype).t()  # [B, 2R+2]
             g_time = s_t @ table.to(s_t.dtype).t()  # [B, T]
-            return _ActionScores.apply(s_e, E, g_rel, g_time, entity, relation, dt, mask)
+            return _ActionScores.apply(s_e, E, g_rel, g_time, (entity, relation, dt, mask))
         z = gather_dot(s_e, E, entity)
         z = z + (s_r @ Rl.to(s_r.dtype).t()).float().gather(1, relation)
         z = z + (s_t @ table.to(s_t.dtype).t()).float().gather(1, dt)
@@ -659,8 +662,11 @@ class Policy(nn.Module):
         out["critic_q"] = pre["critic_q"][rows]
         return out
 
-    def forward(self, query_entity, query_relation, h, step, entity, relation, dt, mask=None):
-        """Logits ``[B, A]`` and values ``[B]`` of one step (critic input detached, see docs/agent.md)."""
+    def forward(self, query_entity, query_relation, h, step, candidates):
+        """Logits ``[B, A]`` and values ``[B]`` of one step (critic input detached, see docs/agent.md).
+        ``candidates``: the step's candidate tensors ``entity``, ``relation``, ``dt``, ``mask``
+        (:class:`raptor.rollout.CandidateTensors`; ``mask`` may be None)."""
         u = self.state_input(self.query_embedding(query_entity, query_relation), h, step)
-        z = self.candidate_logits(self.actor(u), entity, relation, dt, mask)
+        c = candidates
+        z = self.candidate_logits(self.actor(u), c.entity, c.relation, c.dt, c.mask)
         return z, self.critic(self._critic_input(u))

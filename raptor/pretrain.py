@@ -42,7 +42,7 @@ from .agents import AGENT_KEY
 from .config import PretrainConfig
 from .env import TemporalEnv
 from .io import atomic_write_json
-from .labeling import LabelTable, PartitionedLabels, action_labels
+from .labeling import ActionCandidates, LabelTable, PartitionedLabels, action_labels
 from .loop import Phase, run_epochs
 from .policy import Policy
 from .checkpoints import model_meta, save_model
@@ -100,9 +100,10 @@ def pretrain_batch(
         ct = candidate_tensors(state, cands, device)
         z, _ = score_candidates(policy, state, ct, hc[0], q, critic=False)
         y_np = action_labels(
-            table, state.answer, state.query_time, k, cands.entity, cands.time,
-            current_entity=state.entity, cand_relation=cands.relation,
-            num_relations=env.num_relations, cand_mask=cands.mask, query_subject=state.query_entity,
+            table, state.answer, state.query_time, k,
+            ActionCandidates(cands.entity, cands.time, relation=cands.relation, num_relations=env.num_relations,
+                             mask=cands.mask, current_entity=state.entity),
+            query_subject=state.query_entity,
         )
         y = torch.from_numpy(y_np).to(device)
         total = total + reachability_bce(z, y, ct.mask).mean()

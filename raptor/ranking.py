@@ -477,16 +477,14 @@ def sorted_candidates(cand_entity, cand_score) -> tuple[np.ndarray, np.ndarray, 
 
 def write_predictions(
     path: str | Path,
-    subject,
-    relation,
-    object,
-    time,
+    queries,
     cand_entity,
     cand_score,
     rank,
     best_path: Mapping | None = None,
 ) -> None:
-    """Write ``predictions.parquet`` atomically, one row per query.
+    """Write ``predictions.parquet`` atomically, one row per query of the int ``[Q, 4]`` ``queries``
+    ``(subject, relation, object, time)``.
 
     Columns: int32 ``subject``, ``relation`` (inverse queries as ``relation + R``), ``object``
     (the gold), ``time``; ``candidates`` list<int32> (every reached entity, by descending score,
@@ -500,12 +498,12 @@ def write_predictions(
     if ent.ndim != 2 or sc.shape != ent.shape:
         raise ValueError(f"cand_entity/cand_score must be 2-D of equal shape, got {ent.shape}, {sc.shape}")
     q = ent.shape[0]
+    qs = np.asarray(queries)
+    if qs.shape != (q, 4):
+        raise ValueError(f"queries (subject, relation, object, time) must have shape ({q}, 4), got {qs.shape}")
     cols = {}
-    for name, v in (("subject", subject), ("relation", relation), ("object", object), ("time", time)):
-        a = np.asarray(v)
-        if a.shape != (q,):
-            raise ValueError(f"{name} must have shape ({q},), got {a.shape}")
-        cols[name] = pa.array(a.astype(ID_DTYPE), type=pa.int32())
+    for i, name in enumerate(("subject", "relation", "object", "time")):
+        cols[name] = pa.array(qs[:, i].astype(ID_DTYPE), type=pa.int32())
     rank = np.asarray(rank, dtype=np.float64)
     if rank.shape != (q,):
         raise ValueError(f"rank must have shape ({q},), got {rank.shape}")

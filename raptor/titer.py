@@ -425,9 +425,8 @@ class DirichletFit:
         np.savez(path, alpha=self.alpha, fitted=self.fitted, rounds=self.rounds, seconds=self.seconds)
 
 
-def fit_dirichlet(stats: DirichletStatistics, tol: float = 1.0e-7, maxiter: int = 100,
-                  inner_maxiter: int = 1000, ipsi_tol: float = 1.48e-9, ipsi_maxiter: int = 10,
-                  workers: Optional[int] = None, cycle_window: int = 32) -> DirichletFit:
+def fit_dirichlet(stats: DirichletStatistics, cfg: TITerConfig = TITerConfig(), workers: Optional[int] = None,
+                  cycle_window: int = 32) -> DirichletFit:
     """TITer's maximum-likelihood Dirichlet fit (``dirichlet.mle(D, method="meanprecision")``, a port
     of Minka's fastfit) of every relation, compiled and in parallel over relations.
 
@@ -435,9 +434,11 @@ def fit_dirichlet(stats: DirichletStatistics, tol: float = 1.0e-7, maxiter: int 
     E2[0]) / (E2[0] - E[0]^2 + 1e-9) * E``, with its fixes for a sum ``<= 0``), then up to
     ``maxiter`` rounds of ``_fit_s`` (precision by Newton steps, up to ``inner_maxiter``) and
     ``_fit_m`` (mean by Minka's fixed point with the inverse digamma ``_ipsi``, up to
-    ``inner_maxiter``), stopping when the log-likelihood moves by less than ``tol``. Defaults are
-    TITer's (``mle_dirichlet.py --tol 1e-7 --maxiter 100``). Only the digamma and trigamma are
-    ours (scipy's ufuncs cannot run in numba): same values to ~1e-15.
+    ``inner_maxiter``), stopping when the log-likelihood moves by less than ``tol``. The tolerances
+    and caps are ``cfg``'s (``dirichlet_tol``, ``dirichlet_maxiter``, ``dirichlet_inner_maxiter``,
+    ``ipsi_tol``, ``ipsi_maxiter``); the defaults are TITer's (``mle_dirichlet.py --tol 1e-7
+    --maxiter 100``). Only the digamma and trigamma are ours (scipy's ufuncs cannot run in numba):
+    same values to ~1e-15.
 
     Why this is not TITer's minutes: TITer fits count vectors, not proportions, and for 127 of
     ICEWS14's 452 relations ``sum_j exp(mean log D_j) > 1``, where the likelihood has no maximum (it
@@ -454,6 +455,8 @@ def fit_dirichlet(stats: DirichletStatistics, tol: float = 1.0e-7, maxiter: int 
     from concurrent.futures import ThreadPoolExecutor
 
     t0 = time.perf_counter()
+    tol, maxiter, inner_maxiter = cfg.dirichlet_tol, cfg.dirichlet_maxiter, cfg.dirichlet_inner_maxiter
+    ipsi_tol, ipsi_maxiter = cfg.ipsi_tol, cfg.ipsi_maxiter
     n_rel, k = stats.mean_log.shape
     alpha = np.full((n_rel, k), np.nan)
     rounds = np.zeros(n_rel, dtype=np.int64)
@@ -486,8 +489,7 @@ def fit_time_prior(train_queries: np.ndarray, num_entities: int, num_relations: 
     """Statistics and fit with ``cfg``'s settings (what ``mle_dirichlet.py`` computes offline)."""
     t0 = time.perf_counter()
     stats = dirichlet_statistics(train_queries, num_entities, num_relations, cfg.dirichlet_k, cfg.dirichlet_eps)
-    fit = fit_dirichlet(stats, cfg.dirichlet_tol, cfg.dirichlet_maxiter, cfg.dirichlet_inner_maxiter,
-                        cfg.ipsi_tol, cfg.ipsi_maxiter)
+    fit = fit_dirichlet(stats, cfg)
     fit = DirichletFit(fit.alpha, fit.fitted, fit.rounds, time.perf_counter() - t0)
     log.info("TITer Dirichlet time prior: %d relations fitted in %.2f s", int(fit.fitted.sum()), fit.seconds)
     return fit

@@ -6,13 +6,13 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from raptor.graph import build_graph
-from raptor.ingest import IngestResult, ingest, ingest_from_url
+from raptor.ingest import IngestOptions, IngestResult, ingest, ingest_from_url
 
 
 @task(name="ingest", cache_policy=NO_CACHE)
-def ingest_task(raw_dir: str, out_dir: str, options: dict) -> IngestResult:
+def ingest_task(raw_dir: str, out_dir: str, options: IngestOptions) -> IngestResult:
     """``options``: :func:`raptor.ingest.dataset_options` of the dataset."""
-    return ingest(raw_dir, out_dir, **options)
+    return ingest(raw_dir, out_dir, options)
 
 
 def retry_on_io_errors(task, task_run, state) -> bool:
@@ -24,8 +24,8 @@ def retry_on_io_errors(task, task_run, state) -> bool:
 # Downloads can fail transiently; validation errors cannot, and are not retried.
 @task(name="ingest-from-url", cache_policy=NO_CACHE, retries=3, retry_delay_seconds=[5, 30, 120],
       retry_condition_fn=retry_on_io_errors)
-def ingest_url_task(url: str, sha256: str, out_dir: str, options: dict) -> IngestResult:
-    return ingest_from_url(url, sha256, out_dir, **options)
+def ingest_url_task(url: str, sha256: str, out_dir: str, options: IngestOptions) -> IngestResult:
+    return ingest_from_url(url, sha256, out_dir, options)
 
 
 @task(name="graph", cache_policy=NO_CACHE)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from raptor.beam import aggregate_scores, beam_search, explain, search_beams
+from raptor.beam import SearchOptions, aggregate_scores, beam_search, explain, search_beams
 from raptor.config import EnvConfig, EvalConfig, ModelConfig
 from raptor.env import TemporalEnv
 from raptor.graph import TemporalGraph
@@ -67,7 +67,7 @@ def tiny_setup(seed, K=2, n=25, E=7, R=2, T=6, max_actions=4, walk="forward"):
 @pytest.mark.parametrize("walk", ["forward", "backward"])
 def test_beam_search_is_exact_when_beam_exceeds_paths(seed, K, rule, walk):
     env, policy, queries = tiny_setup(seed, K=K, walk=walk)
-    res = beam_search(policy, env, queries, EvalConfig(beam_size=400, score_rule=rule), chunk_size=4)
+    res = beam_search(policy, env, queries, EvalConfig(beam_size=400, score_rule=rule), SearchOptions(chunk_size=4))
     for i, q in enumerate(queries):
         paths = enumerate_paths(policy, env, q)
         assert len(paths) <= 400
@@ -93,8 +93,8 @@ def test_beam_search_is_exact_when_beam_exceeds_paths(seed, K, rule, walk):
 def test_small_beam_keeps_top_paths_and_chunking_is_invariant():
     env, policy, queries = tiny_setup(5, K=3, n=40)
     cfg = EvalConfig(beam_size=3)
-    a = beam_search(policy, env, queries, cfg, chunk_size=1)
-    b = beam_search(policy, env, queries, cfg, chunk_size=6)
+    a = beam_search(policy, env, queries, cfg, SearchOptions(chunk_size=1))
+    b = beam_search(policy, env, queries, cfg, SearchOptions(chunk_size=6))
     np.testing.assert_array_equal(a.cand_entity, b.cand_entity)
     np.testing.assert_allclose(a.cand_score, b.cand_score, atol=1e-5)
     assert a.cand_entity.shape == (6, 3)
@@ -182,7 +182,7 @@ def test_small_beam_against_the_naive_beam_search(seed, K, rule, expansions, wal
     entities of the naive search's final paths, merged by the score rule, with the same scores."""
     env, policy, queries = tiny_setup(seed, K=K, n=40, walk=walk)
     res = beam_search(policy, env, queries, EvalConfig(beam_size=3, score_rule=rule, rank_last_expansions=expansions),
-                      chunk_size=4)
+                      SearchOptions(chunk_size=4))
     compared = 0
     for i, q in enumerate(queries):
         paths, near_tie = reference_beam(policy, env, q, 3, expansions)

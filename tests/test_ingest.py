@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from raptor.data import load_dataset
-from raptor.ingest import IngestError, infer_time_step, ingest, ingest_from_url
+from raptor.ingest import IngestError, IngestOptions, infer_time_step, ingest, ingest_from_url
 from raptor.io import sha256_file
 
 from conftest import TINY_SPLITS, write_raw_dataset
@@ -42,7 +42,7 @@ def test_ingest_hours_crlf_and_fifth_column(tmp_path):
 
 def test_explicit_time_step_must_divide(tiny_raw, tmp_path):
     with pytest.raises(IngestError, match="not a multiple of time_step 2"):
-        ingest(tiny_raw, tmp_path / "out", time_step=2)
+        ingest(tiny_raw, tmp_path / "out", IngestOptions(time_step=2))
     assert not (tmp_path / "out").exists()
 
 
@@ -230,7 +230,7 @@ def test_integer_splits_without_dictionaries_are_ambiguous(tiny_raw, tmp_path):
     _assert_refused(tiny_raw, tmp_path / "out",
                     r"train\.txt, line 1: integer ids .* no entity2id\.txt or relation2id\.txt .*--layout names")
     # Said explicitly, the numbers are names.
-    ingest(tiny_raw, tmp_path / "out", layout="names")
+    ingest(tiny_raw, tmp_path / "out", IngestOptions(layout="names"))
     ds = load_dataset(tmp_path / "out")
     assert ds.meta["layout"] == "names" and "0" in ds.entity_names
 
@@ -248,7 +248,7 @@ def test_names_layout_refusals(tmp_path):
     raw = _write(tmp_path / "e", {"train.txt": "A\t\tB\t2014-01-01\n", **good})
     _assert_refused(raw, tmp_path / "out", r"e/train\.txt, line 1: empty relation name")
     with pytest.raises(IngestError, match="unknown layout 'csv'"):
-        ingest(raw, tmp_path / "out", layout="csv")
+        ingest(raw, tmp_path / "out", IngestOptions(layout="csv"))
 
 
 def test_ingest_command_layout_option(tiny_raw, tmp_path, capsys):
@@ -329,10 +329,10 @@ def test_tar_archives_are_extracted_without_escaping_the_folder(tmp_path, use_fi
 MESSAGE_LIMIT = 1000
 
 
-def _refused_in_one_line(raw, out, **kwargs) -> str:
+def _refused_in_one_line(raw, out) -> str:
     """The IngestError message of ``ingest(raw, out)``: one short line, and nothing written."""
     with pytest.raises(IngestError) as err:
-        ingest(raw, out, **kwargs)
+        ingest(raw, out)
     message = str(err.value)
     assert "\n" not in message and len(message) < MESSAGE_LIMIT, message[:MESSAGE_LIMIT]
     assert not out.exists(), "a refused ingest must not write anything"

@@ -17,6 +17,26 @@ from raptor.graph import TemporalGraph
 ROOT = Path(__file__).resolve().parents[1]
 SETTINGS = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
+_H = L.WriteOptions(input_hash="h")
+_CONFIG_FIELDS = ("max_in_edges", "strict_history", "implementation", "workers", "visited")
+
+
+def _compute(graph, targets, query_times, *, max_path_length, **kw):
+    """:func:`L.compute_labels` with the settings as flat keywords (``LabelingConfig`` fields and
+    ``ChunkOptions`` fields), as the tests write them."""
+    config = LabelingConfig(**{k: kw.pop(k) for k in _CONFIG_FIELDS if k in kw})
+    return L.compute_labels(graph, targets, query_times, max_path_length=max_path_length, config=config,
+                            options=L.ChunkOptions(**kw))
+
+
+def _action(table, targets, query_times, step, cand_entity, cand_time, cand_is_stop=None, current_entity=None,
+            K=None, *, cand_relation=None, num_relations=None, cand_mask=None, query_subject=None):
+    """:func:`L.action_labels` with the candidates as separate arrays, as the tests write them."""
+    cands = L.ActionCandidates(cand_entity, cand_time, is_stop=cand_is_stop, relation=cand_relation,
+                               num_relations=num_relations, mask=cand_mask, current_entity=current_entity)
+    return L.action_labels(table, targets, query_times, step, cands, K, query_subject=query_subject)
+
+
 
 # ------------------------------------------------------------------------------------------------
 # Brute force: forward enumeration of temporal simple paths (independent of both implementations)
@@ -68,7 +88,7 @@ def _graph(e, quads):
 def _table(graph, pairs, **kw):
     tg = np.array([p[0] for p in pairs])
     tq = np.array([p[1] for p in pairs])
-    return L.compute_labels(graph, tg, tq, **kw).to_dict()
+    return _compute(graph, tg, tq, **kw).to_dict()
 
 
 # ------------------------------------------------------------------------------------------------
@@ -192,7 +212,7 @@ def test_label_pairs_both_directions():
 
 @pytest.fixture(scope="module")
 def hand_table(hand_graph):
-    return L.compute_labels(hand_graph, [0, 1], [10, 10], max_path_length=3, max_in_edges=None)
+    return _compute(hand_graph, [0, 1], [10, 10], max_path_length=3, max_in_edges=None)
 
 
 def test_action_labels_hand_worked(hand_table):
@@ -217,7 +237,7 @@ def test_action_labels_hand_worked(hand_table):
     mask = np.ones_like(stop)
     mask[1, 5] = False  # explicit padding of an otherwise reachable candidate
     cur = np.array([2, 0, 1])
-    y = L.action_labels(hand_table, [0, 0, 0], [10, 10, 10], [0, 1, 2], ent, tim, stop, cur, 3, cand_mask=mask)
+    y = _action(hand_table, [0, 0, 0], [10, 10, 10], [0, 1, 2], ent, tim, stop, cur, 3, cand_mask=mask)
     expected = np.array(
         [
             [1, 0, 1, 0, 1, 0, 0, 0],
@@ -232,34 +252,34 @@ def test_action_labels_hand_worked(hand_table):
     rel[:, 7] = 3
     ent2 = ent.copy()
     ent2[:, 7] = 1  # a padding relation wins even over a real entity
-    y2 = L.action_labels(hand_table, [0] * 3, [10] * 3, [0, 1, 2], ent2, tim, None, cur, cand_relation=rel,
+    y2 = _action(hand_table, [0] * 3, [10] * 3, [0, 1, 2], ent2, tim, None, cur, cand_relation=rel,
                          num_relations=1, cand_mask=mask)
     np.testing.assert_array_equal(y2, expected)
-    y0 = L.action_labels(hand_table, [0], [10], 0, ent[:1], tim[:1], stop[:1], cur[:1])
+    y0 = _action(hand_table, [0], [10], 0, ent[:1], tim[:1], stop[:1], cur[:1])
     np.testing.assert_array_equal(y0, expected[:1])
 
 
 def test_action_labels_target_time_bound(hand_graph):
-    strict = L.compute_labels(hand_graph, [0], [10], max_path_length=3, max_in_edges=None, strict_history=True)
-    loose = L.compute_labels(hand_graph, [0], [10], max_path_length=3, max_in_edges=None, strict_history=False)
+    strict = _compute(hand_graph, [0], [10], max_path_length=3, max_in_edges=None, strict_history=True)
+    loose = _compute(hand_graph, [0], [10], max_path_length=3, max_in_edges=None, strict_history=False)
     ent, tim = np.array([[0, 5]]), np.array([[10, 10]])
-    np.testing.assert_array_equal(L.action_labels(strict, [0], [10], 0, ent, tim), [[0, 0]])
-    np.testing.assert_array_equal(L.action_labels(loose, [0], [10], 0, ent, tim), [[1, 1]])
+    np.testing.assert_array_equal(_action(strict, [0], [10], 0, ent, tim), [[0, 0]])
+    np.testing.assert_array_equal(_action(loose, [0], [10], 0, ent, tim), [[1, 1]])
 
 
 def test_action_labels_errors(hand_table):
     ent = np.array([[1]])
     with pytest.raises(ValueError, match="not in the label table"):
-        L.action_labels(hand_table, [3], [10], 0, ent, ent)
+        _action(hand_table, [3], [10], 0, ent, ent)
     with pytest.raises(ValueError, match="not in the label table"):
-        L.action_labels(hand_table, [0], [11], 0, ent, ent)
+        _action(hand_table, [0], [11], 0, ent, ent)
     with pytest.raises(ValueError, match="shape"):
-        L.action_labels(hand_table, [0], [10], 0, ent, np.array([[1, 2]]))
+        _action(hand_table, [0], [10], 0, ent, np.array([[1, 2]]))
     with pytest.raises(ValueError, match="current_entity"):
-        L.action_labels(hand_table, [0], [10], 0, ent, ent, np.array([[True]]))
+        _action(hand_table, [0], [10], 0, ent, ent, np.array([[True]]))
     with pytest.raises(ValueError, match="step"):
-        L.action_labels(hand_table, [0], [10], -1, ent, ent)
-    assert L.action_labels(hand_table, [], [], 0, np.zeros((0, 4)), np.zeros((0, 4))).shape == (0, 4)
+        _action(hand_table, [0], [10], -1, ent, ent)
+    assert _action(hand_table, [], [], 0, np.zeros((0, 4)), np.zeros((0, 4))).shape == (0, 4)
 
 
 @SETTINGS
@@ -267,7 +287,7 @@ def test_action_labels_errors(hand_table):
 def test_action_labels_match_definition(tkg, k, seed):
     e, quads, pairs = tkg
     g = _graph(e, quads)
-    table = L.compute_labels(g, [p[0] for p in pairs], [p[1] for p in pairs], max_path_length=3, max_in_edges=None)
+    table = _compute(g, [p[0] for p in pairs], [p[1] for p in pairs], max_path_length=3, max_in_edges=None)
     rng = np.random.default_rng(seed)
     B, A = len(pairs), 6
     tg = np.array([p[0] for p in pairs])
@@ -276,7 +296,7 @@ def test_action_labels_match_definition(tkg, k, seed):
     tim = rng.integers(0, 7, (B, A))
     stop = rng.random((B, A)) < 0.2
     cur = rng.integers(0, e, B)
-    y = L.action_labels(table, tg, tq, k, ent, tim, stop, cur, 3)
+    y = _action(table, tg, tq, k, ent, tim, stop, cur, 3)
     for b in range(B):
         rows = table.get(int(tg[b]), int(tq[b]))
         for a in range(A):
@@ -316,7 +336,7 @@ def test_write_read_round_trip(tmp_path, max_in_edges):
     summary = L.write_labels(out, g, tg, tq, max_path_length=3, config=cfg)
     assert not (out / "stale.txt").exists()
     loaded = L.load_label_table(out)
-    direct = L.compute_labels(g, tg, tq, max_path_length=3, max_in_edges=max_in_edges, workers=1)
+    direct = _compute(g, tg, tq, max_path_length=3, max_in_edges=max_in_edges, workers=1)
     assert loaded.to_dict() == direct.to_dict()
     assert loaded.num_pairs == len(tg) == summary["pairs"] and loaded.num_rows == summary["rows"] > 0
     assert summary["mode"] == ("exact" if max_in_edges is None else "top3")
@@ -334,7 +354,7 @@ def test_write_read_round_trip(tmp_path, max_in_edges):
     # Same answers from the loaded table.
     ent = np.full((len(tg), 1), 0)
     np.testing.assert_array_equal(
-        L.action_labels(loaded, tg, tq, 0, ent, ent), L.action_labels(direct, tg, tq, 0, ent, ent)
+        _action(loaded, tg, tq, 0, ent, ent), _action(direct, tg, tq, 0, ent, ent)
     )
 
 
@@ -357,18 +377,19 @@ def test_partitioned_labels_equal_the_whole_table_and_resume(tmp_path, max_in_ed
     cfg = LabelingConfig(max_in_edges=max_in_edges, workers=1, partitions=3)
     whole = L.write_labels(tmp_path / "whole", g, tg, tq, max_path_length=3, config=cfg)
     staging, out = tmp_path / "labels.parts", tmp_path / "labels"
-    parts = [L.write_label_part(staging, i, 3, g, tg, tq, max_path_length=3, config=cfg, input_hash="h")
+    parts = [L.write_label_part(staging, i, g, (tg, tq), max_path_length=3, config=cfg, options=_H)
              for i in range(3)]
     assert sum(p["pairs"] for p in parts) == whole["pairs"] and all(p["pairs"] > 0 for p in parts)
     # A part already labeled with the same settings and input is kept; another input relabels it.
     before = (staging / "part-00001" / "labels.parquet").stat().st_mtime_ns
-    L.write_label_part(staging, 1, 3, g, tg, tq, max_path_length=3, config=cfg, input_hash="h")
+    L.write_label_part(staging, 1, g, (tg, tq), max_path_length=3, config=cfg, options=_H)
     assert (staging / "part-00001" / "labels.parquet").stat().st_mtime_ns == before
-    relabeled = L.write_label_part(staging, 1, 3, g, tg, tq, max_path_length=3, config=cfg, input_hash="other")
+    relabeled = L.write_label_part(staging, 1, g, (tg, tq), max_path_length=3, config=cfg,
+                                   options=L.WriteOptions(input_hash="other"))
     assert relabeled["input"] == "other"
     with pytest.raises(ValueError, match="different settings or inputs"):
         L.merge_label_parts(staging, out, 3)
-    L.write_label_part(staging, 1, 3, g, tg, tq, max_path_length=3, config=cfg, input_hash="h")
+    L.write_label_part(staging, 1, g, (tg, tq), max_path_length=3, config=cfg, options=_H)
     with pytest.raises(FileNotFoundError, match="part part-00003 of 4 is missing"):
         L.merge_label_parts(staging, out, 4)
     summary = L.merge_label_parts(staging, out, 3)
@@ -449,20 +470,20 @@ def test_load_errors(tmp_path):
 def test_bad_inputs():
     g, _ = _synthetic_graph()
     with pytest.raises(ValueError, match="target ids"):
-        L.compute_labels(g, [g.num_entities], [1], max_path_length=3)
+        _compute(g, [g.num_entities], [1], max_path_length=3)
     with pytest.raises(ValueError, match="query times"):
-        L.compute_labels(g, [0], [-1], max_path_length=3)
+        _compute(g, [0], [-1], max_path_length=3)
     with pytest.raises(ValueError, match="same length"):
-        L.compute_labels(g, [0, 1], [1], max_path_length=3)
+        _compute(g, [0, 1], [1], max_path_length=3)
     with pytest.raises(ValueError, match="max_path_length"):
-        L.compute_labels(g, [0], [1], max_path_length=0)
+        _compute(g, [0], [1], max_path_length=0)
     with pytest.raises(ValueError, match="max_in_edges"):
-        L.compute_labels(g, [0], [1], max_path_length=3, max_in_edges=0)
+        _compute(g, [0], [1], max_path_length=3, max_in_edges=0)
     with pytest.raises(ValueError, match="implementation"):
-        L.compute_labels(g, [0], [1], max_path_length=3, implementation="slow")
+        _compute(g, [0], [1], max_path_length=3, implementation="slow")
     with pytest.raises(ValueError, match=r"\[n, 4\]"):
         L.label_pairs(np.zeros((3, 3)))
-    assert L.compute_labels(g, [], [], max_path_length=3).num_pairs == 0
+    assert _compute(g, [], [], max_path_length=3).num_pairs == 0
 
 
 # ------------------------------------------------------------------------------------------------
@@ -560,12 +581,12 @@ def brute_force_avoiding(quads, num_entities, target, query_time, max_hops, avoi
 def _tables(g, pairs, **kw):
     """The subject-mode table of every implementation (fast specialised, fast depth-first,
     reference), as {(o, t): {(e, h): (latest, via, without_via)}}; asserts they are identical."""
-    fast = L.compute_labels(g, [p[0] for p in pairs], [p[1] for p in pairs], visited=SUBJ, workers=2,
+    fast = _compute(g, [p[0] for p in pairs], [p[1] for p in pairs], visited=SUBJ, workers=2,
                             pairs_per_chunk=1, **kw)
     d = fast.to_dict(with_via=True)
-    dfs = L.compute_labels(g, [p[0] for p in pairs], [p[1] for p in pairs], visited=SUBJ, workers=1, kernel="dfs",
+    dfs = _compute(g, [p[0] for p in pairs], [p[1] for p in pairs], visited=SUBJ, workers=1, kernel="dfs",
                            **kw)
-    ref = L.compute_labels(g, [p[0] for p in pairs], [p[1] for p in pairs], visited=SUBJ, implementation="reference",
+    ref = _compute(g, [p[0] for p in pairs], [p[1] for p in pairs], visited=SUBJ, implementation="reference",
                            **kw)
     assert dfs.to_dict(with_via=True) == d
     assert ref.to_dict(with_via=True) == d
@@ -605,8 +626,8 @@ def test_subject_mode_keeps_the_default_rows(tkg, N):
     e, quads, pairs = tkg
     g = _graph(e, quads)
     kw = dict(max_path_length=3, max_in_edges=N)
-    default = L.compute_labels(g, [p[0] for p in pairs], [p[1] for p in pairs], **kw)
-    subj = L.compute_labels(g, [p[0] for p in pairs], [p[1] for p in pairs], visited=SUBJ, **kw)
+    default = _compute(g, [p[0] for p in pairs], [p[1] for p in pairs], **kw)
+    subj = _compute(g, [p[0] for p in pairs], [p[1] for p in pairs], visited=SUBJ, **kw)
     assert default.via is None and default.visited == "target" and subj.visited == SUBJ
     for name in ("pair_target", "pair_time", "pair_ptr", "entity", "hops", "latest_time"):
         np.testing.assert_array_equal(getattr(subj, name), getattr(default, name))
@@ -618,8 +639,8 @@ def test_subject_mode_keeps_the_default_rows(tkg, N):
     tg, tq = [p[0] for p in pairs], [p[1] for p in pairs]
     ent, tim = rng.integers(0, e, (B, A)), rng.integers(0, 7, (B, A))
     subject = rng.integers(0, e, B)
-    np.testing.assert_array_equal(L.action_labels(default, tg, tq, 0, ent, tim, query_subject=subject),
-                                  L.action_labels(default, tg, tq, 0, ent, tim))
+    np.testing.assert_array_equal(_action(default, tg, tq, 0, ent, tim, query_subject=subject),
+                                  _action(default, tg, tq, 0, ent, tim))
 
 
 @SETTINGS
@@ -629,7 +650,7 @@ def test_subject_mode_action_labels_match_definition(tkg, k, N, seed):
     g = _graph(e, quads)
     tg = np.array([p[0] for p in pairs])
     tq = np.array([p[1] for p in pairs])
-    table = L.compute_labels(g, tg, tq, max_path_length=3, max_in_edges=N, visited=SUBJ)
+    table = _compute(g, tg, tq, max_path_length=3, max_in_edges=N, visited=SUBJ)
     rng = np.random.default_rng(seed)
     B, A = len(pairs), 6
     subject = rng.integers(0, e, B)
@@ -637,7 +658,7 @@ def test_subject_mode_action_labels_match_definition(tkg, k, N, seed):
     tim = rng.integers(0, 7, (B, A))
     stop = rng.random((B, A)) < 0.2
     cur = rng.integers(0, e, B)
-    y = L.action_labels(table, tg, tq, k, ent, tim, stop, cur, 3, query_subject=subject)
+    y = _action(table, tg, tq, k, ent, tim, stop, cur, 3, query_subject=subject)
     for b in range(B):
         rows = L.reference_labels(g, int(tg[b]), int(tq[b]), 2, N, query_subject=int(subject[b]))
         for a in range(A):
@@ -665,8 +686,8 @@ def test_hand_worked_path_through_the_query_subject(max_in_edges, implementation
 
     g = TemporalGraph.from_quadruples(ONLY_THROUGH_EQ, 3, 1)
     kw = dict(max_path_length=3, max_in_edges=max_in_edges, implementation=implementation)
-    default = L.compute_labels(g, [0], [9], **kw)
-    subj = L.compute_labels(g, [0], [9], visited=SUBJ, **kw)
+    default = _compute(g, [0], [9], **kw)
+    subj = _compute(g, [0], [9], visited=SUBJ, **kw)
     assert default.get(0, 9) == subj.get(0, 9) == {(1, 1): 5, (2, 2): 3}
     assert subj.to_dict(with_via=True)[(0, 9)] == {(1, 1): (5, -1, 5), (2, 2): (3, 1, -1)}
     assert subj.get_for_query(0, 9, 1) == {}  # e_q = 1 visited: nothing reaches 0
@@ -679,8 +700,8 @@ def test_hand_worked_path_through_the_query_subject(max_in_edges, implementation
     args = (state.answer, state.query_time, 0, c.entity, c.time)
     kw2 = dict(current_entity=state.entity, cand_relation=c.relation, num_relations=1, cand_mask=c.mask,
                query_subject=state.query_entity)
-    assert L.action_labels(default, *args, **kw2).tolist() == [[0, 1, 1]]
-    assert L.action_labels(subj, *args, **kw2).tolist() == [[0, 1, 0]]
+    assert _action(default, *args, **kw2).tolist() == [[0, 1, 1]]
+    assert _action(subj, *args, **kw2).tolist() == [[0, 1, 0]]
 
 
 def test_hand_worked_alternative_intermediate():
@@ -688,12 +709,12 @@ def test_hand_worked_alternative_intermediate():
     # e_q = 1 (leaves 2 at 3); the best one avoiding it goes through 3 (leaves 2 at 2).
     quads = np.vstack([ONLY_THROUGH_EQ, [(2, 0, 3, 2), (3, 0, 0, 4), (1, 0, 2, 1)]])
     g = TemporalGraph.from_quadruples(quads, 4, 1)
-    subj = L.compute_labels(g, [0], [9], max_path_length=3, max_in_edges=None, visited=SUBJ)
+    subj = _compute(g, [0], [9], max_path_length=3, max_in_edges=None, visited=SUBJ)
     assert subj.to_dict(with_via=True)[(0, 9)][(2, 2)] == (3, 1, 2)
     assert subj.get_for_query(0, 9, 1) == {(3, 1): 4, (2, 2): 2}
     ent, tim = np.array([[2, 2]]), np.array([[3, 1]])  # the candidate 2 at time 3 and at time 1
-    assert L.action_labels(subj, [0], [9], 0, ent, tim, query_subject=[1]).tolist() == [[0, 1]]
-    assert L.action_labels(subj, [0], [9], 0, ent, tim, query_subject=[3]).tolist() == [[1, 1]]
+    assert _action(subj, [0], [9], 0, ent, tim, query_subject=[1]).tolist() == [[0, 1]]
+    assert _action(subj, [0], [9], 0, ent, tim, query_subject=[3]).tolist() == [[1, 1]]
 
 
 def test_subject_mode_on_environment_walks():
@@ -711,13 +732,13 @@ def test_subject_mode_on_environment_walks():
     tg, tq = L.label_pairs(splits["train"])
     rng = np.random.default_rng(0)
     for N in (None, 3):
-        table = L.compute_labels(g, tg, tq, max_path_length=3, max_in_edges=N, visited=SUBJ, workers=1)
+        table = _compute(g, tg, tq, max_path_length=3, max_in_edges=N, visited=SUBJ, workers=1)
         refs = {}
         state = env.reset(queries)
         differs = 0
         for k in range(env.K):
             c = env.candidates(state)
-            y = L.action_labels(table, state.answer, state.query_time, k, c.entity, c.time,
+            y = _action(table, state.answer, state.query_time, k, c.entity, c.time,
                                 current_entity=state.entity, cand_relation=c.relation,
                                 num_relations=spec.num_relations, cand_mask=c.mask, query_subject=state.query_entity)
             for b in range(state.batch_size):
@@ -730,7 +751,7 @@ def test_subject_mode_on_environment_walks():
                         ee == e and t <= lt and h < 3 - k for (ee, h), lt in refs[q].items())
                     assert y[b, a] == want, (k, b, a)
             if k == 0:
-                plain = L.action_labels(table, state.answer, state.query_time, 0, c.entity, c.time,
+                plain = _action(table, state.answer, state.query_time, 0, c.entity, c.time,
                                         current_entity=state.entity, cand_relation=c.relation,
                                         num_relations=spec.num_relations, cand_mask=c.mask,
                                         query_subject=np.full(state.batch_size, -1))
@@ -750,7 +771,7 @@ def test_subject_mode_storage_round_trip_and_parts(tmp_path):
     assert s["format_version"] == 2 and s["visited"] == SUBJ
     assert pq.read_schema(tmp_path / "one" / "labels.parquet").names == list(L.LABEL_COLUMNS + L.VIA_COLUMNS)
     loaded = L.load_label_table(tmp_path / "one")
-    direct = L.compute_labels(g, tg, tq, max_path_length=3, max_in_edges=3, visited=SUBJ)
+    direct = _compute(g, tg, tq, max_path_length=3, max_in_edges=3, visited=SUBJ)
     assert loaded.visited == SUBJ and loaded.to_dict(with_via=True) == direct.to_dict(with_via=True)
     assert loaded.latest_time_without_via.dtype == loaded.latest_time.dtype
     # The default mode still writes format 1 (five columns) and says so.
@@ -761,16 +782,16 @@ def test_subject_mode_storage_round_trip_and_parts(tmp_path):
     cfg3 = LabelingConfig(max_in_edges=3, workers=1, visited=SUBJ, partitions=3)
     staging = tmp_path / "p.parts"
     for i in range(3):
-        L.write_label_part(staging, i, 3, g, tg, tq, max_path_length=3, config=cfg3, input_hash="h")
+        L.write_label_part(staging, i, g, (tg, tq), max_path_length=3, config=cfg3, options=_H)
     before = (staging / "part-00001" / "labels.parquet").stat().st_mtime_ns
-    L.write_label_part(staging, 1, 3, g, tg, tq, max_path_length=3, config=cfg3, input_hash="h")
+    L.write_label_part(staging, 1, g, (tg, tq), max_path_length=3, config=cfg3, options=_H)
     assert (staging / "part-00001" / "labels.parquet").stat().st_mtime_ns == before
-    back = L.write_label_part(staging, 1, 3, g, tg, tq, max_path_length=3, input_hash="h",
+    back = L.write_label_part(staging, 1, g, (tg, tq), max_path_length=3, options=_H,
                               config=LabelingConfig(max_in_edges=3, workers=1, partitions=3))
     assert back["visited"] == "target"
     with pytest.raises(ValueError, match="different settings"):
         L.merge_label_parts(staging, tmp_path / "p", 3)
-    L.write_label_part(staging, 1, 3, g, tg, tq, max_path_length=3, config=cfg3, input_hash="h")
+    L.write_label_part(staging, 1, g, (tg, tq), max_path_length=3, config=cfg3, options=_H)
     merged = L.merge_label_parts(staging, tmp_path / "p", 3)
     assert merged["visited"] == SUBJ and merged["format_version"] == 2
     assert L.load_label_table(tmp_path / "p").to_dict(with_via=True) == direct.to_dict(with_via=True)
@@ -798,17 +819,17 @@ def test_subject_mode_old_tables_and_errors(tmp_path):
     with pytest.raises(ValueError, match="does not match label format version 1"):
         L.load_label_table(out)
     # Subject-mode tables need e_q in action_labels.
-    subj = L.compute_labels(g, tg, tq, max_path_length=3, visited=SUBJ)
+    subj = _compute(g, tg, tq, max_path_length=3, visited=SUBJ)
     ent = np.array([[1]])
     with pytest.raises(ValueError, match="needs query_subject"):
-        L.action_labels(subj, tg[:1], tq[:1], 0, ent, ent)
+        _action(subj, tg[:1], tq[:1], 0, ent, ent)
     with pytest.raises(ValueError, match="query_subject must have length"):
-        L.action_labels(subj, tg[:1], tq[:1], 0, ent, ent, query_subject=[1, 2])
+        _action(subj, tg[:1], tq[:1], 0, ent, ent, query_subject=[1, 2])
     # K > 3 is refused, naming the setting; so is an unknown mode.
     with pytest.raises(ValueError, match=r"labeling.visited = 'target_and_subject' .*env.max_path_length <= 3 only \(got K = 4\)"):
-        L.compute_labels(g, tg, tq, max_path_length=4, visited=SUBJ)
+        _compute(g, tg, tq, max_path_length=4, visited=SUBJ)
     with pytest.raises(ValueError, match="labeling.visited must be one of"):
-        L.compute_labels(g, tg, tq, max_path_length=3, visited="subject")
+        _compute(g, tg, tq, max_path_length=3, visited="subject")
     with pytest.raises(ValueError, match="max_hops <= 2"):
         L.reference_labels_via(g, int(tg[0]), int(tq[0]), 3)
 
@@ -846,7 +867,7 @@ def test_subject_mode_pretrain_batch():
     small = ModelConfig(entity_dim=16, relation_dim=16, time_dim=4, step_dim=4, mlp_hidden_dim=16)
     rates = {}
     for mode in ("target", SUBJ):
-        table = L.compute_labels(g, tg, tq, max_path_length=3, max_in_edges=200, visited=mode)
+        table = _compute(g, tg, tq, max_path_length=3, max_in_edges=200, visited=mode)
         torch.manual_seed(0)
         policy = Policy(spec.num_entities, spec.num_relations, small)
         pb = pretrain_batch(policy, env, table, train[:64], torch.Generator().manual_seed(0))

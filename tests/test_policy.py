@@ -11,6 +11,7 @@ from torch import nn
 
 from raptor.config import ModelConfig
 from raptor.policy import Policy, gather_dot, lookup
+from raptor.rollout import CandidateTensors
 
 SMALL = ModelConfig(entity_dim=16, relation_dim=12, time_dim=5, step_dim=4, mlp_hidden_dim=24)
 #: The LSTM narrower than the action embedding (model.lstm_hidden_dim): d_h = 10, d_a = 28.
@@ -188,7 +189,7 @@ def test_shapes_masking_and_softmax():
     h, c = pol.initial_path_state(6)
     assert h.shape == (6, pol.d_action) and torch.equal(h[0], h[5])  # h_0 shared by all queries
     for k in range(K):
-        z, v = pol(qe, qr, h, k, ent, rel, dt, mask)
+        z, v = pol(qe, qr, h, k, CandidateTensors(ent, rel, dt, mask))
         assert z.shape == (6, 8) and v.shape == (6,)
         p = torch.softmax(z, 1)
         assert torch.all(p[~mask] == 0)
@@ -209,9 +210,9 @@ def test_bfloat16_autocast_logits_close_to_float32():
     qe = torch.from_numpy(rng.integers(0, 40, 32))
     qr = torch.from_numpy(rng.integers(0, 10, 32))
     h, _ = pol.initial_path_state(32)
-    z32, v32 = pol(qe, qr, h, 0, ent, rel, dt, mask)
+    z32, v32 = pol(qe, qr, h, 0, CandidateTensors(ent, rel, dt, mask))
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        z16, v16 = pol(qe, qr, h, 0, ent, rel, dt, mask)
+        z16, v16 = pol(qe, qr, h, 0, CandidateTensors(ent, rel, dt, mask))
     assert z16.dtype == torch.float32
     p32, p16 = torch.softmax(z32, 1), torch.softmax(z16, 1)
     assert (p32 - p16).abs().max() < 0.02

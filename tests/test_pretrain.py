@@ -43,7 +43,7 @@ def synthetic():
     env = TemporalEnv(graph, EnvConfig())
     train = with_inverse_queries(splits["train"], spec.num_relations)
     targets, times = label_pairs(splits["train"])
-    table = compute_labels(graph, targets, times, max_path_length=3, max_in_edges=200)
+    table = compute_labels(graph, targets, times, max_path_length=3, config=LabelingConfig(max_in_edges=200))
     return spec, env, train, table
 
 
@@ -122,7 +122,7 @@ def test_pretraining_one_label_part_at_a_time(synthetic, tmp_path):
     cfg = LabelingConfig(max_in_edges=200, workers=1, partitions=3)
     staging = tmp_path / "labels.parts"
     for i in range(3):
-        write_label_part(staging, i, 3, graph, targets, times, max_path_length=3, config=cfg)
+        write_label_part(staging, i, graph, (targets, times), max_path_length=3, config=cfg)
     merge_label_parts(staging, tmp_path / "labels", 3)
     parts = PartitionedLabels(tmp_path / "labels")
     assert parts.num_parts == 3 and parts.max_path_length == 3

@@ -444,7 +444,7 @@ class TestPredictionsIO:
         keys = np.stack([subj, rel, tim], 1)
         ranks = filtered_ranks(ce, cs, obj, keys, fi, 6)
         path = tmp_path / "out" / "predictions.parquet"
-        write_predictions(path, subj, rel, obj, tim, ce, cs, ranks)
+        write_predictions(path, np.stack([subj, rel, obj, tim], 1), ce, cs, ranks)
         schema = pq.read_schema(path)
         assert str(schema.field("subject").type) == "int32"
         assert str(schema.field("relation").type) == "int32"
@@ -472,7 +472,7 @@ class TestPredictionsIO:
             "path_relations": [[0, 1], [2], []],
             "path_times": np.array([[4, 5], [3, -1], [-1, -1]]),
         }
-        write_predictions(path, subj, rel, obj, tim, ce, cs, np.ones(3), best_path=bp)
+        write_predictions(path, np.stack([subj, rel, obj, tim], 1), ce, cs, np.ones(3), best_path=bp)
         p = read_predictions(path)
         assert p.path("path_entities", 0).tolist() == [0, 3, 1]
         assert p.path("path_entities", 1).tolist() == [1, 0]
@@ -484,30 +484,31 @@ class TestPredictionsIO:
         subj, rel, obj, tim, ce, cs = self.data()
         path = tmp_path / "p.parquet"
         with pytest.raises(ValueError, match="rank"):
-            write_predictions(path, subj, rel, obj, tim, ce, cs, np.ones(2))
-        with pytest.raises(ValueError, match="subject"):
-            write_predictions(path, subj[:2], rel, obj, tim, ce, cs, np.ones(3))
+            write_predictions(path, np.stack([subj, rel, obj, tim], 1), ce, cs, np.ones(2))
+        with pytest.raises(ValueError, match="queries"):
+            write_predictions(path, np.stack([subj, rel, obj, tim], 1)[:2], ce, cs, np.ones(3))
         with pytest.raises(ValueError, match="best_path"):
-            write_predictions(path, subj, rel, obj, tim, ce, cs, np.ones(3), best_path={"path_entities": [[], [], []]})
+            write_predictions(path, np.stack([subj, rel, obj, tim], 1), ce, cs, np.ones(3),
+                              best_path={"path_entities": [[], [], []]})
         with pytest.raises(ValueError, match="trailing"):
             bad = {n: np.array([[-1, 1], [0, -1], [0, -1]]) for n in ("path_entities", "path_relations", "path_times")}
-            write_predictions(path, subj, rel, obj, tim, ce, cs, np.ones(3), best_path=bad)
+            write_predictions(path, np.stack([subj, rel, obj, tim], 1), ce, cs, np.ones(3), best_path=bad)
         assert list(tmp_path.iterdir()) == []
 
     def test_overwrite_is_atomic_replace(self, tmp_path):
         subj, rel, obj, tim, ce, cs = self.data()
         path = tmp_path / "p.parquet"
-        write_predictions(path, subj, rel, obj, tim, ce, cs, np.full(3, 2.0))
-        write_predictions(path, subj, rel, obj, tim, ce, cs, np.full(3, 3.0))
+        write_predictions(path, np.stack([subj, rel, obj, tim], 1), ce, cs, np.full(3, 2.0))
+        write_predictions(path, np.stack([subj, rel, obj, tim], 1), ce, cs, np.full(3, 3.0))
         assert read_predictions(path).rank.tolist() == [3.0] * 3
         assert len(list(tmp_path.iterdir())) == 1
 
     def test_empty_and_beamless(self, tmp_path):
         path = tmp_path / "p.parquet"
-        write_predictions(path, [], [], [], [], np.zeros((0, 3), int), np.zeros((0, 3)), np.zeros(0))
+        write_predictions(path, np.zeros((0, 4), int), np.zeros((0, 3), int), np.zeros((0, 3)), np.zeros(0))
         p = read_predictions(path)
         assert len(p) == 0 and p.padded()[0].shape == (0, 0)
-        write_predictions(path, [1], [1], [1], [1], np.zeros((1, 0), int), np.zeros((1, 0)), np.ones(1))
+        write_predictions(path, [[1, 1, 1, 1]], np.zeros((1, 0), int), np.zeros((1, 0)), np.ones(1))
         assert read_predictions(path).row(0)[0].tolist() == []
 
     def test_not_a_predictions_file(self, tmp_path):

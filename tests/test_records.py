@@ -30,8 +30,9 @@ def _run(tmp_path: Path, rl_epochs: int = 4, q: int = 50) -> tuple[Path, Path]:
     (ev / "metrics.json").write_text(json.dumps({"mrr": 0.41}))
     rng = np.random.default_rng(0)
     cands = rng.integers(0, 1000, size=(q, 100))
-    write_predictions(ev / "predictions.parquet", np.arange(q), rng.integers(0, 20, q), rng.integers(0, 1000, q),
-                      np.arange(q) % 7, cands, rng.random((q, 100)), rng.integers(1, 30, q).astype(np.float64))
+    queries = np.stack([np.arange(q), rng.integers(0, 20, q), rng.integers(0, 1000, q), np.arange(q) % 7], 1)
+    write_predictions(ev / "predictions.parquet", queries, cands, rng.random((q, 100)),
+                      rng.integers(1, 30, q).astype(np.float64))
     return train, ev
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from raptor import registry
 from raptor.config import ConfigError, params_from_dict
-from raptor.ingest import IngestError, ingest
+from raptor.ingest import IngestError, IngestOptions, ingest
 from raptor.registry import RELEASES, file_digest
 from raptor.config import load_params
 from raptor.stages import dvc_yaml, main as stages_main
@@ -70,17 +70,21 @@ def _digests(raw: Path, algorithm: str = "sha256") -> dict[str, str]:
     return {p.name: file_digest(p, algorithm) for p in sorted(raw.glob("*.txt"))}
 
 
+def _tiny_release(checksums) -> IngestOptions:
+    return IngestOptions(dataset="TINY", checksums=checksums, source="https://example.org/tiny")
+
+
 @pytest.mark.parametrize("algorithm", ["sha256", "git-sha1"])
 def test_ingest_checks_every_file_of_the_release(tiny_raw, tmp_path, algorithm):
     checksums = _digests(tiny_raw, algorithm)
-    ingest(tiny_raw, tmp_path / "ok", dataset="TINY", checksums=checksums, source="https://example.org/tiny")
+    ingest(tiny_raw, tmp_path / "ok", _tiny_release(checksums))
     meta = json.loads((tmp_path / "ok" / "meta.json").read_text())
     assert meta["verified_against_release"] == checksums
 
     with open(tiny_raw / "valid.txt", "a") as f:
         f.write("0\t0\t1\t9\n")
     with pytest.raises(IngestError) as err:
-        ingest(tiny_raw, tmp_path / "bad", dataset="TINY", checksums=checksums, source="https://example.org/tiny")
+        ingest(tiny_raw, tmp_path / "bad", _tiny_release(checksums))
     msg = str(err.value)
     assert "valid.txt" in msg and checksums["valid.txt"] in msg and "https://example.org/tiny" in msg
     assert "datasets.TINY.checksums" in msg
@@ -92,10 +96,9 @@ def test_missing_release_files_say_what_to_download_and_where(tiny_raw, tmp_path
     (tiny_raw / "train.txt").unlink()
     with pytest.raises(IngestError, match=r"dataset TINY: train\.txt not found in .*raw\. Download it from "
                                           r"https://example\.org/tiny into that folder"):
-        ingest(tiny_raw, tmp_path / "out", dataset="TINY", checksums=checksums, source="https://example.org/tiny")
+        ingest(tiny_raw, tmp_path / "out", _tiny_release(checksums))
     with pytest.raises(IngestError, match=r"entity2id\.txt, relation2id\.txt, test\.txt, train\.txt, valid\.txt not found in .*nowhere"):
-        ingest(tmp_path / "nowhere", tmp_path / "out", dataset="TINY", checksums=checksums,
-               source="https://example.org/tiny")
+        ingest(tmp_path / "nowhere", tmp_path / "out", _tiny_release(checksums))
     assert not (tmp_path / "out").exists()
 
 

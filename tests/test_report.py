@@ -24,7 +24,7 @@ def _fake_eval(folder, seed, ranks):
     ent[:, 0] = 0
     sc = np.full((q, 2), -np.inf, dtype=np.float32)
     sc[:, 0] = 0.0
-    write_predictions(d / "predictions.parquet", np.arange(q) % 5, rel, np.zeros(q, int), np.arange(q),
+    write_predictions(d / "predictions.parquet", np.stack([np.arange(q) % 5, rel, np.zeros(q, int), np.arange(q)], 1),
                       ent, sc, ranks)
     return metrics
 

@@ -192,7 +192,7 @@ def test_results_test_each_arm_against_the_default_per_query_and_over_seeds(tmp_
     for job in plan.train:
         r = np.asarray(ranks[(job.arm, job.seed)], dtype=np.float64)
         _fake_run(job, 0.5, float(np.mean(1 / r)))
-        write_predictions(Path(job.eval_dir) / "predictions.parquet", q, q, q + 1, q,
+        write_predictions(Path(job.eval_dir) / "predictions.parquet", np.stack([q, q, q + 1, q], 1),
                           np.zeros((6, 1), dtype=np.int64), np.zeros((6, 1)), r)
     res = write_results(plan)
     default, gamma = res["arms"]
@@ -347,8 +347,8 @@ def test_a_record_stands_for_the_run_it_was_saved_from_only(tmp_path):
     n = effective_epochs(params[job.arm], job.variant, 0)
     Path(job.out_dir, "summary.json").write_text(json.dumps({"rl_epochs": n, "best_val_mrr": 0.41}))
     q = np.arange(4)
-    write_predictions(Path(job.eval_dir) / "predictions.parquet", q, q, q, q, np.zeros((4, 1), dtype=np.int64),
-                      np.zeros((4, 1)), np.ones(4))
+    write_predictions(Path(job.eval_dir) / "predictions.parquet", np.stack([q, q, q, q], 1),
+                      np.zeros((4, 1), dtype=np.int64), np.zeros((4, 1)), np.ones(4))
     results = tmp_path / "results"
     save_job_record(plan, job, results)
     assert job_dirs(plan, job, results)[0] == results / "train" / job.arm / "pure_rl" / "seed0"
@@ -381,8 +381,8 @@ def test_records_are_shown_against_the_declaration_beside_them_not_this_checkout
         fp = expected_fingerprint(params[job.arm], job, {"data": "d" * 64, "graph": "g" * 64})
         Path(job.out_dir, RUN_CONFIG_FILE).write_text(json.dumps({**fp, "code": f"code of run {i}"}))
         Path(job.out_dir, "history.json").write_text("[]")
-        write_predictions(Path(job.eval_dir) / "predictions.parquet", q, q, q, q, np.zeros((4, 1), dtype=np.int64),
-                          np.zeros((4, 1)), np.ones(4))
+        write_predictions(Path(job.eval_dir) / "predictions.parquet", np.stack([q, q, q, q], 1),
+                          np.zeros((4, 1), dtype=np.int64), np.zeros((4, 1)), np.ones(4))
         save_job_record(plan, job, results)
     write_results(plan, results)  # the declaration beside the records
     names = [j.run_name for j in plan.train]

@@ -17,7 +17,7 @@ from scipy.special import gammaln, polygamma, psi
 from raptor import titer
 from helpers import synthetic_env
 
-from raptor.beam import beam_search
+from raptor.beam import SearchOptions, beam_search
 from raptor.config import EnvConfig, EvalConfig
 from raptor.env import TemporalEnv
 from raptor.graph import TemporalGraph
@@ -271,9 +271,10 @@ def test_dirichlet_fit_equals_literal_port_of_titer(synthetic):
     numbers. Caps reduced from (100, 1000) to keep the literal port fast; the same go to both."""
     env, q, E, R, splits = synthetic
     k, maxiter, inner = 12, 20, 300
+    caps = TITerConfig(dirichlet_maxiter=maxiter, dirichlet_inner_maxiter=inner)
     graph_obs = titer_observations(splits["train"].astype(np.int64), R, k)
     st = dirichlet_statistics(q["train"], E, R, k)
-    fit = fit_dirichlet(st, maxiter=maxiter, inner_maxiter=inner, workers=2)
+    fit = fit_dirichlet(st, caps, workers=2)
     assert set(np.flatnonzero(fit.fitted)) == set(graph_obs)
     assert np.all(np.exp(st.mean_log[list(graph_obs)]).sum(1) < 1)
     for r, D in graph_obs.items():
@@ -287,12 +288,12 @@ def test_dirichlet_fit_equals_literal_port_of_titer(synthetic):
         counts.append(D)
     st = statistics_of(counts)
     assert (np.exp(st.mean_log).sum(1) > 1).sum() >= 3
-    fit = fit_dirichlet(st, maxiter=maxiter, inner_maxiter=inner, workers=2)
+    fit = fit_dirichlet(st, caps, workers=2)
     assert fit.fitted.all() and (fit.rounds == maxiter).any()  # ran into the cap
     for r, D in enumerate(counts):
         np.testing.assert_allclose(fit.alpha[r], titer_mle_reference(D, maxiter=maxiter, inner=inner), rtol=1e-6)
     # the cycle shortcut changes nothing, bit for bit (window 1 = no shortcut)
-    plain = fit_dirichlet(st, maxiter=maxiter, inner_maxiter=inner, workers=1, cycle_window=1)
+    plain = fit_dirichlet(st, caps, workers=1, cycle_window=1)
     assert np.array_equal(plain.alpha, fit.alpha)
 
 
@@ -474,7 +475,7 @@ def test_beam_search_with_titer_is_exact_and_ranks_are_valid(seed):
     pol = TITerPolicy(env.num_entities, env.num_relations, TITerConfig(**SMALL), env.K).double()
     rng = np.random.default_rng(seed)
     queries = np.stack([rng.integers(0, 9, 6), rng.integers(0, 6, 6), rng.integers(0, 9, 6), rng.integers(2, 9, 6)], 1)
-    res = beam_search(pol, env, queries, EvalConfig(beam_size=400), chunk_size=4)
+    res = beam_search(pol, env, queries, EvalConfig(beam_size=400), SearchOptions(chunk_size=4))
     for i, query in enumerate(queries):
         want: dict[int, float] = {}
         for lp, e in enumerate_paths(pol, env, query):

@@ -88,10 +88,11 @@ class Agent(ABC):
     def rank(self, ctx, model: "nn.Module", queries, precision: str = "float32", device="cpu"):
         """Candidates and time-aware filtered ranks of int64 ``[Q, 4]`` queries: ``(BeamResult, ranks
         float64 [Q])``; by default beam search (``eval``) in :meth:`env` and :func:`raptor.ranking.filtered_ranks`."""
-        from ..beam import beam_search
+        from ..beam import SearchOptions, beam_search
         from ..ranking import context_filter, filtered_ranks
 
-        res = beam_search(model, self.env(ctx), queries, ctx.params.eval, precision=precision, device=device)
+        res = beam_search(model, self.env(ctx), queries, ctx.params.eval,
+                          SearchOptions(precision=precision, device=device))
         ranks = filtered_ranks(res.cand_entity, res.cand_score, queries[:, 2], queries[:, [0, 1, 3]], context_filter(ctx),
                                ctx.dataset.num_entities)
         return res, ranks

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 
 from ..config import load_params
-from ..ingest import LAYOUT_HELP, LAYOUTS, dataset_options, ingest, ingest_from_url
+from ..ingest import LAYOUT_HELP, LAYOUTS, IngestOptions, dataset_options, ingest, ingest_from_url
 
 NAME = "ingest"
 HELP = (
@@ -33,14 +34,14 @@ def run(args: argparse.Namespace) -> int:
     params = load_params(args.params)
     name, d = params.dataset(args.dataset) if (args.dataset or not args.raw) else (None, None)
     url = args.url or (d.url if d else None)
-    kwargs = dataset_options(name, d) if d else {}
-    kwargs["layout"] = args.layout or kwargs.get("layout", "auto")
+    options = dataset_options(name, d) if d else IngestOptions()
+    options = replace(options, layout=args.layout or options.layout)
     if args.no_verify:
-        kwargs["checksums"] = {}
+        options = replace(options, checksums={})
     if url:
-        result = ingest_from_url(url, args.sha256 or (d.sha256 if d else None), args.out, **kwargs)
+        result = ingest_from_url(url, args.sha256 or (d.sha256 if d else None), args.out, options)
     else:
-        result = ingest(args.raw or d.raw_dir, args.out, sums_file=args.sums, **kwargs)
+        result = ingest(args.raw or d.raw_dir, args.out, replace(options, sums_file=args.sums))
     counts = ", ".join(f"{k} {v:,}" for k, v in result.counts.items())
     print(
         f"ingested {result.num_entities:,} entities, {result.num_relations:,} relations; {counts}; "

@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
 
     import sys
 
-    from ..local_sweep import JobsFailed, run_plan
+    from ..local_sweep import JobsFailed, LocalOptions, run_plan
     from ..stages import stage_output
     from ..sweep import declaration_differences, load_sweep, plan_sweep, results_dir, sweep_dir, write_results
 
@@ -94,8 +94,8 @@ def run(args: argparse.Namespace) -> int:
                                     f"(`dvc repro graph@{args.dataset}`, or give --data and --graph)")
     arms = [a.strip() for a in args.arms.split(",") if a.strip()] if args.arms else None
     try:
-        run_plan(plan, data, graph, results, jobs=args.jobs, num_threads=args.threads, arms=arms,
-                         progress=not args.no_progress)
+        run_plan(plan, data, graph, results, arms=arms,
+                 options=LocalOptions(jobs=args.jobs, num_threads=args.threads, progress=not args.no_progress))
     except JobsFailed as exc:  # the finished runs are recorded: run the command again to retry the others
         print(f"raptor sweep: error: {exc}\n(finished runs are recorded in {results}; run again to retry the rest)",
               file=sys.stderr)
