@@ -405,6 +405,11 @@ def test_recurrency_variant_runs_and_evaluates_through_the_registry(ctx, tmp_pat
     assert np.array_equal(pred.rank, ranks)
     assert metrics["mrr"] == pytest.approx(float(np.mean(1.0 / ranks))) and metrics["precision"] == "float64"
     assert np.diff(pred.cand_offsets).max() <= c.params.eval.beam_size  # the top candidates only
+    # run again on the same folder: the finished selection is replayed, not fitted again
+    seen = []
+    again = run_variant(c, "recurrency", RunOptions(seed=1, out_dir=tmp_path / "rec", progress=False),
+                        on_epoch_end=lambda phase, e, m: seen.append(m.get("replayed")))
+    assert seen == [True] and again["best_val_mrr"] == summary["best_val_mrr"]
 
 
 def test_titer_environment_param_picks_the_walk_of_training_and_evaluation(ctx, tmp_path):

@@ -367,7 +367,8 @@ def test_prefect_pipeline_flow_agrees_with_dvc(project):
             "params", "finetune-pure_rl@SYNTH", "finetune-raptor@SYNTH", "evaluate-pure_rl@SYNTH",
             "evaluate-raptor@SYNTH", "significance@SYNTH", "report@SYNTH"}, result
         assert set(result["skipped"]) == {"ingest@SYNTH", "graph@SYNTH", "label@SYNTH", "pretrain@SYNTH",
-                                          "finetune-titer@SYNTH", "evaluate-titer@SYNTH"}  # TITer reads no rl.gamma
+                                          "finetune-titer@SYNTH", "evaluate-titer@SYNTH", "finetune-recurrency@SYNTH",
+                                          "evaluate-recurrency@SYNTH"}  # TITer and recurrency read no rl.gamma
         assert set(result["stages"]) == set(result["ran"])  # each stage that ran is measured
         for name, used in result["stages"].items():
             assert used["seconds"] > 0 and used["peak_rss_gb"] > 0.01 and used["peak_is_per_stage"], (name, used)

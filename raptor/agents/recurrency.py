@@ -11,6 +11,7 @@ report compare it with the baseline.
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,7 @@ from ..beam import BeamResult
 from ..loop import TrainResult, write_history
 from ..ranking import context_filter
 from ..recurrency import RecurrencyModel, build_history, fit, rank_queries, score
+from ..rundir import RunDir
 from .base import AGENT_KEY, Agent, RunOptions
 
 #: The columns of its ``history.csv``: one row, the selection (it has no epochs and no reward).
@@ -84,6 +86,18 @@ class Recurrency(Agent):
         """Select ``lambda`` and ``alpha`` on the valid split (history: train and valid facts before each
         query); validate the selection (``run.evaluate_fn``); write ``best.pt`` = ``final.pt`` and a
         one-row history to ``run.out_dir``. ``run.epochs`` does not apply: there is nothing to iterate."""
+        if run.out_dir is not None and run.resume:
+            done = RunDir(run.out_dir)
+            if done.best.is_file() and done.history.is_file():
+                # a finished selection of this fingerprint (RunDir.prepare empties any other): replay it
+                history = json.loads(done.history.read_text())
+                policy.load_state_dict(self.load(done.best)[0].state_dict())
+                for row in history:
+                    if run.on_epoch_end is not None:
+                        run.on_epoch_end(row["epoch"], {**row, "replayed": True})
+                best = history[-1].get("val_mrr") if history else None
+                return TrainResult(history=history, best_mrr=best, best_epoch=0 if best is not None else None,
+                                   out_dir=str(run.out_dir))
         started = time.perf_counter()
         ds = ctx.dataset
         fitted = fit(ds.splits["train"], ds.splits["valid"], ds.num_entities, ds.num_relations, ctx.params.recurrency)
