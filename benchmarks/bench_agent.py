@@ -96,7 +96,7 @@ def bench_train(env, policy, queries, precision, batches, warmup, full_epoch, se
     }
 
 
-def gemm_rate(gemms, precision: str, repeats: int = 5, min_seconds: float = 0.2) -> dict:
+def gemm_rate(gemms, precision: str, repeats: int = 5, min_seconds: float = 0.2, device="cpu") -> dict:
     """GFLOP/s of this machine at the GEMM shapes of ``gemms`` (forward ``[m,k]x[k,n]`` and the two
     backward products ``[m,n]x[n,k]``, ``[k,m]x[m,n]``), in ``precision``: FLOPs-weighted over the
     shapes, min/median over ``repeats`` timings of each."""
@@ -109,13 +109,15 @@ def gemm_rate(gemms, precision: str, repeats: int = 5, min_seconds: float = 0.2)
             shapes[shp] = shapes.get(shp, 0.0) + f
     best_t, med_t, total = 0.0, 0.0, 0.0
     for (m, k, n), f in shapes.items():
-        a, b = torch.randn(m, k, dtype=dtype), torch.randn(k, n, dtype=dtype)
+        a, b = torch.randn(m, k, dtype=dtype, device=device), torch.randn(k, n, dtype=dtype, device=device)
         reps = max(1, int(min_seconds / max(2 * m * k * n / 50e9, 1e-7)))
         times = []
         for _ in range(repeats):
+            _sync(device)
             t = time.perf_counter()
             for _ in range(reps):
                 torch.mm(a, b)
+            _sync(device)
             times.append((time.perf_counter() - t) / reps)
         per = 2.0 * m * k * n
         best_t += f / per * min(times)
@@ -124,14 +126,19 @@ def gemm_rate(gemms, precision: str, repeats: int = 5, min_seconds: float = 0.2)
     return {"gflops_best": total / best_t / 1e9, "gflops_median": total / med_t / 1e9, "shapes": len(shapes)}
 
 
+def _sync(device) -> None:
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)
+
+
 def bound(result_train: dict, result_beam: dict, precision: str, num_entities: int, num_relations: int,
-          time_rows: int, train_queries: int) -> dict:
+          time_rows: int, train_queries: int, device="cpu") -> dict:
     """Distance to the hardware limit: counted FLOPs over measured seconds, against the machine's GEMM
     rate at the same shapes (``raptor/flops.py``: the formula, tested against torch's FLOP counter)."""
     from raptor.flops import beam_query_flops, training_epoch_flops, training_gemms
 
     cfg = ModelConfig()
-    rate = gemm_rate(training_gemms(cfg, 512, 3, num_relations, time_rows), precision)
+    rate = gemm_rate(training_gemms(cfg, 512, 3, num_relations, time_rows), precision, device=device)
     out = {"gemm_rate": rate}
     if result_train:
         w = training_epoch_flops(cfg, train_queries, 512, 3, 150, num_relations, time_rows)

@@ -350,6 +350,11 @@ class TrainConfig:
     #: supports it, a CPU with AVX512-BF16/AMX), float32 elsewhere (emulated bfloat16 is far slower).
     precision: Literal["float32", "bfloat16", "auto"] = "float32"
     device: Literal["auto", "cpu", "cuda"] = "auto"
+    #: Where RL rollouts build their candidate actions: on the host (numpy, numba), on the training
+    #: device (torch: :mod:`raptor.device_env`), or auto: on the device for CUDA, on the host otherwise.
+    #: Both give the same candidates (tests/test_device_env.py), so the same training on the CPU and
+    #: the same up to floating-point rounding on a GPU.
+    env_backend: Literal["auto", "numpy", "torch"] = field(default="auto", metadata=NO_EFFECT)
     #: Torch intra-op threads; 0 = all cores (divided among the runs that train at once).
     num_threads: int = field(default=0, metadata=NO_EFFECT)
     #: (variant, seed) runs trained at the same time by a stage (mapped Prefect tasks).

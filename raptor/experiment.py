@@ -139,7 +139,7 @@ def run_variant(ctx: Context, variant: str, run: RunOptions, *, init_model: Opti
 
     result = agent.train(ctx, policy, RunOptions(
         seed=seed, epochs=n_rl, out_dir=out, device=device, precision=precision, resume=resume, progress=run.progress,
-        evaluate_fn=validator, on_epoch_end=hook, meta=meta))
+        evaluate_fn=validator, on_epoch_end=hook, meta=meta, env_backend=p.train.env_backend))
     return _finish_run(out, variant, seed, pretrain_epochs, n_rl, precision, device, result, restarted, started)
 
 

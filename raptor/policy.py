@@ -578,12 +578,18 @@ class Policy(nn.Module):
     # -------------------------------------------------------------- action scoring
 
     def candidate_logits(self, s: torch.Tensor, entity: torch.Tensor, relation: torch.Tensor,
-                         dt: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+                         dt: torch.Tensor, mask: torch.Tensor | None = None,
+                         time_rows: Optional[int] = None) -> torch.Tensor:
         """Logits ``<s, a>`` of ``[B, A]`` candidates, decomposed (see the module docstring).
 
-        Float32 (or float64) ``[B, A]``; entries where ``mask`` is false are ``-inf``.
+        Float32 (or float64) ``[B, A]``; entries where ``mask`` is false are ``-inf``. ``time_rows``:
+        a bound on ``dt`` (``dt < time_rows``) known without reading ``dt`` (the device environment's),
+        so that a GPU step need not wait for ``dt.max()`` (on the CPU ``dt`` is read regardless).
         """
-        n_dt = int(dt.max()) + 1 if dt.numel() else 1
+        if time_rows is not None and s.device.type != "cpu":
+            n_dt = time_rows
+        else:  # on the CPU reading dt costs nothing, and the table's size then does not depend on the caller
+            n_dt = int(dt.max()) + 1 if dt.numel() else 1
         with torch.autocast(device_type=s.device.type, enabled=False):
             table = self.time_encoding(torch.arange(n_dt, device=dt.device))
         E, Rl = self.entity_emb.weight, self.relation_emb.weight

@@ -45,6 +45,7 @@ from .config import EvalConfig, RLConfig
 from .env import TemporalEnv
 from .loop import Phase, Selection, TrainResult, rl_postfix, run_epochs, write_history
 from .policy import Policy
+from .device_env import on_device
 from .rollout import Rollout, rollout
 from .runtime import adam, autocast, epoch_seed
 
@@ -54,16 +55,18 @@ CHECKPOINT_FORMAT = checkpoints.RL_CHECKPOINT_FORMAT
 def actor_critic_loss(ro: Rollout, gamma: float, beta: float) -> tuple[torch.Tensor, dict[str, float]]:
     """Appendix C loss of one batch (see the module docstring); also returns its parts."""
     K = ro.log_prob.shape[1]
-    disc = torch.tensor([gamma ** (K - 1 - k) for k in range(K)], dtype=torch.float32, device=ro.reward.device)
+    # built on the device (float64 powers, as Python's, then float32): no host-to-device copy per batch
+    disc = torch.pow(gamma, torch.arange(K - 1, -1, -1, dtype=torch.float64, device=ro.reward.device)).float()
     g = ro.reward[:, None] * disc[None, :]  # [B, K]
     adv = (g - ro.value).detach()
     actor = -(ro.log_prob * adv).sum(1).mean()
     entropy = ro.entropy.sum(1).mean()
     critic = ((ro.value - g) ** 2).sum(1).mean()
     loss = actor - beta * entropy + critic
-    parts = {"actor_loss": float(actor.detach()), "critic_loss": float(critic.detach()),
-             "entropy": float(entropy.detach()) / K,
-             "reward": float(ro.reward.mean())}
+    # one device-to-host copy for the four numbers (each float() would wait for the device)
+    a, c, e, r = torch.stack([actor.detach().float(), critic.detach().float(), entropy.detach().float(),
+                              ro.reward.float().mean()]).tolist()
+    parts = {"actor_loss": a, "critic_loss": c, "entropy": e / K, "reward": r}
     return loss, parts
 
 
@@ -161,6 +164,7 @@ def train(policy: Policy, env: TemporalEnv, train_queries: np.ndarray, rl: RLCon
     policy.to(run.device)
     optimizer = make_optimizer(policy, rl)
     queries = np.ascontiguousarray(train_queries, dtype=np.int64)
+    env = on_device(env, run.device, run.env_backend)
     selection = Selection(policy, run.evaluate_fn, eval_cfg.valid_every, eval_cfg.patience, out, meta,
                           early=(eval_cfg.valid_every_early, eval_cfg.valid_early_epochs))
 

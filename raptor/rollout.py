@@ -21,10 +21,15 @@ from .policy import Policy
 from .sampling import sample_step
 
 
+def as_tensor(x, device) -> torch.Tensor:
+    """A host array (copied) or a tensor (moved if needed) on ``device``: the building blocks serve both
+    the host environment and :class:`raptor.device_env.DeviceEnv`."""
+    return x.to(device) if isinstance(x, torch.Tensor) else torch.from_numpy(np.ascontiguousarray(x)).to(device)
+
+
 def query_embedding(policy: Policy, state: State, device) -> torch.Tensor:
     """``[Emb_E(e_q); r(r_q, 0)]`` of the rows of ``state`` (computed once per rollout)."""
-    return policy.query_embedding(torch.from_numpy(state.query_entity).to(device),
-                                  torch.from_numpy(state.query_relation).to(device))
+    return policy.query_embedding(as_tensor(state.query_entity, device), as_tensor(state.query_relation, device))
 
 
 def query_context(policy: Policy, state: State, device) -> dict[str, torch.Tensor]:
@@ -38,11 +43,17 @@ class CandidateTensors:
     relation: torch.Tensor  # int64 [B, A]
     dt: torch.Tensor  # int64 [B, A], t_q - t'
     mask: torch.Tensor  # bool [B, A]
+    #: a bound on ``dt`` known without reading it (device candidates), else ``None``
+    time_rows: Optional[int] = None
 
 
 def candidate_tensors(state: State, cands: Candidates, device) -> CandidateTensors:
-    dt = state.query_time[:, None] - cands.time
     # real actions have t' <= t_q and padding has time 0, so dt >= 0 always; the clip is a guard
+    if isinstance(cands.entity, torch.Tensor):  # DeviceEnv: already there
+        dt = (state.query_time[:, None] - cands.time).clamp(min=0)
+        return CandidateTensors(entity=cands.entity, relation=cands.relation, dt=dt, mask=cands.mask,
+                                time_rows=cands.time_rows)
+    dt = state.query_time[:, None] - cands.time
     np.maximum(dt, 0, out=dt)
     return CandidateTensors(
         entity=torch.from_numpy(cands.entity).to(device),
@@ -60,7 +71,7 @@ def score_candidates(policy: Policy, state: State, ct: CandidateTensors, h: torc
     a sigmoid to them).
     """
     s, v = policy.heads(q, h, state.step, critic=critic)
-    z = policy.candidate_logits(s, ct.entity, ct.relation, ct.dt, ct.mask)
+    z = policy.candidate_logits(s, ct.entity, ct.relation, ct.dt, ct.mask, ct.time_rows)
     return z, (v.float() if v is not None else None)
 
 
@@ -68,13 +79,13 @@ def advance(policy: Policy, env: TemporalEnv, state: State, cands: Candidates, c
             hc, need_path: bool = True):
     """Take ``choice``; returns ``(next_state, next_hc)`` (``hc`` unchanged when ``need_path`` is false,
     e.g. after the last action, whose ``h_K`` nobody reads)."""
-    ch = choice.cpu().numpy()
-    nxt = env.step(state, cands, ch)
+    on_host = isinstance(state.entity, np.ndarray)
+    nxt = env.step(state, cands, choice.cpu().numpy() if on_host else choice)
     if need_path:
         dev = hc[0].device
-        e = torch.from_numpy(nxt.entity).to(dev)
-        r = torch.from_numpy(nxt.path_relation[:, -1].copy()).to(dev)
-        dt = torch.from_numpy(nxt.query_time - nxt.time).to(dev)
+        e = as_tensor(nxt.entity, dev)
+        r = as_tensor(nxt.path_relation[:, -1], dev)
+        dt = as_tensor(nxt.query_time - nxt.time, dev)
         hc = policy.advance_path(hc, e, r, dt)
     return nxt, hc
 
@@ -105,5 +116,5 @@ def rollout(policy: Policy, env: TemporalEnv, queries: np.ndarray, generator: Op
         ents.append(ent)
         vals.append(v)
         state, hc = advance(policy, env, state, cands, choice, hc, need_path=k < env.K - 1)
-    reward = torch.from_numpy(env.reward(state)).to(device)
+    reward = as_tensor(env.reward(state), device)
     return Rollout(torch.stack(logps, 1), torch.stack(ents, 1), torch.stack(vals, 1), state, reward)

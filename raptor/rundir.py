@@ -206,7 +206,8 @@ class RunOptions:
     every epoch; ``meta``: what the saved models record (the agent adds what rebuilds the policy);
     ``num_threads``: torch threads (``None``: ``train.num_threads``); ``resume_only``: refuse to empty a
     folder whose run cannot be continued (:meth:`raptor.rundir.RunDir.prepare`); ``checkpoint_every``:
-    a checkpoint after every that many epochs (and the last)."""
+    a checkpoint after every that many epochs (and the last); ``env_backend``: where rollouts
+    build their candidates."""
 
     seed: int = 0
     epochs: Optional[int] = None
@@ -221,3 +222,6 @@ class RunOptions:
     num_threads: Optional[int] = None
     resume_only: bool = False
     checkpoint_every: int = 1
+    #: Where rollouts build their candidates: ``auto`` (on the device for CUDA), ``numpy`` (host) or
+    #: ``torch`` (:func:`raptor.device_env.on_device`).
+    env_backend: str = "auto"

@@ -245,7 +245,7 @@ LAYERS: list[tuple[str, set[str]]] = [
                         "projectlock", "resources", "paper", "stats", "sampling"}),
     ("params, registries, files", {"agents", "variants", "registry", "config", "checkpoints", "rundir", "records"}),
     ("data and graph", {"data", "graph", "ingest", "synthetic", "ranking"}),
-    ("environment and labeling", {"env", "labeling", "context"}),
+    ("environment and labeling", {"env", "device_env", "labeling", "context"}),
     ("policies and agents", {"policy", "rollout", "beam", "flops", "loop", "rl", "titer", "recurrency",
                              "agents.base", "agents.actor_critic", "agents.titer", "agents.recurrency"}),
     ("reporting", {"report"}),
