@@ -150,7 +150,7 @@ def child(args):
     env, queries, E, R = setup(Path(args.raw))
     torch.manual_seed(args.child_seed)
     policy = Policy(E, R, ModelConfig(), env.K).to(device)
-    denv = on_device(env, device, "torch")
+    denv = on_device(env, device, args.child_backend)
     n = args.batches or int(np.ceil(len(queries) / 512))
     train_batches(denv, policy, queries, device, "float32", 512, 3, 0, seed=args.child_seed)
     print(json.dumps({"start": time.time()}), flush=True)
@@ -165,17 +165,43 @@ def table(paths: list[str]) -> str:
             "| device busy | 5 seeds at once (s/epoch each; machine s per seed-epoch) |", "|" + "---|" * 9]
     for path in paths:
         d = json.load(open(path))
-        seeds = d.get("seeds_at_once")
-        for key, r in d["rl_epoch"].items():
+        for key, r in d.get("rl_epoch", {}).items():
             precision, backend = key.split("/")
             prof = d.get("profile", {}).get(backend, {}) if precision == "float32" else {}
             busy = f"{100 * prof['busy_share']:.0f}%" if prof.get("busy_share") is not None else ""
+            seeds = d.get("seeds_at_once" if backend == "torch" else f"seeds_at_once_{backend}")
             s5 = (f"{min(seeds['seconds_per_epoch_each']):.1f}-{max(seeds['seconds_per_epoch_each']):.1f}; "
-                  f"{seeds['machine_seconds_per_seed_epoch']:.2f}") if seeds and backend == "torch" and precision == "float32" else ""
+                  f"{seeds['machine_seconds_per_seed_epoch']:.2f}") if seeds and precision == "float32" else ""
             rows.append(f"| {Path(path).name} | {d['device']} | {precision} | {backend} | {r['seconds_per_epoch']:.2f} "
                         f"| {prof.get('launches_per_batch', ''):} | {prof.get('host_device_copies_per_batch', '')} "
                         f"| {busy} | {s5} |")
+        if "rl_epoch" not in d:  # a seeds-at-once measurement alone
+            for backend in ("numpy", "torch"):
+                seeds = d.get("seeds_at_once" if backend == "torch" else f"seeds_at_once_{backend}")
+                if seeds:
+                    rows.append(f"| {Path(path).name} | {d['device']} | float32 | {backend} | | | | "
+                                f"| {min(seeds['seconds_per_epoch_each']):.1f}-{max(seeds['seconds_per_epoch_each']):.1f}; "
+                                f"{seeds['machine_seconds_per_seed_epoch']:.2f} |")
     return "\n".join(rows)
+
+
+def seeds_at_once(args, backend: str) -> dict:
+    """``args.seeds`` processes on the device at once, each timing one RL epoch (its own seed)."""
+    cmd = [sys.executable, __file__, "--child", "--raw", args.raw, "--device", args.device,
+           "--batches", str(args.batches), "--child-backend", backend]
+    t = time.time()
+    procs = [subprocess.Popen(cmd + ["--child-seed", str(s)], stdout=subprocess.PIPE, text=True)
+             for s in range(args.seeds)]
+    results = []
+    for p in procs:
+        lines = [json.loads(x) for x in p.communicate()[0].splitlines() if x.startswith("{")]
+        results.append({k: v for d in lines for k, v in d.items()})
+    return {"backend": backend, "processes": args.seeds,
+            "seconds_per_epoch_each": [r["seconds"] for r in results],
+            "all_timed_epochs_overlapped": max(r["start"] for r in results) < min(r["end"] for r in results),
+            "wall_s": time.time() - t,
+            "machine_seconds_per_seed_epoch": (max(r["end"] for r in results) - min(r["start"] for r in results))
+            / args.seeds}
 
 
 def main():
@@ -194,6 +220,10 @@ def main():
     ap.add_argument("--scaling", nargs="*", type=int, default=[512, 2048, 8192], help="batch sizes timed")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--child-seed", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument("--child-backend", default="torch", help=argparse.SUPPRESS)
+    ap.add_argument("--seeds-backends", nargs="+", default=["torch"], choices=["numpy", "torch"],
+                    help="environment backends of the seeds-at-once measurement")
+    ap.add_argument("--only-seeds", action="store_true", help="measure the seeds at once only")
     args = ap.parse_args()
     if args.child:
         return child(args)
@@ -204,6 +234,13 @@ def main():
     out = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
            "torch": torch.__version__, "train_queries": len(queries), "batches_per_epoch": n_epoch,
            "batches_timed": n}
+    if args.only_seeds:
+        for backend in args.seeds_backends:
+            key = "seeds_at_once" if backend == "torch" else f"seeds_at_once_{backend}"
+            out[key] = seeds_at_once(args, backend)
+            print(key, json.dumps(out[key]), flush=True)
+        atomic_write_json(args.out, out)
+        return
     t = time.perf_counter()
     out["candidates_equal"] = check_candidates(env, queries, device, args.check_rows)
     out["candidates_equal"]["seconds"] = time.perf_counter() - t
@@ -234,22 +271,10 @@ def main():
         scaling[bs] = {"us_per_query": 1e6 * sec / (nb * bs), "batches": nb}
     out["batch_scaling"] = scaling
     print("scaling", json.dumps(scaling), flush=True)
-    if args.seeds:
-        cmd = [sys.executable, __file__, "--child", "--raw", args.raw, "--device", args.device,
-               "--batches", str(args.batches)]
-        t = time.time()
-        procs = [subprocess.Popen(cmd + ["--child-seed", str(s)], stdout=subprocess.PIPE, text=True)
-                 for s in range(args.seeds)]
-        results = []
-        for p in procs:
-            lines = [json.loads(x) for x in p.communicate()[0].splitlines() if x.startswith("{")]
-            results.append({k: v for d in lines for k, v in d.items()})
-        overlap = max(r["start"] for r in results) < min(r["end"] for r in results)
-        out["seeds_at_once"] = {"processes": args.seeds, "seconds_per_epoch_each": [r["seconds"] for r in results],
-                                "all_timed_epochs_overlapped": overlap, "wall_s": time.time() - t}
-        out["seeds_at_once"]["machine_seconds_per_seed_epoch"] = (
-            max(r["end"] for r in results) - min(r["start"] for r in results)) / args.seeds
-        print("seeds", json.dumps(out["seeds_at_once"]), flush=True)
+    for backend in args.seeds_backends if args.seeds else []:
+        key = "seeds_at_once" if backend == "torch" else f"seeds_at_once_{backend}"
+        out[key] = seeds_at_once(args, backend)
+        print(key, json.dumps(out[key]), flush=True)
     try:
         from bench_agent import bound
         out["bound"] = {p: bound({"seconds_per_epoch": epochs[f"{p}/torch"]["seconds_per_epoch"]}, {}, p, E, R,
