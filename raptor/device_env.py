@@ -159,16 +159,8 @@ class DeviceEnv:
         B = state.batch_size
         dev = self.device
         e = state.entity
-        if self.walk == "backward":
-            lo = torch.zeros_like(state.time)
-            hi = state.time + ((state.time != state.query_time) & self.same_time).to(torch.int64)
-            visited = None
-            cap = cfg.max_actions if state.step == 0 else cfg.edge_cap
-        else:
-            lo = state.time
-            hi = state.query_time if cfg.strict_history else state.query_time + 1
-            visited = state.visited
-            cap = cfg.edge_cap
+        lo, hi, masked, cap = self.host.bounds(state)
+        visited = state.visited if masked else None
         start, stop = self._window(e, lo, hi)
         if visited is not None and cfg.mask_before_cap:
             # [stop - cap - n_visited, stop) holds cap unvisited edges (or the whole window does)

@@ -190,24 +190,27 @@ class TemporalEnv:
             path_entity=empty, path_relation=empty, path_time=empty, step=0, answer=answer,
         )
 
+    def bounds(self, state):
+        """``(lo, hi, masked, cap)`` of every row's candidate window (``lo <= t' < hi``): whether visited
+        targets are masked and how many edges are kept. Plain arithmetic, so it serves host arrays and
+        the device environment's tensors alike."""
+        if self.walk == "backward":
+            # TITer: no lower bound, t' < t_k (t' <= t_k after the first hop with same_time), no
+            # visited mask, and max_actions edges at step 0 where NO_OP gives way to them
+            after_first_hop = (state.time != state.query_time) & self.same_time
+            cap = self.config.max_actions if state.step == 0 else self.config.edge_cap
+            return state.time * 0, state.time + after_first_hop * 1, False, cap
+        hi = state.query_time if self.config.strict_history else state.query_time + 1
+        return state.time, hi, True, self.config.edge_cap
+
     def candidates(self, state: State) -> Candidates:
         """The padded candidate actions of every row of ``state``."""
         if state.step >= self.K:
             raise ValueError(f"state at step {state.step} is terminal (K = {self.K})")
         cfg = self.config
         B = state.batch_size
-        if self.walk == "backward":
-            # TITer: no lower bound, t' < t_k (t' <= t_k after the first hop with same_time), no
-            # visited mask, and max_actions edges at step 0 where NO_OP gives way to them
-            lo = np.zeros(B, dtype=np.int64)
-            hi = state.time + ((state.time != state.query_time) & self.same_time)
-            visited = np.empty((B, 0), dtype=np.int64)
-            cap = cfg.max_actions if state.step == 0 else cfg.edge_cap
-        else:
-            lo = state.time
-            hi = state.query_time if cfg.strict_history else state.query_time + 1
-            visited = state.visited
-            cap = cfg.edge_cap
+        lo, hi, masked, cap = self.bounds(state)
+        visited = state.visited if masked else np.empty((B, 0), dtype=np.int64)
         start, stop = self.graph.window(state.entity, lo, hi)
         ent = np.full((B, cap + 1), self.pad_entity, dtype=np.int64)
         rel = np.full((B, cap + 1), self.pad_relation, dtype=np.int64)
