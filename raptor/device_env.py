@@ -19,7 +19,10 @@ batched passes:
    first ``min(cap, unvisited)`` of them).
 
 The only host synchronisation of a step is reading ``W`` and the widest candidate count (one
-two-element copy), which also trims the width exactly as the host environment does.
+two-element copy), which also trims the width exactly as the host environment does. With fixed shapes
+(``scan_pad``) there is none: the widths are bounds, and a row whose scan would pass more edges to
+visited entities than ``scan_pad`` is flagged instead (what a captured step then does with it is the
+caller's).
 """
 
 from __future__ import annotations
@@ -79,6 +82,9 @@ class DeviceCandidates:
     count: torch.Tensor  # int64 [B]
     #: ``t_q - t' < time_rows`` for every row (the environment checks query times at reset)
     time_rows: Optional[int] = None
+    #: with fixed shapes (``DeviceEnv(scan_pad=...)``): bool ``[B]``, rows whose scan needed more than
+    #: the fixed width, so their candidates are incomplete and must not be used; else ``None``
+    overflow: Optional[torch.Tensor] = None
 
     @property
     def width(self) -> int:
@@ -88,7 +94,14 @@ class DeviceCandidates:
 class DeviceEnv:
     """A :class:`raptor.env.TemporalEnv` (graph, config, walk) resident on ``device``; stateless."""
 
-    def __init__(self, env: TemporalEnv, device="cpu"):
+    def __init__(self, env: TemporalEnv, device="cpu", scan_pad: Optional[int] = None):
+        """``scan_pad``: ``None`` reads each step's widths from the device (exact, one sync per step);
+        an int fixes them (candidates ``max(max_actions, edge_cap) + 1`` wide, scans ``scan_pad`` edges
+        longer than the cap) so that a step has static shapes and no sync (CUDA graphs), and rows whose
+        scan needs more are flagged in :attr:`DeviceCandidates.overflow`."""
+        if scan_pad is not None and scan_pad < 0:
+            raise ValueError(f"scan_pad must be >= 0 or None, got {scan_pad}")
+        self.scan_pad = scan_pad
         g = env.graph
         self.host = env
         self.device = torch.device(device)
@@ -103,9 +116,9 @@ class DeviceEnv:
         self.time_rows = self._stride
         source = np.repeat(np.arange(g.num_entities, dtype=np.int64), g.degree())
         self._key = torch.from_numpy(source * self._stride + g.time.astype(np.int64)).to(dev)
-        self._neighbor = torch.from_numpy(g.neighbor.astype(np.int64)).to(dev)
-        self._relation = torch.from_numpy(g.relation.astype(np.int64)).to(dev)
-        self._time = torch.from_numpy(g.time.astype(np.int64)).to(dev)
+        # one sentinel edge at the end: a scan position clamped to 0 is readable even in an empty graph
+        self._neighbor, self._relation, self._time = (
+            torch.from_numpy(np.append(a.astype(np.int64), 0)).to(dev) for a in (g.neighbor, g.relation, g.time))
         # pair index: (source * E + target) * (M + 1) + position, sorted
         E = g.num_entities
         if E * E * (m + 1) >= 2 ** 62:
@@ -173,7 +186,12 @@ class DeviceEnv:
         else:
             p0 = torch.maximum(start, stop - cap)
             count = stop - p0
-        if B == 0:
+        overflow = None
+        if self.scan_pad is not None:  # fixed shapes, no sync (capturable); rows that need more are flagged
+            width = 1 + max(cfg.max_actions, cfg.edge_cap)
+            W = width - 1 + self.scan_pad
+            overflow = (stop - p0) > W
+        elif B == 0:
             W, width = 0, 1
         else:
             W, c_max = torch.stack([(stop - p0).max(), count.max()]).tolist()  # the step's one sync
@@ -184,7 +202,7 @@ class DeviceEnv:
         pos = stop[:, None] - 1 - offs[None, :]  # [B, W], most recent first
         keep = pos >= p0[:, None]
         pos = pos.clamp(min=0)
-        nb = self._neighbor[pos] if W else torch.zeros((B, 0), dtype=torch.int64, device=dev)
+        nb = self._neighbor[pos]
         if visited is not None:
             keep &= ~(nb[:, :, None] == visited[:, None, :]).any(2)
         rank = keep.cumsum(1)
@@ -205,7 +223,7 @@ class DeviceEnv:
         if self.walk == "backward" and state.step == 0:
             mask[:, 0] = count == 0
         return DeviceCandidates(entity=ent, relation=rel, time=tim, mask=mask, count=count,
-                                time_rows=self.time_rows)
+                                time_rows=self.time_rows, overflow=overflow)
 
     def step(self, state: DeviceState, cands: DeviceCandidates, choice: torch.Tensor) -> DeviceState:
         """Take action slot ``choice[b]`` of ``cands`` in every row (not checked against the mask: that

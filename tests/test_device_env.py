@@ -141,3 +141,45 @@ def test_a_query_past_the_graph_is_refused():
     dev.reset(np.array([[0, 0, 1, last + 1]]))  # the day after the graph: a forecast query
     with pytest.raises(ValueError, match=f"query time {last + 2} is past the graph's last day"):
         dev.reset(np.array([[0, 0, 1, last + 2]]))
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10_000), n=st.integers(0, 120), cap=st.integers(1, 5), pad=st.integers(0, 6),
+       walk=st.sampled_from(["forward", "backward"]), mask_before_cap=st.booleans(), hub=st.booleans())
+def test_fixed_shapes_give_the_same_candidates_or_flag_the_row(seed, n, cap, pad, walk, mask_before_cap, hub):
+    """With fixed widths (no sync) a row's candidates are the exact ones, padded to the fixed width,
+    unless the row is flagged as overflowing; a row is flagged only if its exact scan is wider."""
+    rng = np.random.default_rng(seed)
+    graph = random_graph(rng, 8, 2, 6, n, hub)
+    host = TemporalEnv(graph, EnvConfig(max_path_length=3, max_actions=cap, mask_before_cap=mask_before_cap))
+    host = host.with_walk(walk)
+    exact, fixed = DeviceEnv(host), DeviceEnv(host, scan_pad=pad)
+    queries = torch.from_numpy(np.stack([rng.integers(0, 8, 32), rng.integers(0, 4, 32), rng.integers(0, 8, 32),
+                                         rng.integers(0, 7, 32)], 1))
+    es = exact.reset(queries)
+    for _ in range(3):
+        ec, fc = exact.candidates(es), fixed.candidates(es)
+        assert fc.width == cap + 1 and fc.overflow.dtype == torch.bool
+        W_exact = exact.last_widths[0]
+        assert fixed.last_widths == (cap + pad, cap + 1)
+        ok = ~fc.overflow
+        for name in ("entity", "relation", "time", "mask"):
+            got, want = getattr(fc, name)[:, :ec.width], getattr(ec, name)
+            assert torch.equal(got[ok], want[ok]), name
+        assert not fc.mask[:, ec.width:].any()
+        if W_exact <= cap + pad:
+            assert not fc.overflow.any()
+        choice = torch.from_numpy(np.array([rng.choice(np.flatnonzero(m)) for m in ec.mask.numpy()]))
+        es = exact.step(es, ec, choice)
+
+
+def test_the_hub_row_overflows_a_short_fixed_scan():
+    quads = [(0, 0, 1, t) for t in range(40)] + [(1, 0, 2, 5), (1, 0, 3, 17), (1, 0, 4, 30)]
+    host = TemporalEnv(TemporalGraph.from_quadruples(np.array(quads), 5, 1), EnvConfig(max_path_length=2, max_actions=3))
+    for pad, flagged in ((10, True), (40, False)):  # the scan passes 40 edges back to entity 0
+        dev = DeviceEnv(host, scan_pad=pad)
+        s = dev.move(dev.reset(np.array([[0, 0, 4, 40]])), torch.tensor([1]), torch.tensor([0]), torch.tensor([0]))
+        c = dev.candidates(s)
+        assert c.overflow.tolist() == [flagged]
+        if not flagged:
+            assert c.entity[0].tolist() == [1, 4, 3, 2]
