@@ -52,8 +52,19 @@ from .runtime import adam, autocast, epoch_seed
 CHECKPOINT_FORMAT = checkpoints.RL_CHECKPOINT_FORMAT
 
 
+#: The parts of :func:`actor_critic_loss` in the order of :func:`actor_critic_terms`' second tensor.
+LOSS_PARTS = ("actor_loss", "critic_loss", "entropy", "reward")
+
+
 def actor_critic_loss(ro: Rollout, gamma: float, beta: float) -> tuple[torch.Tensor, dict[str, float]]:
-    """Appendix C loss of one batch (see the module docstring); also returns its parts."""
+    """Appendix C loss of one batch (see the module docstring); also returns its parts (one read)."""
+    loss, parts = actor_critic_terms(ro, gamma, beta)
+    return loss, dict(zip(LOSS_PARTS, parts.tolist()))
+
+
+def actor_critic_terms(ro: Rollout, gamma: float, beta: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`actor_critic_loss` without reading anything back: ``(loss, parts)`` with ``parts`` float32
+    ``[4]`` in the order of :data:`LOSS_PARTS` (entropy per step), for a step that must not sync."""
     K = ro.log_prob.shape[1]
     # built on the device (float64 powers, as Python's, then float32): no host-to-device copy per batch
     disc = torch.pow(gamma, torch.arange(K - 1, -1, -1, dtype=torch.float64, device=ro.reward.device)).float()
@@ -63,10 +74,9 @@ def actor_critic_loss(ro: Rollout, gamma: float, beta: float) -> tuple[torch.Ten
     entropy = ro.entropy.sum(1).mean()
     critic = ((ro.value - g) ** 2).sum(1).mean()
     loss = actor - beta * entropy + critic
-    # one device-to-host copy for the four numbers (each float() would wait for the device)
-    a, c, e, r = torch.stack([actor.detach().float(), critic.detach().float(), entropy.detach().float(),
-                              ro.reward.float().mean()]).tolist()
-    parts = {"actor_loss": a, "critic_loss": c, "entropy": e / K, "reward": r}
+    # one tensor for the four numbers: one device-to-host copy (each float() would wait for the device)
+    parts = torch.stack([actor.detach().float(), critic.detach().float(), entropy.detach().float() / K,
+                         ro.reward.float().mean()])
     return loss, parts
 
 

@@ -97,24 +97,35 @@ class Rollout:
     value: torch.Tensor  # [B, K]
     final: State
     reward: torch.Tensor  # [B]
+    #: bool 0-dim: a fixed-shape device environment flagged a row (its candidates were cut short)
+    overflow: Optional[torch.Tensor] = None
 
 
 def rollout(policy: Policy, env: TemporalEnv, queries: np.ndarray, generator: Optional[torch.Generator] = None,
-            device="cpu") -> Rollout:
-    """Run ``K`` sampled steps for a batch of ``[B, 4]`` training queries (one episode each)."""
+            device="cpu", uniforms: Optional[torch.Tensor] = None) -> Rollout:
+    """Run ``K`` sampled steps for a batch of ``[B, 4]`` training queries (one episode each).
+
+    ``uniforms``: float64 ``[K, B]`` drawn beforehand (step ``k`` samples with row ``k``), for a step that
+    must not draw (a CUDA graph); else each step draws from ``generator``. With a fixed-shape device
+    environment (``DeviceEnv(scan_pad=...)``) :attr:`Rollout.overflow` says whether any row's candidates
+    were incomplete (the batch must then be redone exactly)."""
     state = env.reset(queries)
     B = state.batch_size
     q = query_context(policy, state, device)
     hc = policy.initial_path_state(B)
     logps, ents, vals = [], [], []
+    overflow = None
     for k in range(env.K):
         cands = env.candidates(state)
+        flags = getattr(cands, "overflow", None)
+        if flags is not None:
+            overflow = flags.any() if overflow is None else overflow | flags.any()
         ct = candidate_tensors(state, cands, device)
         z, v = score_candidates(policy, state, ct, hc[0], q)
-        choice, logp, ent = sample_step(z, ct.mask, generator)
+        choice, logp, ent = sample_step(z, ct.mask, generator, None if uniforms is None else uniforms[k])
         logps.append(logp)
         ents.append(ent)
         vals.append(v)
         state, hc = advance(policy, env, state, cands, choice, hc, need_path=k < env.K - 1)
     reward = as_tensor(env.reward(state), device)
-    return Rollout(torch.stack(logps, 1), torch.stack(ents, 1), torch.stack(vals, 1), state, reward)
+    return Rollout(torch.stack(logps, 1), torch.stack(ents, 1), torch.stack(vals, 1), state, reward, overflow)

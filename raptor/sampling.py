@@ -122,10 +122,13 @@ class _SampleStep(torch.autograd.Function):
         return dz, None, None
 
 
-def sample_step(z: torch.Tensor, mask: torch.Tensor, generator: Optional[torch.Generator] = None):
+def sample_step(z: torch.Tensor, mask: torch.Tensor, generator: Optional[torch.Generator] = None,
+                u: Optional[torch.Tensor] = None):
     """``(choice [B], log pi(choice) [B], entropy [B])`` of one step over the ``mask``-ed slots of
-    ``z [B, A]`` (CPU: one fused kernel; other devices: :func:`sample_step_torch`)."""
-    u = torch.rand(z.shape[0], generator=generator, device=z.device, dtype=torch.float64)
+    ``z [B, A]`` (CPU: one fused kernel; other devices: :func:`sample_step_torch`). ``u``: the step's
+    float64 uniforms ``[B]`` drawn beforehand (a captured step cannot draw them); else drawn here."""
+    if u is None:
+        u = torch.rand(z.shape[0], generator=generator, device=z.device, dtype=torch.float64)
     if z.device.type == "cpu":
         return _SampleStep.apply(z, mask, u)
     return sample_step_torch(z, mask, u)

@@ -183,3 +183,30 @@ def test_the_hub_row_overflows_a_short_fixed_scan():
         assert c.overflow.tolist() == [flagged]
         if not flagged:
             assert c.entity[0].tolist() == [1, 4, 3, 2]
+
+
+def test_a_fixed_shape_rollout_with_drawn_uniforms_is_the_exact_rollout():
+    """What a captured step runs (fixed widths, uniforms drawn beforehand) samples the same episodes and
+    computes the same loss as the exact rollout drawing its own uniforms, when no row overflows."""
+    from raptor.rl import LOSS_PARTS, actor_critic_loss, actor_critic_terms
+
+    rng = np.random.default_rng(5)
+    graph = random_graph(rng, 12, 3, 10, 150, hub=True)
+    host = TemporalEnv(graph, EnvConfig(max_path_length=3, max_actions=4))
+    queries = np.stack([rng.integers(0, 12, 32), rng.integers(0, 6, 32), rng.integers(0, 12, 32),
+                        rng.integers(1, 11, 32)], 1)
+    torch.manual_seed(0)
+    policy = Policy(12, 3, ModelConfig(entity_dim=8, relation_dim=8, time_dim=4, step_dim=4, mlp_hidden_dim=8), 3)
+    exact = rollout(policy, DeviceEnv(host), queries, torch.Generator().manual_seed(1))
+    u = torch.rand((3, 32), generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    fixed = rollout(policy, DeviceEnv(host, scan_pad=200), torch.from_numpy(queries), uniforms=u)
+    assert exact.overflow is None and not bool(fixed.overflow)
+    assert torch.equal(exact.final.entity, fixed.final.entity)
+    torch.testing.assert_close(exact.log_prob, fixed.log_prob)
+    loss_e, parts_e = actor_critic_loss(exact, 0.95, 0.01)
+    loss_f, parts_f = actor_critic_terms(fixed, 0.95, 0.01)
+    torch.testing.assert_close(loss_e, loss_f)
+    assert list(parts_e) == list(LOSS_PARTS)
+    torch.testing.assert_close(torch.tensor(list(parts_e.values())), parts_f)
+    short = rollout(policy, DeviceEnv(host, scan_pad=0), torch.from_numpy(queries), uniforms=u)
+    assert bool(short.overflow)  # the hub pair's parallel edges do not fit a scan of the cap alone
