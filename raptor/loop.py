@@ -164,15 +164,26 @@ def run_epochs(phase: Phase, policy: torch.nn.Module, optimizer: torch.optim.Opt
 # ------------------------------------------------------------------------------------------------
 
 
+#: The columns of ``validation.csv`` (:attr:`raptor.rundir.RunDir.validation_csv`).
+VALIDATION_FIELDS = ("epoch", "val_mrr", "val_seconds")
+
+
 def write_history(out: Path, history: list[dict[str, Any]], fields: Sequence[str]) -> None:
-    """``history.json`` (every key) and ``history.csv`` (``fields``, empty where missing), atomically."""
+    """``history.json`` (every key), ``history.csv`` (``fields``, empty where missing) and
+    ``validation.csv`` (the validated epochs' rows only), atomically."""
     atomic_write_json(RunDir(out).history, history)
-    buf = _io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=list(fields), extrasaction="ignore", lineterminator="\n")
-    w.writeheader()
-    for row in history:
-        w.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in fields})
-    atomic_write_text(RunDir(out).history_csv, buf.getvalue())
+
+    def table(columns: Sequence[str], rows: list[dict[str, Any]]) -> str:
+        buf = _io.StringIO()
+        w = csv.DictWriter(buf, fieldnames=list(columns), extrasaction="ignore", lineterminator="\n")
+        w.writeheader()
+        for row in rows:
+            w.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in columns})
+        return buf.getvalue()
+
+    atomic_write_text(RunDir(out).history_csv, table(fields, history))
+    validated = [row for row in history if row.get("val_mrr") is not None]
+    atomic_write_text(RunDir(out).validation_csv, table([f for f in VALIDATION_FIELDS if f in fields], validated))
 
 
 @dataclass

@@ -37,6 +37,9 @@ class RunDir:
     #: Per-epoch history rows (every key), and their table (the selected fields).
     HISTORY = "history.json"
     HISTORY_CSV = "history.csv"
+    #: The validated epochs only (``epoch``, ``val_mrr``, ``val_seconds``): what a validation curve draws
+    #: (in ``history.csv`` the other epochs' cells are empty, which plotting tools read as 0).
+    VALIDATION_CSV = "validation.csv"
     #: A phase's latest checkpoint (the one before it: ``checkpoint.pt.prev``).
     CHECKPOINT = "checkpoint.pt"
     #: The model of the best validation MRR, and the last epoch's.
@@ -74,6 +77,10 @@ class RunDir:
     @property
     def history_csv(self) -> Path:
         return self.path / self.HISTORY_CSV
+
+    @property
+    def validation_csv(self) -> Path:
+        return self.path / self.VALIDATION_CSV
 
     @property
     def checkpoint(self) -> Path:

@@ -19,8 +19,8 @@ re-runs exactly when one of them changes and ``dvc status`` is clean after a run
 ``params.local.yaml`` must therefore exist (empty is fine: :func:`ensure_local_params`, which
 ``scripts/setup.sh``, ``scripts/run.sh``, the pipeline flow and ``write`` call).
 
-Plots: the learning curves (``history.csv`` of every variant and seed: reward and validation MRR by
-epoch) and the ablation's, declared as DVC top-level ``plots`` (``dvc plots show``).
+Plots: the learning curves (``history.csv`` and ``validation.csv`` of every variant and seed: reward
+and validation MRR by epoch) and the ablation's, declared as DVC top-level ``plots`` (``dvc plots show``).
 """
 
 from __future__ import annotations
@@ -373,12 +373,20 @@ def ensure_local_params(root: str | Path = ".") -> Path:
     return path
 
 
-#: The columns of ``history.csv`` the learning-curve plots draw (by ``epoch``, the file's 0-based index).
-CURVES = {"reward": "mean training reward", "val_mrr": "validation MRR"}
+#: The learning-curve plots: column -> (the run folder's file that holds it, y label), drawn by
+#: ``epoch`` (0-based). Validation MRR comes from ``validation.csv``, which holds only the validated
+#: epochs (``history.csv`` leaves the others' cells empty, and DVC draws an empty cell as 0).
+CURVES = {"reward": (RunDir.HISTORY_CSV, "mean training reward"),
+          "val_mrr": (RunDir.VALIDATION_CSV, "validation MRR")}
+
+
+#: The learning curves' DVC template (``.dvc/plots/learning.json``: DVC's ``linear`` with one colour per
+#: system, i.e. per run folder without its seed, and one line per seed).
+CURVE_TEMPLATE = "learning"
 
 
 def _curve(title: str, files: dict[str, str], y_label: str) -> dict:
-    return {title: {"template": "linear", "x": "epoch", "y": files,
+    return {title: {"template": CURVE_TEMPLATE, "x": "epoch", "y": files,
                     "x_label": "epoch index (0-based: the first epoch is 0)", "y_label": y_label}}
 
 
@@ -393,8 +401,8 @@ def plots(params: Params, ablation: bool = False) -> list[dict]:
     for dataset in sorted(params.datasets):
         if ablation:
             arms = sorted(set(paper_ablation.pretrain_epochs))
-            for column, label in CURVES.items():
-                files = {f"../runs/{dataset}/ablation/arms/p{n}/seed{s}/history.csv": column
+            for column, (name, label) in CURVES.items():
+                files = {f"../runs/{dataset}/ablation/arms/p{n}/seed{s}/{name}": column
                          for n in arms for s in paper_ablation.seeds}
                 out.append(_curve(f"ablation-{column}-{dataset}", files, label))
             out.append({f"ablation-best-val-mrr-{dataset}": {
@@ -402,12 +410,12 @@ def plots(params: Params, ablation: bool = False) -> list[dict]:
                     f"../reports/{dataset}/ablation/ablation.csv": "pretrain_epochs"},
                 "x_label": "best validation MRR (mean over seeds)", "y_label": "pretraining epochs"}})
             continue
-        for column, label in CURVES.items():
+        for column, (name, label) in CURVES.items():
             # a training-free agent (recurrency: a one-row history of its selection) has no reward column,
             # and one file without the field makes DVC drop the whole plot
             drawn = [v for v in params.train.variants
                      if column != "reward" or get_agent(variant_registry.VARIANTS[v].agent).iterates]
-            files = {f"runs/{dataset}/{v}/train/seed{s}/history.csv": column for v in drawn for s in paper_seeds}
+            files = {f"runs/{dataset}/{v}/train/seed{s}/{name}": column for v in drawn for s in paper_seeds}
             out.append(_curve(f"learning-{column}-{dataset}", files, label))
     return out
 

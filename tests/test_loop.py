@@ -38,3 +38,21 @@ def test_training_validates_on_the_schedule(tmp_path, early, want):
     res = train(Policy(E, R, SMALL, 3), env, q["train"][:256], RLConfig(epochs=7, batch_size=256), ev, RunOptions(seed=0, out_dir=tmp_path, evaluate_fn=lambda p: calls.append(1) or {"mrr": 0.1 * len(calls)}, progress=False, resume=False))
     assert [h["epoch"] for h in res.history if h["val_mrr"] is not None] == want
     assert len(calls) == len(want) and res.best_epoch == want[-1]
+
+
+def test_history_files_hold_every_epoch_and_the_validated_ones(tmp_path):
+    """history.csv has a row per epoch (empty cells where an epoch was not validated); validation.csv only
+    the validated epochs, so a curve of validation MRR has no false zeros."""
+    import csv
+
+    from raptor.loop import write_history
+    from raptor.rundir import RunDir
+
+    history = [{"epoch": 0, "reward": 0.1}, {"epoch": 1, "reward": 0.2, "val_mrr": 0.3, "val_seconds": 2.0},
+               {"epoch": 2, "reward": 0.25}, {"epoch": 3, "reward": 0.3, "val_mrr": 0.35, "val_seconds": 2.5}]
+    write_history(tmp_path, history, ("epoch", "reward", "val_mrr", "val_seconds"))
+    rows = list(csv.DictReader(open(RunDir(tmp_path).history_csv)))
+    assert [r["val_mrr"] for r in rows] == ["", "0.3", "", "0.35"]
+    valid = list(csv.DictReader(open(RunDir(tmp_path).validation_csv)))
+    assert valid == [{"epoch": "1", "val_mrr": "0.3", "val_seconds": "2.0"},
+                     {"epoch": "3", "val_mrr": "0.35", "val_seconds": "2.5"}]

@@ -380,3 +380,16 @@ def test_dvc_plots_load_the_learning_curves(tmp_path):
     assert [(v["epoch"], v["reward"]) for v in values] == [("0", "0.1"), ("1", "0.2")]
     mrr = shown["data"]["learning-val_mrr-D"][0]["content"]["data"]["values"]
     assert [v["val_mrr"] for v in mrr] == ["", "0.25"]
+
+
+def test_the_learning_curves_template_is_there_and_colours_by_system():
+    """dvc.yaml's learning curves name a template that DVC finds in .dvc/plots/ (a missing one fails
+    `dvc plots show`); it keeps DVC's data anchors and colours by the system derived from the file path."""
+    import json
+
+    path = ROOT / ".dvc" / "plots" / f"{stages.CURVE_TEMPLATE}.json"
+    text = path.read_text()
+    spec = json.loads(text)
+    assert "<DVC_METRIC_DATA>" in text and "<DVC_METRIC_Y>" in text
+    assert spec["transform"][0]["as"] == "system"
+    assert f"template: {stages.CURVE_TEMPLATE}" in (ROOT / "dvc.yaml").read_text()
