@@ -456,7 +456,9 @@ def paper_layout_rows(sets: Sequence[ResultSet]) -> tuple[list[dict[str, str]], 
                 runs = list(s.runs[v].values())
                 for m in METRIC_KEYS:
                     row[f"{d} {_METRIC_NAMES[m]}"] = _pm([r.metrics[m] for r in runs])
-                notes.append(f"{d}: {len(runs)} seed{'s' if len(runs) > 1 else ''}, {_epochs(runs)} RL epochs, "
+                epochs = _epochs(runs)
+                budget = "training-free" if epochs == "none" else f"{epochs} RL epochs"
+                notes.append(f"{d}: {len(runs)} seed{'s' if len(runs) > 1 else ''}, {budget}, "
                              f"{_one([r.precision for r in runs])}")
             if notes:
                 row["model"] = f"**{label} (ours, {name})** " + "; ".join(notes)

@@ -27,10 +27,15 @@ FR=$(flowrun pipeline); echo "pipeline $FR"
 FD=$(flowrun pipeline- prefix); echo "dvc repro parent $FD"
 [ -n "$FD" ] && shot prefect-dvc-repro-run.png "http://127.0.0.1:$PP/runs/flow-run/$FD"
 FT=$(flowrun finetune-$DS-raptor); echo "finetune $FT"
-[ -n "$FT" ] && shot prefect-finetune-artifacts.png "http://127.0.0.1:$PP/runs/flow-run/$FT?tab=Artifacts"
+# the Artifacts tab (the URL's ?tab= does not open it in Prefect 3's UI: click it)
+[ -n "$FT" ] && $PY/python "$HERE/scripts/ui_shot.py" "http://127.0.0.1:$PP/runs/flow-run/$FT" "$O/prefect-finetune-artifacts.png" --sleep 8 \
+  --click "Artifacts" --size 1500,950 --wait 20
 E=$(expid raptor/$DS); echo "exp $E"
 shot mlflow-runs.png "http://127.0.0.1:$MP/#/experiments/$E/runs?workflowType=machine_learning"
-shot mlflow-charts.png "http://127.0.0.1:$MP/#/experiments/$E/runs?workflowType=machine_learning&compareRunsMode=CHART"
+# charts of the systems' seed-aggregate runs, the Assistant panel shut, time for the charts to draw
+$PY/python "$HERE/scripts/ui_shot.py" "http://127.0.0.1:$MP/#/experiments/$E/runs?workflowType=machine_learning&compareRunsMode=CHART&searchFilter=$(q "tags.aggregate = 'seeds'")" \
+  "$O/mlflow-charts.png" --eval "localStorage.setItem('mlflow.assistant.panelOpen_v1', 'false'); localStorage.setItem('mlflow.assistant.fab.autoOpenedOnFirstLoad_v1', 'true'); 'set'" \
+  --reload --size 1500,950 --wait 30 || echo "mlflow-charts.png: a step failed (see above)"
 EA=$(expid raptor/$DS/ablation-pretrain-epochs); echo "ablation exp $EA"
 if [ -n "$EA" ]; then
   # the newest run of every (arm, seed) (tag pretrain_epochs): what a user selects before "Compare"

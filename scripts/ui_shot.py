@@ -36,11 +36,11 @@ from pathlib import Path
 
 #: The centre of the first visible element whose own text is the argument (null if none).
 FIND_JS = """(text => {
-  const all = [...document.querySelectorAll('button, [role=tab], a, span, div, label')];
+  const all = [...document.querySelectorAll('button, [role=tab], a, span, div, label, li, p')];
   const hit = all.find(e => e.offsetParent !== null && [...e.childNodes].some(
       n => n.nodeType === 3 && n.textContent.trim() === text));
   if (!hit) return null;
-  const r = (hit.closest('button, [role=tab], a') || hit).getBoundingClientRect();
+  const r = (hit.closest('button, [role=tab], a, li') || hit).getBoundingClientRect();
   return [r.x + r.width / 2, r.y + r.height / 2];
 })(%s)"""
 
