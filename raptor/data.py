@@ -36,6 +36,20 @@ class Dataset:
     def num_relations(self) -> int:
         return len(self.relation_names)
 
+    def relation_label(self, rel: int) -> str:
+        """A relation id's name for people: ``r < R`` its name, ``R <= r < 2R`` ``inverse of <name>``,
+        ``2R`` (STOP) ``(stay)``."""
+        R = self.num_relations
+        if rel == 2 * R:
+            return "(stay)"
+        if not 0 <= rel < 2 * R:
+            raise ValueError(f"relation id {rel} outside [0, {2 * R}]")
+        return self.relation_names[rel] if rel < R else f"inverse of {self.relation_names[rel - R]}"
+
+    def relation_labels(self) -> list[str]:
+        """:meth:`relation_label` of every query relation id ``0 .. 2R - 1``."""
+        return [self.relation_label(r) for r in range(2 * self.num_relations)]
+
     def all_quadruples(self) -> np.ndarray:
         return np.concatenate([self.splits[s] for s in SPLITS], axis=0)
 

@@ -201,6 +201,7 @@ def evaluate_model(
         out.predictions, queries[:, :4], res.cand_entity, res.cand_score, ranks,
         best_path={"path_entities": res.path_entity, "path_relations": res.path_relation,
                    "path_times": res.path_time},
+        names=(ctx.dataset.entity_names, ctx.dataset.relation_labels()),
     )
     write_metrics(out.metrics, metrics)
     return metrics

@@ -26,7 +26,7 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -482,6 +482,7 @@ def write_predictions(
     cand_score,
     rank,
     best_path: Mapping | None = None,
+    names: tuple[Sequence[str], Sequence[str]] | None = None,
 ) -> None:
     """Write ``predictions.parquet`` atomically, one row per query of the int ``[Q, 4]`` ``queries``
     ``(subject, relation, object, time)``.
@@ -491,7 +492,10 @@ def write_predictions(
     ties by ascending id) and ``scores`` list<float32> aligned with it; float64 ``rank``.
     ``best_path`` (optional) maps ``path_entities``, ``path_relations``, ``path_times`` each to a
     ``[Q, L]`` int array padded with trailing ``-1`` or to a sequence of per-query sequences;
-    written as list<int32> columns.
+    written as list<int32> columns. ``names`` (optional): ``(entity names by id, relation labels by
+    query relation id 0 .. 2R - 1)``, for the columns ``subject_name``, ``relation_name``,
+    ``object_name`` and ``top_name`` (the best-scored candidate; null when none was reached), strings
+    dictionary-encoded (each name stored once).
     """
     ent = np.asarray(cand_entity)
     sc = np.asarray(cand_score)
@@ -520,9 +524,28 @@ def write_predictions(
         for name in PATH_COLUMNS:
             p_off, p_val = _ragged_from(best_path[name], q, name)
             cols[name] = pa.ListArray.from_arrays(pa.array(p_off, type=pa.int32()), pa.array(p_val, type=pa.int32()))
+    if names is not None:
+        cols.update(_name_columns(qs, offsets, c_ent, *names))
     table = pa.table(cols).replace_schema_metadata({"format": PREDICTIONS_FORMAT})
     with atomic_path(path) as tmp:
         pq.write_table(table, tmp)
+
+
+def _name_columns(queries: np.ndarray, offsets: np.ndarray, candidates: np.ndarray, entity_names: Sequence[str],
+                  relation_labels: Sequence[str]) -> dict[str, pa.Array]:
+    ents = pa.array(list(entity_names), type=pa.string())
+    rels = pa.array(list(relation_labels), type=pa.string())
+    for what, ids, table in (("entity", queries[:, [0, 2]], ents), ("relation", queries[:, 1], rels)):
+        if ids.size and (ids.min() < 0 or ids.max() >= len(table)):
+            raise ValueError(f"a query's {what} id is outside the {len(table)} names given")
+    has = np.diff(offsets) > 0
+    top = np.where(has, candidates[np.minimum(offsets[:-1], max(len(candidates) - 1, 0))] if len(candidates) else 0, 0)
+
+    def named(ids, table, mask=None) -> pa.DictionaryArray:
+        return pa.DictionaryArray.from_arrays(pa.array(np.asarray(ids, dtype=np.int32), mask=mask), table)
+
+    return {"subject_name": named(queries[:, 0], ents), "relation_name": named(queries[:, 1], rels),
+            "object_name": named(queries[:, 2], ents), "top_name": named(top, ents, mask=~has)}
 
 
 @dataclass(frozen=True)

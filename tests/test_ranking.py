@@ -464,6 +464,29 @@ class TestPredictionsIO:
         assert pe.shape == (3, 3)
         np.testing.assert_array_equal(filtered_ranks(pe, ps, p.object, keys, fi, 6), ranks)
 
+    def test_names_for_people(self, tmp_path):
+        """With names the file reads without the dataset's dictionaries: the query's subject, relation
+        (inverses named as such), gold object and best-scored candidate by name; none reached: null."""
+        from raptor.data import Dataset
+
+        subj, rel, obj, tim, ce, cs = self.data()
+        ds = Dataset(splits={}, entity_names=[f"e{i}" for i in range(5)], relation_names=["visit", "host"], meta={})
+        assert ds.relation_labels() == ["visit", "host", "inverse of visit", "inverse of host"]
+        assert ds.relation_label(4) == "(stay)"
+        path = tmp_path / "p.parquet"
+        write_predictions(path, np.stack([subj, rel, obj, tim], 1), ce, cs, np.ones(3),
+                          names=(ds.entity_names, ds.relation_labels()))
+        t = pq.read_table(path).to_pydict()
+        assert t["subject_name"] == ["e0", "e1", "e2"]
+        assert t["relation_name"] == ["visit", "inverse of host", "host"]
+        assert t["object_name"] == ["e1", "e0", "e4"]
+        assert t["top_name"] == ["e1", "e0", None]  # row 0's best candidate is entity 1 (score 0.75)
+        assert pq.read_schema(path).field("subject_name").type.value_type == "string"
+        assert len(read_predictions(path)) == 3  # the id columns still read the same way
+        with pytest.raises(ValueError, match="entity id is outside the 2 names given"):
+            write_predictions(path, np.stack([subj, rel, obj, tim], 1), ce, cs, np.ones(3),
+                              names=(["a", "b"], ds.relation_labels()))
+
     def test_best_paths(self, tmp_path):
         subj, rel, obj, tim, ce, cs = self.data()
         path = tmp_path / "p.parquet"

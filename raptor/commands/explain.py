@@ -86,10 +86,7 @@ def run(args: argparse.Namespace) -> int:
     policy.eval()
     answers = explain(policy, ctx.env, (s, r, t), params.eval, top_k=args.top, paths_per_entity=args.paths)
 
-    def rel_name(rel: int) -> str:
-        if rel == stop_relation(R):
-            return "(stay)"
-        return ds.relation_names[rel] if rel < R else f"inverse of {ds.relation_names[rel - R]}"
+    rel_name = ds.relation_label
 
     rname = rel_name(r)
     print(f"query: ({ds.entity_names[s]}, {rname}, ?, {step_to_date(t, start_date, granularity)})")
