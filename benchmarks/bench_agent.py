@@ -168,9 +168,9 @@ def count_beam_flops(policy, num_entities: int, num_relations: int, time_rows: i
     calls = []
     orig = policy.candidate_logits
 
-    def wrapped(s, entity, relation, dt, mask=None):
+    def wrapped(s, entity, relation, dt, mask=None, time_rows=None):
         calls.append((entity.shape[0], entity.shape[1], int(dt.max()) + 1))
-        return orig(s, entity, relation, dt, mask)
+        return orig(s, entity, relation, dt, mask, time_rows)
 
     policy.candidate_logits = wrapped
 

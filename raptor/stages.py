@@ -380,9 +380,18 @@ CURVES = {"reward": (RunDir.HISTORY_CSV, "mean training reward"),
           "val_mrr": (RunDir.VALIDATION_CSV, "validation MRR")}
 
 
-#: The learning curves' DVC template (``.dvc/plots/learning.json``: DVC's ``linear`` with one colour per
-#: system, i.e. per run folder without its seed, and one line per seed).
+#: The learning curves' DVC template: DVC's ``linear`` with one colour per system (the run folder
+#: without its seed) and one line per seed. Its source is ``raptor/plots/learning.json``; ``write``
+#: puts it where DVC looks for templates by name (``.dvc/plots/``).
 CURVE_TEMPLATE = "learning"
+CURVE_TEMPLATE_SOURCE = Path(__file__).parent / "plots" / f"{CURVE_TEMPLATE}.json"
+CURVE_TEMPLATE_FILE = f".dvc/plots/{CURVE_TEMPLATE}.json"
+
+
+def generated_files(params: Params) -> list[tuple[str, str]]:
+    """``(path relative to the project root, text)`` of every file ``write`` generates."""
+    return [(DVC_FILE, dvc_yaml(params)), (ABLATION_DVC_FILE, dvc_yaml(params, ablation=True)),
+            (CURVE_TEMPLATE_FILE, CURVE_TEMPLATE_SOURCE.read_text())]
 
 
 def _curve(title: str, files: dict[str, str], y_label: str) -> dict:
@@ -439,11 +448,12 @@ def dvc_yaml(params: Params, ablation: bool = False) -> str:
 
 def check_dvc_files(root: str | Path, params: Params, require_ablation: bool = True) -> list[str]:
     """Problems with the generated files under ``root`` (empty when they are up to date); without
-    ``require_ablation`` a project may lack ``ablation/dvc.yaml`` (but not have a stale one)."""
+    ``require_ablation`` a project may lack ``ablation/dvc.yaml`` and the plots' template (but not have
+    stale ones): the pipeline runs without them."""
     problems = []
-    for rel, text in ((DVC_FILE, dvc_yaml(params)), (ABLATION_DVC_FILE, dvc_yaml(params, ablation=True))):
+    for rel, text in generated_files(params):
         path = Path(root) / rel
-        if rel == ABLATION_DVC_FILE and not require_ablation and not path.exists():
+        if rel != DVC_FILE and not require_ablation and not path.exists():
             continue
         have = path.read_text() if path.exists() else ""
         if have != text:
@@ -481,7 +491,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     r.add_argument("--params", default=PARAMS_SOURCE)
     r.add_argument("--local", default=LOCAL_PARAMS)
     r.add_argument("--out", default=PARAMS_FILE)
-    for name, help_ in (("write", "write dvc.yaml and ablation/dvc.yaml from the declaration"),
+    for name, help_ in (("write", "write dvc.yaml, ablation/dvc.yaml and the plots' template from the declaration"),
                         ("check", "fail if dvc.yaml or ablation/dvc.yaml is out of date")):
         p = sub.add_parser(name, help=help_)
         p.add_argument("--params", default=PARAMS_SOURCE)
@@ -507,7 +517,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         elif args.command == "write":
             params = load_params(args.params)
             ensure_local_params(args.root)
-            for rel, text in ((DVC_FILE, dvc_yaml(params)), (ABLATION_DVC_FILE, dvc_yaml(params, ablation=True))):
+            for rel, text in generated_files(params):
                 path = Path(args.root) / rel
                 if not path.exists() or path.read_text() != text:
                     path.parent.mkdir(parents=True, exist_ok=True)

@@ -27,6 +27,8 @@ def test_check_names_a_stale_file(tmp_path):
     (tmp_path / "ablation").mkdir()
     (tmp_path / "dvc.yaml").write_text(stages.dvc_yaml(Params()).replace("raptor/labeling.py", "raptor/x.py"))
     (tmp_path / "ablation" / "dvc.yaml").write_text(stages.dvc_yaml(Params(), ablation=True))
+    (tmp_path / stages.CURVE_TEMPLATE_FILE).parent.mkdir(parents=True)
+    (tmp_path / stages.CURVE_TEMPLATE_FILE).write_text(stages.CURVE_TEMPLATE_SOURCE.read_text())
     problems = stages.check_dvc_files(tmp_path, Params())
     assert len(problems) == 1 and "dvc.yaml is out of date" in problems[0] and "python -m raptor.stages write" in problems[0]
 
@@ -337,9 +339,7 @@ def _dvc_project(tmp_path):
            "profiles": {"small": {"rl.epochs": 3}}}
     (proj / "params.yaml").write_text(yaml.safe_dump(raw))
     p = stages.load_params(proj / "params.yaml")
-    (proj / "dvc.yaml").write_text(stages.dvc_yaml(p))
-    (proj / "ablation").mkdir()
-    (proj / "ablation" / "dvc.yaml").write_text(stages.dvc_yaml(p, ablation=True))
+    generated = stages.generated_files(p)
     env = {**__import__("os").environ, "PYTHONPATH": str(proj), "DVC_NO_ANALYTICS": "1",
            "PATH": f"{Path(sys.executable).parent}:{__import__('os').environ['PATH']}",
            "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
@@ -351,6 +351,9 @@ def _dvc_project(tmp_path):
     (proj / ".gitignore").write_text("/build\n/runs\n/params.local.yaml\n")
     run("git", "init", "-q")
     run("dvc", "init", "-q")
+    for rel, text in generated:  # after `dvc init`, which refuses a .dvc/ folder that exists
+        (proj / rel).parent.mkdir(parents=True, exist_ok=True)
+        (proj / rel).write_text(text)
     return proj, run
 
 
@@ -375,11 +378,12 @@ def test_dvc_plots_load_the_learning_curves(tmp_path):
     seed0 = proj / "runs" / "D" / "pure_rl" / "train" / "seed0"
     seed0.mkdir(parents=True)
     (seed0 / "history.csv").write_text("epoch,reward,val_mrr\n0,0.1,\n1,0.2,0.25\n")
+    (seed0 / "validation.csv").write_text("epoch,val_mrr\n1,0.25\n")
     shown = json.loads(run("dvc", "plots", "show", "--json"))
     values = shown["data"]["learning-reward-D"][0]["content"]["data"]["values"]
     assert [(v["epoch"], v["reward"]) for v in values] == [("0", "0.1"), ("1", "0.2")]
     mrr = shown["data"]["learning-val_mrr-D"][0]["content"]["data"]["values"]
-    assert [v["val_mrr"] for v in mrr] == ["", "0.25"]
+    assert [(v["epoch"], v["val_mrr"]) for v in mrr] == [("1", "0.25")]  # validated epochs only
 
 
 def test_the_learning_curves_template_is_there_and_colours_by_system():
@@ -387,8 +391,9 @@ def test_the_learning_curves_template_is_there_and_colours_by_system():
     `dvc plots show`); it keeps DVC's data anchors and colours by the system derived from the file path."""
     import json
 
-    path = ROOT / ".dvc" / "plots" / f"{stages.CURVE_TEMPLATE}.json"
+    path = ROOT / stages.CURVE_TEMPLATE_FILE
     text = path.read_text()
+    assert text == stages.CURVE_TEMPLATE_SOURCE.read_text()  # `raptor.stages write` put it there
     spec = json.loads(text)
     assert "<DVC_METRIC_DATA>" in text and "<DVC_METRIC_Y>" in text
     assert spec["transform"][0]["as"] == "system"
