@@ -33,7 +33,7 @@ from typing import Optional
 import numpy as np
 import torch
 
-from .env import NO_ENTITY, TemporalEnv
+from .env import NO_ENTITY, State, TemporalEnv
 
 
 @dataclass(frozen=True)
@@ -65,8 +65,6 @@ class DeviceState:
 
     def numpy(self):
         """The same states as a host :class:`raptor.env.State` (for tests and explanations)."""
-        from .env import State
-
         kw = {f.name: getattr(self, f.name) for f in fields(self)}
         return State(**{k: (v.cpu().numpy() if isinstance(v, torch.Tensor) else v) for k, v in kw.items()})
 

@@ -132,6 +132,8 @@ def test_backend_choice():
     assert on_device(host.with_walk("backward"), "cpu", "torch").walk == "backward"
     with pytest.raises(ValueError, match="unknown environment backend 'gpu'"):
         on_device(host, "cpu", "gpu")
+    with pytest.raises(ValueError, match="scan_pad must be >= 0 or None, got -1"):
+        DeviceEnv(host, scan_pad=-1)
 
 
 def test_a_query_past_the_graph_is_refused():
