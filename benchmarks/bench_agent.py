@@ -9,7 +9,7 @@
 Both for float32 and bfloat16 autocast. Records wall and process CPU time, the thread count and the
 ``uptime`` load average before and after (the cores are shared). With each, the distance to the
 hardware limit: the FLOPs of an epoch and of a query counted from the configuration
-(``raptor/flops.py``), the achieved GFLOP/s, and the ratio of the measured time to the time the
+(``raptor/agents/flops.py``), the achieved GFLOP/s, and the ratio of the measured time to the time the
 machine's own GEMM rate at the model's shapes (measured in the same run) would need for them. Writes
 ``benchmarks/results/agent.json``.
 
@@ -30,16 +30,16 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from raptor.beam import SearchOptions, beam_search
+from raptor.agents.beam import SearchOptions, beam_search
 from raptor.config import EnvConfig, EvalConfig, ModelConfig, RLConfig
-from raptor.data import with_inverse_queries
-from raptor.env import TemporalEnv
-from raptor.graph import TemporalGraph
-from raptor.io import atomic_write_json
-from raptor.policy import Policy
-from raptor.rl import actor_critic_loss, make_optimizer
-from raptor.rollout import rollout
-from raptor.runtime import autocast, configure_runtime, native_bf16
+from raptor.data.dataset import with_inverse_queries
+from raptor.mdp.env import TemporalEnv
+from raptor.data.graph import TemporalGraph
+from raptor.common.io import atomic_write_json
+from raptor.agents.policy import Policy
+from raptor.agents.actor_critic.rl import actor_critic_loss, make_optimizer
+from raptor.agents.rollout import rollout
+from raptor.common.runtime import autocast, configure_runtime, native_bf16
 
 RAW = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "ICEWS14"
 
@@ -100,7 +100,7 @@ def gemm_rate(gemms, precision: str, repeats: int = 5, min_seconds: float = 0.2,
     """GFLOP/s of this machine at the GEMM shapes of ``gemms`` (forward ``[m,k]x[k,n]`` and the two
     backward products ``[m,n]x[n,k]``, ``[k,m]x[m,n]``), in ``precision``: FLOPs-weighted over the
     shapes, min/median over ``repeats`` timings of each."""
-    from raptor.flops import gemm_shapes
+    from raptor.agents.flops import gemm_shapes
 
     dtype = torch.bfloat16 if precision == "bfloat16" else torch.float32
     shapes = {}
@@ -134,8 +134,8 @@ def _sync(device) -> None:
 def bound(result_train: dict, result_beam: dict, precision: str, num_entities: int, num_relations: int,
           time_rows: int, train_queries: int, device="cpu") -> dict:
     """Distance to the hardware limit: counted FLOPs over measured seconds, against the machine's GEMM
-    rate at the same shapes (``raptor/flops.py``: the formula, tested against torch's FLOP counter)."""
-    from raptor.flops import beam_query_flops, training_epoch_flops, training_gemms
+    rate at the same shapes (``raptor/agents/flops.py``: the formula, tested against torch's FLOP counter)."""
+    from raptor.agents.flops import beam_query_flops, training_epoch_flops, training_gemms
 
     cfg = ModelConfig()
     rate = gemm_rate(training_gemms(cfg, 512, 3, num_relations, time_rows), precision, device=device)
@@ -161,9 +161,9 @@ def bound(result_train: dict, result_beam: dict, precision: str, num_entities: i
 
 def count_beam_flops(policy, num_entities: int, num_relations: int, time_rows: int):
     """Wrap ``policy.candidate_logits`` to record every scoring call of one ``beam_search`` call; returns
-    ``(calls, flops)``: ``flops(K)`` is the FLOPs of the recorded search (``raptor/flops.py``, counted
+    ``(calls, flops)``: ``flops(K)`` is the FLOPs of the recorded search (``raptor/agents/flops.py``, counted
     from the rows and actions each step actually scored, plus the LSTM input tables once)."""
-    from raptor.flops import beam_gemms, path_table_gemms, scoring_kernel_flops
+    from raptor.agents.flops import beam_gemms, path_table_gemms, scoring_kernel_flops
 
     calls = []
     orig = policy.candidate_logits
@@ -214,8 +214,8 @@ def bench_beam(env, policy, queries, precision, chunk, beam):
 def bench_compare(env, splits, E, R, precisions, epochs, valid_queries, beam, seed=0):
     """Train ``epochs`` full epochs from the same initialisation in each precision; report seconds per
     epoch (measured, not extrapolated) and the validation metrics (time-aware filtered, beam search)."""
-    from raptor.ranking import build_filter, filtered_ranks, metrics_from_ranks
-    from raptor.rl import train
+    from raptor.evaluation.ranking import build_filter, filtered_ranks, metrics_from_ranks
+    from raptor.agents.actor_critic.rl import train
 
     train_q = with_inverse_queries(splits["train"], R).astype(np.int64)
     valid_q = with_inverse_queries(splits["valid"], R).astype(np.int64)

@@ -19,13 +19,13 @@ from pathlib import Path
 CHILD = r"""
 import json, resource, sys, time
 t0 = time.perf_counter()
-import raptor.ingest, raptor.graph
+import raptor.data.ingest, raptor.data.graph
 t_import = time.perf_counter() - t0
 raw, work = sys.argv[1], sys.argv[2]
 t0 = time.perf_counter()
-res = raptor.ingest.ingest(raw, work + "/ingested")
+res = raptor.data.ingest.ingest(raw, work + "/ingested")
 t1 = time.perf_counter()
-summary = raptor.graph.build_graph(work + "/ingested", work + "/graph.npz")
+summary = raptor.data.graph.build_graph(work + "/ingested", work + "/graph.npz")
 t2 = time.perf_counter()
 print(json.dumps({
     "counts": res.counts, "edges": summary["num_edges"], "import_s": round(t_import, 3),
@@ -44,7 +44,7 @@ def to_names_layout(raw: Path, out: Path, start_date: str) -> Path:
 
     import numpy as np
 
-    from raptor.ingest import read_dictionary, read_quadruples
+    from raptor.data.ingest import read_dictionary, read_quadruples
 
     ents = np.array(read_dictionary(raw / "entity2id.txt", "entity"), dtype=object)
     rels = np.array(read_dictionary(raw / "relation2id.txt", "relation"), dtype=object)

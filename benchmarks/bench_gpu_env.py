@@ -1,4 +1,4 @@
-"""Benchmark: RL training with the candidates built on the device (:mod:`raptor.device_env`) against the
+"""Benchmark: RL training with the candidates built on the device (:mod:`raptor.mdp.device_env`) against the
 host environment (numpy + numba), at the paper's configuration on ICEWS14 (batch 512, K = 3, 150
 actions, 128-dim embeddings). Written for one GPU; runs on CPU too (``--device cpu``).
 
@@ -13,7 +13,7 @@ seconds per RL epoch (every batch of one epoch timed, after a warm-up) and the m
 * ``batch_scaling``: microseconds per query of the torch backend at larger batches;
 * ``seeds_at_once``: ``--seeds`` processes on the same device, each timing one RL epoch (torch
   backend, float32): the machine time per epoch when several seeds share one device;
-* ``bound``: the epoch's FLOPs (``raptor/flops.py``) over the device's GEMM rate at the model's shapes.
+* ``bound``: the epoch's FLOPs (``raptor/agents/flops.py``) over the device's GEMM rate at the model's shapes.
 
 Run: ``python benchmarks/bench_gpu_env.py --raw DIR_OF_ICEWS14_TXT --out results.json``; the docs' table:
 ``python benchmarks/bench_gpu_env.py --table FILE.json...``
@@ -37,15 +37,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_agent import RAW, load_raw  # noqa: E402
 
 from raptor.config import EnvConfig, ModelConfig, RLConfig  # noqa: E402
-from raptor.data import with_inverse_queries  # noqa: E402
-from raptor.device_env import DeviceEnv, on_device  # noqa: E402
-from raptor.env import TemporalEnv  # noqa: E402
-from raptor.graph import TemporalGraph  # noqa: E402
-from raptor.io import atomic_write_json  # noqa: E402
-from raptor.policy import Policy  # noqa: E402
-from raptor.rl import actor_critic_loss, make_optimizer  # noqa: E402
-from raptor.rollout import rollout  # noqa: E402
-from raptor.runtime import autocast  # noqa: E402
+from raptor.data.dataset import with_inverse_queries  # noqa: E402
+from raptor.mdp.device_env import DeviceEnv, on_device  # noqa: E402
+from raptor.mdp.env import TemporalEnv  # noqa: E402
+from raptor.data.graph import TemporalGraph  # noqa: E402
+from raptor.common.io import atomic_write_json  # noqa: E402
+from raptor.agents.policy import Policy  # noqa: E402
+from raptor.agents.actor_critic.rl import actor_critic_loss, make_optimizer  # noqa: E402
+from raptor.agents.rollout import rollout  # noqa: E402
+from raptor.common.runtime import autocast  # noqa: E402
 
 
 def setup(raw: Path):

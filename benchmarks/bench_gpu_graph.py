@@ -33,12 +33,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_gpu_env import setup, sync  # noqa: E402
 
 from raptor.config import ModelConfig, RLConfig  # noqa: E402
-from raptor.device_env import DeviceEnv  # noqa: E402
-from raptor.io import atomic_write_json  # noqa: E402
-from raptor.policy import Policy  # noqa: E402
-from raptor.rl import LOSS_PARTS, actor_critic_terms  # noqa: E402
-from raptor.rollout import rollout  # noqa: E402
-from raptor.runtime import autocast  # noqa: E402
+from raptor.mdp.device_env import DeviceEnv  # noqa: E402
+from raptor.common.io import atomic_write_json  # noqa: E402
+from raptor.agents.policy import Policy  # noqa: E402
+from raptor.agents.actor_critic.rl import LOSS_PARTS, actor_critic_terms  # noqa: E402
+from raptor.agents.rollout import rollout  # noqa: E402
+from raptor.common.runtime import autocast  # noqa: E402
 
 
 class Step:

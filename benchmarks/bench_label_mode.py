@@ -104,14 +104,14 @@ def main() -> None:
 
     from raptor import labeling as L
     from raptor.config import EnvConfig, LabelingConfig
-    from raptor.data import load_dataset, with_inverse_queries
-    from raptor.env import TemporalEnv
-    from raptor.graph import TemporalGraph
+    from raptor.data.dataset import load_dataset, with_inverse_queries
+    from raptor.mdp.env import TemporalEnv
+    from raptor.data.graph import TemporalGraph
 
     tmp = tempfile.TemporaryDirectory(prefix="bench-label-mode-")
     data = Path(args.data) if args.data else None
     if data is None:
-        from raptor.ingest import ingest
+        from raptor.data.ingest import ingest
 
         data = Path(tmp.name) / "ingested"
         ingest(RAW / args.dataset, data)

@@ -54,8 +54,8 @@ def peak_rss_mb() -> float:
 
 def child(args: argparse.Namespace) -> None:
     from raptor.config import LabelingConfig
-    from raptor.data import load_dataset
-    from raptor.graph import TemporalGraph
+    from raptor.data.dataset import load_dataset
+    from raptor.data.graph import TemporalGraph
     from raptor import labeling as L
 
     n = None if args.max_in_edges == "none" else int(args.max_in_edges)
@@ -130,8 +130,8 @@ def run_child(what: str, data: Path, out: Path, max_in_edges: str) -> dict:
 def reference_sample(data: Path, sample: int, seed: int = 0) -> dict:
     from raptor.config import LabelingConfig
     from raptor import labeling as L
-    from raptor.data import load_dataset
-    from raptor.graph import TemporalGraph
+    from raptor.data.dataset import load_dataset
+    from raptor.data.graph import TemporalGraph
 
     ds = load_dataset(data)
     g = TemporalGraph.from_quadruples(ds.all_quadruples(), ds.num_entities, ds.num_relations)
@@ -166,7 +166,7 @@ def reference_sample(data: Path, sample: int, seed: int = 0) -> dict:
 
 
 def ingest_to(raw: Path, out: Path) -> None:
-    from raptor.ingest import IngestOptions, ingest
+    from raptor.data.ingest import IngestOptions, ingest
 
     ingest(raw, out, IngestOptions(dataset=raw.name))
 
@@ -232,7 +232,7 @@ def main() -> None:
             results["datasets"][name] = entry
     results["loadavg_end"] = loadavg()
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    from raptor.io import atomic_write_json
+    from raptor.common.io import atomic_write_json
 
     atomic_write_json(RESULTS, results)
     print(f"wrote {RESULTS}")

@@ -37,12 +37,12 @@ sys.path.insert(0, str(HERE))
 from bench_agent import RAW, bench_train, load_avg, load_raw  # noqa: E402
 
 from raptor.config import EnvConfig, ModelConfig  # noqa: E402
-from raptor.data import with_inverse_queries  # noqa: E402
-from raptor.env import TemporalEnv  # noqa: E402
-from raptor.graph import TemporalGraph  # noqa: E402
-from raptor.io import atomic_write_json  # noqa: E402
-from raptor.policy import Policy  # noqa: E402
-from raptor.runtime import configure_runtime, seeded_init  # noqa: E402
+from raptor.data.dataset import with_inverse_queries  # noqa: E402
+from raptor.mdp.env import TemporalEnv  # noqa: E402
+from raptor.data.graph import TemporalGraph  # noqa: E402
+from raptor.common.io import atomic_write_json  # noqa: E402
+from raptor.agents.policy import Policy  # noqa: E402
+from raptor.common.runtime import configure_runtime, seeded_init  # noqa: E402
 
 
 def _setup(raw: Path):

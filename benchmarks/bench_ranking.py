@@ -1,8 +1,8 @@
-"""Benchmark: time ``raptor.ranking.filtered_ranks`` at evaluation scale.
+"""Benchmark: time ``raptor.evaluation.ranking.filtered_ranks`` at evaluation scale.
 
 Q = 100,000 queries, C = 300 candidates (beam output, unique per row, ~5 % padding),
 E = 23,033 entities (ICEWS05-15-sized), a filter index built from 1,000,000 random quadruples
-(plus inverses) whose keys cover every query. Also times ``raptor.stats.per_query_tests`` (Wilcoxon + paired bootstrap, B = 10,000) on the
+(plus inverses) whose keys cover every query. Also times ``raptor.evaluation.stats.per_query_tests`` (Wilcoxon + paired bootstrap, B = 10,000) on the
 resulting 100,000 ranks against a perturbed copy. Writes ``benchmarks/results/ranking.json``.
 
 Run: ``.venv/bin/python benchmarks/bench_ranking.py [--queries N] [--repeats K]``
@@ -19,9 +19,9 @@ from pathlib import Path
 
 import numpy as np
 
-from raptor.io import atomic_write_json
-from raptor.ranking import build_filter, filtered_ranks, metrics_from_ranks
-from raptor.stats import per_query_tests
+from raptor.common.io import atomic_write_json
+from raptor.evaluation.ranking import build_filter, filtered_ranks, metrics_from_ranks
+from raptor.evaluation.stats import per_query_tests
 
 
 def make_case(q: int, c: int, e: int, r: int, t: int, n_quads: int, seed: int = 0):
@@ -80,7 +80,7 @@ def main() -> None:
         per_query_tests(other, ranks, from_ranks=True)  # Wilcoxon + bootstrap with B = 10,000
         stats_seconds = round(time.perf_counter() - t0, 3)
     result = {
-        "function": "raptor.ranking.filtered_ranks",
+        "function": "raptor.evaluation.ranking.filtered_ranks",
         "queries": args.queries,
         "candidates_per_query": args.candidates,
         "entities": args.entities,

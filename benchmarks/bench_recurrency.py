@@ -1,11 +1,11 @@
-"""Benchmark: the recurrency baseline (``raptor.recurrency``) on ICEWS14, fit on valid, scored on test.
+"""Benchmark: the recurrency baseline (``raptor.agents.recurrency.method``) on ICEWS14, fit on valid, scored on test.
 
 Reads the raw published splits (``train/valid/test.txt``, tab-separated ids) from
 ``--data`` (default ``../shared/data/ICEWS14`` beside the repository), shifts times to start at 0
 and divides them by their spacing (ICEWS18's hours -> days), selects ``lambda``/``alpha`` per relation
 on the validation split (``recurrency.fit``), then ranks every test query in both directions with
 the history = every fact (train + valid + test) before the query time (single-step setting) and
-reports the time-aware filtered MRR / Hits@{1,3,10} (``raptor.ranking``, realistic ties) and the
+reports the time-aware filtered MRR / Hits@{1,3,10} (``raptor.evaluation.ranking``, realistic ties) and the
 seconds of each stage. Writes ``benchmarks/results/recurrency_<dataset>.json``.
 
 Published (Gastinger et al. 2024, README of nec-research/recurrency_baseline_tkg after the 2025
@@ -25,11 +25,11 @@ from pathlib import Path
 
 import numpy as np
 
-from raptor.data import with_inverse_queries
-from raptor.io import atomic_write_json
-from raptor.ranking import build_filter, evaluation_metrics, filtered_ranks
+from raptor.data.dataset import with_inverse_queries
+from raptor.common.io import atomic_write_json
+from raptor.evaluation.ranking import build_filter, evaluation_metrics, filtered_ranks
 from raptor.config import RecurrencyConfig
-from raptor.recurrency import build_history, fit, rank_queries, score
+from raptor.agents.recurrency.method import build_history, fit, rank_queries, score
 
 ROOT = Path(__file__).resolve().parents[1]
 PUBLISHED = {  # combined and strict-only, README of nec-research/recurrency_baseline_tkg after the 2025 fixes

@@ -41,25 +41,25 @@ t0 = time.perf_counter()
 CHILD = {
     "generate": """
 import dataclasses
-from raptor.synthetic import SCALE_PRESETS, write_scaled_raw
+from raptor.data.synthetic import SCALE_PRESETS, write_scaled_raw
 spec = SCALE_PRESETS[ARG["preset"]]
 write_scaled_raw(W + "/raw", spec)
 done(seconds=round(time.perf_counter() - t0, 2), spec=dataclasses.asdict(spec))
 """,
     "ingest": """
-from raptor.ingest import IngestOptions, ingest
+from raptor.data.ingest import IngestOptions, ingest
 r = ingest(W + "/raw", W + "/ingested", IngestOptions(dataset=ARG["preset"]))
 done(seconds=round(time.perf_counter() - t0, 2), counts=r.counts, time_step=r.time_step)
 """,
     "graph": """
-from raptor.graph import build_graph
+from raptor.data.graph import build_graph
 s = build_graph(W + "/ingested", W + "/graph.npz")
 done(seconds=round(time.perf_counter() - t0, 2), edges=s["num_edges"])
 """,
     "label_sample": """
 import numpy as np
-from raptor.data import load_dataset
-from raptor.graph import TemporalGraph
+from raptor.data.dataset import load_dataset
+from raptor.data.graph import TemporalGraph
 from raptor.config import LabelingConfig
 from raptor.labeling import ChunkOptions, InAdjacency, iter_label_chunks, label_pairs
 ds = load_dataset(W + "/ingested"); g = TemporalGraph.load(W + "/graph.npz")
@@ -101,10 +101,10 @@ done(load_seconds=round(time.perf_counter() - t0, 2), rows_loaded=int(table.num_
     "rl_epoch": """
 import math, numpy as np, torch
 from raptor.config import Params
-from raptor.experiment import load_context
-from raptor.policy import Policy
-from raptor.rl import make_optimizer, train_epoch
-from raptor.runtime import configure_runtime
+from raptor.pipeline.experiment import load_context
+from raptor.agents.policy import Policy
+from raptor.agents.actor_critic.rl import make_optimizer, train_epoch
+from raptor.common.runtime import configure_runtime
 p = Params(); configure_runtime(0)
 ctx = load_context(W + "/ingested", W + "/graph.npz", p)
 load_s = time.perf_counter() - t0
@@ -122,11 +122,11 @@ done(load_seconds=round(load_s, 2), batches=math.ceil(n / p.rl.batch_size), seco
     "pretrain_epoch": """
 import math, numpy as np, torch
 from raptor.config import Params, PretrainConfig
-from raptor.experiment import load_context
+from raptor.pipeline.experiment import load_context
 from raptor.labeling import load_label_table
-from raptor.policy import Policy
-from raptor.pretrain import pretrain
-from raptor.runtime import configure_runtime
+from raptor.agents.policy import Policy
+from raptor.agents.actor_critic.pretrain import pretrain
+from raptor.common.runtime import configure_runtime
 p = Params(); configure_runtime(0)
 ctx = load_context(W + "/ingested", W + "/graph.npz", p)
 from raptor.labeling import PartitionedLabels
@@ -263,7 +263,7 @@ def main() -> int:
         exact = json.loads(args.exact_out.read_text()) if args.exact_out.exists() else None
         print(markdown_table(json.loads(args.out.read_text()), exact), end="")
         return 0
-    from raptor.io import atomic_write_json
+    from raptor.common.io import atomic_write_json
 
     args.work.mkdir(parents=True, exist_ok=True)
     result = json.loads(args.out.read_text()) if args.out.exists() else {}

@@ -26,10 +26,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from raptor import stages  # noqa: E402
+from raptor.pipeline import stages  # noqa: E402
 from raptor.config import params_from_dict  # noqa: E402
-from raptor.runenv import defaults  # noqa: E402
-from raptor.synthetic import SyntheticSpec, write_raw  # noqa: E402
+from raptor.pipeline.runenv import defaults  # noqa: E402
+from raptor.data.synthetic import SyntheticSpec, write_raw  # noqa: E402
 
 TINY = {
     "profile": "paper",

@@ -8,8 +8,8 @@ import json
 
 import numpy as np
 
-from raptor.data import load_dataset, with_inverse_queries
-from raptor.graph import TemporalGraph
+from raptor.data.dataset import load_dataset, with_inverse_queries
+from raptor.data.graph import TemporalGraph
 
 ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 ap.add_argument("data")

@@ -3,10 +3,10 @@ float32 run slowed 4x once denormals appeared). Usage: python benchmarks/check_d
 (paths below: the choices sweep of 2026-11-25 in .pipelines/sweep-choices)."""
 import sys, time, numpy as np, torch
 from raptor.config import load_resolved
-from raptor.experiment import load_context
-from raptor.checkpoints import load_model
-from raptor.rl import actor_critic_loss, make_optimizer
-from raptor.rollout import rollout
+from raptor.pipeline.experiment import load_context
+from raptor.runs.checkpoints import load_model
+from raptor.agents.actor_critic.rl import actor_critic_loss, make_optimizer
+from raptor.agents.rollout import rollout
 torch.set_num_threads(1)
 S = "/work/main/.pipelines/sweep-choices/raptor-tkg/runs/ICEWS14/sweeps/choices"
 p = load_resolved(f"{S}/params/train.precision=float32.json")

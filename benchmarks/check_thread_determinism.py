@@ -8,19 +8,19 @@ bfloat16 threads did not (one thread's loss departed after a few batches, differ
 Cause: torch's autocast weight-cast cache is process-wide and emptied whenever any thread leaves its
 outermost autocast region, so a weight used at several steps got one cast node or several and its
 gradient was summed in bfloat16 or float32. Fixed by ``cache_enabled=False`` in
-``raptor.runtime.autocast``: with it, both threads equal the lone run in bfloat16 too.
+``raptor.common.runtime.autocast``: with it, both threads equal the lone run in bfloat16 too.
 """
 import sys, numpy as np, torch
 sys.path.insert(0, 'benchmarks')
 from bench_agent import load_raw, RAW
 from raptor.config import EnvConfig, ModelConfig, RLConfig
-from raptor.data import with_inverse_queries
-from raptor.env import TemporalEnv
-from raptor.graph import TemporalGraph
-from raptor.policy import Policy
-from raptor.rl import actor_critic_loss, make_optimizer
-from raptor.rollout import rollout
-from raptor.runtime import autocast, configure_runtime, seeded_init
+from raptor.data.dataset import with_inverse_queries
+from raptor.mdp.env import TemporalEnv
+from raptor.data.graph import TemporalGraph
+from raptor.agents.policy import Policy
+from raptor.agents.actor_critic.rl import actor_critic_loss, make_optimizer
+from raptor.agents.rollout import rollout
+from raptor.common.runtime import autocast, configure_runtime, seeded_init
 configure_runtime(1)
 splits,E,R=load_raw(RAW)
 env=TemporalEnv(TemporalGraph.from_quadruples(np.concatenate(list(splits.values())),E,R),EnvConfig())

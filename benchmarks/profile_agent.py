@@ -3,8 +3,8 @@
 Samples ``benchmarks/bench_agent.py`` (training only, one precision) with py-spy, native frames
 included, and sorts every sample taken inside a timed training batch into
 
-* a phase, from the Python frames: ``environment`` (``raptor/env.py`` and the candidate tensors),
-  ``policy forward`` (``raptor/policy.py`` outside backward), ``sampling`` (``raptor/sampling.py``),
+* a phase, from the Python frames: ``environment`` (``raptor/mdp/env.py`` and the candidate tensors),
+  ``policy forward`` (``raptor/agents/policy.py`` outside backward), ``sampling`` (``raptor/agents/sampling.py``),
   ``loss``, ``backward`` (autograd, custom backward functions included), ``optimizer``
   (``zero_grad`` and Adam);
 * a kind of work, from the innermost native frame: ``GEMM`` (MKL/oneDNN matrix products),
@@ -48,11 +48,11 @@ def phase_of(frames: list[str]) -> str:
         return "backward"
     if "actor_critic_loss" in text:
         return "loss"
-    if "raptor/sampling.py" in text:
+    if "raptor/agents/sampling.py" in text:
         return "sampling"
-    if "raptor/env.py" in text or "candidate_tensors" in text:
+    if "raptor/mdp/env.py" in text or "candidate_tensors" in text:
         return "environment"
-    if "raptor/policy.py" in text or "torch/nn/" in text:
+    if "raptor/agents/policy.py" in text or "torch/nn/" in text:
         return "policy forward"
     return "other"
 

@@ -4,6 +4,6 @@ Run from the project root (``python -m flows STAGE``, what dvc.yaml calls); not 
 site-packages, so these names never collide with another package's.
 """
 
-from raptor.runenv import apply_defaults
+from raptor.pipeline.runenv import apply_defaults
 
 apply_defaults()

@@ -1,4 +1,4 @@
-"""``python -m flows STAGE ...``: run one stage of :mod:`raptor.stages` as a Prefect flow (what
+"""``python -m flows STAGE ...``: run one stage of :mod:`raptor.pipeline.stages` as a Prefect flow (what
 ``dvc.yaml`` calls, with every path given explicitly).
 
     python -m flows label --dataset ICEWS14 --params build/params.json \\
@@ -21,13 +21,13 @@ def build_parser() -> argparse.ArgumentParser:
     from raptor.cli import Parser
     from raptor.commands.stage import add_stage_arguments, declaration, kind_help
     from raptor.config import LOCAL_PARAMS
-    from raptor.stages import PARAMS_SOURCE
+    from raptor.pipeline.stages import PARAMS_SOURCE
 
     parser = Parser(prog="python -m flows", description="Run one pipeline stage as a Prefect flow (`raptor STAGE` "
                     "runs the same, with the same options).")
     sub = parser.add_subparsers(dest="stage", required=True)
     for kind, stages in declaration().items():
-        if not stages[0].per_dataset:  # the params stage: `python -m raptor.stages resolve`
+        if not stages[0].per_dataset:  # the params stage: `python -m raptor.pipeline.stages resolve`
             continue
         line, description = kind_help(kind, stages)
         p = sub.add_parser(kind, help=line, description=description)
@@ -73,8 +73,8 @@ def _list_sweep(args) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    from raptor.io import OutputError
-    from raptor.projectlock import ProjectBusy, project_lock
+    from raptor.common.io import OutputError
+    from raptor.pipeline.projectlock import ProjectBusy, project_lock
 
     if args.stage == "pipeline":
         try:
@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.dvc:
                 import shlex
 
-                from raptor.sweep import dvc_commands, load_sweep
+                from raptor.pipeline.sweep import dvc_commands, load_sweep
 
                 for cmd in dvc_commands(load_sweep(args.params, args.name, args.local)[0]):
                     print(shlex.join(cmd))

@@ -27,7 +27,7 @@ import sys
 from datetime import timedelta
 from pathlib import Path
 
-from raptor.runenv import apply_defaults
+from raptor.pipeline.runenv import apply_defaults
 
 DEFAULT_NAME = "raptor-scheduled"
 

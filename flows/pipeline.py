@@ -8,12 +8,12 @@ second run on unchanged inputs runs nothing (only the ``params`` stage, which re
 fraction of a second), and ``dvc repro`` afterwards agrees. A stage that fails blocks the stages
 that depend on it; the others (another dataset's, say) still run, and the flow fails at the end.
 
-Every stage that runs is measured (:mod:`raptor.resources`): its wall time and its own peak resident
+Every stage that runs is measured (:mod:`raptor.common.resources`): its wall time and its own peak resident
 memory go to the log, to the flow's result (``stages``), to a ``pipeline-resources`` table
 artifact in Prefect's UI and, one line per stage, to ``runs/stage-usage.jsonl``
-(:data:`raptor.stages.USAGE_LOG`), which ``raptor results`` turns into a table.
+(:data:`raptor.pipeline.stages.USAGE_LOG`), which ``raptor results`` turns into a table.
 
-The flow holds the project lock (:mod:`raptor.projectlock`) and DVC's repository lock from start to
+The flow holds the project lock (:mod:`raptor.pipeline.projectlock`) and DVC's repository lock from start to
 end: a second pipeline run or a ``dvc repro`` started meanwhile in the same project stops at once
 with a clear error instead of training into the same run folders. DVC's lock alone is not enough:
 ``dvc repro`` releases it while a stage's command runs, and that command holds the project lock, so
@@ -31,9 +31,9 @@ from typing import Optional
 
 from prefect import flow, get_run_logger
 
-from raptor.projectlock import project_lock
-from raptor.resources import append_usage, measure, release_freed_memory
-from raptor.stages import PARAMS_FILE, USAGE_LOG, ensure_local_params
+from raptor.pipeline.projectlock import project_lock
+from raptor.common.resources import append_usage, measure, release_freed_memory
+from raptor.pipeline.stages import PARAMS_FILE, USAGE_LOG, ensure_local_params
 
 FLOWS_CMD = ["python", "-m", "flows"]
 
@@ -42,7 +42,7 @@ class PipelineBusy(RuntimeError):
     """The project's DVC lock is held by another pipeline run or ``dvc repro``."""
 
 
-STAGES_CMD = ["python", "-m", "raptor.stages"]
+STAGES_CMD = ["python", "-m", "raptor.pipeline.stages"]
 
 
 def _run_command(cmd: str) -> None:
@@ -51,7 +51,7 @@ def _run_command(cmd: str) -> None:
     if argv[:3] == FLOWS_CMD:
         from .__main__ import main
     elif argv[:3] == STAGES_CMD:
-        from raptor.stages import main
+        from raptor.pipeline.stages import main
     else:
         raise ValueError(f"not a stage command of this project: {cmd!r}")
     rc = main(argv[3:])
@@ -98,7 +98,7 @@ def pipeline_flow(root: str = ".", dvcfile: str = "dvc.yaml", targets: Optional[
     log = get_run_logger()
     started = time.perf_counter()
     ran, skipped, blocked, failed = [], [], [], {}
-    # The project lock first, before anything is written (raises raptor.projectlock.ProjectBusy):
+    # The project lock first, before anything is written (raises raptor.pipeline.projectlock.ProjectBusy):
     # a `dvc repro` inside a stage has released DVC's lock, but its stage command holds this one.
     with project_lock(root), Repo(str(Path(root).resolve())) as repo, contextlib.ExitStack() as held:
         _tag_invocation()

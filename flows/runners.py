@@ -29,7 +29,7 @@ from __future__ import annotations
 import os
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
-from raptor.runenv import apply_defaults
+from raptor.pipeline.runenv import apply_defaults
 
 apply_defaults()
 

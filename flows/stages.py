@@ -1,4 +1,4 @@
-"""One Prefect flow per stage of :mod:`raptor.stages`; ``dvc.yaml`` runs each through ``python -m flows``.
+"""One Prefect flow per stage of :mod:`raptor.pipeline.stages`; ``dvc.yaml`` runs each through ``python -m flows``.
 
 Every flow takes the dataset, the resolved params file and its stage's paths (``inputs`` and
 ``outputs``, named as in the declaration) and calls tasks that call the library. No path is built
@@ -14,12 +14,12 @@ from typing import Optional
 
 from prefect import flow, unmapped
 
-from raptor import variants
-from raptor.ingest import dataset_options
-from raptor.io import atomic_write_json
-from raptor.projectlock import project_lock
-from raptor.rundir import RunDir
-from raptor.stats import summarize
+from raptor.agents import variants
+from raptor.data.ingest import dataset_options
+from raptor.common.io import atomic_write_json
+from raptor.pipeline.projectlock import project_lock
+from raptor.runs.rundir import RunDir
+from raptor.evaluation.stats import summarize
 from raptor.config import load_resolved
 from raptor.constants import METRIC_KEYS, seed_dir
 from tasks import tracking
@@ -236,8 +236,8 @@ def _fmt(value) -> str:
 
 
 def _p(value) -> str:
-    """A p-value for people (:func:`raptor.stats.format_probability`: never ``0.000``)."""
-    from raptor.stats import format_probability
+    """A p-value for people (:func:`raptor.evaluation.stats.format_probability`: never ``0.000``)."""
+    from raptor.evaluation.stats import format_probability
 
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         return "-"
@@ -414,7 +414,7 @@ def run_stage(kind: str, dataset: str, params: str, inputs: dict, outputs: dict,
     Under the project lock (working directory = the project root, where DVC runs stage commands),
     taken before anything is written (``build/pipeline-run.json`` included): ``dvc repro`` releases
     DVC's lock while a stage runs, and this is what refuses a pipeline run started meanwhile
-    (:mod:`raptor.projectlock`). Inside the pipeline flow, which holds it already, it nests.
+    (:mod:`raptor.pipeline.projectlock`). Inside the pipeline flow, which holds it already, it nests.
     """
     with project_lock("."):
         return _run_stage(kind, dataset, params, inputs, outputs, variant)

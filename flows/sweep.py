@@ -1,4 +1,4 @@
-"""``python -m flows sweep NAME``: a sweep of params.yaml (:mod:`raptor.sweep`) as one Prefect flow.
+"""``python -m flows sweep NAME``: a sweep of params.yaml (:mod:`raptor.pipeline.sweep`) as one Prefect flow.
 
 labels (one per distinct labeling setting) -> pretraining (per distinct setting x seed, mapped) ->
 runs (arm x variant x seed, mapped: training, test evaluation, the run's record) -> results table and
@@ -6,7 +6,7 @@ figure. Every (arm, variant, seed) is an MLflow run of the experiment ``raptor/<
 tagged with its arm and logging its full params (the overrides among them), under one parent run
 that holds the results table; so the comparison is one MLflow view.
 
-A run is evaluated as soon as it is trained and its record (:mod:`raptor.records`) goes to the
+A run is evaluated as soon as it is trained and its record (:mod:`raptor.reporting.records`) goes to the
 results folder at once, so an interrupted sweep keeps every finished run, and a run whose record
 matches what it would train (same params, inputs, code, epochs) is skipped, run folders or not.
 
@@ -23,8 +23,8 @@ from prefect import flow
 from prefect.artifacts import create_markdown_artifact
 
 from raptor.config import load_resolved
-from raptor.stages import stage_output
-from raptor.sweep import (Plan, declared_records, job_dirs, load_sweep, plan_sweep, recorded_runs, results_dir, sweep_dir,
+from raptor.pipeline.stages import stage_output
+from raptor.pipeline.sweep import (Plan, declared_records, job_dirs, load_sweep, plan_sweep, recorded_runs, results_dir, sweep_dir,
                           write_results)
 from tasks import tracking
 from tasks.train import context, label_task, log_record_task, pretrain_run_task, sweep_run_task, threads_per_run
@@ -83,7 +83,7 @@ def sweep_records_flow(name: str, dataset: str, source: str = "params.yaml",
                        results: Optional[str] = None) -> dict:
     """A sweep's recorded runs as one MLflow comparison, training nothing: no data, graph, labels or
     pretraining are needed, so a fresh clone shows a sweep from its committed records in seconds. Each
-    record is checked against the declaration kept beside it (:func:`raptor.sweep.declared_records`);
+    record is checked against the declaration kept beside it (:func:`raptor.pipeline.sweep.declared_records`);
     a record that is not used is named, and the table (made with the results folder's declaration
     kept) names the runs without one."""
     plan = prepare(name, dataset, source, local, out, write=False)

@@ -1,6 +1,6 @@
 """The ``raptor`` command line: every stage of the pipeline, then the library commands.
 
-Stages: one subcommand per stage kind of the declaration (:mod:`raptor.stages`, what dvc.yaml is
+Stages: one subcommand per stage kind of the declaration (:mod:`raptor.pipeline.stages`, what dvc.yaml is
 generated from), named as in dvc.yaml and ``python -m flows``, with the same options
 (:mod:`raptor.commands.stage`); adding a stage to the declaration adds its subcommand. A stage runs
 as its Prefect flow, exactly as ``python -m flows STAGE`` runs it.
@@ -22,8 +22,8 @@ import json
 import sys
 from dataclasses import dataclass, field
 
-from .config import ConfigError
-from .io import OutputError, RunMismatchError
+from raptor.config import ConfigError
+from raptor.common.io import OutputError, RunMismatchError
 
 #: Direct forms of stages (library calls on given paths, no Prefect): stage kind -> module.
 DIRECT_MODULES: dict[str, str] = {
@@ -103,7 +103,7 @@ def _listing(rows: list[tuple[str, str]]) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .commands.stage import add_params_arguments, add_stage_arguments, declaration, kind_help
+    from raptor.commands.stage import add_params_arguments, add_stage_arguments, declaration, kind_help
 
     stage_rows, library_rows = [], []
     parser = Parser(prog="raptor", formatter_class=argparse.RawDescriptionHelpFormatter, description=_wrap(
@@ -115,7 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
         stage_rows.append((kind, line))
         if kind == "params":
             description = (f"Stage params: {line} (what `dvc repro` runs first; a stage run without --params "
-                           "runs it first too). The same as the command dvc.yaml runs: `python -m raptor.stages resolve`.")
+                           "runs it first too). The same as the command dvc.yaml runs: `python -m raptor.pipeline.stages resolve`.")
         else:
             description = (f"Stage {description}\nThe same as `python -m flows {kind}`; every path defaults to the "
                            "one dvc.yaml gives it for the dataset.")
@@ -149,7 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _select_direct(args: argparse.Namespace, direct: _Direct) -> bool:
     """Whether the direct form was asked for; if so, ``args`` made what its module's ``run`` reads."""
-    from .commands.stage import StageArgumentError, declaration, is_pair
+    from raptor.commands.stage import StageArgumentError, declaration, is_pair
 
     outs = [n for s in declaration()[args._kind] for n in s.outputs]
     first: dict = {}  # two options may share a dest (--strict-history, --no-strict-history): the first's default
@@ -177,7 +177,7 @@ def _select_direct(args: argparse.Namespace, direct: _Direct) -> bool:
 
 
 def _run_stage(args: argparse.Namespace) -> int:
-    from .commands.stage import execute, run_params
+    from raptor.commands.stage import execute, run_params
 
     if args._kind == "params":
         return run_params(args)
@@ -189,7 +189,7 @@ def _run_stage(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .projectlock import ProjectBusy
+    from raptor.pipeline.projectlock import ProjectBusy
 
     parser = build_parser()
     args = parser.parse_args(argv)

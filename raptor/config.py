@@ -37,7 +37,7 @@ class DatasetConfig:
     """Where one dataset's raw splits are and how to read them (an entry of ``datasets``)."""
 
     #: Folder with train.txt, valid.txt, test.txt, entity2id.txt, relation2id.txt (a DVC dependency);
-    #: required unless the dataset's name is registered (:mod:`raptor.registry`).
+    #: required unless the dataset's name is registered (:mod:`raptor.data.registry`).
     raw_dir: Optional[str] = None
     #: Where the published files come from (printed when they are missing).
     source: Optional[str] = None
@@ -61,21 +61,21 @@ class DatasetConfig:
 
 
 def _variant_names() -> list[str]:
-    """Every registered variant (:data:`raptor.variants.VARIANTS`), in its order."""
-    from .variants import VARIANTS
+    """Every registered variant (:data:`raptor.agents.variants.VARIANTS`), in its order."""
+    from raptor.agents.variants import VARIANTS
 
     return list(VARIANTS)
 
 
 def _default_datasets() -> dict[str, DatasetConfig]:
-    from .registry import RELEASES
+    from raptor.data.registry import RELEASES
 
     return {"ICEWS14": DatasetConfig(**RELEASES["ICEWS14"].defaults("ICEWS14"))}
 
 
 def _with_registry(raw: dict) -> dict:
     """``raw`` with each registered dataset's release defaults under its own keys (params win)."""
-    from .registry import RELEASES
+    from raptor.data.registry import RELEASES
 
     datasets = raw.get("datasets")
     if not isinstance(datasets, dict):
@@ -279,7 +279,7 @@ class TITerConfig:
     #: was measured for the actor-critic agent only (docs/agent.md), so TITer-150 keeps float32.
     precision: Literal["float32", "bfloat16", "auto"] = "float32"
 
-    # --- the MDP it walks (raptor/env.py; TITer's model/environment.py, model/episode.py) ---
+    # --- the MDP it walks (raptor/mdp/env.py; TITer's model/environment.py, model/episode.py) ---
     #: ``raptor``: this project's environment, shared with Pure-RL and RL-RAPTOR (t_0 = 0, t_k <= t' <
     #: t_q, simple paths, STOP allowed at step 0); ``titer``: TITer's (t_0 = t_q, t' < t_k walking
     #: back in time, revisits allowed, NO_OP forbidden at step 0 where an edge exists).
@@ -344,14 +344,14 @@ class TrainConfig:
     """What the training stages run and how."""
 
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2, 3, 4], metadata=NO_EFFECT)
-    #: The systems the pipeline trains and compares (names of :data:`raptor.variants.VARIANTS`).
+    #: The systems the pipeline trains and compares (names of :data:`raptor.agents.variants.VARIANTS`).
     variants: list[str] = field(default_factory=lambda: _variant_names(), metadata=NO_EFFECT)
     #: float32; bfloat16 autocast; or auto: bfloat16 where the hardware has it natively (a CUDA GPU that
     #: supports it, a CPU with AVX512-BF16/AMX), float32 elsewhere (emulated bfloat16 is far slower).
     precision: Literal["float32", "bfloat16", "auto"] = "float32"
     device: Literal["auto", "cpu", "cuda"] = "auto"
     #: Where RL rollouts build their candidate actions: on the host (numpy, numba), on the training
-    #: device (torch: :mod:`raptor.device_env`), or auto: on the device for CUDA, on the host otherwise.
+    #: device (torch: :mod:`raptor.mdp.device_env`), or auto: on the device for CUDA, on the host otherwise.
     #: Both give the same candidates (tests/test_device_env.py), so the same training on the CPU and
     #: the same up to floating-point rounding on a GPU.
     env_backend: Literal["auto", "numpy", "torch"] = field(default="auto", metadata=NO_EFFECT)
@@ -388,9 +388,9 @@ class Params:
     rl: RLConfig = field(default_factory=RLConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
-    #: The TITer-150 variant's own agent and training (``raptor/titer.py``).
+    #: The TITer-150 variant's own agent and training (``raptor/agents/titer/training.py``).
     titer: TITerConfig = field(default_factory=TITerConfig)
-    #: The recurrency baseline's selection grids (``raptor/recurrency.py``).
+    #: The recurrency baseline's selection grids (``raptor/agents/recurrency/method.py``).
     recurrency: RecurrencyConfig = field(default_factory=RecurrencyConfig)
     ablation: AblationConfig = field(default_factory=AblationConfig, metadata=NO_EFFECT)
 
@@ -410,7 +410,7 @@ class Params:
 #: from params.yaml itself, so a profile or a local override file may not change them.
 STAGE_GRAPH_KEYS = ("datasets", "train.variants")
 
-#: Top-level key of params.yaml holding named sweeps (:mod:`raptor.sweep`); not part of a run's params.
+#: Top-level key of params.yaml holding named sweeps (:mod:`raptor.pipeline.sweep`); not part of a run's params.
 SWEEPS_KEY = "sweeps"
 #: Top-level key of params.yaml: dotted-key overrides applied after its profile (what a DVC
 #: experiment sets, ``dvc exp run -S '++overrides.rl.epochs=60'``, to win over the profile).
@@ -485,7 +485,7 @@ _CHECKS: dict[str, tuple[Any, str]] = {
 
 
 def _cross_checks(params: Params) -> None:
-    from .registry import CHECKSUM, RELEASES
+    from raptor.data.registry import CHECKSUM, RELEASES
 
     for name, ds in params.datasets.items():
         if not ds.raw_dir:
@@ -505,7 +505,7 @@ def _cross_checks(params: Params) -> None:
             except ValueError:
                 raise ConfigError(f"datasets.{name}.start_date: expected YYYY-MM-DD or YYYY-MM-DDTHH:MM, "
                                   f"got {ds.start_date!r}") from None
-    from .variants import VARIANTS
+    from raptor.agents.variants import VARIANTS
 
     unknown = [v for v in params.train.variants if v not in VARIANTS]
     if unknown or len(set(params.train.variants)) != len(params.train.variants):
@@ -636,7 +636,7 @@ def apply_profile(raw: dict) -> dict:
 
     raw = copy.deepcopy(raw)
     profiles = raw.pop("profiles", None) or {}
-    raw.pop(SWEEPS_KEY, None)  # sweep declarations (raptor.sweep), not params of a run
+    raw.pop(SWEEPS_KEY, None)  # sweep declarations (raptor.pipeline.sweep), not params of a run
     name = raw.get("profile", "paper")
     if not isinstance(profiles, dict):
         raise ConfigError(f"profiles: expected a mapping of profile name -> overrides, got {profiles!r}")
@@ -850,7 +850,7 @@ def _find_key(node: Any, rest: str) -> Optional[int]:
 
 def load_resolved(path: str | Path) -> Params:
     """The :class:`Params` of a resolved params file (JSON of :func:`params_to_dict`, written by
-    the ``params`` stage, :func:`raptor.stages.resolve_params`): no profile is applied again."""
+    the ``params`` stage, :func:`raptor.pipeline.stages.resolve_params`): no profile is applied again."""
     import json
 
     path = Path(path)

@@ -54,10 +54,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .config import LabelingConfig
-from .constants import ID_DTYPE, pad_relation, stop_relation
-from .graph import TemporalGraph
-from .io import atomic_dir, atomic_write_json
+from raptor.config import LabelingConfig
+from raptor.constants import ID_DTYPE, pad_relation, stop_relation
+from raptor.data.graph import TemporalGraph
+from raptor.common.io import atomic_dir, atomic_write_json
 
 LABEL_FORMAT_VERSION = 1
 #: Format 2 = format 1 plus the ``VIA_COLUMNS`` (written only with ``visited = "target_and_subject"``,
@@ -1332,13 +1332,13 @@ def write_labels(
 
 def label_table_hash(directory: str | Path) -> str:
     """SHA-256 of what the label table in ``directory`` holds: its files as
-    :func:`raptor.provenance.content_hash` hashes them, except that each ``summary.json`` is hashed
+    :func:`raptor.common.provenance.content_hash` hashes them, except that each ``summary.json`` is hashed
     without its :data:`RUN_SUMMARY_KEYS`. The Parquet files are written deterministically, so
     labeling the same pairs again (another run, another number of workers) hashes alike and a
     pretraining run that read the table continues instead of starting afresh."""
     import hashlib
 
-    from .provenance import _file_digest, content_hash
+    from raptor.common.provenance import _file_digest, content_hash
 
     def digest(f: Path) -> str:
         if f.name != SUMMARY_FILE:
@@ -1588,7 +1588,7 @@ def staging_dir_of(out_dir: str | Path) -> Path:
 
 def _label_inputs(data_dir: str | Path, graph_path: Optional[str | Path]):
     """``(dataset meta, graph, targets, times)`` of the training pairs of an ingested dataset."""
-    from .data import load_dataset
+    from raptor.data.dataset import load_dataset
 
     data_dir = Path(data_dir)
     if not data_dir.is_dir():
@@ -1613,7 +1613,7 @@ def _label_inputs(data_dir: str | Path, graph_path: Optional[str | Path]):
 def _progress(show: bool, total: int, desc: str):
     if not show:
         return None
-    from .progress import progress_bar
+    from raptor.common.progress import progress_bar
 
     return progress_bar(total=total, unit="pair", desc=desc, mininterval=0.5, dynamic_ncols=True)
 
@@ -1631,7 +1631,7 @@ def label_part(
     """One part of ``config.partitions`` of the label directory ``out_dir``, into its staging folder
     (:func:`staging_dir_of`): independent of the other parts, so parts run in other processes or on
     other machines (the label flow maps them over the task runner: threads or a Dask cluster)."""
-    from .provenance import content_hash
+    from raptor.common.provenance import content_hash
 
     meta, graph, targets, times = _label_inputs(data_dir, graph_path)
     bar = _progress(show_progress, len(targets), f"labeling part {part}")
@@ -1647,7 +1647,7 @@ def label_part(
 
 def merge_parts(data_dir: str | Path, out_dir: str | Path, config: LabelingConfig = LabelingConfig()) -> dict:
     """Assemble the ``config.partitions`` parts labeled by :func:`label_part` into ``out_dir``."""
-    from .data import load_dataset
+    from raptor.data.dataset import load_dataset
 
     meta = load_dataset(data_dir).meta
     return merge_label_parts(staging_dir_of(out_dir), out_dir, config.partitions,

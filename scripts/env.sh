@@ -1,5 +1,5 @@
-# Sourced by the scripts: the embedded defaults (raptor/runenv.py: local Prefect, MLflow on SQLite,
+# Sourced by the scripts: the embedded defaults (raptor/pipeline/runenv.py: local Prefect, MLflow on SQLite,
 # no telemetry). Anything already set in the environment wins.
 _root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 export PATH="$_root/.venv/bin:$PATH"
-eval "$("$_root/.venv/bin/python" -m raptor.runenv "$_root")"
+eval "$("$_root/.venv/bin/python" -m raptor.pipeline.runenv "$_root")"

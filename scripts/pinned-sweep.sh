@@ -73,7 +73,7 @@ ln -sfn "$shared" "$dir/shared"
 cd "$src"
 [ -f "data/$dataset/ingested/meta.json" ] || "$py" -m raptor.cli ingest --dataset "$dataset" --out "data/$dataset/ingested"
 [ -f "data/$dataset/graph.npz" ] || "$py" -m raptor.cli graph --data "data/$dataset/ingested" --out "data/$dataset/graph.npz"
-if [ ! -f "$results/COMMIT" ]; then  # the commit the results pages name for these records (raptor.results)
+if [ ! -f "$results/COMMIT" ]; then  # the commit the results pages name for these records (raptor.reporting.results)
   mkdir -p "$results" && echo "$full" > "$results/COMMIT.tmp" && mv "$results/COMMIT.tmp" "$results/COMMIT"
 fi
 base=("$py" -m raptor.cli sweep "$name" --dataset "$dataset" --no-progress --results "$results" --jobs 2 --threads 1 "${args[@]}")

@@ -22,6 +22,6 @@ while [ $# -gt 0 ]; do
 done
 scripts/setup.sh
 source scripts/env.sh
-python -m raptor.stages profile "$profile"
+python -m raptor.pipeline.stages profile "$profile"
 python -m flows.server -- python -m flows pipeline "${args[@]+"${args[@]}"}"
 raptor report --where

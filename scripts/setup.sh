@@ -98,6 +98,6 @@ fi
 if [ -d .dvc ] && [ -d .git ]; then
   DVC_NO_ANALYTICS=1 .venv/bin/dvc config --local core.analytics false >/dev/null 2>&1 || true
 fi
-# The `params` stage depends on the untracked params.local.yaml (raptor/stages.py): an empty one in a fresh clone.
-[ -e params.local.yaml ] || .venv/bin/python -c 'from raptor.stages import ensure_local_params; ensure_local_params(".")'
+# The `params` stage depends on the untracked params.local.yaml (raptor/pipeline/stages.py): an empty one in a fresh clone.
+[ -e params.local.yaml ] || .venv/bin/python -c 'from raptor.pipeline.stages import ensure_local_params; ensure_local_params(".")'
 echo "setup: ok ($(.venv/bin/python -c 'import torch, prefect, mlflow, dvc.version as v; print(f"torch {torch.__version__}, prefect {prefect.__version__}, mlflow {mlflow.__version__}, dvc {v.__version__}")'))"

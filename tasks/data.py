@@ -5,13 +5,13 @@ from __future__ import annotations
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from raptor.graph import build_graph
-from raptor.ingest import IngestOptions, IngestResult, ingest, ingest_from_url
+from raptor.data.graph import build_graph
+from raptor.data.ingest import IngestOptions, IngestResult, ingest, ingest_from_url
 
 
 @task(name="ingest", cache_policy=NO_CACHE)
 def ingest_task(raw_dir: str, out_dir: str, options: IngestOptions) -> IngestResult:
-    """``options``: :func:`raptor.ingest.dataset_options` of the dataset."""
+    """``options``: :func:`raptor.data.ingest.dataset_options` of the dataset."""
     return ingest(raw_dir, out_dir, options)
 
 

@@ -4,7 +4,7 @@ MLflow copies this file into the logged model and runs it when the model is load
 (``mlflow.pyfunc.load_model("models:/<model_id>")`` or ``"runs:/<run_id>/model"``): :class:`RaptorModel`
 reads the project's weights-only checkpoint (``best.pt``, :func:`raptor.agents.base.load_model`, any
 agent) and the context it ranks in (the ingested dataset, its graph and the run's resolved params,
-:func:`raptor.context.load_context`) from the model's artifacts, and ranks queries with the agent's
+:func:`raptor.runs.context.load_context`) from the model's artifacts, and ranks queries with the agent's
 own ranking (:meth:`raptor.agents.base.Agent.rank`: beam search, or the recurrency baseline's scores).
 
 Input: a DataFrame of int queries ``subject``, ``relation`` (``relation + R`` asks for the subject of
@@ -39,7 +39,7 @@ class RaptorModel(PythonModel):
         from raptor.agents import agent_of, get_agent
         from raptor.agents.base import load_model
         from raptor.config import load_resolved
-        from raptor.context import load_context
+        from raptor.runs.context import load_context
 
         a = context.artifacts
         self.ctx = load_context(a["data"], a["graph"], load_resolved(a["params"]))

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
-from raptor.io import process_alive
-from raptor.runenv import apply_defaults
+from raptor.common.io import process_alive
+from raptor.pipeline.runenv import apply_defaults
 
 apply_defaults()
 # A server that is down must not stall training for minutes per call (MLflow's default: 7 retries

@@ -18,20 +18,20 @@ from typing import Any, Optional
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from raptor import variants
-from raptor.rundir import RunOptions
+from raptor.agents import variants
+from raptor.runs.rundir import RunOptions
 from raptor.config import Params, flatten, params_to_dict
-from raptor.context import load_context
+from raptor.runs.context import load_context
 from raptor.agents import get_agent
-from raptor.experiment import effective_epochs, evaluate_model, run_variant
-from raptor.runtime import resolve_device, resolve_precision
-from raptor.io import atomic_write_json
+from raptor.pipeline.experiment import effective_epochs, evaluate_model, run_variant
+from raptor.common.runtime import resolve_device, resolve_precision
+from raptor.common.io import atomic_write_json
 from raptor.labeling import label_dataset, label_part, merge_parts
-from raptor.pretrain import pretrain_run
-from raptor.rundir import RunDir
-from raptor.report import compare_variants, write_ablation_report, write_report
-from raptor.stats import summarize
-from raptor.sweep import save_job_record
+from raptor.agents.actor_critic.pretrain import pretrain_run
+from raptor.runs.rundir import RunDir
+from raptor.reporting.report import compare_variants, write_ablation_report, write_report
+from raptor.evaluation.stats import summarize
+from raptor.pipeline.sweep import save_job_record
 from raptor.config import load_resolved
 
 from . import tracking
@@ -202,7 +202,7 @@ PARENT_FILE = "mlflow_parent.json"
 
 
 def seed_aggregates(per_seed: list[dict], keys: tuple[str, ...]) -> dict[str, float]:
-    """``{key}_mean`` and ``{key}_std`` over the seeds (:func:`raptor.stats.summarize`) of the keys
+    """``{key}_mean`` and ``{key}_std`` over the seeds (:func:`raptor.evaluation.stats.summarize`) of the keys
     every seed has a number for, for a stage's parent MLflow run."""
     keys = tuple(k for k in keys if all(isinstance(r.get(k), (int, float)) for r in per_seed))
     summary = summarize(dict(enumerate(per_seed)), keys)
@@ -339,7 +339,7 @@ def train_run_task(
                                   "best_epoch": None if best_epoch is None else best_epoch + 1}),
                         step=0)  # rl.epochs: the budget
         run.set_tags({"precision": summary["precision"], "device": summary.get("device")})
-        # The best checkpoint (raptor.checkpoints' weights-only format: `raptor evaluate --model best.pt`)
+        # The best checkpoint (raptor.runs.checkpoints' weights-only format: `raptor evaluate --model best.pt`)
         # with the summary that says which epoch it is.
         run.log_artifact(RunDir(out).best, CHECKPOINT_ARTIFACT)
         run.log_artifact(RunDir(out).summary, CHECKPOINT_ARTIFACT)
@@ -428,7 +428,7 @@ def evaluate_run_task(params_path: str, data_dir: str, graph_path: str, variant:
 @task(name="sweep-run", cache_policy=NO_CACHE, task_run_name="{run_name}")
 def sweep_run_task(run_name: str, plan, job, results: str, train: dict, evaluate: dict) -> dict:
     """One run of a sweep from start to record: train (``train_run_task``), test (``evaluate_run_task``),
-    then save its record to ``results`` (:func:`raptor.sweep.save_job_record`), so a run is complete
+    then save its record to ``results`` (:func:`raptor.pipeline.sweep.save_job_record`), so a run is complete
     on its own and an interrupted sweep keeps it."""
     summary = train_run_task(**train)
     evaluate_run_task(**evaluate)
@@ -440,7 +440,7 @@ def sweep_run_task(run_name: str, plan, job, results: str, train: dict, evaluate
 def log_record_task(run_name: str, record_train: str, record_eval: str, params_path: str, dataset: str, variant: str,
                     seed: int, pretrain_epochs: int, experiment: str, parent_run_id: Optional[str],
                     extra_tags: Optional[dict] = None) -> Optional[str]:
-    """A run known only by its record (:mod:`raptor.records`; its run folder is gone, as after a sweep is
+    """A run known only by its record (:mod:`raptor.reporting.records`; its run folder is gone, as after a sweep is
     resumed in a fresh clone) as an MLflow run beside the trained ones: its params, its per-epoch curves and
     its test metrics, tagged ``from_record``. Nothing is logged where the experiment already has a run
     of this name with test metrics. Returns the MLflow run id (``None``: MLflow was unreachable)."""

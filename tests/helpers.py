@@ -31,9 +31,9 @@ def http_json(url: str, body: dict | None = None, timeout: float = 10):
 
 def stack_env(prefect_home: Path, api_url: str, mlflow_db: Path, **extra: str) -> dict:
     """Environment for a subprocess of the stack: this venv first on PATH, the project's defaults
-    (raptor/runenv.py, the module the scripts and flows use too) with Prefect on ``api_url`` and
+    (raptor/pipeline/runenv.py, the module the scripts and flows use too) with Prefect on ``api_url`` and
     MLflow on a SQLite file; ``extra`` adds or overrides variables."""
-    from raptor.runenv import defaults
+    from raptor.pipeline.runenv import defaults
 
     env = dict(os.environ)
     env.update(defaults(Path(mlflow_db).parent))
@@ -48,15 +48,15 @@ def stack_env(prefect_home: Path, api_url: str, mlflow_db: Path, **extra: str) -
 
 
 def synthetic_env(max_actions: int, max_path_length: int = 3):
-    """The default synthetic dataset (``raptor.synthetic.SyntheticSpec()``) as the agent tests use it:
+    """The default synthetic dataset (``raptor.data.synthetic.SyntheticSpec()``) as the agent tests use it:
     ``(env, queries, E, R, splits)``, with ``queries[split]`` int64 ``[n, 4]`` in both directions."""
     import numpy as np
 
     from raptor.config import EnvConfig
-    from raptor.data import with_inverse_queries
-    from raptor.env import TemporalEnv
-    from raptor.graph import TemporalGraph
-    from raptor.synthetic import SyntheticSpec, generate
+    from raptor.data.dataset import with_inverse_queries
+    from raptor.mdp.env import TemporalEnv
+    from raptor.data.graph import TemporalGraph
+    from raptor.data.synthetic import SyntheticSpec, generate
 
     spec = SyntheticSpec()
     splits = generate(spec)
@@ -70,9 +70,9 @@ def synthetic_env(max_actions: int, max_path_length: int = 3):
 def synthetic_dataset(root: Path, seed: int) -> Path:
     """A synthetic raw dataset under ``root/raw``, ingested into ``root/data`` with its graph at
     ``root/graph.npz`` (the pipeline's first stages, as a run reads them); returns ``root``."""
-    from raptor.graph import build_graph
-    from raptor.ingest import ingest
-    from raptor.synthetic import SyntheticSpec, write_raw
+    from raptor.data.graph import build_graph
+    from raptor.data.ingest import ingest
+    from raptor.data.synthetic import SyntheticSpec, write_raw
 
     raw = write_raw(root / "raw", SyntheticSpec(seed=seed))
     ingest(raw, root / "data")

@@ -12,7 +12,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from raptor import checkpoints, variants
+from raptor.runs import checkpoints
+from raptor.agents import variants
 from raptor.agents import AGENTS, agent_of, get_agent
 from raptor.agents.base import load_model
 from raptor.config import ModelConfig, Params, TITerConfig
@@ -62,8 +63,8 @@ def test_the_grep_finds_such_branches(tmp_path):
 
 
 def test_importing_the_registry_imports_no_agent():
-    code = ("import sys, raptor.agents, raptor.variants; v = raptor.variants.get('titer'); "
-            "bad = [m for m in ('raptor.titer', 'raptor.policy', 'raptor.rl', 'raptor.checkpoints', 'torch') "
+    code = ("import sys, raptor.agents, raptor.agents.variants; v = raptor.agents.variants.get('titer'); "
+            "bad = [m for m in ('raptor.agents.titer.training', 'raptor.agents.policy', 'raptor.agents.actor_critic.rl', 'raptor.runs.checkpoints', 'torch') "
             "if m in sys.modules]; assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
 
@@ -81,7 +82,7 @@ def test_every_variant_names_a_registered_agent_with_its_interface():
 
 
 def _ctx(params: Params) -> SimpleNamespace:
-    """The part of :class:`raptor.experiment.Context` that building a policy reads."""
+    """The part of :class:`raptor.pipeline.experiment.Context` that building a policy reads."""
     return SimpleNamespace(dataset=SimpleNamespace(num_entities=7, num_relations=3), params=params)
 
 

@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 import torch
 
-from raptor.beam import SearchOptions, aggregate_scores, beam_search, explain, search_beams
+from raptor.agents.beam import SearchOptions, aggregate_scores, beam_search, explain, search_beams
 from raptor.config import EnvConfig, EvalConfig, ModelConfig
-from raptor.env import TemporalEnv
-from raptor.graph import TemporalGraph
-from raptor.policy import Policy
-from raptor.rollout import candidate_tensors, query_embedding
+from raptor.mdp.env import TemporalEnv
+from raptor.data.graph import TemporalGraph
+from raptor.agents.policy import Policy
+from raptor.agents.rollout import candidate_tensors, query_embedding
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -262,7 +262,7 @@ def test_gold_outside_the_beam_is_ranked_with_last_expansions_by_hand():
     1: -0.586, 3: -2.586, 4: -3.086, 5: -3.586 and -3.476; 2: -1.476. With max, 5 scores -3.476 < 4's,
     so only 1 and 2 are above the gold (3 is filtered): rank 3. With logsumexp, 5 scores
     log(e^-3.586 + e^-3.476) = -2.83 > -3.086: rank 4."""
-    from raptor.ranking import build_filter, filtered_ranks
+    from raptor.evaluation.ranking import build_filter, filtered_ranks
 
     E, R, K = 6, 1, 2
     quads = np.array([[0, 0, 1, 1], [0, 0, 2, 2], [1, 0, 3, 3], [1, 0, 4, 3], [1, 0, 5, 3], [2, 0, 5, 3]])

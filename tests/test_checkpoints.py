@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from raptor import checkpoints
+from raptor.runs import checkpoints
 from raptor.config import ModelConfig
-from raptor.policy import Policy
+from raptor.agents.policy import Policy
 from raptor.agents.base import load_model
-from raptor.checkpoints import MODEL_FORMAT, save_model
+from raptor.runs.checkpoints import MODEL_FORMAT, save_model
 
 SMALL = ModelConfig(entity_dim=8, relation_dim=8, time_dim=2, step_dim=2, mlp_hidden_dim=8)
 

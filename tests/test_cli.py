@@ -65,8 +65,8 @@ def test_help_of_every_command(capsys):
 
 
 def _declared_kinds() -> list[str]:
-    from raptor import variants
-    from raptor.stages import ablation_stages, main_stages
+    from raptor.agents import variants
+    from raptor.pipeline.stages import ablation_stages, main_stages
 
     kinds: list[str] = []
     for s in main_stages(list(variants.VARIANTS)) + ablation_stages():
@@ -115,7 +115,7 @@ def test_every_stage_takes_the_options_of_its_flow(capsys):
 
 def _project(root: Path, variants=("pure_rl", "raptor")) -> Path:
     """A project folder: params.yaml with one dataset (TINY, raw/), its resolved params."""
-    from raptor.stages import PARAMS_FILE, resolve_params
+    from raptor.pipeline.stages import PARAMS_FILE, resolve_params
 
     write_raw_dataset(root / "raw")
     (root / "params.yaml").write_text("datasets:\n  TINY: {raw_dir: raw, start_date: '2014-01-01'}\n"
@@ -130,7 +130,7 @@ def test_a_stage_defaults_to_the_paths_dvc_yaml_gives_it(tmp_path, monkeypatch):
     import shlex
 
     from raptor.commands.stage import stage_call
-    from raptor.stages import PARAMS_FILE, command, main_stages
+    from raptor.pipeline.stages import PARAMS_FILE, command, main_stages
 
     monkeypatch.chdir(_project(tmp_path))
     for path in ("data/TINY/ingested", "data/TINY/graph.npz", "runs/TINY/pretrain"):
@@ -161,7 +161,7 @@ def test_a_stage_defaults_to_the_paths_dvc_yaml_gives_it(tmp_path, monkeypatch):
     (["evaluate", "--variant", "nope"], "raptor evaluate: error: argument --variant: invalid choice: 'nope'"),
 ])
 def test_a_bad_stage_argument_is_one_clear_line(tmp_path, monkeypatch, capsys, argv, says):
-    from raptor.stages import PARAMS_FILE
+    from raptor.pipeline.stages import PARAMS_FILE
 
     monkeypatch.chdir(_project(tmp_path))
     try:
@@ -176,7 +176,7 @@ def test_a_bad_stage_argument_is_one_clear_line(tmp_path, monkeypatch, capsys, a
 def test_a_stage_without_params_runs_the_params_stage_first(tmp_path, monkeypatch, capsys):
     """No --params: params.yaml (+ params.local.yaml) resolved into build/params.json, as `dvc repro`
     runs the params stage first; here dvc.yaml is missing, and the params stage says so."""
-    from raptor import stages
+    from raptor.pipeline import stages
 
     monkeypatch.chdir(_project(tmp_path))
     (tmp_path / "build" / "params.json").unlink()
@@ -212,7 +212,7 @@ def test_a_stage_through_raptor_writes_what_the_flow_writes(tmp_path):
     import numpy as np
     import pandas as pd
 
-    from raptor.stages import PARAMS_FILE
+    from raptor.pipeline.stages import PARAMS_FILE
 
     proj = _project(tmp_path / "proj")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "MLFLOW_"))}

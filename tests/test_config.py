@@ -216,13 +216,13 @@ def test_errors_in_params_yaml_and_its_profiles_name_them(tmp_path):
 
 
 def test_resolve_command_names_the_local_file(tmp_path, capsys):
-    from raptor import stages
+    from raptor.pipeline import stages
 
     f, local = _project(tmp_path, "rl:\n  epochs: 3\n", "rl:\n  learning_rate: .inf\n")
     out = tmp_path / "params.json"
     assert stages.main(["resolve", "--params", str(f), "--local", str(local), "--out", str(out)]) == 1
     err = capsys.readouterr().err.strip()
-    assert err == f"raptor.stages: error: {local}, line 2: rl.learning_rate: expected a finite number, got inf"
+    assert err == f"raptor.pipeline.stages: error: {local}, line 2: rl.learning_rate: expected a finite number, got inf"
     assert not out.exists()  # nothing written
 
 

@@ -16,7 +16,7 @@ import pytest
 from helpers import free_port, http_json, stack_env
 import yaml
 
-from raptor.synthetic import SyntheticSpec, write_raw
+from raptor.data.synthetic import SyntheticSpec, write_raw
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -54,7 +54,7 @@ def tail(path: Path, n: int = 4000) -> str:
 def project(tmp_path: Path) -> Path:
     """A DVC project of the smallest whole pipeline: one variant, one seed, a tiny model. This test
     is about the schedule; tests/test_pipeline.py covers what the stages compute."""
-    from raptor import stages
+    from raptor.pipeline import stages
     from raptor.config import params_from_dict
 
     proj = tmp_path / "project"

@@ -114,7 +114,7 @@ def served(tmp_path_factory):
     own = dvc_project(tmp / "own", base)
     # Another project, with a stage that would write into it if a run were sent there.
     other = dvc_project(tmp / "other", base)
-    (other / "dvc.yaml").write_text("stages:\n  params:\n    cmd: python -m raptor.stages params\n"
+    (other / "dvc.yaml").write_text("stages:\n  params:\n    cmd: python -m raptor.pipeline.stages params\n"
                                     "    outs:\n      - build/params.json\n")
     server_log, serve_log = tmp / "server.log", tmp / "serve.log"
     procs: list[subprocess.Popen] = []

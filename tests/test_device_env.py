@@ -9,13 +9,13 @@ import torch
 from hypothesis import given, settings, strategies as st
 
 from raptor.config import EnvConfig, ModelConfig, RLConfig
-from raptor.device_env import DeviceEnv, on_device
-from raptor.env import TemporalEnv
-from raptor.graph import TemporalGraph
-from raptor.policy import Policy
-from raptor.rl import train_epoch, make_optimizer
-from raptor.rollout import rollout
-from raptor.rundir import RunOptions
+from raptor.mdp.device_env import DeviceEnv, on_device
+from raptor.mdp.env import TemporalEnv
+from raptor.data.graph import TemporalGraph
+from raptor.agents.policy import Policy
+from raptor.agents.actor_critic.rl import train_epoch, make_optimizer
+from raptor.agents.rollout import rollout
+from raptor.runs.rundir import RunOptions
 
 
 #: Where the device environment is checked: the CPU always (CI), a GPU where there is one.
@@ -190,7 +190,7 @@ def test_the_hub_row_overflows_a_short_fixed_scan():
 def test_a_fixed_shape_rollout_with_drawn_uniforms_is_the_exact_rollout():
     """What a captured step runs (fixed widths, uniforms drawn beforehand) samples the same episodes and
     computes the same loss as the exact rollout drawing its own uniforms, when no row overflows."""
-    from raptor.rl import LOSS_PARTS, actor_critic_loss, actor_critic_terms
+    from raptor.agents.actor_critic.rl import LOSS_PARTS, actor_critic_loss, actor_critic_terms
 
     rng = np.random.default_rng(5)
     graph = random_graph(rng, 12, 3, 10, 150, hub=True)

@@ -8,8 +8,8 @@ from hypothesis import given, settings, strategies as st
 
 from raptor.config import EnvConfig
 from raptor.constants import pad_entity, pad_relation, stop_relation
-from raptor.env import NO_ENTITY, TemporalEnv
-from raptor.graph import TemporalGraph
+from raptor.mdp.env import NO_ENTITY, TemporalEnv
+from raptor.data.graph import TemporalGraph
 
 
 def naive_candidates(quads, R, e_k, t_k, t_q, visited, cap, strict, mask_before_cap):

@@ -7,14 +7,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from raptor.rundir import RunOptions
+from raptor.runs.rundir import RunOptions
 
 from raptor.config import params_from_dict
-from raptor.experiment import evaluate_model, load_context, run_variant
-from raptor.pretrain import pretrain_run
+from raptor.pipeline.experiment import evaluate_model, load_context, run_variant
+from raptor.agents.actor_critic.pretrain import pretrain_run
 from raptor.labeling import label_dataset
-from raptor.ranking import read_predictions
-from raptor.synthetic import SyntheticSpec, write_raw
+from raptor.evaluation.ranking import read_predictions
+from raptor.data.synthetic import SyntheticSpec, write_raw
 
 from helpers import synthetic_dataset
 
@@ -125,7 +125,7 @@ def test_explain_defaults_to_the_pipelines_outputs(ctx, tmp_path, capsys, monkey
 
     from raptor.cli import main
     from raptor.constants import seed_dir
-    from raptor.stages import stage_output
+    from raptor.pipeline.stages import stage_output
 
     c, root = ctx
     summary = run_variant(c, "pure_rl", RunOptions(seed=2, out_dir=root / "runs/explain-defaults", progress=False, epochs=1))
@@ -191,8 +191,8 @@ def _copy_project(root: Path, dst: Path) -> Path:
 def test_a_model_never_outlives_its_data(ctx, tmp_path):
     """The reproduction of the stale-model defect: train, regenerate the raw data with another
     seed, ingest and graph again, train into the same folder: it must train afresh."""
-    from raptor.graph import build_graph
-    from raptor.ingest import ingest
+    from raptor.data.graph import build_graph
+    from raptor.data.ingest import ingest
 
     c, _ = ctx
     proj = tmp_path / "p"
@@ -210,7 +210,7 @@ def test_a_model_never_outlives_its_data(ctx, tmp_path):
 def test_changed_labels_or_code_restart_pretraining(ctx, tmp_path, monkeypatch, caplog):
     import logging
 
-    import raptor.provenance
+    import raptor.common.provenance
 
     caplog.set_level(logging.WARNING, logger="raptor")
     c, root = ctx
@@ -241,7 +241,7 @@ def test_changed_labels_or_code_restart_pretraining(ctx, tmp_path, monkeypatch, 
     assert "starting afresh" in caplog.text and "inputs.labels" in caplog.text
     assert "inputs.data" not in caplog.text
     # Changed code (the hash of the modules the run imports): restart too.
-    monkeypatch.setattr(raptor.provenance, "code_hash", lambda mods: "0" * 64)
+    monkeypatch.setattr(raptor.common.provenance, "code_hash", lambda mods: "0" * 64)
     seen.clear()
     pretrain_run(c2, proj / "labels", [1], RunOptions(seed=0, out_dir=run, progress=False), on_epoch_end=lambda *a: seen.append(a[1]))
     assert seen == [0]
@@ -257,7 +257,7 @@ def test_changed_labels_or_code_restart_pretraining(ctx, tmp_path, monkeypatch, 
 
 
 def test_changed_code_restarts_rl(ctx, tmp_path, monkeypatch):
-    import raptor.experiment as experiment
+    import raptor.pipeline.experiment as experiment
 
     c, _ = ctx
     out = tmp_path / "run"
@@ -270,8 +270,8 @@ def test_changed_code_restarts_rl(ctx, tmp_path, monkeypatch):
 def test_resume_only_refuses_to_delete_a_run_it_cannot_continue(ctx, tmp_path, monkeypatch):
     """Long runs pass ``resume_only``: a run whose code changed under it fails with a clear error and
     its checkpoints stay as they were (two paper-budget runs were once lost to a silent restart)."""
-    import raptor.experiment as experiment
-    from raptor.io import RunMismatchError
+    import raptor.pipeline.experiment as experiment
+    from raptor.common.io import RunMismatchError
 
     c, _ = ctx
     out = tmp_path / "run"
@@ -318,7 +318,7 @@ def test_truncated_checkpoint_without_a_previous_one_is_one_clear_cli_line(ctx, 
 def test_equal_total_epochs_gives_pure_rl_the_pretraining_budget(ctx, tmp_path):
     import dataclasses
 
-    from raptor.experiment import effective_epochs
+    from raptor.pipeline.experiment import effective_epochs
 
     c, _ = ctx
     p = dataclasses.replace(c.params, train=dataclasses.replace(c.params.train, equal_total_epochs=True),
@@ -351,7 +351,7 @@ def test_titer_variant_trains_and_evaluates_through_the_same_run_and_evaluation(
     params (not model/rl), best.pt loads back as a TITer policy, and the test evaluation (with the
     inductive mean) writes the same artifacts with ranks that agree with its metrics."""
     from raptor.agents.base import load_model
-    from raptor.titer import TITerPolicy
+    from raptor.agents.titer.training import TITerPolicy
 
     c, root = ctx
     small = {"entity_dim": 16, "relation_dim": 12, "time_dim": 4, "state_dim": 12, "mlp_hidden_dim": 12}
@@ -380,11 +380,11 @@ def test_titer_variant_trains_and_evaluates_through_the_same_run_and_evaluation(
 def test_recurrency_variant_runs_and_evaluates_through_the_registry(ctx, tmp_path):
     """The fourth system (issue 40, item 8) goes through the same run and evaluation as the others: its
     "training" selects lambda/alpha on the valid split, best.pt loads back through the registry, and its
-    test ranks are those of raptor.recurrency computed independently from the same data."""
+    test ranks are those of raptor.agents.recurrency.method computed independently from the same data."""
     from raptor.agents.base import load_model
-    from raptor.agents.recurrency import RecurrencyTables
-    from raptor.ranking import build_filter
-    from raptor.recurrency import fit, rank_queries
+    from raptor.agents.recurrency.agent import RecurrencyTables
+    from raptor.evaluation.ranking import build_filter
+    from raptor.agents.recurrency.method import fit, rank_queries
 
     c, root = ctx
     summary = run_variant(c, "recurrency", RunOptions(seed=1, out_dir=tmp_path / "rec", progress=False))
@@ -417,8 +417,8 @@ def test_titer_environment_param_picks_the_walk_of_training_and_evaluation(ctx, 
     its runs' fingerprint holds the choice, and its test ranks are beam search's in that walk."""
     from raptor.agents import get_agent
     from raptor.agents.base import load_model
-    from raptor.beam import beam_search
-    from raptor.ranking import context_filter, filtered_ranks
+    from raptor.agents.beam import beam_search
+    from raptor.evaluation.ranking import context_filter, filtered_ranks
 
     c, root = ctx
     small = {"entity_dim": 16, "relation_dim": 12, "time_dim": 4, "state_dim": 12, "mlp_hidden_dim": 12}
@@ -447,7 +447,7 @@ def test_runs_trained_as_threads_equal_runs_trained_alone(ctx, tmp_path, monkeyp
     import time
     from concurrent.futures import ThreadPoolExecutor
 
-    from raptor.policy import Policy
+    from raptor.agents.policy import Policy
 
     c, root = ctx
 
@@ -480,7 +480,7 @@ def test_runs_trained_as_threads_equal_runs_trained_alone(ctx, tmp_path, monkeyp
 def test_titer_runs_take_their_own_precision_and_the_actor_critic_runs_train_precision():
     """bfloat16 was measured for the actor-critic agent only: ``train.precision: auto`` must not move
     TITer-150 off float32 (``titer.precision``)."""
-    from raptor.experiment import variant_precision
+    from raptor.pipeline.experiment import variant_precision
 
     p = params_from_dict({"train": {"precision": "bfloat16"}, "titer": {"precision": "float32"}})
     assert [variant_precision(p, v, "cpu") for v in ("pure_rl", "raptor", "titer")] == ["bfloat16", "bfloat16", "float32"]
@@ -506,7 +506,7 @@ def test_a_lower_epoch_budget_retrains_and_a_higher_one_resumes(ctx, tmp_path, c
     same history, metrics and weights), and records what it trained; a larger budget continues it."""
     import logging
 
-    from raptor.io import RunMismatchError
+    from raptor.common.io import RunMismatchError
 
     caplog.set_level(logging.WARNING, logger="raptor")
     c, _ = ctx
@@ -541,7 +541,7 @@ def test_a_lower_epoch_budget_retrains_and_a_higher_one_resumes(ctx, tmp_path, c
 def test_a_partial_run_of_a_larger_budget_is_not_taken_for_a_finished_smaller_one(ctx, tmp_path):
     """A 4-epoch run killed after its epoch 1 has not validated that epoch as a last one: asked for
     2 epochs, it trains again rather than skip the 2-epoch run's final validation."""
-    from raptor import checkpoints
+    from raptor.runs import checkpoints
 
     c, _ = ctx
     out = tmp_path / "run"

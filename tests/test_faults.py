@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from raptor.synthetic import SyntheticSpec, write_raw
+from raptor.data.synthetic import SyntheticSpec, write_raw
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1"}
 PARAMS = (

@@ -1,4 +1,4 @@
-"""The FLOP count of raptor/flops.py against torch's own FLOP counter on real batches."""
+"""The FLOP count of raptor/agents/flops.py against torch's own FLOP counter on real batches."""
 
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from helpers import synthetic_env
 
-from raptor.beam import search_beams
+from raptor.agents.beam import search_beams
 from raptor.config import EnvConfig, ModelConfig, RLConfig
-from raptor.env import TemporalEnv
-from raptor.flops import beam_gemms, beam_rows, path_table_gemms, training_epoch_flops, training_gemms
-from raptor.policy import Policy
-from raptor.rl import actor_critic_loss
-from raptor.rollout import rollout
+from raptor.mdp.env import TemporalEnv
+from raptor.agents.flops import beam_gemms, beam_rows, path_table_gemms, training_epoch_flops, training_gemms
+from raptor.agents.policy import Policy
+from raptor.agents.actor_critic.rl import actor_critic_loss
+from raptor.agents.rollout import rollout
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -112,6 +112,6 @@ def _ran_stages(log: str) -> list[str]:
 
 
 def _defaults(repo: Path) -> dict:
-    from raptor.runenv import defaults
+    from raptor.pipeline.runenv import defaults
 
     return defaults(repo)

@@ -3,8 +3,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from raptor.constants import inverse_relation
-from raptor.graph import TemporalGraph, build_graph
-from raptor.ingest import ingest
+from raptor.data.graph import TemporalGraph, build_graph
+from raptor.data.ingest import ingest
 
 
 def test_inverse_augmentation_hand_built():

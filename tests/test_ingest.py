@@ -4,9 +4,9 @@ import tarfile
 import numpy as np
 import pytest
 
-from raptor.data import load_dataset
-from raptor.ingest import IngestError, IngestOptions, infer_time_step, ingest, ingest_from_url
-from raptor.io import sha256_file
+from raptor.data.dataset import load_dataset
+from raptor.data.ingest import IngestError, IngestOptions, infer_time_step, ingest, ingest_from_url
+from raptor.common.io import sha256_file
 
 from conftest import TINY_SPLITS, write_raw_dataset
 
@@ -214,7 +214,7 @@ def test_names_layout_gdelt_15_minute_steps_and_years(tmp_path):
 
 
 def test_names_layout_integer_times_build_a_graph(tmp_path):
-    from raptor.graph import build_graph
+    from raptor.data.graph import build_graph
 
     raw = _write(tmp_path / "named", {"train.txt": "A\tr\tB\t10\nB\tr\tC\t20\n", "valid.txt": "C\tr\tA\t30\n",
                                       "test.txt": "A\tr\tC\t40\n"})
@@ -294,7 +294,7 @@ def test_tar_archives_are_extracted_without_escaping_the_folder(tmp_path, use_fi
     in the folder; a `..` path and an absolute symlink are refused before anything is written."""
     import io
 
-    from raptor.ingest import extract_tar_safely
+    from raptor.data.ingest import extract_tar_safely
 
     def make(name, members):
         path = tmp_path / name
@@ -345,7 +345,7 @@ def test_a_huge_bad_line_is_quoted_short_with_file_and_line(tiny_raw, tmp_path):
     lines = (tiny_raw / "valid.txt").read_text().splitlines()
     (tiny_raw / "valid.txt").write_text("\n".join([lines[0], "3\t" + "x" * big + "\t4\t4"]) + "\n")
     message = _refused_in_one_line(tiny_raw, tmp_path / "out")
-    from raptor.ingest import QUOTE_CHARS
+    from raptor.data.ingest import QUOTE_CHARS
 
     assert message.startswith(f"{tiny_raw / 'valid.txt'}, line 2: relation 'xxx")
     assert f"'{'x' * QUOTE_CHARS}'... ({big:,} characters) is not an integer" in message

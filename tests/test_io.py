@@ -2,7 +2,7 @@ import errno
 
 import pytest
 
-from raptor.io import OutputError, atomic_dir, atomic_path, atomic_write_text
+from raptor.common.io import OutputError, atomic_dir, atomic_path, atomic_write_text
 
 
 def test_a_full_disk_is_reported_naming_the_output_and_keeps_the_previous_one(tmp_path):
@@ -32,14 +32,14 @@ def test_leftovers_of_a_killed_writer_are_removed_by_the_next_write_and_a_runnin
     import sys
     import time
 
-    from raptor import io
+    from raptor.common import io
 
     out = tmp_path / "out"
     host = getattr(io, "_HOST", "00000000")  # this machine in temporary names
     atomic_write_text(out / "a.txt", "old")
     # A writer killed with SIGKILL in the middle of writing the folder: its temporary stays.
     writer = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time\nfrom raptor.io import atomic_dir\n"
+        "import sys, time\nfrom raptor.common.io import atomic_dir\n"
         f"with atomic_dir({str(out)!r}) as tmp:\n"
         "    (tmp / 'a.txt').write_text('half')\n    print('writing', flush=True)\n    time.sleep(600)\n")],
         stdout=subprocess.PIPE, text=True)

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from raptor import labeling as L
 from raptor.config import LabelingConfig
-from raptor.graph import TemporalGraph
+from raptor.data.graph import TemporalGraph
 
 ROOT = Path(__file__).resolve().parents[1]
 SETTINGS = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -317,7 +317,7 @@ def test_action_labels_match_definition(tkg, k, seed):
 
 
 def _synthetic_graph():
-    from raptor.synthetic import SyntheticSpec, generate
+    from raptor.data.synthetic import SyntheticSpec, generate
 
     spec = SyntheticSpec(num_entities=40, num_timestamps=20, seed=3)
     splits = generate(spec)
@@ -402,7 +402,7 @@ def test_partitioned_labels_equal_the_whole_table_and_resume(tmp_path, max_in_ed
 
 
 def test_label_dataset_in_partitions_equals_one_piece(params_file, tiny_raw, tmp_path):
-    from raptor.ingest import ingest
+    from raptor.data.ingest import ingest
 
     ingest(tiny_raw, tmp_path / "data")
     one = L.label_dataset(tmp_path / "data", tmp_path / "one", max_path_length=3, show_progress=False)
@@ -415,8 +415,8 @@ def test_label_dataset_in_partitions_equals_one_piece(params_file, tiny_raw, tmp
 def test_label_table_hash_is_what_the_table_holds_not_how_it_was_computed(params_file, tiny_raw, tmp_path):
     """Labeling the same pairs again (other workers, another folder, another run's wall time) hashes
     alike, though the summaries differ; other labels or a changed file hash differently."""
-    from raptor.ingest import ingest
-    from raptor.provenance import content_hash
+    from raptor.data.ingest import ingest
+    from raptor.common.provenance import content_hash
 
     ingest(tiny_raw, tmp_path / "data")
     L.label_dataset(tmp_path / "data", tmp_path / "a", max_path_length=3, show_progress=False,
@@ -682,7 +682,7 @@ ONLY_THROUGH_EQ = np.array([(1, 0, 0, 5), (1, 0, 2, 3)])
 @pytest.mark.parametrize("max_in_edges", [None, 2, 200])
 @pytest.mark.parametrize("implementation", ["fast", "reference"])
 def test_hand_worked_path_through_the_query_subject(max_in_edges, implementation):
-    from raptor.env import TemporalEnv
+    from raptor.mdp.env import TemporalEnv
 
     g = TemporalGraph.from_quadruples(ONLY_THROUGH_EQ, 3, 1)
     kw = dict(max_path_length=3, max_in_edges=max_in_edges, implementation=implementation)
@@ -720,9 +720,9 @@ def test_hand_worked_alternative_intermediate():
 def test_subject_mode_on_environment_walks():
     """Labels of the environment's candidates along random walks (training queries both ways, the
     pretraining call) equal Algorithm 1 run per query with visited {o_q, e_q}, N = 3 and exact."""
-    from raptor.data import with_inverse_queries
-    from raptor.env import TemporalEnv
-    from raptor.synthetic import SyntheticSpec, generate
+    from raptor.data.dataset import with_inverse_queries
+    from raptor.mdp.env import TemporalEnv
+    from raptor.data.synthetic import SyntheticSpec, generate
 
     spec = SyntheticSpec(num_entities=40, num_timestamps=20, seed=3)
     splits = generate(spec)
@@ -852,11 +852,11 @@ def test_subject_mode_pretrain_batch():
     import torch
 
     from raptor.config import ModelConfig
-    from raptor.data import with_inverse_queries
-    from raptor.env import TemporalEnv
-    from raptor.policy import Policy
-    from raptor.pretrain import pretrain_batch
-    from raptor.synthetic import SyntheticSpec, generate
+    from raptor.data.dataset import with_inverse_queries
+    from raptor.mdp.env import TemporalEnv
+    from raptor.agents.policy import Policy
+    from raptor.agents.actor_critic.pretrain import pretrain_batch
+    from raptor.data.synthetic import SyntheticSpec, generate
 
     spec = SyntheticSpec(seed=1)
     splits = generate(spec)

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from raptor import cli, local_sweep
+from raptor import cli
+from raptor.pipeline import local_sweep
 
 from helpers import synthetic_dataset
 

@@ -1,17 +1,17 @@
-"""The epoch loop's validation schedule (raptor/loop.py), alone and inside actor-critic training."""
+"""The epoch loop's validation schedule (raptor/runs/loop.py), alone and inside actor-critic training."""
 
 from __future__ import annotations
 
 import pytest
 
-from raptor.rundir import RunOptions
+from raptor.runs.rundir import RunOptions
 import torch
 
 from helpers import synthetic_env
 from raptor.config import EvalConfig, ModelConfig, RLConfig
-from raptor.loop import validation_due
-from raptor.policy import Policy
-from raptor.rl import train
+from raptor.runs.loop import validation_due
+from raptor.agents.policy import Policy
+from raptor.agents.actor_critic.rl import train
 
 SMALL = ModelConfig(entity_dim=16, relation_dim=12, time_dim=5, step_dim=4, mlp_hidden_dim=24)
 
@@ -45,8 +45,8 @@ def test_history_files_hold_every_epoch_and_the_validated_ones(tmp_path):
     the validated epochs, so a curve of validation MRR has no false zeros."""
     import csv
 
-    from raptor.loop import write_history
-    from raptor.rundir import RunDir
+    from raptor.runs.loop import write_history
+    from raptor.runs.rundir import RunDir
 
     history = [{"epoch": 0, "reward": 0.1}, {"epoch": 1, "reward": 0.2, "val_mrr": 0.3, "val_seconds": 2.0},
                {"epoch": 2, "reward": 0.25}, {"epoch": 3, "reward": 0.3, "val_mrr": 0.35, "val_seconds": 2.5}]

@@ -1,6 +1,6 @@
 import pytest
 
-from raptor.names import UnknownNameError, date_to_step, resolve, step_to_date
+from raptor.data.names import UnknownNameError, date_to_step, resolve, step_to_date
 
 NAMES = ["Barack Obama", "Angela Merkel", "Make_statement", "China"]
 

@@ -18,13 +18,13 @@ import pytest
 import yaml
 from helpers import free_port, http_json, stack_env
 
-from raptor import stages
+from raptor.pipeline import stages
 from raptor.config import params_from_dict
-from raptor.resources import read_usage
-from raptor.stages import USAGE_LOG
-from raptor.data import load_dataset
-from raptor.graph import TemporalGraph
-from raptor.synthetic import SyntheticSpec, write_raw
+from raptor.common.resources import read_usage
+from raptor.pipeline.stages import USAGE_LOG
+from raptor.data.dataset import load_dataset
+from raptor.data.graph import TemporalGraph
+from raptor.data.synthetic import SyntheticSpec, write_raw
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -242,7 +242,7 @@ def test_dvc_repro_end_to_end(project):
         assert r.data.params["epochs"] == ("0" if variant == "recurrency" else "2")
         assert r.data.params["profile"] == "small"
         # only its own agent's params (TITer: no model.*/rl.*; actor-critic: no titer.*), resolved precision
-        from raptor import variants as registry
+        from raptor.agents import variants as registry
 
         own = tuple(f"{s}." for s in registry.get(variant).params)
         other = tuple(f"{s}." for s in registry.get(variant).unread_params)
@@ -438,7 +438,7 @@ def test_one_pipeline_at_a_time(project):
         out, _ = first.communicate(timeout=600)
         assert first.returncode == 0, out[-4000:]
         assert second.returncode == 1
-        # refused by the project lock, which the first takes before DVC's (raptor/projectlock.py)
+        # refused by the project lock, which the first takes before DVC's (raptor/pipeline/projectlock.py)
         assert "python -m flows pipeline: error: this project is busy: " in second.stderr \
             and ".dvc/tmp/raptor.lock is held by pid " in second.stderr, second.stderr[-2000:]
         assert repro.returncode != 0 and "Unable to acquire lock" in repro.stdout + repro.stderr

@@ -10,8 +10,8 @@ import torch
 from torch import nn
 
 from raptor.config import ModelConfig
-from raptor.policy import Policy, gather_dot, lookup
-from raptor.rollout import CandidateTensors
+from raptor.agents.policy import Policy, gather_dot, lookup
+from raptor.agents.rollout import CandidateTensors
 
 SMALL = ModelConfig(entity_dim=16, relation_dim=12, time_dim=5, step_dim=4, mlp_hidden_dim=24)
 #: The LSTM narrower than the action embedding (model.lstm_hidden_dim): d_h = 10, d_a = 28.
@@ -104,7 +104,7 @@ def test_lstm_cell_matches_torch_lstmcell(cfg):
 @BOTH
 def test_lstm_cell_without_autograd_equals_the_autograd_path(precision, tol, shared, cfg):
     """Beam search's LSTM step (fused bias, one sigmoid over the four gates) is the same function."""
-    from raptor.runtime import autocast
+    from raptor.common.runtime import autocast
 
     torch.manual_seed(3)
     pol = Policy(5, 2, cfg)
@@ -129,7 +129,7 @@ def test_lstm_cell_without_autograd_equals_the_autograd_path(precision, tol, sha
 @BOTH
 def test_advance_path_from_tables_equals_the_action_embedding_path(precision, tol, cfg):
     """Beam search feeds the LSTM ``W_ih a`` as a sum of table rows (entity, relation, time difference)."""
-    from raptor.runtime import autocast
+    from raptor.common.runtime import autocast
 
     torch.manual_seed(4)
     E, R, B = 11, 3, 300
@@ -168,7 +168,7 @@ def test_table_gates_kernel_is_bit_identical_to_torch_gathers(shared, cfg):
         slow_tables = {k: v.double() for k, v in tables.items()}
         slow = pol.advance_path(hc, e, r, dt, tables=slow_tables)
         gates = tables["entity"][e] + tables["relation"][r] + tables["time"][dt]
-        from raptor.policy import _sum_table_rows
+        from raptor.agents.policy import _sum_table_rows
         out = torch.empty_like(gates)
         bias = torch.randn(gates.shape[1])
         _sum_table_rows(*(t.numpy() for t in tables.values()), e.numpy(), r.numpy(), dt.numpy(), bias.numpy(),
@@ -368,6 +368,6 @@ def test_embedding_init_normal_is_n01_and_xavier_keeps_its_bound():
         assert float(w.abs().max()) <= bound and float(w.abs().max()) > 0.99 * bound
         assert float(w.std()) == pytest.approx(bound / 3 ** 0.5, rel=0.03)  # uniform on [-b, b]
     with pytest.raises(ValueError, match="embedding_init"):
-        from raptor.policy import init_embedding
+        from raptor.agents.policy import init_embedding
 
         init_embedding(torch.empty(3, 2), "uniform")

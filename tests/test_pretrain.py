@@ -3,19 +3,19 @@ import math
 import numpy as np
 import pytest
 
-from raptor.rundir import RunOptions
+from raptor.runs.rundir import RunOptions
 import torch
 
 from raptor.config import EnvConfig, LabelingConfig, ModelConfig, PretrainConfig
-from raptor.data import with_inverse_queries
-from raptor.env import TemporalEnv
-from raptor.graph import TemporalGraph
+from raptor.data.dataset import with_inverse_queries
+from raptor.mdp.env import TemporalEnv
+from raptor.data.graph import TemporalGraph
 from raptor.labeling import PartitionedLabels, compute_labels, label_pairs, merge_label_parts, write_label_part
-from raptor.policy import Policy
-from raptor.pretrain import epoch_blocks, pretrain, pretrain_batch, reachability_bce
+from raptor.agents.policy import Policy
+from raptor.agents.actor_critic.pretrain import epoch_blocks, pretrain, pretrain_batch, reachability_bce
 from raptor.agents.base import load_model
-from raptor.rollout import rollout
-from raptor.synthetic import SyntheticSpec, generate
+from raptor.agents.rollout import rollout
+from raptor.data.synthetic import SyntheticSpec, generate
 
 SMALL = ModelConfig(entity_dim=32, relation_dim=32, time_dim=8, step_dim=8, mlp_hidden_dim=64)
 

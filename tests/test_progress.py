@@ -1,10 +1,10 @@
-"""raptor.progress: live bars on a terminal; in a log file no nested bars, and rate-limited lines."""
+"""raptor.common.progress: live bars on a terminal; in a log file no nested bars, and rate-limited lines."""
 
 from __future__ import annotations
 
 import io
 
-from raptor import progress
+from raptor.common import progress
 
 
 def test_in_a_log_file_nested_bars_are_off_and_top_level_bars_rate_limited(monkeypatch):

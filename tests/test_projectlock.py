@@ -1,4 +1,4 @@
-"""The project lock (raptor/projectlock.py): exclusive across processes, re-entrant within one, gone
+"""The project lock (raptor/pipeline/projectlock.py): exclusive across processes, re-entrant within one, gone
 with its process (kill -9 too), refused in one line naming the file and its holder; every
 orchestration entry point takes it before writing anything; and the race of issue 41 end to end: a
 `python -m flows pipeline` started while `dvc repro` is inside a stage is refused, and dvc.lock, the
@@ -22,7 +22,7 @@ import pytest
 import yaml
 from helpers import free_port, stack_env
 
-from raptor.projectlock import ProjectBusy, held, lock_path, project_lock
+from raptor.pipeline.projectlock import ProjectBusy, held, lock_path, project_lock
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -30,7 +30,7 @@ BIN = Path(sys.executable).parent
 #: A process that takes the lock of the folder it is given, says so, and holds it until its stdin closes.
 HOLD = """
 import sys
-from raptor.projectlock import project_lock
+from raptor.pipeline.projectlock import project_lock
 with project_lock(sys.argv[1]):
     print("held", flush=True)
     sys.stdin.read()
@@ -38,7 +38,7 @@ with project_lock(sys.argv[1]):
 #: A process that tries the lock once: exit 0 when it got it, 3 (and the message) when refused.
 TRY = """
 import sys
-from raptor.projectlock import ProjectBusy, project_lock
+from raptor.pipeline.projectlock import ProjectBusy, project_lock
 try:
     with project_lock(sys.argv[1]):
         pass
@@ -126,7 +126,7 @@ def test_every_entry_point_is_refused_at_once_and_writes_nothing(tmp_path, monke
     line naming the lock file and the holder, and not one file of the project created or changed."""
     import flows.pipeline
     from flows.__main__ import main as flows_main
-    from raptor.stages import main as stages_main
+    from raptor.pipeline.stages import main as stages_main
 
     proj = tmp_path / "proj"
     (proj / ".dvc").mkdir(parents=True)
@@ -142,7 +142,7 @@ def test_every_entry_point_is_refused_at_once_and_writes_nothing(tmp_path, monke
             "python -m flows pipeline": lambda: flows_main(["pipeline"]),
             "python -m flows graph": lambda: flows_main(["graph", "--dataset", "D", "--in", "data=data/D/ingested",
                                                          "--out", "out=data/D/graph.npz"]),
-            "raptor.stages": lambda: stages_main(["resolve"]),
+            "raptor.pipeline.stages": lambda: stages_main(["resolve"]),
         }
         for prefix, call in calls.items():
             assert call() == 1, prefix
@@ -231,9 +231,9 @@ def test_a_pipeline_started_while_dvc_repro_is_inside_a_stage_changes_nothing_dv
     stage's project lock, writes nothing (build/params.json stays), and the repro then records what
     the stage really ran with. Before the lock, the pipeline got DVC's lock, rewrote build/params.json
     and relabeled, and the repro recorded the new value for labels made with the old one."""
-    from raptor import stages
+    from raptor.pipeline import stages
     from raptor.config import params_from_dict
-    from raptor.synthetic import SyntheticSpec, write_raw
+    from raptor.data.synthetic import SyntheticSpec, write_raw
 
     proj = tmp_path / "proj"
     proj.mkdir()

@@ -1,4 +1,4 @@
-"""raptor.provenance: code closures and hashes."""
+"""raptor.common.provenance: code closures and hashes."""
 
 from __future__ import annotations
 
@@ -6,19 +6,19 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from raptor import provenance
+from raptor.common import provenance
 
 
 def test_module_files_follow_imports_transitively():
-    files = {p.name for p in provenance.module_files(["raptor.provenance"])}
+    files = {p.name for p in provenance.module_files(["raptor.common.provenance"])}
     assert files == {"__init__.py", "provenance.py"}
-    rl = {p.name for p in provenance.module_files(["raptor.rl"])}
+    rl = {p.name for p in provenance.module_files(["raptor.agents.actor_critic.rl"])}
     assert {"rl.py", "rollout.py", "sampling.py", "loop.py", "__init__.py"} <= rl
 
 
 def test_code_hash_changes_with_the_closure():
-    assert provenance.code_hash(["raptor.rl"]) != provenance.code_hash(["raptor.provenance"])
-    assert provenance.code_hash(["raptor.rl"]) == provenance.code_hash(["raptor.rl"])
+    assert provenance.code_hash(["raptor.agents.actor_critic.rl"]) != provenance.code_hash(["raptor.common.provenance"])
+    assert provenance.code_hash(["raptor.agents.actor_critic.rl"]) == provenance.code_hash(["raptor.agents.actor_critic.rl"])
 
 
 def test_parallel_runs_never_parse_at_once(monkeypatch):
@@ -44,7 +44,7 @@ def test_parallel_runs_never_parse_at_once(monkeypatch):
     provenance._closure.cache_clear()
     try:
         with ThreadPoolExecutor(4) as pool:
-            hashes = list(pool.map(lambda _: provenance.code_hash(["raptor.rl"]), range(4)))
+            hashes = list(pool.map(lambda _: provenance.code_hash(["raptor.agents.actor_critic.rl"]), range(4)))
     finally:
         provenance._closure.cache_clear()
     assert most == 1
@@ -60,11 +60,11 @@ from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 
-from raptor import stages  # noqa: E402
-from raptor.experiment import run_code  # noqa: E402
+from raptor.pipeline import stages  # noqa: E402
+from raptor.pipeline.experiment import run_code  # noqa: E402
 
 ALL_VARIANTS = ["pure_rl", "raptor", "titer"]
-TITER_FILES = {"raptor/titer.py", "raptor/agents/titer.py"}
+TITER_FILES = {"raptor/agents/titer/training.py", "raptor/agents/titer/agent.py"}
 
 
 def _stage(name: str):
@@ -99,11 +99,11 @@ def package_copy(tmp_path, monkeypatch):
 def _hashes() -> dict[str, str]:
     """The code hashes the runs record: each variant's RL run, a pretraining run (its module)."""
     out = {v: provenance.code_hash(run_code(v)) for v in ALL_VARIANTS}
-    out["pretrain"] = provenance.code_hash(["raptor.pretrain"])
+    out["pretrain"] = provenance.code_hash(["raptor.agents.actor_critic.pretrain"])
     return out
 
 
-@pytest.mark.parametrize("edited", ["titer.py", "agents/titer.py"])
+@pytest.mark.parametrize("edited", ["agents/titer/training.py", "agents/titer/agent.py"])
 def test_an_edit_in_titer_changes_only_titer_runs_code_hash(package_copy, edited):
     before = _hashes()
     package_copy(edited)
@@ -140,7 +140,8 @@ def test_an_edit_in_labeling_reaches_label_pretrain_and_the_pretrained_variant_o
 
 
 def test_pretraining_runs_no_experiment_code():
-    files = {p.relative_to(provenance.PACKAGE_DIR).as_posix() for p in provenance.module_files(["raptor.pretrain"])}
-    assert not files & {"experiment.py", "beam.py", "ranking.py", "titer.py", "rl.py", "agents/titer.py"}, sorted(files)
+    files = {p.relative_to(provenance.PACKAGE_DIR).as_posix() for p in provenance.module_files(["raptor.agents.actor_critic.pretrain"])}
+    assert not files & {"pipeline/experiment.py", "agents/beam.py", "evaluation/ranking.py", "agents/titer/training.py",
+                         "agents/actor_critic/rl.py", "agents/titer/agent.py"}, sorted(files)
     deps = set(stages.code_deps(_stage("pretrain")))
-    assert not deps & {"raptor/experiment.py", "raptor/beam.py", "raptor/rl.py", "raptor/titer.py"}
+    assert not deps & {"raptor/pipeline/experiment.py", "raptor/agents/beam.py", "raptor/agents/actor_critic/rl.py", "raptor/agents/titer/training.py"}

@@ -1,4 +1,4 @@
-"""Tests for raptor.ranking: filter index, time-aware filtered realistic ranks, metrics, artifacts."""
+"""Tests for raptor.evaluation.ranking: filter index, time-aware filtered realistic ranks, metrics, artifacts."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from raptor.ranking import (
+from raptor.evaluation.ranking import (
     FilterIndex,
     build_filter,
     evaluation_metrics,
@@ -467,7 +467,7 @@ class TestPredictionsIO:
     def test_names_for_people(self, tmp_path):
         """With names the file reads without the dataset's dictionaries: the query's subject, relation
         (inverses named as such), gold object and best-scored candidate by name; none reached: null."""
-        from raptor.data import Dataset
+        from raptor.data.dataset import Dataset
 
         subj, rel, obj, tim, ce, cs = self.data()
         ds = Dataset(splits={}, entity_names=[f"e{i}" for i in range(5)], relation_names=["visit", "host"], meta={})

@@ -9,11 +9,11 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from raptor import records
+from raptor.reporting import records
 RUN_CONFIG_FILE = "run_config.json"
-from raptor.ranking import read_predictions, write_predictions
-from raptor.records import RANK_COLUMNS, RANKS_FILE, read_ranks, save_record, valid_record
-from raptor.report import seed_ranks
+from raptor.evaluation.ranking import read_predictions, write_predictions
+from raptor.reporting.records import RANK_COLUMNS, RANKS_FILE, read_ranks, save_record, valid_record
+from raptor.reporting.report import seed_ranks
 
 FINGERPRINT = {"kind": "rl", "seed": 0, "params": {"rl.gamma": 0.95}, "inputs": {"data": "ab"}, "code": "cd"}
 

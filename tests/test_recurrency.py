@@ -1,4 +1,4 @@
-"""Tests for raptor.recurrency: the recurrency baseline's scores against a naive per-query reference
+"""Tests for raptor.agents.recurrency.method: the recurrency baseline's scores against a naive per-query reference
 (the formulas of nec-research/recurrency_baseline_tkg, see the module docstring), hand-computed
 cases, ties, leakage, parameter selection, save/load and input checks."""
 
@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from raptor.config import ConfigError, RecurrencyConfig, params_from_dict
-from raptor.ranking import build_filter, filtered_ranks
-from raptor.recurrency import (
+from raptor.evaluation.ranking import build_filter, filtered_ranks
+from raptor.agents.recurrency.method import (
     RecurrencyModel,
     build_history,
     fit,

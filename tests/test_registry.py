@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from raptor import registry
+from raptor.data import registry
 from raptor.config import ConfigError, params_from_dict
-from raptor.ingest import IngestError, IngestOptions, ingest
-from raptor.registry import RELEASES, file_digest
+from raptor.data.ingest import IngestError, IngestOptions, ingest
+from raptor.data.registry import RELEASES, file_digest
 from raptor.config import load_params
-from raptor.stages import dvc_yaml, main as stages_main
+from raptor.pipeline.stages import dvc_yaml, main as stages_main
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 

@@ -4,10 +4,10 @@ import json
 import numpy as np
 import pytest
 
-from raptor.io import atomic_write_json
-from raptor.ranking import evaluation_metrics, write_metrics, write_predictions
-from raptor.report import compare_variants, epochs_to_reward, seed_metrics, significance, write_report
-from raptor.stats import summarize
+from raptor.common.io import atomic_write_json
+from raptor.evaluation.ranking import evaluation_metrics, write_metrics, write_predictions
+from raptor.reporting.report import compare_variants, epochs_to_reward, seed_metrics, significance, write_report
+from raptor.evaluation.stats import summarize
 from raptor.constants import METRIC_KEYS
 
 R = 3
@@ -57,7 +57,7 @@ def test_summary_and_significance(runs):
     assert s["mrr"]["mean"] == pytest.approx(np.mean(vals))
     assert s["mrr"]["std"] == pytest.approx(np.std(vals, ddof=1))
     both = compare_variants({"raptor": root / "eval/raptor", "pure_rl": root / "eval/pure_rl"}, n_resamples=2000)
-    assert both["baseline"] == "pure_rl" and list(both["comparisons"]) == ["raptor"]  # from raptor/variants.py
+    assert both["baseline"] == "pure_rl" and list(both["comparisons"]) == ["raptor"]  # from raptor/agents/variants.py
     sig = both["comparisons"]["raptor"]
     assert sig["seeds"] == [0, 1, 2]
     assert sig["seed_level"]["mrr"]["mean_diff"] > 0  # raptor's ranks are better by construction
@@ -111,7 +111,7 @@ def test_write_report(runs):
 
 
 def test_ablation_report_has_each_arms_test_metrics(tmp_path):
-    from raptor.report import write_ablation_report
+    from raptor.reporting.report import write_ablation_report
 
     arms, evals, tested = {}, {}, {}
     for n, ranks in ((0, ([1, 2, 4], [2, 2, 4])), (2, ([1, 1, 2], [1, 1, 1]))):

@@ -1,4 +1,4 @@
-"""raptor.resources: each measured block gets its own wall time and peak memory."""
+"""raptor.common.resources: each measured block gets its own wall time and peak memory."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from raptor.resources import measure
+from raptor.common.resources import measure
 
 MB = 1_000_000
 
@@ -17,7 +17,7 @@ MB = 1_000_000
 _SCENARIO = """
 import json, time
 import numpy as np
-from raptor.resources import measure
+from raptor.common.resources import measure
 with measure() as big:
     a = np.ones(400_000_000 // 8)  # touched: 400 MB resident
     a[::512] = 2.0
@@ -32,7 +32,7 @@ print(json.dumps([big.peak_rss_bytes, small.peak_rss_bytes, big.peak_is_per_bloc
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the per-block peak needs Linux's clear_refs")
 def test_each_block_gets_its_own_peak():
-    # In a fresh process: one that already freed memory into a tuned allocator (raptor.runtime keeps
+    # In a fresh process: one that already freed memory into a tuned allocator (raptor.common.runtime keeps
     # freed heap resident) would serve the 400 MB without any new resident page.
     out = subprocess.run([sys.executable, "-c", _SCENARIO], capture_output=True, text=True, check=True,
                          cwd=Path(__file__).resolve().parents[1])
@@ -44,7 +44,7 @@ def test_each_block_gets_its_own_peak():
 
 
 def test_without_the_reset_the_lifetime_peak_is_reported_and_said(monkeypatch):
-    import raptor.resources as resources
+    import raptor.common.resources as resources
 
     monkeypatch.setattr(resources, "_reset_peak", lambda: False)
     with measure() as used:
@@ -57,8 +57,8 @@ def test_without_the_reset_the_lifetime_peak_is_reported_and_said(monkeypatch):
 _RELEASE = """
 import json
 import numpy as np
-from raptor.runtime import tune_malloc
-from raptor.resources import release_freed_memory
+from raptor.common.runtime import tune_malloc
+from raptor.common.resources import release_freed_memory
 
 def rss():
     for line in open("/proc/self/status"):

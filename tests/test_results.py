@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from raptor.cli import main as cli
-from raptor.paper import MAIN_TABLE
-from raptor.results import discover, paper_layout_rows, result_rows, significance_rows
+from raptor.reporting.paper import MAIN_TABLE
+from raptor.reporting.results import discover, paper_layout_rows, result_rows, significance_rows
 
 
 def _write(path: Path, obj) -> None:
@@ -122,8 +122,8 @@ def test_one_row_per_set_lines_datasets_up(workspace, tmp_path):
 
 
 def test_stage_usage_log_becomes_a_table(workspace):
-    from raptor.resources import append_usage
-    from raptor.results import usage_rows
+    from raptor.common.resources import append_usage
+    from raptor.reporting.results import usage_rows
 
     log = workspace / "runs/stage-usage.jsonl"
     append_usage(log, {"stage": "label@ICEWS14", "ok": True, "seconds": 15.24, "peak_rss_gb": 1.19,
@@ -179,7 +179,7 @@ def test_a_folder_without_runs_is_a_clear_error(tmp_path, capsys):
 
 
 def test_p_values_that_underflowed_are_not_printed_as_zero():
-    from raptor.results import format_p
+    from raptor.reporting.results import format_p
 
     assert format_p(0.0) == "< 1e-300"  # ICEWS18's Wilcoxon test: z = -41, a tail below the smallest double
     assert format_p(4.3e-32) == "4.3e-32"
@@ -189,7 +189,7 @@ def test_p_values_that_underflowed_are_not_printed_as_zero():
 
 def test_collect_keeps_what_the_page_reads_and_nothing_heavy(workspace, long_runs, tmp_path, capsys):
     """A collected folder is a result folder of its own: the same rows, from a few small files."""
-    from raptor.resources import append_usage
+    from raptor.common.resources import append_usage
 
     append_usage(workspace / "runs/stage-usage.jsonl", {"stage": "label@ICEWS14", "ok": True, "seconds": 15.0,
                                                         "peak_rss_gb": 1.0, "peak_is_per_stage": True,
@@ -253,7 +253,7 @@ def test_collect_keeps_the_per_query_ranks_of_each_evaluation(workspace, tmp_pat
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from raptor.records import read_ranks
+    from raptor.reporting.records import read_ranks
 
     eval_dir = workspace / "runs/ICEWS14/raptor/eval/seed1"
     preds = pa.table({"subject": [0, 1], "relation": [2, 3], "object": [4, 0], "time": [7, 8],

@@ -7,18 +7,18 @@ import json
 import numpy as np
 import pytest
 
-from raptor.rundir import RunOptions
+from raptor.runs.rundir import RunOptions
 import torch
 
 from helpers import synthetic_env
 
-from raptor.beam import beam_search
+from raptor.agents.beam import beam_search
 from raptor.config import EvalConfig, ModelConfig, RLConfig
-from raptor.policy import Policy
+from raptor.agents.policy import Policy
 from raptor.agents.base import load_model
-from raptor.rl import actor_critic_loss, train
-from raptor.rollout import Rollout, rollout
-from raptor.synthetic import SyntheticSpec
+from raptor.agents.actor_critic.rl import actor_critic_loss, train
+from raptor.agents.rollout import Rollout, rollout
+from raptor.data.synthetic import SyntheticSpec
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -131,7 +131,7 @@ def test_training_learns_planted_pattern(synthetic):
 
 def test_train_command_end_to_end(tmp_path):
     from raptor.cli import main
-    from raptor.synthetic import write_raw
+    from raptor.data.synthetic import write_raw
 
     raw = write_raw(tmp_path / "raw", SyntheticSpec())
     params = tmp_path / "p.yaml"
@@ -158,7 +158,7 @@ def test_train_command_end_to_end(tmp_path):
 
 
 def test_precision_auto_is_bfloat16_only_where_the_hardware_has_it():
-    from raptor.runtime import native_bf16, resolve_precision
+    from raptor.common.runtime import native_bf16, resolve_precision
 
     avx2 = {"fpu", "sse4_2", "avx2", "fma"}
     spr = avx2 | {"avx512f", "avx512_bf16", "amx_bf16"}
@@ -200,11 +200,11 @@ def test_early_stopping_counts_validation_rounds_and_survives_resume(synthetic, 
 
 
 def _todays_train_epoch(policy, optimizer, env, queries, epoch, seed, rl, precision="float32", device="cpu"):
-    """``raptor.rl.train_epoch`` before issue 39's keys (verbatim, without the progress bar)."""
+    """``raptor.agents.actor_critic.rl.train_epoch`` before issue 39's keys (verbatim, without the progress bar)."""
     import math
 
-    from raptor.rl import actor_critic_loss as loss_of
-    from raptor.runtime import autocast, epoch_seed
+    from raptor.agents.actor_critic.rl import actor_critic_loss as loss_of
+    from raptor.common.runtime import autocast, epoch_seed
 
     policy.train()
     beta = rl.entropy_beta0 * rl.entropy_decay ** epoch
@@ -233,8 +233,8 @@ def test_defaults_train_exactly_as_before_the_titer_keys(synthetic):
     the training epoch as it was before them (and Adam without weight decay): the same losses and the
     same weights, bit for bit."""
     from raptor.config import params_from_dict
-    from raptor.rl import make_optimizer, train_epoch
-    from raptor.runtime import adam
+    from raptor.agents.actor_critic.rl import make_optimizer, train_epoch
+    from raptor.common.runtime import adam
 
     env, q, E, R = synthetic
     unset = params_from_dict({"rl": {"batch_size": 256}}).rl
@@ -255,7 +255,7 @@ def test_defaults_train_exactly_as_before_the_titer_keys(synthetic):
 
 
 def test_entropy_coefficient_counts_epochs_or_batches():
-    from raptor.rl import entropy_coefficient
+    from raptor.agents.actor_critic.rl import entropy_coefficient
 
     per_epoch, per_batch = RLConfig(), RLConfig(entropy_decay_per="batch")
     assert entropy_coefficient(per_epoch, 2, 3, 10) == 0.01 * 0.9 ** 2  # constant within the epoch
@@ -267,8 +267,8 @@ def test_entropy_coefficient_counts_epochs_or_batches():
 def test_entropy_decay_per_batch_in_training(synthetic, monkeypatch):
     """The beta each batch's loss gets: beta0 decay^(epoch x batches + batch) per batch; the history's
     entropy_beta is the epoch's first batch's."""
-    import raptor.rl as rl_module
-    from raptor.rl import make_optimizer, train_epoch
+    import raptor.agents.actor_critic.rl as rl_module
+    from raptor.agents.actor_critic.rl import make_optimizer, train_epoch
 
     env, q, E, R = synthetic
     seen = []
@@ -302,7 +302,7 @@ def test_clip_gradient_scales_the_gradient_to_the_norm_cap(synthetic):
     """One batch: without clipping Adam gets the raw gradient g; with ``clip_gradient: c`` below its
     norm it gets g c / (|g| + 1e-6) (torch's clip_grad_norm_), whose norm is c; the history keeps |g|.
     A cap above the norm leaves the gradient as it is."""
-    from raptor.rl import make_optimizer, train_epoch
+    from raptor.agents.actor_critic.rl import make_optimizer, train_epoch
 
     env, q, E, R = synthetic
     queries = q["train"][:256]
@@ -334,7 +334,7 @@ def test_weight_decay_is_torchs_adam_l2_one_step_by_hand():
     g' = g + wd p, so Adam's first step is p - lr g' / (|g'| + eps). A parameter without gradient
     (an embedding row no query touched) then moves by lr wd|p| / (wd|p| + eps) towards 0, about lr
     for |p| >> eps / wd; without weight decay it stays."""
-    from raptor.rl import make_optimizer
+    from raptor.agents.actor_critic.rl import make_optimizer
 
     lr, wd, eps = 1e-3, 1e-5, 1e-8
     for decay in (0.0, wd):

@@ -1,12 +1,12 @@
-"""raptor.rundir: a run folder's file names, fingerprint and preparation."""
+"""raptor.runs.rundir: a run folder's file names, fingerprint and preparation."""
 
 from __future__ import annotations
 
 import pytest
 
 from raptor.config import Params
-from raptor.io import RunMismatchError
-from raptor.rundir import RunDir
+from raptor.common.io import RunMismatchError
+from raptor.runs.rundir import RunDir
 
 
 def test_file_names(tmp_path):

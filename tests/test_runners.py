@@ -111,9 +111,9 @@ def test_label_parts_on_dask_cluster(prefect_api, dask_cluster, no_runner_env, t
     """labeling.partitions > 1: the label flow maps its parts over the Dask cluster of
     RAPTOR_DASK_ADDRESS and merges them into the same table as one piece."""
     from flows.stages import label_flow
-    from raptor.stages import resolve_params
-    from raptor.graph import build_graph
-    from raptor.ingest import ingest
+    from raptor.pipeline.stages import resolve_params
+    from raptor.data.graph import build_graph
+    from raptor.data.ingest import ingest
     from raptor.labeling import load_label_table, label_dataset
 
     no_runner_env.setenv("RAPTOR_DASK_ADDRESS", dask_cluster.scheduler_address)

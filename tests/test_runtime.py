@@ -1,4 +1,4 @@
-"""raptor.runtime: module initialisation under concurrent runs."""
+"""raptor.common.runtime: module initialisation under concurrent runs."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
-from raptor.runtime import seeded_init
+from raptor.common.runtime import seeded_init
 
 
 def _draw(seed: int) -> torch.Tensor:
@@ -36,12 +36,12 @@ def test_seeded_init_without_a_seed_only_holds_the_lock():
 
 
 def _two_use_grad(cache_cleared_between_uses: bool) -> torch.Tensor:
-    """The weight gradient of a layer used twice under ``raptor.runtime.autocast("bfloat16")``,
+    """The weight gradient of a layer used twice under ``raptor.common.runtime.autocast("bfloat16")``,
     optionally with another thread entering and leaving autocast between the two uses (which empties
     torch's process-wide autocast cache, as a parallel run's rollout does)."""
     import threading
 
-    from raptor.runtime import autocast
+    from raptor.common.runtime import autocast
 
     gen = torch.Generator().manual_seed(0)
     lin = torch.nn.Linear(64, 64)
@@ -75,7 +75,7 @@ def test_configure_runtime_flushes_denormals():
     """Denormal float32 arithmetic is flushed to zero after configure_runtime (a 6x slowdown otherwise)."""
     import torch
 
-    from raptor.runtime import configure_runtime
+    from raptor.common.runtime import configure_runtime
 
     n = torch.get_num_threads()
     try:

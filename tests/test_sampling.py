@@ -1,4 +1,4 @@
-"""The action samplers (raptor/sampling.py) against their naive reference: ``log_softmax``, the
+"""The action samplers (raptor/agents/sampling.py) against their naive reference: ``log_softmax``, the
 entropy formula and inverse-CDF sampling in plain torch ops."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from raptor.sampling import sample_actions, sample_step, sample_step_torch
+from raptor.agents.sampling import sample_actions, sample_step, sample_step_torch
 
 
 def naive_step(z: torch.Tensor, mask: torch.Tensor, u: torch.Tensor):
@@ -78,7 +78,7 @@ def test_fused_and_torch_sample_step_equal_the_naive_reference(holes):
     """Both paths (CPU kernel, GPU torch ops) pick the slot the per-row loop picks for the same
     uniforms, with its log-probability and entropy; masks with holes (env.mask_before_cap=false)
     included, where no masked slot may ever be chosen."""
-    from raptor.sampling import _SampleStep
+    from raptor.agents.sampling import _SampleStep
 
     g = torch.Generator().manual_seed(7)
     B, A = 300, 12

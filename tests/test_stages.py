@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from raptor import stages
+from raptor.pipeline import stages
 from raptor.config import ConfigError, Params, load_params, params_from_dict
-from raptor.provenance import code_hash, content_hash, module_files
+from raptor.common.provenance import code_hash, content_hash, module_files
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -30,7 +30,7 @@ def test_check_names_a_stale_file(tmp_path):
     (tmp_path / stages.CURVE_TEMPLATE_FILE).parent.mkdir(parents=True)
     (tmp_path / stages.CURVE_TEMPLATE_FILE).write_text(stages.CURVE_TEMPLATE_SOURCE.read_text())
     problems = stages.check_dvc_files(tmp_path, Params())
-    assert len(problems) == 1 and "dvc.yaml is out of date" in problems[0] and "python -m raptor.stages write" in problems[0]
+    assert len(problems) == 1 and "dvc.yaml is out of date" in problems[0] and "python -m raptor.pipeline.stages write" in problems[0]
 
 
 def test_variants_come_from_params():
@@ -43,7 +43,7 @@ def test_variants_come_from_params():
     assert both["finetune-raptor"]["do"]["deps"][2] == "runs/${key}/pretrain"
     assert "runs/${key}/pretrain" not in both["finetune-pure_rl"]["do"]["deps"]
     assert "finetune-titer" in both and "runs/${key}/pretrain" not in both["finetune-titer"]["do"]["deps"]
-    assert "raptor/titer.py" in both["finetune-titer"]["do"]["deps"]
+    assert "raptor/agents/titer/training.py" in both["finetune-titer"]["do"]["deps"]
     with pytest.raises(ConfigError, match="train.variants"):
         params_from_dict({"train": {"variants": ["pure_rl", "xerte"]}})
 
@@ -215,9 +215,9 @@ def test_provenance_hashes_change_with_content(tmp_path):
     assert content_hash(d) != h1
     with pytest.raises(FileNotFoundError):
         content_hash(tmp_path / "nope")
-    files = {p.name for p in module_files(["raptor.graph"])}
-    assert {"graph.py", "data.py", "io.py", "constants.py"} <= files and "labeling.py" not in files
-    assert len(code_hash(["raptor.graph"])) == 64
+    files = {p.name for p in module_files(["raptor.data.graph"])}
+    assert {"graph.py", "dataset.py", "io.py", "constants.py"} <= files and "labeling.py" not in files
+    assert len(code_hash(["raptor.data.graph"])) == 64
 
 
 def _imported_roots(path: Path) -> set[str]:
@@ -243,16 +243,23 @@ def test_layers_import_downwards_only():
 #: raptor's modules, lowest layer first: a module imports only from its own layer or the ones
 #: below (a new module must be placed here). ``x.*``: every submodule of ``x``.
 LAYERS: list[tuple[str, set[str]]] = [
-    ("base utilities", {"raptor", "constants", "io", "names", "progress", "provenance", "runtime", "runenv",
-                        "projectlock", "resources", "paper", "stats", "sampling"}),
-    ("params, registries, files", {"agents", "variants", "registry", "config", "checkpoints", "rundir", "records"}),
-    ("data and graph", {"data", "graph", "ingest", "synthetic", "ranking"}),
-    ("environment and labeling", {"env", "device_env", "labeling", "context"}),
-    ("policies and agents", {"policy", "rollout", "beam", "flops", "loop", "rl", "titer", "recurrency",
-                             "agents.base", "agents.actor_critic", "agents.titer", "agents.recurrency"}),
-    ("reporting", {"report"}),
-    ("experiment, stages, sweeps", {"experiment", "pretrain", "stages", "sweep", "local_sweep"}),
-    ("results page", {"results"}),
+    ("base utilities", {"raptor", "constants", "common", "common.io", "common.progress", "common.provenance",
+                        "common.runtime", "common.resources", "pipeline", "pipeline.runenv", "pipeline.projectlock",
+                        "reporting", "reporting.paper", "evaluation", "evaluation.stats", "agents.sampling",
+                        "data.names"}),
+    ("params, registries, files", {"agents", "agents.variants", "data", "data.registry", "config", "runs",
+                                   "runs.checkpoints", "runs.rundir", "reporting.records"}),
+    ("data and graph", {"data.dataset", "data.graph", "data.ingest", "data.synthetic", "evaluation.ranking"}),
+    ("environment and labeling", {"mdp", "mdp.env", "mdp.device_env", "labeling", "runs.context"}),
+    ("policies and agents", {"agents.policy", "agents.rollout", "agents.beam", "agents.flops", "runs.loop",
+                             "agents.actor_critic", "agents.actor_critic.rl", "agents.titer",
+                             "agents.titer.training", "agents.recurrency", "agents.recurrency.method",
+                             "agents.base", "agents.actor_critic.agent", "agents.titer.agent",
+                             "agents.recurrency.agent"}),
+    ("reporting", {"reporting.report"}),
+    ("experiment, stages, sweeps", {"pipeline.experiment", "agents.actor_critic.pretrain", "pipeline.stages",
+                                    "pipeline.sweep", "pipeline.local_sweep"}),
+    ("results page", {"reporting.results"}),
     ("command line", {"cli", "commands", "commands.*"}),
 ]
 
@@ -269,7 +276,7 @@ def test_raptor_modules_import_no_cycle_and_no_upward_import_and_file_io_imports
     """No import cycle among raptor's modules (as provenance reads them: function-level and
     TYPE_CHECKING imports count), no import from a higher layer (:data:`LAYERS`); the checkpoints'
     files are read without any agent's code."""
-    from raptor import provenance
+    from raptor.common import provenance
 
     graph = {}
     for f in provenance.PACKAGE_DIR.rglob("*.py"):
@@ -293,10 +300,10 @@ def test_raptor_modules_import_no_cycle_and_no_upward_import_and_file_io_imports
 
     for m in sorted(graph):
         visit(m, [])
-    files = {p.name for p in provenance.module_files(["raptor.checkpoints"])}
-    assert not files & {"titer.py", "policy.py", "loop.py", "rl.py"}, sorted(files)
-    registry = {p.relative_to(provenance.PACKAGE_DIR).as_posix() for p in provenance.module_files(["raptor.variants"])}
-    assert registry == {"__init__.py", "variants.py", "agents/__init__.py"}, sorted(registry)
+    files = {p.name for p in provenance.module_files(["raptor.runs.checkpoints"])}
+    assert not files & {"training.py", "agent.py", "policy.py", "loop.py", "rl.py"}, sorted(files)
+    registry = {p.relative_to(provenance.PACKAGE_DIR).as_posix() for p in provenance.module_files(["raptor.agents.variants"])}
+    assert registry == {"__init__.py", "agents/variants.py", "agents/__init__.py"}, sorted(registry)
 
 
 def test_orchestration_packages_are_not_installed_as_top_level_names():
@@ -311,8 +318,8 @@ def test_a_finetune_stage_tracks_the_params_its_runs_depend_on(variant):
     """DVC re-runs a finetune stage exactly when a param in its runs' fingerprint changes (plus the
     epoch budget and the seed list, which the fingerprint holds as continuation and folder): TITer's
     stage follows the `titer` section, not `model` or `rl`, and the actor-critic stages the reverse."""
-    from raptor import variants
-    from raptor.rundir import RunDir
+    from raptor.agents import variants
+    from raptor.runs.rundir import RunDir
 
     p = Params()
     v = variants.get(variant)
@@ -393,7 +400,7 @@ def test_the_learning_curves_template_is_there_and_colours_by_system():
 
     path = ROOT / stages.CURVE_TEMPLATE_FILE
     text = path.read_text()
-    assert text == stages.CURVE_TEMPLATE_SOURCE.read_text()  # `raptor.stages write` put it there
+    assert text == stages.CURVE_TEMPLATE_SOURCE.read_text()  # `raptor.pipeline.stages write` put it there
     spec = json.loads(text)
     assert "<DVC_METRIC_DATA>" in text and "<DVC_METRIC_Y>" in text
     assert spec["transform"][0]["as"] == "system"

@@ -1,4 +1,4 @@
-"""Tests for raptor.stats: seed-level paired t-test, Wilcoxon signed-rank, paired bootstrap."""
+"""Tests for raptor.evaluation.stats: seed-level paired t-test, Wilcoxon signed-rank, paired bootstrap."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from raptor.stats import (
+from raptor.evaluation.stats import (
     bootstrap_mean_differences,
     paired_bootstrap,
     paired_seed_ttest,
@@ -328,7 +328,7 @@ class TestPerQuery:
 
 
 def test_probabilities_are_printed_with_enough_precision():
-    from raptor.stats import format_probability, rounded
+    from raptor.evaluation.stats import format_probability, rounded
 
     assert format_probability(0.5) == "0.500" and format_probability(0.0123) == "0.012"
     assert format_probability(0.00004123) == "4.12e-05" and format_probability(0.0) == "0"

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from raptor.config import ConfigError, load_params, params_from_dict
-from raptor.sweep import (DEFAULT_ARM, arm_params, collect_results, load_sweep, parse_sweep, plan_sweep,
+from raptor.pipeline.sweep import (DEFAULT_ARM, arm_params, collect_results, load_sweep, parse_sweep, plan_sweep,
                           results_markdown, write_results)
 
 RAW = {
@@ -182,7 +182,7 @@ def test_results_mean_std_and_delta_against_the_default(tmp_path):
 def test_results_test_each_arm_against_the_default_per_query_and_over_seeds(tmp_path):
     from scipy import stats as sps
 
-    from raptor.ranking import write_predictions
+    from raptor.evaluation.ranking import write_predictions
 
     raw = {**RAW, "sweeps": {"g": {"grid": {"rl.gamma": [0.9]}, "variants": ["raptor"]}}}
     plan, _ = _plan(tmp_path, raw, "g")
@@ -221,7 +221,7 @@ def test_results_test_each_arm_against_the_default_per_query_and_over_seeds(tmp_
     (+0.004, (-0.006, -0.001), "no clear difference"),
 ])
 def test_verdict_needs_validation_and_the_test_ci_to_agree(d_val, ci, expected):
-    from raptor.sweep import verdict
+    from raptor.pipeline.sweep import verdict
 
     default = {"arm": DEFAULT_ARM, "variant": "raptor", "best_val_mrr_mean": 0.42, "vs_default": None}
     arm = {"arm": "x=1", "variant": "raptor", "best_val_mrr_mean": 0.42 + d_val,
@@ -232,7 +232,7 @@ def test_verdict_needs_validation_and_the_test_ci_to_agree(d_val, ci, expected):
 
 
 def test_choice_tables_group_the_arms_that_override_the_same_keys():
-    from raptor.sweep import choice_tables
+    from raptor.pipeline.sweep import choice_tables
 
     def arm(name, overrides, val, test):
         return {"arm": name, "variant": "raptor", "overrides": overrides, "note": "", "seeds": [0, 1],
@@ -313,7 +313,7 @@ def test_dvc_experiments_of_a_sweep_resolve_to_the_arms_params(tmp_path, name):
     from dvc.utils.hydra import apply_overrides
 
     from raptor.config import params_to_dict
-    from raptor.sweep import dvc_commands
+    from raptor.pipeline.sweep import dvc_commands
 
     source = tmp_path / "params.yaml"
     source.write_text(yaml.safe_dump(RAW))
@@ -331,10 +331,10 @@ def test_dvc_experiments_of_a_sweep_resolve_to_the_arms_params(tmp_path, name):
 def test_a_record_stands_for_the_run_it_was_saved_from_only(tmp_path):
     """:func:`recorded_runs`: a job whose record in the results folder has the job's own fingerprint
     and epoch budget needs no training; another input, params or budget, or no record: it trains."""
-    from raptor.experiment import effective_epochs
+    from raptor.pipeline.experiment import effective_epochs
     RUN_CONFIG_FILE = "run_config.json"
-    from raptor.ranking import write_predictions
-    from raptor.sweep import expected_fingerprint, job_dirs, recorded_runs, save_job_record
+    from raptor.evaluation.ranking import write_predictions
+    from raptor.pipeline.sweep import expected_fingerprint, job_dirs, recorded_runs, save_job_record
 
     raw = {**RAW, "sweeps": {"g": {"grid": {"rl.gamma": [0.9]}, "variants": ["pure_rl"]}}}
     plan, params = _plan(tmp_path, raw, "g")
@@ -369,8 +369,8 @@ def test_records_are_shown_against_the_declaration_beside_them_not_this_checkout
     other params, of another seed, or without its arm's declaration is refused and says why; a partial
     record is neither."""
     RUN_CONFIG_FILE = "run_config.json"
-    from raptor.ranking import write_predictions
-    from raptor.sweep import declared_records, expected_fingerprint, job_dirs, save_job_record
+    from raptor.evaluation.ranking import write_predictions
+    from raptor.pipeline.sweep import declared_records, expected_fingerprint, job_dirs, save_job_record
 
     raw = {**RAW, "sweeps": {"g": {"grid": {"rl.gamma": [0.9]}, "variants": ["pure_rl"]}}}
     plan, params = _plan(tmp_path, raw, "g")
@@ -408,7 +408,7 @@ def test_records_are_shown_against_the_declaration_beside_them_not_this_checkout
 
 
 def test_the_combination_takes_better_arms_whole_and_lets_validation_pick_within_a_key():
-    from raptor.sweep import combination, combination_markdown
+    from raptor.pipeline.sweep import combination, combination_markdown
 
     def arm(name, overrides, val, ci):
         return {"arm": name, "variant": "raptor", "overrides": overrides, "best_val_mrr_mean": val,

@@ -6,8 +6,8 @@ import numpy as np
 
 
 def test_scaled_generator_has_the_spec_shape_and_ingests(tmp_path):
-    from raptor.ingest import ingest
-    from raptor.synthetic import ScaleSpec, generate_scaled, write_scaled_raw
+    from raptor.data.ingest import ingest
+    from raptor.data.synthetic import ScaleSpec, generate_scaled, write_scaled_raw
 
     spec = ScaleSpec(num_entities=300, num_relations=20, num_timestamps=96, train=6000, valid=800, test=1000,
                      recurrence=0.5, time_step=15, seed=4)

@@ -6,7 +6,7 @@ import pytest
 
 from prefect.states import Failed
 
-from raptor.ingest import IngestError
+from raptor.data.ingest import IngestError
 from tasks.data import retry_on_io_errors
 from tasks.tracking import metric_name
 from tasks.train import threads_per_run
@@ -129,9 +129,9 @@ def test_a_run_that_trains_nothing_is_not_logged_again(tmp_path, monkeypatch):
     import mlflow
 
     from raptor.config import params_from_dict, params_to_dict
-    from raptor.graph import build_graph
-    from raptor.ingest import ingest
-    from raptor.synthetic import SyntheticSpec, write_raw
+    from raptor.data.graph import build_graph
+    from raptor.data.ingest import ingest
+    from raptor.data.synthetic import SyntheticSpec, write_raw
     from tasks.train import train_run_task
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
@@ -342,9 +342,9 @@ def test_a_training_task_run_logs_its_epochs_to_prefect(tmp_path, monkeypatch):
     from prefect.testing.utilities import prefect_test_harness
 
     from raptor.config import params_from_dict, params_to_dict
-    from raptor.graph import build_graph
-    from raptor.ingest import ingest
-    from raptor.synthetic import SyntheticSpec, write_raw
+    from raptor.data.graph import build_graph
+    from raptor.data.ingest import ingest
+    from raptor.data.synthetic import SyntheticSpec, write_raw
     from tasks.train import train_run_task
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
@@ -408,10 +408,10 @@ def test_a_training_run_logs_its_best_model_for_mlflow_without_pickle(tmp_path, 
     from raptor.agents import agent_of, get_agent
     from raptor.agents.base import load_model
     from raptor.config import load_resolved, params_from_dict, params_to_dict
-    from raptor.context import load_context
-    from raptor.graph import build_graph
-    from raptor.ingest import ingest
-    from raptor.synthetic import SyntheticSpec, write_raw
+    from raptor.runs.context import load_context
+    from raptor.data.graph import build_graph
+    from raptor.data.ingest import ingest
+    from raptor.data.synthetic import SyntheticSpec, write_raw
     from tasks.train import train_run_task
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
@@ -460,7 +460,7 @@ def test_a_training_run_logs_its_best_model_for_mlflow_without_pickle(tmp_path, 
     assert "mlflow_model.py" in files and "code/raptor/agents/base.py" in files, sorted(files)
     for name, f in files.items():
         assert not name.endswith((".pkl", ".pickle")), name
-        if name != "artifacts/best.pt":  # a zip of tensors, read with weights_only (raptor.checkpoints)
+        if name != "artifacts/best.pt":  # a zip of tensors, read with weights_only (raptor.runs.checkpoints)
             assert f.read_bytes()[:1] != b"\x80", f"{name} is a pickle"
     flavor = mlflow.models.Model.load(str(local)).flavors["python_function"]
     assert flavor["loader_module"] == "mlflow.pyfunc.loaders.code_model" and "python_model.pkl" not in files

@@ -1,4 +1,4 @@
-"""TITer-150 (raptor/titer.py): TITer's scoring against its literal formula, the Dirichlet fit against
+"""TITer-150 (raptor/agents/titer/training.py): TITer's scoring against its literal formula, the Dirichlet fit against
 a literal port of TITer's dirichlet.py, reward shaping, REINFORCE, training, beam search, resume and
 the inductive mean."""
 
@@ -10,20 +10,20 @@ import math
 import numpy as np
 import pytest
 
-from raptor.rundir import RunOptions
+from raptor.runs.rundir import RunOptions
 import torch
 from scipy.special import gammaln, polygamma, psi
 
-from raptor import titer
+from raptor.agents.titer import training as titer
 from helpers import synthetic_env
 
-from raptor.beam import SearchOptions, beam_search
+from raptor.agents.beam import SearchOptions, beam_search
 from raptor.config import EnvConfig, EvalConfig
-from raptor.env import TemporalEnv
-from raptor.graph import TemporalGraph
-from raptor.ranking import build_filter, filtered_ranks
-from raptor.rollout import candidate_tensors, query_context
-from raptor.titer import (DirichletFit, TITerConfig, TITerPolicy, dirichlet_statistics, fit_dirichlet, inductive_mean,
+from raptor.mdp.env import TemporalEnv
+from raptor.data.graph import TemporalGraph
+from raptor.evaluation.ranking import build_filter, filtered_ranks
+from raptor.agents.rollout import candidate_tensors, query_context
+from raptor.agents.titer.training import (DirichletFit, TITerConfig, TITerPolicy, dirichlet_statistics, fit_dirichlet, inductive_mean,
                           inductive_mean_table, load_titer_model, reinforce_loss, shaped_reward, statistics_of,
                           train_titer)
 
@@ -437,7 +437,7 @@ def test_resume_and_determinism(synthetic, tmp_path):
 
 
 # ------------------------------------------------------------------------------------------------
-# Beam search (unchanged raptor.beam) with TITerPolicy
+# Beam search (unchanged raptor.agents.beam) with TITerPolicy
 # ------------------------------------------------------------------------------------------------
 
 
@@ -557,8 +557,8 @@ def test_inductive_mean_in_beam_search_equals_titers_embedding_shift():
 
 def test_early_stopping_and_model_files(synthetic, tmp_path):
     """eval.patience stops TITer's training as Pure-RL's; a RAPTOR policy file is refused as a TITer model."""
-    from raptor.checkpoints import CheckpointError, save_model
-    from raptor.policy import Policy
+    from raptor.runs.checkpoints import CheckpointError, save_model
+    from raptor.agents.policy import Policy
 
     env, q, E, R, _ = synthetic
     cfg = TITerConfig(batch_size=512, reward_shaping=False, **SMALL)

@@ -32,7 +32,7 @@ JOB = textwrap.dedent("""
 @pytest.mark.slow
 def test_raptor_ui_serves_the_jobs_prefect_and_mlflow_stores(tmp_path):
     from raptor.commands import ui
-    from raptor.runenv import defaults
+    from raptor.pipeline.runenv import defaults
 
     # A tiny job logs to the project's embedded stores (ephemeral Prefect under .prefect/, mlflow.db).
     env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "MLFLOW_TRACKING_URI", "PREFECT_HOME")}

@@ -14,9 +14,9 @@ from typing import Any
 
 #: Agent name -> the module whose ``AGENT`` it is.
 AGENTS: dict[str, str] = {
-    "actor_critic": "raptor.agents.actor_critic",
-    "titer": "raptor.agents.titer",
-    "recurrency": "raptor.agents.recurrency",
+    "actor_critic": "raptor.agents.actor_critic.agent",
+    "titer": "raptor.agents.titer.agent",
+    "recurrency": "raptor.agents.recurrency.agent",
 }
 
 #: ``meta`` key of a saved model or checkpoint naming the agent that rebuilds it (:func:`agent_of`).

@@ -15,15 +15,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, ContextManager, Optional
 
-from .. import checkpoints
-from ..rundir import RunOptions  # noqa: F401 (the agents take it from here)
-from ..runtime import resolve_precision
-from . import AGENT_KEY, AGENTS, agent_of, get_agent
+from raptor.runs import checkpoints
+from raptor.runs.rundir import RunOptions  # noqa: F401 (the agents take it from here)
+from raptor.common.runtime import resolve_precision
+from raptor.agents import AGENT_KEY, AGENTS, agent_of, get_agent
 
 if TYPE_CHECKING:  # (not imported at run time: the registry's imports stay below the config and the loop)
     from torch import nn
 
-    from ..env import TemporalEnv
+    from raptor.mdp.env import TemporalEnv
 
 class Agent(ABC):
     """One kind of policy and its training; subclasses set the class attributes below."""
@@ -48,13 +48,13 @@ class Agent(ABC):
 
     @abstractmethod
     def build(self, ctx, seed: int) -> "nn.Module":
-        """A freshly initialised policy for ``ctx`` (:class:`raptor.experiment.Context`), seeded by ``seed``."""
+        """A freshly initialised policy for ``ctx`` (:class:`raptor.pipeline.experiment.Context`), seeded by ``seed``."""
 
     @abstractmethod
     def train(self, ctx, policy: "nn.Module", run: RunOptions):
         """Train ``policy`` on ``ctx.train_queries`` for ``run.epochs`` epochs, writing ``checkpoint.pt``,
         ``best.pt``, ``final.pt`` and the history to ``run.out_dir`` (resumed from there with
-        ``run.resume``); returns its :class:`raptor.loop.TrainResult`."""
+        ``run.resume``); returns its :class:`raptor.runs.loop.TrainResult`."""
 
     @abstractmethod
     def rebuild(self, weights: dict[str, Any], meta: dict[str, Any], device) -> "nn.Module":
@@ -62,7 +62,7 @@ class Agent(ABC):
 
     def load(self, path: str | Path, device="cpu") -> tuple["nn.Module", dict[str, Any]]:
         """``(policy, meta)`` of a model file of this agent (or one of its training checkpoints).
-        Only tensors and plain data are read (:func:`raptor.checkpoints.load`)."""
+        Only tensors and plain data are read (:func:`raptor.runs.checkpoints.load`)."""
         obj = checkpoints.load(path, (checkpoints.MODEL_FORMAT, self.checkpoint_format), f"{self.name} model",
                                map_location=device)
         if agent_of(obj["meta"]) != self.name:
@@ -87,9 +87,9 @@ class Agent(ABC):
 
     def rank(self, ctx, model: "nn.Module", queries, precision: str = "float32", device="cpu"):
         """Candidates and time-aware filtered ranks of int64 ``[Q, 4]`` queries: ``(BeamResult, ranks
-        float64 [Q])``; by default beam search (``eval``) in :meth:`env` and :func:`raptor.ranking.filtered_ranks`."""
-        from ..beam import SearchOptions, beam_search
-        from ..ranking import context_filter, filtered_ranks
+        float64 [Q])``; by default beam search (``eval``) in :meth:`env` and :func:`raptor.evaluation.ranking.filtered_ranks`."""
+        from raptor.agents.beam import SearchOptions, beam_search
+        from raptor.evaluation.ranking import context_filter, filtered_ranks
 
         res = beam_search(model, self.env(ctx), queries, ctx.params.eval,
                           SearchOptions(precision=precision, device=device))
@@ -101,7 +101,7 @@ class Agent(ABC):
 def load_model(path: str | Path, device="cpu") -> tuple["nn.Module", dict[str, Any]]:
     """``(policy, meta)`` of a saved model (``best.pt``, ``final.pt``, a pretraining snapshot) or of a
     training checkpoint, rebuilt by the agent its ``meta`` names (:func:`raptor.agents.agent_of`).
-    Only tensors and plain data are read (:mod:`raptor.checkpoints`): a file carrying code is refused."""
+    Only tensors and plain data are read (:mod:`raptor.runs.checkpoints`): a file carrying code is refused."""
     formats = (checkpoints.MODEL_FORMAT,) + tuple(get_agent(n).checkpoint_format for n in AGENTS)
     obj = checkpoints.load(path, formats, "RAPTOR model", map_location=device)
     meta = obj["meta"]

@@ -20,7 +20,7 @@ def register(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..results import collect
+    from raptor.reporting.results import collect
 
     out = collect(args.source, args.dest)
     for dataset, vs in out["sets"]:

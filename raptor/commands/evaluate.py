@@ -19,8 +19,8 @@ def register(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..config import load_params
-    from ..experiment import evaluate_model, load_context
+    from raptor.config import load_params
+    from raptor.pipeline.experiment import evaluate_model, load_context
 
     params = load_params(args.params)
     ctx = load_context(args.data, args.graph, params)

@@ -6,7 +6,7 @@ import argparse
 import math
 from pathlib import Path
 
-from ..stats import format_probability
+from raptor.evaluation.stats import format_probability
 
 NAME = "explain"
 #: One line for `raptor --help`.
@@ -16,7 +16,7 @@ HELP = ("Answer a query typed in names and a date (subject, relation, date) with
 
 
 def register(p: argparse.ArgumentParser) -> None:
-    from ..variants import PRETRAINED_VARIANT
+    from raptor.agents.variants import PRETRAINED_VARIANT
 
     p.add_argument("subject", help='subject entity name, e.g. "Barack Obama" (or an id)')
     p.add_argument("relation", help='relation name, e.g. "Make statement"; prefix "inverse:" for r^-1 (or an id)')
@@ -36,16 +36,16 @@ def register(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..beam import explain
-    from ..config import load_params
-    from ..constants import inverse_relation, stop_relation
-    from ..context import load_context
-    from ..rundir import RunDir
-    from ..names import date_to_step, resolve, step_to_date
-    from ..agents.base import load_model
+    from raptor.agents.beam import explain
+    from raptor.config import load_params
+    from raptor.constants import inverse_relation, stop_relation
+    from raptor.runs.context import load_context
+    from raptor.runs.rundir import RunDir
+    from raptor.data.names import date_to_step, resolve, step_to_date
+    from raptor.agents.base import load_model
 
-    from ..constants import seed_dir
-    from ..stages import stage_output
+    from raptor.constants import seed_dir
+    from raptor.pipeline.stages import stage_output
 
     params = load_params(args.params)
     default_name = args.dataset or (next(iter(params.datasets)) if len(params.datasets) == 1 else None)

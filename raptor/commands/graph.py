@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..graph import build_graph
+from raptor.data.graph import build_graph
 
 NAME = "graph"
 HELP = (

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from dataclasses import replace
 
-from ..config import load_params
-from ..ingest import LAYOUT_HELP, LAYOUTS, IngestOptions, dataset_options, ingest, ingest_from_url
+from raptor.config import load_params
+from raptor.data.ingest import LAYOUT_HELP, LAYOUTS, IngestOptions, dataset_options, ingest, ingest_from_url
 
 NAME = "ingest"
 HELP = (

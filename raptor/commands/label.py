@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from ..config import load_params
-from ..labeling import label_dataset, label_part, merge_parts, staging_dir_of
+from raptor.config import load_params
+from raptor.labeling import label_dataset, label_part, merge_parts, staging_dir_of
 
 NAME = "label"
 HELP = (

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 NAME = "report"
-HELP = ("`--where` lists every output of the pipeline (from the stage declaration, raptor/stages.py) and "
+HELP = ("`--where` lists every output of the pipeline (from the stage declaration, raptor/pipeline/stages.py) and "
         "whether it exists yet. (Without it, `raptor report` is the report stage; its significance tests are "
         "the significance stage, `raptor significance`.)")
 
@@ -20,8 +20,8 @@ def register(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from ..config import load_params
-    from ..stages import outputs
+    from raptor.config import load_params
+    from raptor.pipeline.stages import outputs
 
     if not args.where:
         raise ValueError("--local and --root go with --where (the report itself: `raptor report --dataset D`, "

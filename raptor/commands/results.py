@@ -24,7 +24,7 @@ def register(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..results import write_from_sources
+    from raptor.reporting.results import write_from_sources
 
     command = "raptor results " + " ".join(args.sources) + f" --out {args.out}"
     summary = write_from_sources(args.sources, args.out, args.figures, command=command, untracked=args.untracked)

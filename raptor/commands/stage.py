@@ -1,5 +1,5 @@
 """The stage form, shared by ``raptor STAGE`` and ``python -m flows STAGE``: one subcommand per
-stage kind of the declaration (:mod:`raptor.stages`), with the same options in both front doors.
+stage kind of the declaration (:mod:`raptor.pipeline.stages`), with the same options in both front doors.
 
     raptor finetune --dataset ICEWS14 --variant raptor
     python -m flows finetune --dataset ICEWS14 --variant raptor --params build/params.json \\
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-#: Not a flow: the params stage runs ``python -m raptor.stages resolve`` (a library call).
+#: Not a flow: the params stage runs ``python -m raptor.pipeline.stages resolve`` (a library call).
 PARAMS_KIND = "params"
 
 
@@ -34,8 +34,8 @@ class StageArgumentError(ValueError):
 def declaration() -> dict[str, list]:
     """Stage kind (``Stage.flow``: the subcommand) -> its stages, in pipeline order: the main
     pipeline (every variant of the registry), then the ablation."""
-    from .. import variants
-    from ..stages import ablation_stages, main_stages
+    from raptor.agents import variants
+    from raptor.pipeline.stages import ablation_stages, main_stages
 
     kinds: dict[str, list] = {}
     for s in main_stages(list(variants.VARIANTS)) + ablation_stages():
@@ -73,7 +73,7 @@ def _names(stages: list, what: str) -> list[str]:
 
 def add_stage_arguments(p, kind: str, stages: list, prog: str = "raptor") -> None:
     """The stage form's options of ``kind`` (identical in ``raptor`` and ``python -m flows``)."""
-    from ..stages import PARAMS_FILE
+    from raptor.pipeline.stages import PARAMS_FILE
 
     p.add_argument("--dataset", help="dataset name, a key of `datasets` in params.yaml (default: the only one listed)")
     p.add_argument("--params", default=None, help=f"resolved params file (default: {PARAMS_FILE}, made first from "
@@ -120,10 +120,10 @@ class StageCall:
 
 
 def resolve_params_file() -> str:
-    """The params stage, in this process (the same library call as ``python -m raptor.stages resolve``)."""
-    from ..config import LOCAL_PARAMS
-    from ..projectlock import project_lock
-    from ..stages import PARAMS_FILE, PARAMS_SOURCE, resolve_params
+    """The params stage, in this process (the same library call as ``python -m raptor.pipeline.stages resolve``)."""
+    from raptor.config import LOCAL_PARAMS
+    from raptor.pipeline.projectlock import project_lock
+    from raptor.pipeline.stages import PARAMS_FILE, PARAMS_SOURCE, resolve_params
 
     with project_lock("."):
         params = resolve_params(PARAMS_SOURCE, LOCAL_PARAMS, PARAMS_FILE, root=".")
@@ -135,8 +135,8 @@ def resolve_params_file() -> str:
 def stage_call(kind: str, args: argparse.Namespace) -> StageCall:
     """The stage's dataset, params file and paths: each path given, else dvc.yaml's for the dataset
     (and variant), checked against the declaration; inputs must exist."""
-    from ..config import load_resolved
-    from ..stages import ablation_stages, main_stages
+    from raptor.config import load_resolved
+    from raptor.pipeline.stages import ablation_stages, main_stages
 
     stages = declaration()[kind]
     params_path = args.params or resolve_params_file()
@@ -206,8 +206,8 @@ def execute(kind: str, args: argparse.Namespace):
 
 def add_params_arguments(p) -> None:
     """``raptor params``: the arguments of the command dvc.yaml runs for the params stage."""
-    from ..config import LOCAL_PARAMS
-    from ..stages import PARAMS_FILE, PARAMS_SOURCE
+    from raptor.config import LOCAL_PARAMS
+    from raptor.pipeline.stages import PARAMS_FILE, PARAMS_SOURCE
 
     p.add_argument("--params", default=PARAMS_SOURCE, help="params file (default: %(default)s)")
     p.add_argument("--local", default=LOCAL_PARAMS, help="local overrides (default: %(default)s; missing = none)")
@@ -215,6 +215,6 @@ def add_params_arguments(p) -> None:
 
 
 def run_params(args: argparse.Namespace) -> int:
-    from ..stages import main
+    from raptor.pipeline.stages import main
 
     return main(["resolve", "--params", args.params, "--local", args.local, "--out", args.out])

@@ -64,12 +64,12 @@ def run(args: argparse.Namespace) -> int:
 
     import sys
 
-    from ..local_sweep import JobsFailed, LocalOptions, run_plan
-    from ..stages import stage_output
-    from ..sweep import declaration_differences, load_sweep, plan_sweep, results_dir, sweep_dir, write_results
+    from raptor.pipeline.local_sweep import JobsFailed, LocalOptions, run_plan
+    from raptor.pipeline.stages import stage_output
+    from raptor.pipeline.sweep import declaration_differences, load_sweep, plan_sweep, results_dir, sweep_dir, write_results
 
     if args.prefect or args.from_records or args.list or args.dvc:
-        from .stage import import_flows
+        from raptor.commands.stage import import_flows
 
         return import_flows("flows.__main__").main(_flows_argv(args))
     if args.jobs < 1 or args.threads < 1:

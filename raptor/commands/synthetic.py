@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-from ..synthetic import SCALE_PRESETS, SyntheticSpec, write_raw, write_scaled_raw
+from raptor.data.synthetic import SCALE_PRESETS, SyntheticSpec, write_raw, write_scaled_raw
 
 NAME = "synthetic"
 #: One line for `raptor --help`.
@@ -24,7 +24,7 @@ def register(p: argparse.ArgumentParser) -> None:
 
     p.add_argument("--preset", choices=sorted(SCALE_PRESETS),
                    help="instead: a TKG of this dataset's size and shape (Zipf popularity, recurring facts; "
-                        "raptor.synthetic.ScaleSpec), seeded by --seed")
+                        "raptor.data.synthetic.ScaleSpec), seeded by --seed")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -17,7 +17,7 @@ HELP = (
 
 
 def register(p: argparse.ArgumentParser) -> None:
-    from ..variants import VARIANTS
+    from raptor.agents.variants import VARIANTS
 
     p.add_argument("--data", required=True, help="ingested dataset folder (output of `raptor ingest`)")
     p.add_argument("--graph", required=True, help="graph file (output of `raptor graph`)")
@@ -39,10 +39,10 @@ def register(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from ..config import load_params
-    from ..rundir import RunOptions
-    from ..experiment import load_context, run_variant
-    from ..variants import get
+    from raptor.config import load_params
+    from raptor.runs.rundir import RunOptions
+    from raptor.pipeline.experiment import load_context, run_variant
+    from raptor.agents.variants import get
 
     overrides = {}
     if args.profile:
@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     init, n_pre = None, 0
     if get(args.variant).pretrained and params.pretrain.epochs > 0:
-        from ..pretrain import pretrain_run
+        from raptor.agents.actor_critic.pretrain import pretrain_run
 
         if not args.labels:
             raise ValueError(f"variant {args.variant!r} pretrains on the reachability labels: give --labels")

@@ -19,7 +19,7 @@ SHORT = "open the Prefect and MLflow UIs on this project's own stores (prints bo
 HELP = (
     "Start the Prefect UI (`prefect server start`, PREFECT_HOME=<root>/.prefect) and the MLflow UI "
     "(`mlflow server`, the job's sqlite:///<root>/mlflow.db and mlruns/) on 127.0.0.1, print both "
-    "addresses and wait; Ctrl-C stops both. These are the stores a pipeline run logs to (raptor/runenv.py); "
+    "addresses and wait; Ctrl-C stops both. These are the stores a pipeline run logs to (raptor/pipeline/runenv.py); "
     "a plain `prefect server start` would open ~/.prefect instead, with none of the job's runs."
 )
 
@@ -57,7 +57,7 @@ def _tool(name: str) -> str:
 
 def commands(root: Path, prefect_port: int, mlflow_port: int) -> dict[str, tuple[list[str], dict, str, str]]:
     """``{name: (argv, env, health URL, UI address)}`` of the two servers on ``root``'s stores."""
-    from ..runenv import defaults
+    from raptor.pipeline.runenv import defaults
 
     env = {**os.environ, **defaults(root)}  # the job's stores, whatever this shell has set
     env.pop("PREFECT_API_URL", None)  # the server serves its own database, not another server's

@@ -1,0 +1,286 @@
+"""Self-supervised reachability pretraining (paper, "Self-Supervised Pretraining").
+
+For a batch of training queries (both directions) the agent walks ``K`` steps from ``e_q``. At
+every step ``k`` every valid candidate action ``a`` (STOP included) gets the label ``y(a)`` from the
+precomputed label table (:func:`raptor.labeling.action_labels`: reachable iff the table holds
+``(e', t̄, h̄)`` with ``t' <= t̄`` and ``h̄ < K - k``; the target itself is reachable; STOP iff the
+agent already stands on ``o_q``), and the loss is::
+
+    L_k   = - 1/|A_s| sum_{a in A_s} [ y log sigmoid(z(a)) + (1 - y) log(1 - sigmoid(z(a))) ]
+    L_ep  = sum_{k=0}^{K-1} L_k          (averaged over the episodes of a batch)
+
+with ``z(a) = <s, a>`` the same logits the RL phase feeds to its softmax. The next state is sampled
+from the policy's distribution *restricted to the reachable actions* (softmax of ``z`` over
+``{a : y(a) = 1}``). When no candidate is reachable (the answer cannot be reached from here within
+the remaining budget, or was never reachable in the history), the step samples from the policy's
+full distribution over the valid candidates instead; the labels of such states are all 0 and still
+train the policy to score those dead ends low. ``pretrain.no_reachable`` = ``"stop"`` takes STOP
+instead (the agent stays where it is), an alternative reading.
+
+No graph search happens per batch: labels are lookups in the in-memory :class:`LabelTable` (or, with
+``pretrain.labels_in_memory: part``, in one part of a partitioned table at a time: :func:`epoch_blocks`).
+The critic is not trained here (there is no reward); fine-tuning starts from the pretrained
+embeddings, time encoding, LSTM path encoder and actor MLP, and from the critic's initial weights.
+
+Checkpoints (atomic, per epoch) make pretraining resumable, bit-identically on the same machine.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Callable, Optional, Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from raptor.agents import variants
+from raptor.agents import AGENT_KEY
+from raptor.config import PretrainConfig
+from raptor.mdp.env import TemporalEnv
+from raptor.common.io import atomic_write_json
+from raptor.labeling import ActionCandidates, LabelTable, PartitionedLabels, action_labels
+from raptor.runs.loop import Phase, run_epochs
+from raptor.agents.policy import Policy
+from raptor.runs.checkpoints import model_meta, save_model
+from raptor.agents.rollout import advance, candidate_tensors, query_context, score_candidates
+from raptor.runs.rundir import RunDir, RunOptions
+from raptor.common.runtime import adam, autocast, epoch_seed, seeded_init
+from raptor.agents.sampling import sample_actions
+from raptor.agents.variants import PRETRAINED_VARIANT
+
+PRETRAIN_CHECKPOINT_FORMAT = "raptor.agents.actor_critic.pretrain-checkpoint/v1"
+
+log = logging.getLogger("raptor")
+
+
+@dataclass
+class PretrainBatch:
+    loss: torch.Tensor
+    stats: dict[str, float]
+
+
+def reachability_bce(logits: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Per-row BCE averaged over the valid candidates: ``[B]``.
+
+    Args:
+        logits: ``[B, A]`` raw ``z(a)`` (padding slots may hold ``-inf``; they are ignored).
+        labels: ``[B, A]`` 0/1.
+        mask: bool ``[B, A]``, true for the valid candidates ``A_s``.
+    """
+    z = torch.where(mask, logits.float(), torch.zeros((), dtype=torch.float32, device=logits.device))
+    per = F.binary_cross_entropy_with_logits(z, labels.float(), reduction="none")
+    per = per * mask
+    return per.sum(1) / mask.sum(1).clamp_min(1)
+
+
+def pretrain_batch(
+    policy: Policy,
+    env: TemporalEnv,
+    table: LabelTable,
+    queries: np.ndarray,
+    generator: Optional[torch.Generator] = None,
+    device="cpu",
+    no_reachable: str = "policy",
+) -> PretrainBatch:
+    """Pretraining loss of one batch of ``[B, 4]`` training queries (one labeled walk each)."""
+    state = env.reset(queries)
+    B = state.batch_size
+    q = query_context(policy, state, device)
+    hc = policy.initial_path_state(B)
+    total = torch.zeros((), device=device)
+    n_valid = n_pos = 0.0
+    correct = 0.0
+    any_reachable = 0.0
+    for k in range(env.K):
+        cands = env.candidates(state)
+        ct = candidate_tensors(state, cands, device)
+        z, _ = score_candidates(policy, state, ct, hc[0], q, critic=False)
+        y_np = action_labels(
+            table, state.answer, state.query_time, k,
+            ActionCandidates(cands.entity, cands.time, relation=cands.relation, num_relations=env.num_relations,
+                             mask=cands.mask, current_entity=state.entity),
+            query_subject=state.query_entity,
+        )
+        y = torch.from_numpy(y_np).to(device)
+        total = total + reachability_bce(z, y, ct.mask).mean()
+        with torch.no_grad():
+            m = ct.mask
+            n_valid += float(m.sum())
+            n_pos += float((y.bool() & m).sum())
+            correct += float((((z.float() > 0) == y.bool()) & m).sum())
+            allowed = y.bool() & m
+            any_reachable += float(allowed.any(1).float().mean())
+        if no_reachable == "stop":
+            stuck = ~allowed.any(1)
+            allowed = allowed.clone()
+            allowed[stuck, 0] = True  # slot 0 is STOP
+        choice = sample_actions(z, generator, allowed=allowed)
+        state, hc = advance(policy, env, state, cands, choice, hc, need_path=k < env.K - 1)
+    reached = float(env.reward(state).mean())
+    stats = {
+        "bce": float(total.detach()),
+        "label_positive_rate": n_pos / max(n_valid, 1.0),
+        "label_accuracy": correct / max(n_valid, 1.0),
+        "steps_with_reachable": any_reachable / env.K,
+        "walk_reaches_answer": reached,
+    }
+    return PretrainBatch(loss=total, stats=stats)
+
+
+def epoch_blocks(queries: np.ndarray, table, rng: np.random.Generator) -> list[tuple[Optional[int], np.ndarray]]:
+    """One epoch's order of ``[Q, 4]`` queries as ``(part, positions)`` blocks.
+
+    A :class:`LabelTable` in memory: one block ``(None, permutation of all queries)``. A
+    :class:`PartitionedLabels`: the parts in a permuted order, each block holding the queries whose
+    target (column 2) is in that part's target range, permuted: only that part's labels are needed.
+    """
+    if not isinstance(table, PartitionedLabels):
+        return [(None, rng.permutation(len(queries)))]
+    blocks = []
+    for part in rng.permutation(table.num_parts):
+        lo, hi = table.target_ranges[part]
+        idx = np.flatnonzero((queries[:, 2] >= lo) & (queries[:, 2] < hi))
+        blocks.append((int(part), idx[rng.permutation(len(idx))]))
+    return blocks
+
+
+def pretrain(policy: Policy, env: TemporalEnv, table: LabelTable | PartitionedLabels, train_queries: np.ndarray,
+             cfg: PretrainConfig = PretrainConfig(), run: RunOptions = RunOptions(resume=False), *,
+             snapshots: tuple[int, ...] = ()) -> list[dict[str, Any]]:
+    """Pretrain ``policy`` for ``run.epochs`` (default ``cfg.epochs``) epochs; returns the per-epoch history.
+
+    Writes ``checkpoint.pt`` (after every epoch, atomic), ``pretrained.pt`` (the final weights, in the
+    :func:`raptor.runs.checkpoints.save_model` format that fine-tuning loads) and ``history.json`` to ``out_dir``;
+    plus ``pretrained-e{n}.pt`` after ``n`` epochs for every ``n`` in ``snapshots``. Epoch ``n``'s
+    shuffling and sampling depend on ``(seed, n)`` only, so a snapshot after ``n`` epochs equals a
+    separate ``n``-epoch run: the pretraining-epochs ablation pretrains once per seed.
+    """
+    from raptor.common.progress import progress_bar
+
+    n_epochs = cfg.epochs if run.epochs is None else run.epochs
+    seed, precision, device, progress = run.seed, run.precision, run.device, run.progress
+    out = Path(run.out_dir) if run.out_dir is not None else None
+    meta = model_meta(policy, run.meta, seed)
+    meta["phase"] = "pretrain"
+    policy.to(device)
+    optimizer = adam(policy.parameters(), cfg.learning_rate)
+    queries = np.ascontiguousarray(train_queries, dtype=np.int64)
+    bs = cfg.batch_size
+
+    trained: list[int] = []
+
+    def run_epoch(epoch: int) -> dict[str, Any]:
+        trained.append(epoch)
+        policy.train()
+        # Streams 2 and 3: distinct from the RL phase's (0, 1) for the same seed.
+        blocks = epoch_blocks(queries, table, np.random.default_rng(epoch_seed(seed, epoch, 2)))
+        gen = torch.Generator(device=device).manual_seed(epoch_seed(seed, epoch, 3))
+        sums: dict[str, float] = {}
+        n_total = 0
+        ticks = iter(progress_bar(range(sum(math.ceil(len(o) / bs) for _, o in blocks)), desc=f"epoch {epoch}",
+                                  enabled=progress, nested=True, mininterval=1.0))
+        block_table = None
+        for part, order in blocks:
+            block_table = None  # release the previous part before loading the next
+            block_table = table if part is None else table.load(part)
+            for i in range(math.ceil(len(order) / bs)):
+                next(ticks, None)
+                batch = queries[order[i * bs:(i + 1) * bs]]
+                with autocast(precision, device):
+                    pb = pretrain_batch(policy, env, block_table, batch, gen, device, cfg.no_reachable)
+                optimizer.zero_grad(set_to_none=False)  # keep the .grad buffers the fused kernels add into
+                pb.loss.backward()
+                optimizer.step()
+                n = len(batch)
+                n_total += n
+                for key, val in pb.stats.items():
+                    sums[key] = sums.get(key, 0.0) + val * n
+        next(ticks, None)
+        return {k: v / max(n_total, 1) for k, v in sums.items()}
+
+    def snapshot(epoch: int, row: dict[str, Any], last: bool) -> bool:
+        """The weights after ``epoch + 1`` epochs, when asked for (written before the checkpoint
+        that moves past them, so a crash in between redoes the epoch rather than losing them)."""
+        if out is not None and epoch + 1 in snapshots:
+            save_model(RunDir(out).snapshot(epoch + 1), policy, {**meta, "epoch": epoch})
+        return False
+
+    def write_history(folder: Path, history: list[dict[str, Any]]) -> None:
+        atomic_write_json(RunDir(folder).history, history)
+
+    phase = Phase("pretrain", PRETRAIN_CHECKPOINT_FORMAT, "RAPTOR pretraining checkpoint", run_epoch,
+                  write_history, snapshot,
+                  postfix=lambda r: {"bce": f"{r['bce']:.3f}", "acc": f"{r['label_accuracy']:.3f}"},
+                  budget_bound=False)  # its results are the snapshots, the same for every longer run
+    history = run_epochs(phase, policy, optimizer, replace(run, epochs=n_epochs, out_dir=out, meta=meta))
+    if out is not None and (trained or not RunDir(out).pretrained.exists()):  # a finished run: left as it is
+        save_model(RunDir(out).pretrained, policy, {**meta, "epoch": n_epochs - 1})
+        atomic_write_json(RunDir(out).history, history)
+    return history
+
+
+def pretrain_run(ctx, labels: LabelTable | str | Path, epochs: Sequence[int], run: RunOptions,
+                 on_epoch_end: Optional[Callable[[str, int, dict[str, Any]], None]] = None) -> dict[int, str]:
+    """One seed's pretraining run (``run``: its seed, folder ``out_dir``, ``resume``, ``resume_only``,
+    ``num_threads`` and progress bar; its precision and device come from the params) for ``max(epochs)`` epochs, saving ``pretrained-e{n}.pt`` after
+    ``n`` epochs for every ``n`` in ``epochs`` (a snapshot after ``n`` epochs equals a separate
+    ``n``-epoch run, see :func:`pretrain`). Returns ``{n: path}`` for ``n > 0``.
+
+    ``ctx`` is a :class:`raptor.runs.context.Context`. The folder continues only a run of the same
+    fingerprint (params, content of data, graph and labels, code; more epochs continue a run) that
+    can still write every snapshot asked for; otherwise it starts afresh and says why (or, with
+    ``resume_only``, raises :class:`raptor.common.io.RunMismatchError` and deletes nothing).
+    """
+    from raptor.labeling import label_table_hash, load_label_table
+    from raptor.common.provenance import code_hash
+    from raptor.common.runtime import configure_runtime, resolve_device, resolve_precision
+
+    p = ctx.params
+    seed, num_threads, resume, resume_only = run.seed, run.num_threads, run.resume, run.resume_only
+    wanted = sorted({int(n) for n in epochs if int(n) > 0})
+    out = Path(run.out_dir)
+    if not wanted:
+        return {}
+    configure_runtime(p.train.num_threads if num_threads is None else num_threads)
+    device = resolve_device(p.train.device)
+    label_hash = label_table_hash(labels) if not isinstance(labels, LabelTable) else None
+    fingerprint = RunDir.fingerprint(p, "pretrain", seed, {**ctx.input_hashes(), "labels": label_hash},
+                                  code_hash([__name__]), continued=("pretrain.epochs",),
+                                  ignored_sections=("rl", "eval", "labeling"))
+    fingerprint["params"].pop("train.equal_total_epochs", None)
+
+    def past_a_snapshot(run: Path) -> Optional[str]:
+        done = RunDir(run).epochs_done()
+        missing = [n for n in wanted if n <= done and not RunDir(run).snapshot(n).exists()]
+        return f"the run is past the snapshots asked for after {missing} epochs" if missing else None
+
+    RunDir(out).prepare(fingerprint, resume, cannot_continue=past_a_snapshot, resume_only=resume_only)
+    if isinstance(labels, LabelTable):
+        table = labels
+    elif p.pretrain.labels_in_memory == "part":
+        table = PartitionedLabels(labels)
+    else:
+        table = load_label_table(labels)
+    if table.max_path_length != p.env.max_path_length:
+        raise ValueError(f"label table was built for K = {table.max_path_length}, "
+                         f"but env.max_path_length = {p.env.max_path_length}")
+    visited = table.meta.get("visited", "target") if isinstance(table, PartitionedLabels) else table.visited
+    if visited != p.labeling.visited:
+        raise ValueError(f"label table {labels if not isinstance(labels, LabelTable) else ''} was built with "
+                         f"labeling.visited = {visited!r}, but params say {p.labeling.visited!r}: "
+                         "run the label stage again")
+    with seeded_init(seed):
+        policy = Policy(ctx.dataset.num_entities, ctx.dataset.num_relations, p.model, p.env.max_path_length)
+    hook = (lambda e, m: on_epoch_end("pretrain", e, m)) if on_epoch_end else None
+    precision = resolve_precision(p.train.precision, device)
+    meta = {"variant": PRETRAINED_VARIANT, AGENT_KEY: variants.get(PRETRAINED_VARIANT).agent,
+            "dataset": ctx.dataset.meta.get("dataset")}
+    pretrain(policy, ctx.env, table, ctx.train_queries, p.pretrain,
+             RunOptions(seed=seed, epochs=wanted[-1], out_dir=out, device=device, precision=precision, resume=True,
+                        progress=run.progress, on_epoch_end=hook, meta=meta),
+             snapshots=tuple(wanted))
+    return {n: str(RunDir(out).snapshot(n)) for n in wanted}

@@ -1,0 +1,301 @@
+"""Beam search over ``K`` steps, batched over many queries at once, and per-query explanations.
+
+For each query the search keeps the ``beam_size`` most probable partial paths (by the sum of the
+policy's log-probabilities ``log pi(a_k | s_k)`` of their actions). Every kept path is expanded by all
+its candidate actions (STOP included, so a path can stay where it is); the ``beam_size`` best of the
+expansions of the query survive. After ``K`` steps every surviving path ends on an entity ``e_K``.
+
+Entity scores (``EvalConfig.score_rule``) from the log-probabilities ``l_p`` of the final paths ``p``
+ending on entity ``e``:
+
+* ``max``: ``score(e) = max_p l_p`` (the most probable path reaching ``e``);
+* ``logsumexp``: ``score(e) = log sum_p exp(l_p)`` (the beam's estimate of the probability of ending
+  on ``e``).
+
+Entities not reached by a final path are not candidates (score ``-inf`` for the ranking).
+
+With ``EvalConfig.rank_last_expansions`` the final paths are every expansion of the last step (all
+surviving beams of step ``K-2`` times all their actions, scored before the top-k cut), as TITer's
+``Episode.beam_search`` returns them: the top-k cut then only picks the best path for explanations.
+An entity's score is the same rule over those paths; for ``max`` the entities of the ``beam_size``
+best paths keep their scores (an entity's best expansion is among the top-k if any of its expansions
+is) and the others are added below them.
+
+Output (:class:`BeamResult`): per query the reached entities and their scores as padded arrays
+``cand_entity [Q, C]`` (pad ``-1``) and ``cand_score [Q, C]`` (pad ``-inf``), sorted by decreasing
+score, with ``C = beam_size`` (with ``rank_last_expansions``: the most entities any query reached);
+and the best path of each query (entities, relations and times of its ``K`` hops, STOP hops
+included) for explanations.
+
+All queries of a chunk are searched together: the rows of a step are ``[queries x beams]``; the
+candidate construction, the policy forward and the top-k selection are batched over all of them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import numba
+import numpy as np
+import torch
+
+from raptor.config import EvalConfig
+from raptor.mdp.env import TemporalEnv
+from raptor.agents.policy import Policy
+from raptor.agents.rollout import candidate_tensors, query_context
+from raptor.common.runtime import autocast
+
+
+@dataclass(frozen=True)
+class BeamResult:
+    cand_entity: np.ndarray  # int64 [Q, C], -1 = padding
+    cand_score: np.ndarray  # float32 [Q, C], -inf = padding
+    path_entity: np.ndarray  # int64 [Q, K] best path: entity after each hop
+    path_relation: np.ndarray  # int64 [Q, K] relation of each hop (2R = STOP)
+    path_time: np.ndarray  # int64 [Q, K] timestamp of each hop's edge (STOP keeps t_k)
+    path_score: np.ndarray  # float32 [Q] log-probability of the best path
+
+
+@dataclass(frozen=True)
+class Beams:
+    """All final beams of a set of queries: ``[Q, W]``, best first; a query with fewer than ``W`` beams is
+    padded with dead ones (``score = -inf``, paths ``-1``)."""
+
+    score: np.ndarray  # float32 [Q, W]
+    entity: np.ndarray  # int64 [Q, W, K] entity after each hop
+    relation: np.ndarray  # int64 [Q, W, K]
+    time: np.ndarray  # int64 [Q, W, K]
+    #: With ``last_expansions``: every expansion of the last step, before the top-k cut, ``[Q, X]``:
+    #: the entity it ends on (``-1`` = none) and its path's log-probability (``-inf`` = none).
+    expansion_entity: Optional[np.ndarray] = None
+    expansion_score: Optional[np.ndarray] = None
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    """How a beam search runs: ``precision`` (the autocast dtype of the policy's scores) and
+    ``device``; ``chunk_size``: queries searched at once and ``progress``: a progress bar over the
+    chunks (:func:`beam_search`)."""
+
+    precision: str = "float32"
+    device: Any = "cpu"
+    chunk_size: int = 128
+    progress: bool = False
+
+
+@numba.njit(cache=True, nogil=True)
+def _aggregate(final_entity, score, use_lse, out_ent, out_score):  # pragma: no cover - compiled
+    Q, W = final_entity.shape
+    for q in range(Q):
+        order = np.argsort(final_entity[q])
+        n = 0
+        prev = -1
+        for i in range(W):
+            j = order[i]
+            s = score[q, j]
+            if not np.isfinite(s):
+                continue
+            e = final_entity[q, j]
+            if n > 0 and e == prev:
+                cur = out_score[q, n - 1]
+                if use_lse:
+                    hi = max(cur, s)
+                    out_score[q, n - 1] = hi + np.log(np.exp(cur - hi) + np.exp(s - hi))
+                else:
+                    out_score[q, n - 1] = max(cur, s)
+            else:
+                out_ent[q, n] = e
+                out_score[q, n] = s
+                prev = e
+                n += 1
+        # sort the n candidates by decreasing score (stable on entity id)
+        idx = np.argsort(-out_score[q, :n], kind="mergesort")
+        ent_sorted = out_ent[q, :n][idx].copy()
+        sc_sorted = out_score[q, :n][idx].copy()
+        out_ent[q, :n] = ent_sorted
+        out_score[q, :n] = sc_sorted
+
+
+def aggregate_scores(final_entity: np.ndarray, score: np.ndarray, score_rule: str = "max") -> tuple[np.ndarray, np.ndarray]:
+    """Entity candidates ``[Q, W]`` from final beams (see the module docstring for the rules)."""
+    if score_rule not in ("max", "logsumexp"):
+        raise ValueError(f"unknown score_rule {score_rule!r}")
+    Q, W = final_entity.shape
+    out_ent = np.full((Q, W), -1, dtype=np.int64)
+    out_score = np.full((Q, W), -np.inf, dtype=np.float32)
+    _aggregate(np.ascontiguousarray(final_entity, dtype=np.int64), np.ascontiguousarray(score, dtype=np.float32),
+               score_rule == "logsumexp", out_ent, out_score)
+    return out_ent, out_score
+
+
+def path_tables(policy: Policy, queries: np.ndarray) -> Optional[dict]:
+    """The policy's LSTM input tables (:meth:`raptor.agents.policy.Policy.path_input_tables`) for ``queries``
+    (their largest ``t_q`` bounds every ``dt``), or ``None`` for a policy without them (TITer's)."""
+    make = getattr(policy, "path_input_tables", None)
+    return None if make is None else make(int(np.asarray(queries)[:, -1].max()))
+
+
+@torch.inference_mode()
+def search_beams(policy: Policy, env: TemporalEnv, queries: np.ndarray, beam_size: int,
+                 options: SearchOptions = SearchOptions(), tables: Optional[dict] = None,
+                 last_expansions: bool = False) -> Beams:
+    """Final beams of ``[Q, >=3]`` queries ``(e_q, r_q, [o_q,] t_q)`` (one chunk, all at once).
+
+    The live beams of all queries are one flat batch of rows, grouped by query, best first within a
+    query. A query with fewer than ``beam_size`` expansions keeps fewer beams: no row is spent on a
+    dead (``-inf``) beam, which at the first step after the start is about a quarter of ICEWS14's
+    rows (queries with fewer than ``beam_size`` candidate actions). The top-k of a step is taken over
+    ``[Q, W x A]``, every query's expansions padded with ``-inf`` to the widest query's.
+    ``last_expansions``: also return that ``[Q, W x A]`` of the last step (:class:`Beams`).
+    ``options``: its ``precision`` and ``device`` (the search is one chunk).
+    """
+    precision, device = options.precision, options.device
+    queries = np.asarray(queries, dtype=np.int64)
+    state = env.reset(queries, with_answer=False)
+    Q = state.batch_size
+    K = env.K
+    policy.eval()
+    if tables is None:
+        tables = path_tables(policy, queries)
+    lstm_kw = {} if tables is None else {"tables": tables}
+    with autocast(precision, device):
+        q_all = query_context(policy, state, device)
+        h, c = policy.initial_path_state(Q)
+        beam_score = torch.zeros(Q, device=device)  # [N] log-probability of each live beam
+        row_query = np.arange(Q)  # [N] query of each row, non-decreasing
+        for k in range(K):
+            N = len(row_query)
+            start = np.searchsorted(row_query, np.arange(Q))  # first row of each query
+            rank = np.arange(N) - start[row_query]  # position of a row among its query's beams
+            width = int(rank.max()) + 1
+            cands = env.candidates(state)
+            ct = candidate_tensors(state, cands, device)
+            q = q_all if k == 0 else policy.select_rows(q_all, torch.from_numpy(row_query).to(device))
+            s, _ = policy.heads(q, h, k, critic=False)
+            z = policy.candidate_logits(s, ct.entity, ct.relation, ct.dt, ct.mask)
+            logp = torch.log_softmax(z.float(), dim=1)  # [N, A]
+            A = logp.shape[1]
+            total = beam_score[:, None] + logp  # [N, A]
+            if N < Q * width:  # some query has fewer beams: pad its rows with -inf (row copies)
+                padded = torch.full((Q * width, A), -torch.inf, device=device)
+                total = padded.index_copy_(0, torch.from_numpy(row_query * width + rank).to(device), total)
+            total = total.view(Q, width * A)
+            if last_expansions and k == K - 1:  # every expansion, laid out as `total`
+                exp_entity = np.full((Q * width, A), -1, dtype=np.int64)
+                exp_entity[row_query * width + rank] = cands.entity
+                exp_entity = exp_entity.reshape(Q, width * A)
+                exp_score = total.float().cpu().numpy()
+                exp_entity[~np.isfinite(exp_score)] = -1  # padding slots and rows
+            top_score, top_idx = torch.topk(total, min(beam_size, width * A), dim=1)  # sorted, best first
+            keep = torch.isfinite(top_score).cpu().numpy()
+            top_idx = top_idx.cpu().numpy()
+            query_of = np.nonzero(keep)[0]  # row-major: grouped by query, best first
+            idx = top_idx[keep]
+            rows = start[query_of] + idx // A
+            slot = idx % A
+            e, r, t = cands.entity[rows, slot], cands.relation[rows, slot], cands.time[rows, slot]
+            state = env.move(state.take(rows), e, r, t)
+            beam_score = top_score[torch.from_numpy(keep).to(device)]
+            row_query = query_of
+            if k < K - 1:
+                rows_t = torch.from_numpy(rows).to(device)
+                if h.stride(0) == 0:  # still the shared h_0: keep it shared (cheaper LSTM step)
+                    h, c = h[:1].expand(len(rows), -1), c[:1].expand(len(rows), -1)
+                else:
+                    h, c = h[rows_t], c[rows_t]
+                dt = torch.from_numpy(state.query_time - state.time).to(device)
+                h, c = policy.advance_path((h, c), torch.from_numpy(e).to(device), torch.from_numpy(r).to(device), dt,
+                                           **lstm_kw)
+    # back to [Q, W]: a query's beams first, then dead padding (score -inf, paths -1)
+    start = np.searchsorted(row_query, np.arange(Q))
+    rank = np.arange(len(row_query)) - start[row_query]
+    W = int(rank.max()) + 1
+    score = np.full((Q, W), -np.inf, dtype=np.float32)
+    score[row_query, rank] = beam_score.float().cpu().numpy()
+    paths = []
+    for a in (state.path_entity, state.path_relation, state.path_time):
+        out = np.full((Q, W, K), -1, dtype=np.int64)
+        out[row_query, rank] = a
+        paths.append(out)
+    if last_expansions:
+        return Beams(score, *paths, expansion_entity=exp_entity, expansion_score=exp_score)
+    return Beams(score, *paths)
+
+
+def beam_search(policy: Policy, env: TemporalEnv, queries: np.ndarray, eval_cfg: EvalConfig = EvalConfig(),
+                options: SearchOptions = SearchOptions()) -> BeamResult:
+    """Beam search for every query, ``options.chunk_size`` at a time; see the module docstring for
+    the output."""
+    from raptor.common.progress import progress_bar
+
+    chunk_size, progress = options.chunk_size, options.progress
+    queries = np.asarray(queries, dtype=np.int64)
+    Q, K, W = len(queries), env.K, eval_cfg.beam_size
+    expansions = eval_cfg.rank_last_expansions
+    cand_entity = np.full((Q, W), -1, dtype=np.int64)
+    cand_score = np.full((Q, W), -np.inf, dtype=np.float32)
+    parts = []  # with `expansions`: (lo, hi, entities, scores) of each chunk, widened at the end
+    path_entity = np.full((Q, K), -1, dtype=np.int64)
+    path_relation = np.full((Q, K), -1, dtype=np.int64)
+    path_time = np.full((Q, K), -1, dtype=np.int64)
+    path_score = np.full(Q, -np.inf, dtype=np.float32)
+    with torch.inference_mode():
+        tables = path_tables(policy, queries)  # once: the weights do not change during the search
+    for lo in progress_bar(range(0, Q, chunk_size), desc="beam search", enabled=progress, nested=True):
+        hi = min(Q, lo + chunk_size)
+        beams = search_beams(policy, env, queries[lo:hi], W, options, tables, last_expansions=expansions)
+        if expansions:
+            ent, sc = aggregate_scores(beams.expansion_entity, beams.expansion_score, eval_cfg.score_rule)
+            w = int((ent >= 0).sum(1).max(initial=0))
+            parts.append((lo, hi, ent[:, :w].copy(), sc[:, :w].copy()))
+        else:
+            ent, sc = aggregate_scores(beams.entity[:, :, -1], beams.score, eval_cfg.score_rule)
+            w = ent.shape[1]
+            cand_entity[lo:hi, :w] = ent
+            cand_score[lo:hi, :w] = sc
+        # topk returns beams sorted by score: beam 0 is the best path.
+        path_entity[lo:hi] = beams.entity[:, 0]
+        path_relation[lo:hi] = beams.relation[:, 0]
+        path_time[lo:hi] = beams.time[:, 0]
+        path_score[lo:hi] = beams.score[:, 0]
+    if expansions:  # one width for all chunks: the most entities any query reached (at least 1)
+        C = max([1] + [e.shape[1] for _, _, e, _ in parts])
+        cand_entity = np.full((Q, C), -1, dtype=np.int64)
+        cand_score = np.full((Q, C), -np.inf, dtype=np.float32)
+        for lo, hi, ent, sc in parts:
+            cand_entity[lo:hi, :ent.shape[1]] = ent
+            cand_score[lo:hi, :sc.shape[1]] = sc
+    return BeamResult(cand_entity, cand_score, path_entity, path_relation, path_time, path_score)
+
+
+def explain(policy: Policy, env: TemporalEnv, query, eval_cfg: EvalConfig = EvalConfig(), top_k: int = 10,
+            paths_per_entity: int = 3, options: SearchOptions = SearchOptions()) -> list[dict]:
+    """Predicted top-``k`` entities of one query ``(e_q, r_q, t_q)`` (or ``(e_q, r_q, o_q, t_q)``), each
+    with its score and up to ``paths_per_entity`` supporting paths (most probable first).
+
+    Returns ``[{"entity", "score", "paths": [{"log_prob", "hops": [{"from", "relation", "to",
+    "time"}, ...]}, ...]}, ...]``; STOP hops are kept (relation ``2R``, ``from == to``).
+    """
+    q = np.asarray(query, dtype=np.int64).reshape(1, -1)
+    beams = search_beams(policy, env, q, eval_cfg.beam_size, options)
+    ent, sc = aggregate_scores(beams.entity[:, :, -1], beams.score, eval_cfg.score_rule)
+    out = []
+    e_q = int(q[0, 0])
+    for i in range(ent.shape[1]):
+        if ent[0, i] < 0 or len(out) >= top_k:
+            break
+        e = int(ent[0, i])
+        paths = []
+        for w in np.flatnonzero((beams.entity[0, :, -1] == e) & np.isfinite(beams.score[0])):
+            hops, prev = [], e_q
+            for k in range(env.K):
+                nxt = int(beams.entity[0, w, k])
+                hops.append({"from": prev, "relation": int(beams.relation[0, w, k]), "to": nxt,
+                             "time": int(beams.time[0, w, k])})
+                prev = nxt
+            paths.append({"log_prob": float(beams.score[0, w]), "hops": hops})
+            if len(paths) >= paths_per_entity:
+                break
+        out.append({"entity": e, "score": float(sc[0, i]), "paths": paths})
+    return out

@@ -1,0 +1,207 @@
+"""One training run of a variant and the evaluation of a trained model: what the stages call.
+
+Variants (:mod:`raptor.agents.variants`): every variant is actor-critic RL for ``rl.epochs`` epochs,
+from a random initialisation (``pure_rl``) or from the weights of a reachability pretraining run
+(``raptor``: :func:`raptor.agents.actor_critic.pretrain.pretrain_run` writes them; embeddings, time encoding, LSTM path
+encoder and actor MLP carry over, the critic keeps its initial weights, Adam starts afresh).
+
+A run writes to its own folder, checkpoints as it goes and resumes where it stopped when started
+again on the same folder, but only from a checkpoint whose fingerprint (:meth:`raptor.runs.rundir.RunDir.fingerprint`:
+resolved params, the content of its inputs, the code) equals its own and that can continue toward
+its epoch budget (:func:`raptor.runs.loop.budget_mismatch`: a larger budget extends a run, a smaller one
+is trained afresh); otherwise it starts afresh and says why. A finished result is never reused for
+inputs, or an epoch budget, it was not computed from.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import numpy as np
+import torch
+
+from raptor.agents import variants
+from raptor.agents import PAPER_AGENT, agent_of, get_agent
+from raptor.agents.base import load_model
+from raptor.agents.beam import beam_search
+from raptor.config import Params, params_to_dict
+from raptor.constants import METRIC_KEYS
+from raptor.runs.context import Context, load_context  # noqa: F401 (load_context: the stages' entry point, re-exported)
+from raptor.common.io import atomic_write_json
+from raptor.runs.loop import checkpoint_budget_mismatch
+from raptor.agents.policy import Policy
+from raptor.common.provenance import code_hash, content_hash
+from raptor.evaluation.ranking import FilterIndex, build_filter, evaluation_metrics, filtered_ranks, write_metrics, write_predictions
+from raptor.runs.rundir import RunDir, RunOptions
+from raptor.common.runtime import configure_runtime, resolve_device
+
+log = logging.getLogger("raptor")
+
+
+#: ``(phase, epoch, metrics)``: phase is "pretrain" or "rl".
+EpochHook = Callable[[str, int, dict[str, Any]], None]
+
+
+def rank_queries(ctx: Context, policy, queries: np.ndarray, precision: str = "float32", device="cpu",
+                 agent: str = PAPER_AGENT):
+    """Candidates and time-aware filtered ranks of ``[Q, 4]`` queries by ``agent``'s search (beam search
+    by default): ``(BeamResult, ranks [Q])``."""
+    return get_agent(agent).rank(ctx, policy, queries, precision, device)
+
+
+def make_validator(ctx: Context, split: str = "valid", precision: str = "float32", device="cpu",
+                   agent: str = PAPER_AGENT):
+    """``policy -> metrics`` on ``split`` (for checkpoint selection during RL)."""
+    queries = ctx.queries(split)
+
+    def validate(policy) -> dict[str, float]:
+        _, ranks = rank_queries(ctx, policy, queries, precision, device, agent)
+        m = evaluation_metrics(ranks, queries[:, 1], ctx.dataset.num_relations)
+        return {k: m[k] for k in METRIC_KEYS}
+
+    return validate
+
+
+def effective_epochs(params: Params, variant: str, pretrain_epochs: int, rl_epochs: Optional[int] = None) -> int:
+    """RL epochs a run of ``variant`` trains: ``rl.epochs`` (or ``rl_epochs``), plus
+    ``pretrain.epochs`` for a variant without pretraining under ``train.equal_total_epochs`` (the
+    same total budget as pretraining + RL)."""
+    if not get_agent(variants.get(variant).agent).iterates:
+        return 0  # a training-free agent (the recurrency baseline) has no epoch budget
+    n_rl = params.rl.epochs if rl_epochs is None else rl_epochs
+    if not variants.get(variant).pretrained and rl_epochs is None and params.train.equal_total_epochs:
+        n_rl += params.pretrain.epochs
+    return n_rl
+
+
+def variant_precision(params: Params, variant: str, device) -> str:
+    """The resolved autocast precision of ``variant``'s runs: its agent's (:attr:`raptor.agents.Agent.precision_key`)."""
+    return get_agent(variants.get(variant).agent).precision(params, device)
+
+
+def run_code(variant: str) -> list[str]:
+    """The modules a run of ``variant`` runs (its code hash): this one and its agent's."""
+    return [__name__, *get_agent(variants.get(variant).agent).code]
+
+
+def run_variant(ctx: Context, variant: str, run: RunOptions, *, init_model: Optional[str | Path] = None,
+                pretrain_epochs: int = 0, on_epoch_end: Optional[EpochHook] = None) -> dict[str, Any]:
+    """Train one (variant, seed) with RL; returns a summary (also written to ``out_dir/summary.json``).
+
+    ``run``: its ``seed``, folder ``out_dir``, ``epochs`` (the RL epochs; ``None``:
+    :func:`effective_epochs`), ``resume``, ``resume_only``, ``num_threads`` and progress bar; its
+    precision and device come from the params (``run.precision``/``device`` are not read), its
+    validation and metadata from here. ``on_epoch_end``: ``(phase, epoch, metrics)``.
+
+    ``init_model``: the weights the RL phase starts from (a pretrained variant's checkpoint after
+    ``pretrain_epochs`` epochs); ``None`` with ``pretrain_epochs = 0`` starts from a random
+    initialisation (the ablation's 0-epoch arm).
+
+    Outputs in ``out_dir``: ``best.pt`` (best validation MRR), ``final.pt``, ``history.json/csv``,
+    ``checkpoint.pt``, ``summary.json`` and ``run_config.json`` (:class:`raptor.runs.rundir.RunDir`).
+    """
+    v = variants.get(variant)
+    agent = get_agent(v.agent)
+    p = ctx.params
+    seed, rl_epochs, resume, num_threads = run.seed, run.epochs, run.resume, run.num_threads
+    if v.pretrained and init_model is None and pretrain_epochs:
+        raise ValueError(f"variant {variant!r} starts from a pretrained checkpoint: give init_model "
+                         "(the pretrain stage writes it)")
+    configure_runtime(p.train.num_threads if num_threads is None else num_threads)
+    device = resolve_device(p.train.device)
+    precision = variant_precision(p, variant, device)
+    out = Path(run.out_dir)
+    n_rl = effective_epochs(p, variant, pretrain_epochs, rl_epochs)
+    if init_model is not None and not Path(init_model).is_file():
+        raise FileNotFoundError(f"initial weights not found: {init_model} (run the pretrain stage first)")
+    inputs = {**ctx.input_hashes(), "init_model": content_hash(init_model) if init_model else None}
+    fingerprint = RunDir.rl_fingerprint(p, variant, seed, inputs, code_hash(run_code(variant)), pretrain_epochs)
+
+    def past_the_budget(run: Path) -> Optional[str]:  # a run never stands for a smaller epoch budget
+        return checkpoint_budget_mismatch(run, agent.checkpoint_format, "RL checkpoint", n_rl)
+
+    restarted = RunDir(out).prepare(fingerprint, resume, cannot_continue=past_the_budget,
+                                   resume_only=run.resume_only)
+    started = time.perf_counter()
+
+    meta = {"variant": variant, "dataset": ctx.dataset.meta.get("dataset"), "params": params_to_dict(p),
+            "pretrain_epochs": int(pretrain_epochs), "rl_epochs": n_rl}
+    hook = (lambda e, m: on_epoch_end("rl", e, m)) if on_epoch_end else None
+    validator = make_validator(ctx, "valid", precision, device, v.agent)
+    policy = agent.build(ctx, seed)
+    if init_model is not None:
+        init, _ = load_model(init_model, device=device)
+        policy.load_state_dict(init.state_dict())
+        meta["init_model"] = str(init_model)
+
+    result = agent.train(ctx, policy, RunOptions(
+        seed=seed, epochs=n_rl, out_dir=out, device=device, precision=precision, resume=resume, progress=run.progress,
+        evaluate_fn=validator, on_epoch_end=hook, meta=meta, env_backend=p.train.env_backend))
+    return _finish_run(out, variant, seed, pretrain_epochs, n_rl, precision, device, result, restarted, started)
+
+
+def _device_name(device) -> str:
+    """``cpu``, or the accelerator's model (``cuda: NVIDIA H100 80GB HBM3``): where a run's numbers come from."""
+    device = torch.device(device)
+    return f"cuda: {torch.cuda.get_device_name(device)}" if device.type == "cuda" else device.type
+
+
+def _finish_run(out: Path, variant: str, seed: int, pretrain_epochs: int, n_rl: int, precision: str, device,
+                result, restarted, started: float) -> dict[str, Any]:
+    """The run's ``summary.json`` (written atomically) from its :class:`raptor.runs.loop.TrainResult`."""
+    summary = {
+        "variant": variant, "seed": seed, "pretrain_epochs": int(pretrain_epochs), "rl_epochs": n_rl,
+        "precision": precision, "device": _device_name(device), "best_val_mrr": result.best_mrr,
+        "best_epoch": result.best_epoch,
+        "epochs_trained": len(result.history), "stopped_early": result.stopped_early,
+        "final_reward": result.history[-1].get("reward") if result.history else None,
+        "model": str(RunDir(out).best), "restarted": restarted,
+        "seconds": round(time.perf_counter() - started, 2),
+    }
+    atomic_write_json(RunDir(out).summary, summary)
+    return summary
+
+
+def evaluate_model(
+    ctx: Context,
+    model_path: str | Path,
+    out_dir: str | Path,
+    split: str = "test",
+    num_threads: Optional[int] = None,
+) -> dict[str, Any]:
+    """Beam-search evaluation of a saved model on ``split``: writes ``metrics.json`` and
+    ``predictions.parquet`` to ``out_dir``; returns the metrics."""
+    p = ctx.params
+    configure_runtime(p.train.num_threads if num_threads is None else num_threads)
+    device = resolve_device(p.train.device)
+    model_path = Path(model_path)
+    if not model_path.exists():
+        raise FileNotFoundError(f"model not found: {model_path} (train it first)")
+    policy, meta = load_model(model_path, device=device)
+    policy.eval()
+    queries = ctx.queries(split)
+    started = time.perf_counter()
+    agent = get_agent(agent_of(meta))
+    precision = agent.precision(p, device)
+    with agent.test_time(ctx, policy, meta, split):  # e.g. TITer's inductive mean on the test split
+        res, ranks = agent.rank(ctx, policy, queries, precision, device)
+    seconds = time.perf_counter() - started
+    metrics = evaluation_metrics(ranks, queries[:, 1], ctx.dataset.num_relations)
+    metrics["split"] = split
+    metrics["precision"] = precision
+    metrics["seconds"] = round(seconds, 3)
+    metrics["ms_per_query"] = round(1000 * seconds / max(len(queries), 1), 4)
+    out = RunDir(out_dir)
+    out.path.mkdir(parents=True, exist_ok=True)
+    # The predictions first (the larger file): a full disk leaves the previous metrics with their predictions.
+    write_predictions(
+        out.predictions, queries[:, :4], res.cand_entity, res.cand_score, ranks,
+        best_path={"path_entities": res.path_entity, "path_relations": res.path_relation,
+                   "path_times": res.path_time},
+        names=(ctx.dataset.entity_names, ctx.dataset.relation_labels()),
+    )
+    write_metrics(out.metrics, metrics)
+    return metrics

@@ -1,0 +1,150 @@
+"""Run a sweep's plan (:func:`raptor.pipeline.sweep.plan_sweep`) here, in worker processes, with no orchestrator.
+
+The same jobs as the Prefect flow (``python -m flows sweep``), in the same order: label tables, then
+pretraining (per distinct setting x seed), then runs (arm x variant x seed: training, test evaluation,
+the run's record into the results folder). No MLflow, no Prefect: what a machine without them needs (a
+GPU box, a batch node). A run whose record in the results folder matches what it would train is
+skipped, as in the flow; the flow later logs such records to MLflow (``tasks.train.log_record_task``).
+
+Workers are spawned processes (CUDA cannot be forked), each with its own torch threads, so ``jobs``
+runs share the machine: on a GPU they share the device too.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import time
+from concurrent.futures import Future, ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Optional, Sequence
+
+from raptor.config import load_resolved
+from raptor.pipeline.sweep import Plan, PretrainJob, TrainJob, recorded_runs, save_job_record, write_results
+from raptor.runs.rundir import RunDir, RunOptions
+
+Log = Callable[[str], None]
+
+
+class JobsFailed(RuntimeError):
+    """Some jobs of a step failed (each named, with its error); the others ran to the end."""
+
+
+def _context(params_path: str, data_dir: str, graph_path: str):
+    from raptor.runs.context import load_context
+
+    return load_context(data_dir, graph_path, load_resolved(params_path))
+
+
+def pretrain_job(job: PretrainJob, data_dir: str, graph_path: str, num_threads: int) -> dict[int, str]:
+    """One pretraining job of a plan: ``{epochs: snapshot path}``."""
+    from raptor.agents.actor_critic.pretrain import pretrain_run
+
+    ctx = _context(job.params_path, data_dir, graph_path)
+    return pretrain_run(ctx, job.labels_dir, list(job.epochs),
+                        RunOptions(seed=job.seed, out_dir=job.out_dir, num_threads=num_threads, progress=False))
+
+
+def train_job(plan: Plan, job: TrainJob, data_dir: str, graph_path: str, results: str, num_threads: int) -> dict:
+    """One run of a plan from start to record: train, evaluate on the test split, save the record."""
+    from raptor.pipeline.experiment import evaluate_model, run_variant
+
+    ctx = _context(job.params_path, data_dir, graph_path)
+    summary = run_variant(ctx, job.variant, RunOptions(seed=job.seed, out_dir=job.out_dir, num_threads=num_threads,
+                                                       progress=False),
+                          init_model=job.init_model, pretrain_epochs=job.pretrain_epochs)
+    metrics = evaluate_model(ctx, RunDir(job.out_dir).best, job.eval_dir, split="test", num_threads=num_threads)
+    save_job_record(plan, job, results)
+    return {**summary, "test_mrr": metrics.get("mrr")}
+
+
+def _map(fn: Callable, calls: Sequence[tuple], names: Sequence[str], jobs: int, what: str, log: Log,
+         progress: bool = True) -> list:
+    """``fn(*call)`` for every call, ``jobs`` at a time in spawned processes (inline with ``jobs`` 1);
+    every call runs even when one fails, then the failures are raised together, by name."""
+    from tqdm.auto import tqdm
+
+    out: list[Any] = [None] * len(calls)
+    failed: list[str] = []
+    started = time.perf_counter()
+    bar = tqdm(total=len(calls), desc=what, unit="job", leave=False) if calls and progress else None
+
+    def done(i: int, value: Any = None, error: Optional[BaseException] = None) -> None:
+        if error is not None:
+            failed.append(f"{names[i]}: {type(error).__name__}: {error}")
+            log(f"{what} {names[i]} failed: {error}")
+        else:
+            out[i] = value
+            log(f"{what} {names[i]} done ({time.perf_counter() - started:.0f} s since the {what} step began)")
+        if bar is not None:
+            bar.update(1)
+
+    if jobs <= 1:
+        for i, call in enumerate(calls):
+            try:
+                done(i, fn(*call))
+            except Exception as exc:  # noqa: BLE001 - reported with the others below
+                done(i, error=exc)
+    elif calls:
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+            futures: dict[Future, int] = {pool.submit(fn, *call): i for i, call in enumerate(calls)}
+            for f in as_completed(futures):
+                exc = f.exception()
+                done(futures[f], None if exc else f.result(), exc)
+    if bar is not None:
+        bar.close()
+    if failed:
+        raise JobsFailed(f"{len(failed)} of {len(calls)} {what} jobs failed:\n  " + "\n  ".join(failed))
+    return out
+
+
+def select(plan: Plan, arms: Optional[Iterable[str]]) -> tuple[list[TrainJob], list[PretrainJob], list]:
+    """The training jobs of ``arms`` (all with ``None``) and the pretraining and label jobs they need."""
+    known = [a.name for a in plan.sweep.arms]
+    wanted = known if arms is None else list(arms)
+    unknown = [a for a in wanted if a not in known]
+    if unknown:
+        raise ValueError(f"unknown arm(s) {', '.join(unknown)} (sweep arms: {', '.join(known)})")
+    train = [j for j in plan.train if j.arm in wanted]
+    needed = {Path(j.init_model).parent for j in train if j.init_model}  # snapshots lie in their run's folder
+    pre = [p for p in plan.pretrain if Path(p.out_dir) in needed]
+    labels = [l for l in plan.labels if l.out_dir in {p.labels_dir for p in pre}]
+    return train, pre, labels
+
+
+@dataclass(frozen=True)
+class LocalOptions:
+    """How :func:`run_plan` runs a plan here (none of it changes a run's results): ``jobs``: runs at
+    a time; ``num_threads``: torch threads of each; ``progress``: progress bars; ``log``: where the
+    step messages go."""
+
+    jobs: int = 1
+    num_threads: int = 1
+    progress: bool = True
+    log: Log = print
+
+
+def run_plan(plan: Plan, data_dir: str, graph_path: str, results: str, *, arms: Optional[Iterable[str]] = None,
+             options: LocalOptions = LocalOptions()) -> dict[str, Any]:
+    """Run ``plan`` (or the jobs of ``arms`` only) and write the results table from the records in
+    ``results`` (:func:`raptor.pipeline.sweep.write_results`); returns it (``options``: :class:`LocalOptions`)."""
+    from raptor.labeling import label_dataset
+
+    jobs, num_threads, progress, log = options.jobs, options.num_threads, options.progress, options.log
+
+    train, pre, labels = select(plan, arms)
+    for job in labels:  # labeling uses every core itself
+        p = load_resolved(job.params_path)
+        label_dataset(data_dir, job.out_dir, max_path_length=p.env.max_path_length, config=p.labeling,
+                      graph_path=graph_path, show_progress=progress)
+    _map(pretrain_job, [(j, data_dir, graph_path, num_threads) for j in pre],
+         [f"{j.key[:12]}-seed{j.seed}" for j in pre], jobs, "pretraining", log, progress)
+    params = {arm: load_resolved(path) for arm, path in plan.params_files.items()}
+    hashes = _context(plan.params_files[train[0].arm], data_dir, graph_path).input_hashes() if train else {}
+    recorded = recorded_runs(plan, params, hashes, results) if train else {}
+    todo = [j for j in train if j.run_name not in recorded]
+    if recorded:
+        log(f"{len(recorded)} run(s) already recorded in {results}: not trained again")
+    _map(train_job, [(plan, j, data_dir, graph_path, results, num_threads) for j in todo],
+         [j.run_name for j in todo], jobs, "run", log, progress)
+    return write_results(plan, results)

@@ -1,0 +1,566 @@
+"""The results page: every number on it is read from the artifacts, none is typed.
+
+``raptor results`` reads one or more *result sets* and writes a Markdown page (this repository's
+``docs/results.md``) with its figures. A result set is a folder in one of two layouts:
+
+* a pipeline workspace (what ``dvc repro`` / ``scripts/run.sh`` leave behind)::
+
+      runs/<dataset>/<variant>/train/seed<S>/   history.json, run_config.json, summary.json, best.pt
+      runs/<dataset>/<variant>/eval/seed<S>/    metrics.json
+      reports/<dataset>/significance.json
+      runs/stage-usage.jsonl                    each stage's wall time and peak memory (the pipeline flow)
+
+* a folder of ``raptor train --out <dataset>/<variant>/seed<S>`` runs (the long paper-budget runs)::
+
+      <dataset>/<variant>/seed<S>/rl/           history.json, run_config.json, summary.json, best.pt
+      <dataset>/<variant>/seed<S>/eval/         metrics.json (``raptor evaluate`` of rl/best.pt)
+
+Every row states its dataset, system, seeds, the epochs actually trained against the budget, the
+precision, the beam and the rank tie rule. A run still training is shown with the epoch it reached
+and its best validation MRR so far, and its learning curve is drawn to where it got.
+
+A page is only as lasting as its sources: ``raptor results`` reads folders that git holds (every file
+in the index and unchanged, :func:`untracked_files`), so a clone regenerates the same page after every
+ignored folder is gone; ``--untracked`` writes a draft page, marked as such, from anything else.
+:func:`collect` makes such a folder from a run's workspace (a few hundred kilobytes per result set).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Optional, Sequence
+
+import numpy as np
+
+from raptor.agents import variants as variant_registry
+from raptor.constants import METRIC_KEYS
+from raptor.common.io import atomic_write_bytes, atomic_write_text
+from raptor.reporting.records import PREDICTIONS_FILE, RANKS_FILE, write_ranks
+from raptor.runs.rundir import RunDir
+from raptor.reporting.paper import DATASETS as PAPER_DATASETS, MAIN_TABLE
+from raptor.evaluation.ranking import TIE_RULE
+from raptor.reporting.report import _markdown_table, _seed_dirs, plot_curves
+from raptor.common.resources import read_usage
+from raptor.pipeline.stages import USAGE_LOG, main_stages
+
+_METRIC_NAMES = {"mrr": "MRR", "hits@1": "H@1", "hits@3": "H@3", "hits@10": "H@10"}
+
+
+@dataclass
+class SeedRun:
+    """One trained (variant, seed) of a result set."""
+
+    seed: int
+    #: RL history rows (``epoch``, ``reward``, ``val_mrr``, ``seconds``, ...), in epoch order.
+    history: list[dict[str, Any]]
+    #: ``run_config.json``'s flat params (``"rl.gamma": 0.95``, ...): what the run was trained with.
+    params: dict[str, Any]
+    #: RL epochs the run was asked for; ``None`` if no artifact says (no summary and no best.pt yet).
+    budget: Optional[int]
+    pretrain_epochs: int
+    #: Precision it trained in (resolved: ``float32`` or ``bfloat16``, as far as the artifacts say).
+    precision: str
+    #: The training ended (``summary.json`` written): early stopped or at its budget.
+    finished: bool
+    stopped_early: bool
+    #: Test metrics (fractions) of its best-validation model, once evaluated.
+    metrics: Optional[dict[str, Any]]
+
+    @property
+    def epochs_trained(self) -> int:
+        return len(self.history)
+
+    @property
+    def best_val_mrr(self) -> Optional[float]:
+        vals = [r["val_mrr"] for r in self.history if r.get("val_mrr") is not None]
+        return max(vals) if vals else None
+
+
+@dataclass
+class ResultSet:
+    """The runs of one dataset in one folder."""
+
+    name: str
+    dataset: str
+    #: Where it was read from (folder and the commit that trained it, when known).
+    source: str
+    #: variant -> seed -> run
+    runs: dict[str, dict[int, SeedRun]]
+    #: ``significance.json`` of the pipeline (``None`` for folders of single runs).
+    significance: Optional[dict[str, Any]] = None
+    #: The latest usage record of each of this dataset's pipeline stages (stage name -> record), in
+    #: pipeline order; empty where the folder has no usage log.
+    usage: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------------------------------- reading
+
+
+def _read_json(path: Path) -> Optional[Any]:
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def _model_meta(train_dir: Path) -> dict[str, Any]:
+    """``meta`` of the run's best.pt (or latest checkpoint): the budget of a run without a summary."""
+    from raptor.runs import checkpoints
+
+    for name in (RunDir.BEST, RunDir.CHECKPOINT):
+        path = train_dir / name
+        if path.is_file():
+            try:
+                obj = checkpoints.load(path, (checkpoints.MODEL_FORMAT, checkpoints.RL_CHECKPOINT_FORMAT), "model")
+            except (ValueError, OSError):  # being rewritten by a live run: try the next one
+                continue
+            return obj.get("meta", {})
+    return {}
+
+
+def read_seed_run(seed: int, train_dir: Path, metrics_path: Path) -> Optional[SeedRun]:
+    """The run in ``train_dir`` (``None`` if it has no history yet)."""
+    history = _read_json(train_dir / RunDir.HISTORY)
+    if not history:
+        return None
+    config = _read_json(train_dir / RunDir.CONFIG) or _read_json(train_dir.parent / RunDir.CONFIG) or {}
+    params = config.get("params", {})
+    summary = _read_json(train_dir / RunDir.SUMMARY)
+    if summary is not None:
+        budget, pre = summary.get("rl_epochs"), summary.get("pretrain_epochs", 0)
+        precision = summary.get("precision") or params.get("train.precision", "?")
+    else:
+        meta = _model_meta(train_dir)
+        budget, pre = meta.get("rl_epochs"), meta.get("pretrain_epochs", config.get("pretrain_epochs", 0))
+        precision = params.get("train.precision", "?")
+    metrics = _read_json(metrics_path)
+    return SeedRun(seed=seed, history=history, params=params, budget=budget, pretrain_epochs=int(pre or 0),
+                   precision=str(precision), finished=summary is not None,
+                   stopped_early=bool(summary and summary.get("stopped_early")), metrics=metrics)
+
+
+def _commit(folder: Path, full: bool = False) -> Optional[str]:
+    """The commit that trained a folder's runs: its ``COMMIT`` file, or the work tree's HEAD (12
+    characters unless ``full``)."""
+    n = 40 if full else 12
+    if (folder / "COMMIT").is_file():
+        return (folder / "COMMIT").read_text().strip()[:n] or None
+    try:
+        out = subprocess.run(["git", "-C", str(folder), "rev-parse", f"--short={n}", "HEAD"],
+                             capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+class UntrackedSourceError(ValueError):
+    """A result folder that git does not hold as it is: a page made from it could not be made again."""
+
+
+#: ``git status --porcelain`` codes of a file the index does not hold as it is in the work tree.
+_NOT_IN_INDEX = ("??", "!!")
+
+
+def untracked_files(folder: str | Path) -> list[str]:
+    """The files under ``folder`` that git's index does not hold as they are: untracked, ignored, or
+    changed since they were added (``git status --porcelain --ignored``). A file that is added but not
+    yet committed counts as tracked: records are added, the page generated, then both committed.
+    Raises :class:`UntrackedSourceError` if ``folder`` is not inside a git work tree at all."""
+    folder = Path(folder)
+    try:
+        out = subprocess.run(["git", "-C", str(folder), "status", "--porcelain", "--ignored",
+                              "--untracked-files=all", "-z", "--", "."],
+                             capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise UntrackedSourceError(f"{folder}: cannot ask git whether it tracks this folder ({exc})") from None
+    if out.returncode != 0:
+        raise UntrackedSourceError(f"{folder} is not inside a git work tree: its results are not kept anywhere")
+    bad = []
+    for entry in filter(None, out.stdout.split("\0")):
+        code, path = entry[:2], entry[3:]
+        if code in _NOT_IN_INDEX or code[1] != " ":
+            bad.append(path)
+    return bad
+
+
+def require_tracked(folder: str | Path) -> None:
+    """:class:`UntrackedSourceError` naming ``folder`` and its first untracked file, unless git's index
+    holds every file under it as it is (:func:`untracked_files`)."""
+    bad = untracked_files(folder)
+    if bad:
+        raise UntrackedSourceError(
+            f"{folder}: {len(bad)} file(s) not tracked by git as they are (e.g. {bad[0]}): a page made from them "
+            "cannot be made again once ignored folders are gone. Copy the runs' records into results/ with "
+            "`raptor collect SRC results/NAME`, `git add` them and run again, or pass --untracked for a draft page")
+
+
+def _run_paths(ds_dir: Path, variant: str, seed: int, pipeline: bool) -> tuple[Path, Path]:
+    """``(training folder, test metrics file)`` of one seed in either layout (module docstring)."""
+    if pipeline:
+        return ds_dir / variant / "train" / f"seed{seed}", ds_dir / variant / "eval" / f"seed{seed}" / RunDir.METRICS
+    return ds_dir / variant / f"seed{seed}" / "rl", ds_dir / variant / f"seed{seed}" / "eval" / RunDir.METRICS
+
+
+#: What the page reads of a training folder (and, for a run of the second layout, of its seed folder).
+RUN_FILES = (RunDir.HISTORY, RunDir.CONFIG, RunDir.SUMMARY)
+
+
+def collect(src: str | Path, dest: str | Path) -> dict[str, Any]:
+    """Copy what :func:`discover` reads of the result folder ``src`` into ``dest``, in the same layout:
+    each run's history, fingerprint and summary, its test metrics, the significance tests and the stage
+    usage log, and a ``COMMIT`` file naming the commit that trained them. ``dest`` is then a result folder
+    of its own of a few hundred kilobytes (no checkpoints; of the predictions only the per-query ranks,
+    ``ranks.parquet``, about 80 KB per ICEWS14 seed, so significance can be recomputed): meant for git,
+    so that the page can be made again from a clone. Unchanged files are left alone."""
+    src, dest = Path(src), Path(dest)
+    sets = discover(src)
+    pipeline = (src / "runs").is_dir()
+    root = src / "runs" if pipeline else src
+    files: list[Path] = [src / USAGE_LOG] if pipeline else []
+    for rs in sets:
+        for v, seeds in rs.runs.items():
+            for seed in seeds:
+                train_dir, metrics = _run_paths(root / rs.dataset, v, seed, pipeline)
+                files += [train_dir / f for f in RUN_FILES] + [train_dir.parent / RunDir.CONFIG, metrics]
+        if pipeline:
+            files.append(src / "reports" / rs.dataset / "significance.json")
+    copied = []
+    for f in dict.fromkeys(files):
+        if f.is_file():
+            target, data = dest / f.relative_to(src), f.read_bytes()
+            if not target.is_file() or target.read_bytes() != data:
+                atomic_write_bytes(target, data)
+            copied.append(str(f.relative_to(src)))
+        if f.name == RunDir.METRICS and (f.parent / PREDICTIONS_FILE).is_file():
+            ranks = dest / f.parent.relative_to(src) / RANKS_FILE
+            if not ranks.is_file() or ranks.stat().st_mtime_ns < (f.parent / PREDICTIONS_FILE).stat().st_mtime_ns:
+                write_ranks(f.parent / PREDICTIONS_FILE, ranks)
+            copied.append(str(ranks.relative_to(dest)))
+    commit = _commit(src, full=True)
+    if commit and _commit(dest) != commit[:12]:
+        atomic_write_text(dest / "COMMIT", commit + "\n")
+    return {"dest": str(dest), "files": copied, "commit": commit,
+            "sets": [(rs.dataset, sorted(rs.runs)) for rs in sets]}
+
+
+def discover(folder: str | Path, name: Optional[str] = None) -> list[ResultSet]:
+    """The result sets (one per dataset) in ``folder``, in either layout (module docstring)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"results folder not found: {folder}")
+    commit = _commit(folder)
+    source = f"`{folder}`" + (f" (commit {commit})" if commit else "")
+    pipeline = (folder / "runs").is_dir()
+    root = folder / "runs" if pipeline else folder
+    usage = read_usage(folder / USAGE_LOG) if pipeline else {}
+    sets = []
+    for ds_dir in sorted(p for p in root.iterdir() if p.is_dir()):
+        runs: dict[str, dict[int, SeedRun]] = {}
+        for v in variant_registry.VARIANTS:
+            base = ds_dir / v / "train" if pipeline else ds_dir / v
+            if not base.is_dir():
+                continue
+            seeds = {}
+            for seed in _seed_dirs(base):
+                run = read_seed_run(seed, *_run_paths(ds_dir, v, seed, pipeline))
+                if run is not None:
+                    seeds[seed] = run
+            if seeds:
+                runs[v] = seeds
+        if runs:
+            sig = _read_json(folder / "reports" / ds_dir.name / "significance.json") if pipeline else None
+            mine = {stage: rec for stage, rec in usage.items() if stage.endswith(f"@{ds_dir.name}")}
+            sets.append(ResultSet(name or folder.name, ds_dir.name, source, runs, sig, mine))
+    if not sets:
+        raise FileNotFoundError(f"{folder}: no runs found (expected runs/<dataset>/<variant>/train/seed<S>/history.json "
+                                "or <dataset>/<variant>/seed<S>/rl/history.json)")
+    return sets
+
+
+# ---------------------------------------------------------------------------------------- tables
+
+
+def _pm(values: Sequence[float], scale: float = 100.0, digits: int = 2) -> str:
+    """``mean ± std`` (sample std over seeds; the mean alone for one value)."""
+    a = np.asarray(values, dtype=float) * scale
+    if len(a) == 1:
+        return f"{a[0]:.{digits}f}"
+    return f"{a.mean():.{digits}f} ± {a.std(ddof=1):.{digits}f}"
+
+
+def _one(values: Sequence[Any]) -> str:
+    """The common value of the seeds, or every distinct one."""
+    distinct = sorted({str(v) for v in values})
+    return distinct[0] if len(distinct) == 1 else "/".join(distinct)
+
+
+def _epochs(runs: Sequence[SeedRun]) -> str:
+    trained = [r.epochs_trained for r in runs]
+    budgets = [r.budget for r in runs]
+    if budgets and all(b == 0 for b in budgets):
+        return "none"  # a system without an epoch budget (the training-free recurrency baseline)
+    text = _one(trained)
+    if any(b is not None for b in budgets):
+        text += f" of {_one([b if b is not None else '?' for b in budgets])}"
+    if any(r.stopped_early for r in runs):
+        text += " (early stop)"
+    if not all(r.finished for r in runs):
+        text += " (training)"
+    return text
+
+
+def _hours(history: Sequence[Mapping[str, Any]]) -> float:
+    """Hours of RL training, validation included, from the history's per-epoch seconds."""
+    return sum((h.get("seconds") or 0) + (h.get("val_seconds") or 0) for h in history) / 3600
+
+
+def result_rows(sets: Sequence[ResultSet]) -> list[dict[str, str]]:
+    """One row per (set, dataset, system): budget, precision, ties, test metrics, the paper's MRR."""
+    rows = []
+    for s in sets:
+        for v, seeds in s.runs.items():
+            runs = list(seeds.values())
+            label = variant_registry.get(v).label
+            evaluated = [r for r in runs if r.metrics is not None]
+            row = {
+                "set": s.name, "dataset": s.dataset, "system": label,
+                "seeds": ",".join(str(r.seed) for r in runs),
+                "pretrain epochs": _one([r.pretrain_epochs for r in runs]),
+                "RL epochs": _epochs(runs),
+                "precision": _one([r.precision for r in runs]),
+                "beam": _one([r.params.get("eval.beam_size", "?") for r in runs]),
+                "ties": TIE_RULE.split(":")[0],
+                "best val MRR": _pm([r.best_val_mrr for r in runs if r.best_val_mrr is not None])
+                if any(r.best_val_mrr is not None for r in runs) else "",
+                "train h/seed": f"{np.mean([_hours(r.history) for r in runs]):.2f}",
+            }
+            for m in METRIC_KEYS:
+                row[_METRIC_NAMES[m]] = _pm([r.metrics[m] for r in evaluated]) if evaluated else "not evaluated"
+            if evaluated and len(evaluated) < len(runs):
+                row["seeds"] += f" (test: {','.join(str(r.seed) for r in evaluated)})"
+            paper = MAIN_TABLE.get(label, {}).get(s.dataset)
+            row["paper MRR"] = f"{paper[0]:.2f}" if paper else ""
+            if paper and evaluated:
+                row["vs paper"] = f"{100 * np.mean([r.metrics['mrr'] for r in evaluated]) - paper[0]:+.2f}"
+            rows.append(row)
+    return rows
+
+
+RESULT_COLUMNS = ("set", "dataset", "system", "seeds", "pretrain epochs", "RL epochs", "precision", "beam", "ties",
+                  "MRR", "H@1", "H@3", "H@10", "paper MRR", "vs paper", "best val MRR", "train h/seed")
+
+
+def format_p(p: Optional[float]) -> str:
+    """A p-value for a table: three significant digits; an exact 0 is a probability that underflowed
+    a double (a normal-approximation tail beyond about 38 standard errors), so it reads ``< 1e-300``."""
+    if p is None:
+        return "n/a"
+    return "< 1e-300" if p == 0 else f"{p:.3g}"
+
+
+def significance_rows(sets: Sequence[ResultSet]) -> list[dict[str, str]]:
+    """Per set and comparison: the paired t-test over seeds and the per-query tests on MRR."""
+    rows = []
+    for s in sets:
+        sig = s.significance or {}
+        for treatment, pair in (sig.get("comparisons") or {}).items():
+            row = {"set": s.name, "dataset": s.dataset,
+                   "comparison": f"{variant_registry.get(treatment).label} vs "
+                                 f"{variant_registry.get(sig['baseline']).label}"}
+            seed_mrr = (pair.get("seed_level") or {}).get("mrr")
+            if seed_mrr:
+                row["MRR diff (points)"] = f"{100 * seed_mrr['mean_diff']:+.2f}"
+                row["t-test over seeds, p (one-sided)"] = f"{format_p(seed_mrr['p_one_sided'])} (n = {seed_mrr['n']})"
+            pq = pair.get("per_query") or {}
+            if pq.get("bootstrap"):
+                b = pq["bootstrap"]
+                row["per-query bootstrap 95% CI"] = f"[{100 * b['ci_low']:+.2f}, {100 * b['ci_high']:+.2f}]"
+            if pq.get("wilcoxon"):
+                row["Wilcoxon p (two-sided)"] = format_p(pq['wilcoxon']['p_two_sided'])
+            rows.append(row)
+    return rows
+
+
+SIGNIFICANCE_COLUMNS = ("set", "dataset", "comparison", "MRR diff (points)", "t-test over seeds, p (one-sided)",
+                        "per-query bootstrap 95% CI", "Wilcoxon p (two-sided)")
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.1f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
+
+
+def usage_rows(sets: Sequence[ResultSet]) -> list[dict[str, str]]:
+    """Per set and stage: the wall time and peak resident memory of the stage's latest run.
+
+    The records are the pipeline flow's (:data:`raptor.pipeline.stages.USAGE_LOG`); ``*`` marks a process
+    lifetime peak (the system did not allow resetting it per stage), ``†`` a stage that started
+    without the freed heap of earlier stages returned to the OS (records written before the pipeline
+    did that: their peak includes it), ``failed`` a stage that did not finish (the time is up to its
+    failure or interruption). Stages come in the pipeline's order (a record appended late, say
+    one rebuilt from an older log, still sits where its stage runs); unknown stages come last.
+    """
+    stages = main_stages(list(variant_registry.VARIANTS))
+    first = {}  # every variant's fine-tuning before any evaluation, as the pipeline runs them
+    for i, st in enumerate(stages):
+        first.setdefault(st.flow, i)
+    order = {st.name: (first[st.flow], i) for i, st in enumerate(stages)}
+    rows, seen = [], set()
+    for s in sets:
+        if (s.source, s.dataset) in seen:  # two sets read from one folder share its log
+            continue
+        seen.add((s.source, s.dataset))
+        ranked = sorted(s.usage.items(), key=lambda item: order.get(item[0].rsplit("@", 1)[0], (len(order), 0)))
+        for stage, rec in ranked:
+            rows.append({
+                "set": s.name, "dataset": s.dataset, "stage": stage.rsplit("@", 1)[0],
+                "wall time": _duration(float(rec["seconds"])),
+                "peak RSS (GB)": f"{float(rec['peak_rss_gb']):.2f}" + ("" if rec.get("peak_is_per_stage") else " *")
+                                 + ("" if rec.get("released_before") else " †"),
+                "finished (UTC)": str(rec.get("finished", "")).replace("T", " ").replace("+00:00", ""),
+                "status": "ok" if rec.get("ok") else "failed",
+            })
+    return rows
+
+
+USAGE_COLUMNS = ("set", "dataset", "stage", "wall time", "peak RSS (GB)", "finished (UTC)", "status")
+
+
+def paper_layout_rows(sets: Sequence[ResultSet]) -> tuple[list[dict[str, str]], list[str]]:
+    """The paper's Table 1 layout: the published rows, then ours.
+
+    Ours: one row per (result-set name, system), in the order the sets were given, so runs of one
+    budget line up across datasets (``quick`` on ICEWS14, ICEWS18 and ICEWS05-15 in one row). A
+    dataset's cells are filled only when every seed of that set is evaluated; the row's label says,
+    per dataset, its seeds, RL epochs and precision.
+    """
+    cols = ["model"] + [f"{d} {_METRIC_NAMES[m]}" for d in PAPER_DATASETS for m in METRIC_KEYS]
+    rows = []
+    for model, by_ds in MAIN_TABLE.items():
+        row = {"model": f"{model} (paper)"}
+        for d in PAPER_DATASETS:
+            for m, val in zip(METRIC_KEYS, by_ds.get(d, ())):
+                row[f"{d} {_METRIC_NAMES[m]}"] = f"{val:.2f}"
+        rows.append(row)
+    names = list(dict.fromkeys(s.name for s in sets))
+    for name in names:
+        for v in variant_registry.VARIANTS:
+            label = variant_registry.get(v).label
+            row: dict[str, str] = {}
+            notes = []
+            for d in PAPER_DATASETS:
+                s = next((s for s in sets if s.name == name and s.dataset == d and v in s.runs
+                          and all(r.metrics for r in s.runs[v].values())), None)
+                if s is None:
+                    continue
+                runs = list(s.runs[v].values())
+                for m in METRIC_KEYS:
+                    row[f"{d} {_METRIC_NAMES[m]}"] = _pm([r.metrics[m] for r in runs])
+                epochs = _epochs(runs)
+                budget = "training-free" if epochs == "none" else f"{epochs} RL epochs"
+                notes.append(f"{d}: {len(runs)} seed{'s' if len(runs) > 1 else ''}, {budget}, "
+                             f"{_one([r.precision for r in runs])}")
+            if notes:
+                row["model"] = f"**{label} (ours, {name})** " + "; ".join(notes)
+                rows.append(row)
+    return rows, cols
+
+
+# ---------------------------------------------------------------------------------------- page
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def write_results_page(sets: Sequence[ResultSet], out: str | Path, figures_dir: Optional[str | Path] = None,
+                       command: str = "raptor results", draft: bool = False) -> Path:
+    """Write the results page ``out`` (Markdown) and its figures (``figures_dir``, default
+    ``<out's folder>/figures/results``); returns ``out``. ``draft``: the sources were not checked to be
+    tracked by git, and the page says so at its top."""
+    out = Path(out)
+    fig_dir = Path(figures_dir) if figures_dir is not None else out.parent / "figures" / "results"
+    fig_dir.mkdir(parents=True, exist_ok=True)
+    lines = [
+        "# Results", "",
+        f"<!-- generated by `{command}`: do not edit by hand; re-run it instead -->", "",
+        *(["**Draft**: made from sources that git does not track (`--untracked`); it cannot be made again "
+           "from a clone.", ""] if draft else []),
+        f"Generated by `{command}` from the runs' artifacts (metrics.json, history.json, summary.json, "
+        "significance.json): no number here is typed. Test metrics are time-aware filtered, over both "
+        f"directions, in percent, mean ± std over seeds; ranks break ties the {TIE_RULE.split(':')[0]} way "
+        f"({TIE_RULE.split(':')[1].strip()}, `docs/evaluation.md`). "
+        "`RL epochs` is what the runs trained of their budget; `paper MRR` is the paper's Table 1; "
+        "`train h/seed`: hours of RL training per seed, validation included (the machine is the source's).", "",
+        "Sources:", "",
+    ]
+    for s in sets:
+        lines.append(f"- **{s.name}** / {s.dataset}: {s.source}")
+    lines += ["", "## Test results", "", _markdown_table(result_rows(sets), RESULT_COLUMNS)]
+    sig = significance_rows(sets)
+    if sig:
+        lines += ["## Significance", "",
+                  "Paired one-sided t-test over seeds (as the paper marks its table), and per query on reciprocal "
+                  "ranks: paired bootstrap of the MRR difference and the Wilcoxon signed-rank test.", "",
+                  _markdown_table(sig, SIGNIFICANCE_COLUMNS)]
+    rows, cols = paper_layout_rows(sets)
+    lines += ["## In the paper's layout", "", _markdown_table(rows, cols)]
+    used = usage_rows(sets)
+    if used:
+        lines += ["## Stage wall time and peak memory", "",
+                  "The latest run of each pipeline stage, as the pipeline flow measured it "
+                  "(`runs/stage-usage.jsonl`): wall time, and the peak resident memory of the pipeline's process "
+                  "during the stage (reset when it starts; `*`: the process's lifetime peak). It includes what "
+                  "the process still holds from earlier stages of the same invocation; `†`: measured before the "
+                  "pipeline returned the heap that earlier stages had freed to the OS before each stage, so "
+                  "it includes that too and reads high for late stages. A stage resumed after an interruption counts only its last run; "
+                  "`train h/seed` above has the training's whole time. Seeds train side by side "
+                  "(`train.parallel_runs`), so a fine-tuning stage's time is not the sum over its seeds.", "",
+                  _markdown_table(used, USAGE_COLUMNS)]
+    lines += ["## Learning curves", "",
+              "Validation MRR and training reward per RL epoch, mean ± 1 std over seeds, to the longest "
+              "budget reached; dashed lines: the paper's test MRR of the same system (400 RL epochs).", ""]
+    for s in sets:
+        curves = {variant_registry.get(v).label: {seed: r.history for seed, r in seeds.items()}
+                  for v, seeds in s.runs.items()}
+        refs = {label: MAIN_TABLE[label][s.dataset][0] / 100 for label in curves
+                if s.dataset in MAIN_TABLE.get(label, {})}
+        stem = f"{_slug(s.name)}-{_slug(s.dataset)}"
+        plot_curves(curves, "val_mrr", "validation MRR", f"{s.dataset}, {s.name}: validation MRR",
+                    fig_dir / f"{stem}-val-mrr.png", references=refs)
+        plot_curves(curves, "reward", "mean training reward", f"{s.dataset}, {s.name}: RL reward",
+                    fig_dir / f"{stem}-reward.png")
+        rel = fig_dir.relative_to(out.parent) if fig_dir.is_relative_to(out.parent) else fig_dir
+        lines += [f"### {s.dataset}, {s.name}", "",
+                  f"![validation MRR]({rel}/{stem}-val-mrr.png) ![reward]({rel}/{stem}-reward.png)", ""]
+    atomic_write_text(out, "\n".join(lines))
+    return out
+
+
+def parse_sources(specs: Sequence[str]) -> list[ResultSet]:
+    """``NAME=FOLDER`` (or ``FOLDER``, named after it) -> the result sets, in the order given."""
+    sets: list[ResultSet] = []
+    for spec in specs:
+        name, sep, folder = spec.partition("=")
+        if not sep:
+            name, folder = None, spec
+        sets += discover(folder, name)
+    return sets
+
+
+def source_folders(specs: Sequence[str]) -> list[str]:
+    """The folders of ``NAME=FOLDER`` / ``FOLDER`` specs, in order."""
+    return [spec.partition("=")[2] if "=" in spec else spec for spec in specs]
+
+
+def write_from_sources(specs: Sequence[str], out: str | Path, figures_dir: Optional[str | Path] = None,
+                       command: Optional[str] = None, untracked: bool = False) -> Mapping[str, Any]:
+    """:func:`parse_sources` then :func:`write_results_page`; returns a short summary. Every source
+    must be tracked by git (:func:`require_tracked`) unless ``untracked`` (a draft page)."""
+    if not untracked:
+        for folder in source_folders(specs):
+            if Path(folder).is_dir():  # a missing folder is discover's error, with its own message
+                require_tracked(folder)
+    sets = parse_sources(specs)
+    page = write_results_page(sets, out, figures_dir, command or "raptor results " + " ".join(specs), draft=untracked)
+    return {"out": str(page), "sets": [(s.name, s.dataset, sorted(s.runs)) for s in sets]}

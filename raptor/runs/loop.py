@@ -1,0 +1,266 @@
+"""The epoch loop every training phase runs through: resume, checkpoints, history and hooks.
+
+A phase (actor-critic RL in :mod:`raptor.agents.actor_critic.rl`, reachability pretraining in :mod:`raptor.agents.actor_critic.pretrain`)
+says what one epoch does and what else it keeps; the loop owns what is the same for all of them::
+
+    resume from out/checkpoint.pt (or the previous one, if the latest is unreadable)
+    replay the resumed history to the hook, marked "replayed"
+    for each remaining epoch, unless the phase says it is done (early stopping):
+        row = phase.run_epoch(epoch)              # train one epoch: {metric: value}
+        phase.after_epoch(epoch, row, last)       # validation, best model, snapshots (optional)
+        checkpoint (atomic, the previous one kept), history files, hook, progress bar
+
+A checkpoint holds the policy, the optimizer, the history, the run's ``meta`` and the phase's own
+``state`` (e.g. the best validation MRR so far), so a resumed run continues exactly where an
+uninterrupted one would be. Whether a run folder may be resumed at all (same params, inputs and
+code) is decided before, by its fingerprint (:meth:`raptor.runs.rundir.RunDir.prepare`).
+
+The epoch budget is not in the fingerprint: a run continues toward a larger budget from its
+checkpoint. It never stands for a smaller one: a checkpoint past the budget now asked (its weights
+after fewer epochs are not kept), or one that reached it while training toward another budget (that
+epoch was not validated as the last), cannot continue (:func:`budget_mismatch`); the run folder is
+then trained afresh. Every checkpoint records the budget it was trained toward (``n_epochs``).
+"""
+
+from __future__ import annotations
+
+import csv
+import io as _io
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional, Sequence
+
+import torch
+
+from raptor.runs import checkpoints
+from raptor.common.io import RunMismatchError, atomic_write_json, atomic_write_text
+from raptor.runs.rundir import RunDir, RunOptions
+
+#: A phase's latest checkpoint in its run folder (the one before it: ``checkpoint.pt.prev``).
+CHECKPOINT_FILE = RunDir.CHECKPOINT
+
+#: ``(epoch, row)`` hook called after every epoch (and for every replayed epoch on resume).
+EpochHook = Callable[[int, dict[str, Any]], None]
+
+
+@dataclass
+class Phase:
+    """What a training phase adds to the loop."""
+
+    #: Progress-bar label ("train", "pretrain").
+    name: str
+    #: ``format`` of its checkpoints and their name in errors (:mod:`raptor.runs.checkpoints`).
+    checkpoint_format: str
+    checkpoint_what: str
+    #: Trains one epoch (0-based) and returns its history row (without ``epoch`` and ``seconds``).
+    run_epoch: Callable[[int], dict[str, Any]]
+    #: Writes ``history`` into the run folder.
+    write_history: Callable[[Path, list[dict[str, Any]]], None]
+    #: ``(epoch, row, last) -> bool``: after the epoch is trained, before it is checkpointed; may add
+    #: to ``row``; True forces a checkpoint at this epoch.
+    after_epoch: Optional[Callable[[int, dict[str, Any], bool], bool]] = None
+    #: The progress bar's postfix for a row.
+    postfix: Callable[[dict[str, Any]], dict[str, Any]] = lambda row: {}
+    #: Extra values kept in checkpoints and restored on resume (the phase reads and updates them).
+    state: dict[str, Any] = field(default_factory=dict)
+    #: True when the phase ends before ``n_epochs`` (early stopping); asked before every epoch, so a
+    #: resumed run that had stopped trains nothing more. Reads ``state`` only.
+    done: Optional[Callable[[], bool]] = None
+    #: The phase's result depends on its epoch budget (the last epoch is validated, the final model
+    #: is the last epoch's): a checkpoint that :func:`budget_mismatch` refuses is not continued.
+    #: Pretraining's results are its snapshots after ``n`` epochs, equal for every budget >= n.
+    budget_bound: bool = True
+
+
+def budget_mismatch(ck: Optional[dict[str, Any]], n_epochs: int) -> Optional[str]:
+    """Why the checkpoint ``ck`` cannot continue toward ``n_epochs`` epochs as an uninterrupted
+    ``n_epochs``-epoch run would (``None``: it can, or there is none).
+
+    * it trained more epochs than ``n_epochs``: its weights after ``n_epochs`` epochs are not kept;
+    * it trained exactly ``n_epochs`` epochs toward another budget (an interrupted longer run): its
+      last epoch was not validated as the last, unless it had stopped early there.
+    Fewer epochs than ``n_epochs`` continue (a larger budget extends a run)."""
+    if ck is None:
+        return None
+    trained, budget = int(ck["epoch"]) + 1, ck.get("n_epochs")
+    history = ck.get("history") or []
+    stopped = bool(history and history[-1].get("early_stop"))
+    if trained > n_epochs:
+        return (f"it trained {trained} epochs, more than the {n_epochs} now asked (its weights after "
+                f"{n_epochs} epochs are not kept)")
+    if trained == n_epochs and budget != n_epochs and not stopped:
+        return (f"its {trained} epochs were trained toward {budget} epochs, not as a run of {n_epochs} "
+                f"(the last epoch was not validated as the last)")
+    return None
+
+
+def checkpoint_budget_mismatch(out: Path, fmt: str, what: str, n_epochs: int) -> Optional[str]:
+    """:func:`budget_mismatch` of the latest readable checkpoint of format ``fmt`` in ``out``."""
+    return budget_mismatch(checkpoints.load_latest(out / CHECKPOINT_FILE, fmt, what), n_epochs)
+
+
+def run_epochs(phase: Phase, policy: torch.nn.Module, optimizer: torch.optim.Optimizer,
+               run: RunOptions) -> list[dict[str, Any]]:
+    """Run ``phase`` up to ``run.epochs`` epochs (fewer if ``phase.done``); returns the whole history
+    (resumed epochs included). ``run.meta``: what the checkpoints record (complete: nothing is added).
+
+    With ``run.out_dir``: ``checkpoint.pt`` after every ``run.checkpoint_every``-th epoch, the last one and
+    whenever ``after_epoch`` asks, and the history files after every epoch. With ``run.resume``, the
+    latest readable checkpoint in ``out`` is continued (a checkpoint of another seed, or one that
+    cannot continue toward ``n_epochs`` (:func:`budget_mismatch`) for a ``budget_bound`` phase, is
+    refused: :meth:`raptor.runs.rundir.RunDir.prepare` empties such a folder first).
+    """
+    from raptor.common.progress import progress_bar
+
+    n_epochs, seed, meta, resume, on_epoch_end = run.epochs, run.seed, run.meta, run.resume, run.on_epoch_end
+    out = Path(run.out_dir) if run.out_dir is not None else None
+    progress, checkpoint_every = run.progress, run.checkpoint_every
+    history: list[dict[str, Any]] = []
+    start = 0
+    ckpt = out / CHECKPOINT_FILE if out is not None else None
+    ck = checkpoints.load_latest(ckpt, phase.checkpoint_format, phase.checkpoint_what) \
+        if resume and ckpt is not None else None
+    if ck is not None:
+        if ck["meta"].get("seed", seed) != seed:
+            raise ValueError(f"{ckpt} was written with seed {ck['meta'].get('seed')}, not {seed}: "
+                             "use another --out or the same seed")
+        mismatch = budget_mismatch(ck, n_epochs) if phase.budget_bound else None
+        if mismatch is not None:
+            raise RunMismatchError(f"{ckpt}: cannot continue toward {n_epochs} epochs: {mismatch}; "
+                                   "use --fresh or another --out")
+        policy.load_state_dict(ck["policy"])
+        optimizer.load_state_dict(ck["optimizer"])
+        history, start = ck["history"], ck["epoch"] + 1
+        phase.state.update({k: ck[k] for k in phase.state if k in ck})
+        if on_epoch_end is not None:  # a resumed run reports its whole history (e.g. to a new MLflow
+            for row in history:        # run), marked ``replayed``: those epochs were trained before
+                on_epoch_end(row["epoch"], {**row, "replayed": True})
+    bar = progress_bar(range(start, n_epochs), desc=phase.name, enabled=progress, initial=start, total=n_epochs)
+    for epoch in bar:
+        if phase.done is not None and phase.done():
+            break
+        t0 = time.perf_counter()
+        row: dict[str, Any] = {"epoch": epoch, **phase.run_epoch(epoch)}
+        row["seconds"] = time.perf_counter() - t0
+        last = epoch == n_epochs - 1
+        forced = phase.after_epoch(epoch, row, last) if phase.after_epoch is not None else False
+        history.append(row)
+        if out is not None:
+            if last or forced or (epoch + 1) % checkpoint_every == 0:
+                checkpoints.save(ckpt, {"format": phase.checkpoint_format, "epoch": epoch, "n_epochs": n_epochs,
+                                        "policy": policy.state_dict(), "optimizer": optimizer.state_dict(),
+                                        "history": history, "meta": meta, **phase.state}, keep_previous=True)
+            phase.write_history(out, history)
+        if on_epoch_end is not None:
+            on_epoch_end(epoch, row)
+        bar.set_postfix(**phase.postfix(row))
+    bar.close()
+    return history
+
+
+# ------------------------------------------------------------------------------------------------
+# What every RL phase (actor-critic, TITer) adds: history files, validation, the best model
+# ------------------------------------------------------------------------------------------------
+
+
+#: The columns of ``validation.csv`` (:attr:`raptor.runs.rundir.RunDir.validation_csv`).
+VALIDATION_FIELDS = ("epoch", "val_mrr", "val_seconds")
+
+
+def write_history(out: Path, history: list[dict[str, Any]], fields: Sequence[str]) -> None:
+    """``history.json`` (every key), ``history.csv`` (``fields``, empty where missing) and
+    ``validation.csv`` (the validated epochs' rows only), atomically."""
+    atomic_write_json(RunDir(out).history, history)
+
+    def table(columns: Sequence[str], rows: list[dict[str, Any]]) -> str:
+        buf = _io.StringIO()
+        w = csv.DictWriter(buf, fieldnames=list(columns), extrasaction="ignore", lineterminator="\n")
+        w.writeheader()
+        for row in rows:
+            w.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in columns})
+        return buf.getvalue()
+
+    atomic_write_text(RunDir(out).history_csv, table(fields, history))
+    validated = [row for row in history if row.get("val_mrr") is not None]
+    atomic_write_text(RunDir(out).validation_csv, table([f for f in VALIDATION_FIELDS if f in fields], validated))
+
+
+@dataclass
+class TrainResult:
+    history: list[dict[str, Any]]
+    best_mrr: Optional[float]
+    best_epoch: Optional[int]
+    out_dir: Optional[str] = None
+    #: Ended before its epoch budget by early stopping (``eval.patience``).
+    stopped_early: bool = False
+
+
+def validation_due(epoch: int, every: int, early_every: int = 0, early_epochs: int = 0) -> bool:
+    """Whether 0-based ``epoch`` ends with a validation round: every ``early_every``-th epoch while
+    ``epoch + 1 <= early_epochs`` (when ``early_every > 0``), every ``every``-th after (counted from
+    epoch 1, so the two schedules meet where ``early_epochs`` is a multiple of both)."""
+    n = epoch + 1
+    if early_every > 0 and n <= early_epochs:
+        return n % early_every == 0
+    return n % every == 0
+
+
+class Selection:
+    """Validation rounds, the best model and early stopping of an RL phase.
+
+    After every ``valid_every``-th epoch (every ``early[0]``-th during the first ``early[1]`` epochs,
+    :func:`validation_due`) and the last: ``evaluate_fn(policy)`` (validation MRR and
+    more) into the row, the best-MRR weights to ``out/best.pt``; ``patience > 0`` ends the phase after
+    that many rounds in a row without a better MRR. Its counters live in ``state`` (the phase's
+    checkpointed state), so a resumed run selects as an uninterrupted one.
+    """
+
+    def __init__(self, policy: torch.nn.Module, evaluate_fn: Optional[Callable[[Any], dict[str, float]]],
+                 valid_every: int, patience: int, out: Optional[Path], meta: dict[str, Any],
+                 early: tuple[int, int] = (0, 0)) -> None:
+        self.policy, self.evaluate_fn, self.out, self.meta = policy, evaluate_fn, out, meta
+        self.valid_every, self.patience, self.early = valid_every, patience, early
+        self.state: dict[str, Any] = {"best_mrr": None, "best_epoch": None, "rounds_since_best": 0}
+
+    def done(self) -> bool:
+        return self.patience > 0 and self.state["rounds_since_best"] >= self.patience
+
+    def after_epoch(self, epoch: int, row: dict[str, Any], last: bool) -> bool:
+        """Validate if due; True (checkpoint this epoch) when it did."""
+        row["val_mrr"] = None
+        if self.evaluate_fn is None or not (validation_due(epoch, self.valid_every, *self.early) or last):
+            return False
+        t1 = time.perf_counter()
+        self.policy.eval()
+        metrics = self.evaluate_fn(self.policy)
+        row["val_seconds"] = time.perf_counter() - t1
+        row["val_mrr"] = float(metrics["mrr"])
+        row.update({f"val_{k}": v for k, v in metrics.items() if k != "mrr"})
+        st = self.state
+        if st["best_mrr"] is None or row["val_mrr"] > st["best_mrr"]:
+            st.update(best_mrr=row["val_mrr"], best_epoch=epoch, rounds_since_best=0)
+            if self.out is not None:
+                checkpoints.save_model(RunDir(self.out).best, self.policy,
+                                       {**self.meta, "epoch": epoch, "val_mrr": row["val_mrr"]})
+        else:
+            st["rounds_since_best"] += 1
+        if self.done():
+            row["early_stop"] = True
+        return True  # the best model or the early-stopping count moved: checkpoint it
+
+    def finish(self, history: list[dict[str, Any]], n_epochs: int) -> TrainResult:
+        """``final.pt`` (and ``best.pt`` = final when nothing was validated); the result."""
+        last_epoch = history[-1]["epoch"] if history else n_epochs - 1  # earlier after early stopping
+        if self.out is not None:
+            checkpoints.save_model(RunDir(self.out).final, self.policy, {**self.meta, "epoch": last_epoch})
+            if self.state["best_epoch"] is None:  # no validation: the final weights are the selected ones
+                checkpoints.save_model(RunDir(self.out).best, self.policy,
+                                       {**self.meta, "epoch": last_epoch, "val_mrr": None})
+        return TrainResult(history=history, best_mrr=self.state["best_mrr"], best_epoch=self.state["best_epoch"],
+                           out_dir=str(self.out) if self.out is not None else None, stopped_early=self.done())
+
+
+def rl_postfix(row: dict[str, Any]) -> dict[str, Any]:
+    """The epoch bar's postfix of an RL phase (a :class:`Selection`'s rows carry ``val_mrr``)."""
+    return {"reward": f"{row['reward']:.3f}", "mrr": row["val_mrr"] if row["val_mrr"] is not None else "-"}
