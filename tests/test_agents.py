@@ -19,8 +19,10 @@ from raptor.agents.base import load_model
 from raptor.config import ModelConfig, Params, TITerConfig
 
 ROOT = Path(__file__).resolve().parents[1]
-#: Outside these, no code branches on an agent's or a variant's name.
-REGISTRY_FILES = {ROOT / "raptor" / "variants.py"}
+#: Outside these (the registry, the variants' data, the interface and each agent's adapter), no code
+#: branches on an agent's or a variant's name.
+REGISTRY_FILES = {ROOT / "raptor" / "agents" / n for n in ("__init__.py", "variants.py", "base.py")} | set(
+    (ROOT / "raptor" / "agents").glob("*/agent.py"))
 
 
 def _names_in(node: ast.AST) -> list[str]:
@@ -47,9 +49,10 @@ def _branches_on_names(path: Path) -> list[str]:
 
 def test_no_code_branches_on_an_agent_or_variant_name():
     """Which agent runs is the registry's decision: `== "titer"`, `in ("pure_rl", ...)` or a `case "raptor":`
-    anywhere in raptor/, tasks/, flows/ outside raptor/agents/ and the variants' data is a scattered branch."""
+    anywhere in raptor/, tasks/, flows/ outside the registry and the agents' adapters is a scattered branch."""
     files = [f for d in ("raptor", "tasks", "flows") for f in (ROOT / d).rglob("*.py")
-             if f not in REGISTRY_FILES and (ROOT / "raptor" / "agents") not in f.parents]
+             if f not in REGISTRY_FILES]
+    assert all(f.is_file() for f in REGISTRY_FILES) and len(REGISTRY_FILES) == 6
     assert len(files) > 30
     found = [hit for f in files for hit in _branches_on_names(f)]
     assert not found, "branches on agent/variant names:\n" + "\n".join(found)
