@@ -1,1 +1,1 @@
-"""common"""
+"""Base utilities every layer uses: atomic writes (`io`), progress lines (`progress`), code and content hashes (`provenance`), device/precision/threads/seeds (`runtime`), wall time and peak memory (`resources`)."""

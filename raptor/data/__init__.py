@@ -1,1 +1,1 @@
-"""data"""
+"""The data: published releases (`registry`), ingestion to Parquet (`ingest`), the ingested splits as arrays (`dataset`), the inverse-augmented temporal graph (`graph`), tiny synthetic graphs (`synthetic`), names and dates typed by people (`names`)."""

@@ -1,1 +1,1 @@
-"""evaluation"""
+"""Evaluation: time-aware filtered ranks and metrics (`ranking`), significance tests between two systems (`stats`)."""

@@ -1,1 +1,1 @@
-"""pipeline"""
+"""The pipeline: the stage graph declared once (`stages`: dvc.yaml is generated from it), one run of a variant and its evaluation (`experiment`), sweeps (`sweep`, `local_sweep`), the project lock and the embedded defaults of the orchestration stack (`projectlock`, `runenv`)."""

@@ -1,1 +1,1 @@
-"""runs"""
+"""What every run shares: the run folder and its fingerprint (`rundir`: every file name, `RunOptions`), the epoch loop (`loop`), model and checkpoint files (`checkpoints`), the per-dataset context (`context`)."""

@@ -1,1 +1,1 @@
-"""agents/actor_critic"""
+"""The paper's agent: actor-critic RL (`rl`), reachability pretraining (`pretrain`) and its adapter to the agent interface (`agent`)."""

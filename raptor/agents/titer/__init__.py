@@ -1,1 +1,1 @@
-"""agents/titer"""
+"""TITer-150: TITer's policy and REINFORCE training with its reward shaping (`training`) and its adapter (`agent`)."""
