@@ -54,7 +54,7 @@ def table_bytes(table) -> int:
 
 def step0_stats(table, env, queries: np.ndarray, batch: int = 4096) -> dict:
     """Step-0 labels of the environment's candidates of ``queries`` (``[Q, 4]``)."""
-    from raptor import labeling as L
+    from raptor.labeling.actions import ActionCandidates, action_labels
 
     pos = cands = stop_pos = 0
     with_any = 0
@@ -63,9 +63,9 @@ def step0_stats(table, env, queries: np.ndarray, batch: int = 4096) -> dict:
         q = queries[lo:lo + batch]
         state = env.reset(q)
         c = env.candidates(state)
-        cands = L.ActionCandidates(c.entity, c.time, relation=c.relation, num_relations=env.num_relations,
-                                   mask=c.mask, current_entity=state.entity)
-        y = L.action_labels(table, state.answer, state.query_time, 0, cands, query_subject=state.query_entity)
+        cands = ActionCandidates(c.entity, c.time, relation=c.relation, num_relations=env.num_relations,
+                                 mask=c.mask, current_entity=state.entity)
+        y = action_labels(table, state.answer, state.query_time, 0, cands, query_subject=state.query_entity)
         edges = c.mask.copy()
         edges[:, 0] = False  # slot 0 is STOP
         yp = (y.astype(bool) & edges)
@@ -102,7 +102,10 @@ def main() -> None:
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
 
-    from raptor import labeling as L
+    from raptor.labeling.actions import ActionCandidates, action_labels
+    from raptor.labeling.compute import ChunkOptions, InAdjacency, compute_labels, iter_label_chunks, label_pairs
+    from raptor.labeling.reference import reference_labels
+    from raptor.labeling.store import load_label_table, write_labels
     from raptor.config import EnvConfig, LabelingConfig
     from raptor.data.dataset import load_dataset, with_inverse_queries
     from raptor.mdp.env import TemporalEnv
@@ -121,18 +124,18 @@ def main() -> None:
     else:
         graph = TemporalGraph.from_quadruples(ds.all_quadruples(), ds.num_entities, ds.num_relations)
     env = TemporalEnv(graph, EnvConfig())
-    tg, tq = L.label_pairs(ds.splits["train"])
+    tg, tq = label_pairs(ds.splits["train"])
     queries = with_inverse_queries(ds.splits["train"], ds.num_relations).astype(np.int64)
     rng = np.random.default_rng(args.seed)
     samples = {n: np.sort(rng.choice(len(queries), size=min(n, len(queries)), replace=False)) for n in args.samples}
-    adj = L.InAdjacency.from_graph(graph)
+    adj = InAdjacency.from_graph(graph)
     # Warm the kernels (numba cache) before timing.
     tiny = TemporalGraph.from_quadruples(np.array([[0, 0, 1, 0], [1, 0, 2, 1]]), 3, 1)
     for mode in MODES:
         for n in (None, 200):
-            t = L.compute_labels(tiny, [2, 1], [2, 2], max_path_length=3,
-                                 config=LabelingConfig(max_in_edges=n, workers=1, visited=mode))
-            L.action_labels(t, [2], [2], 0, L.ActionCandidates(np.array([[1]]), np.array([[1]])), query_subject=[0])
+            t = compute_labels(tiny, [2, 1], [2, 2], max_path_length=3,
+                               config=LabelingConfig(max_in_edges=n, workers=1, visited=mode))
+            action_labels(t, [2], [2], 0, ActionCandidates(np.array([[1]]), np.array([[1]])), query_subject=[0])
 
     result: dict = {
         "dataset": args.dataset,
@@ -152,9 +155,9 @@ def main() -> None:
         for _ in range(args.repeats):
             for mode in MODES:
                 t0 = time.perf_counter()
-                for _ch in L.iter_label_chunks(graph, tg, tq, max_path_length=3,
-                                               config=LabelingConfig(max_in_edges=n, workers=1, visited=mode),
-                                               options=L.ChunkOptions(adjacency=adj)):
+                for _ch in iter_label_chunks(graph, tg, tq, max_path_length=3,
+                                             config=LabelingConfig(max_in_edges=n, workers=1, visited=mode),
+                                             options=ChunkOptions(adjacency=adj)):
                     pass
                 compute[mode].append(time.perf_counter() - t0)
         for mode in MODES:
@@ -162,10 +165,10 @@ def main() -> None:
             la0 = loadavg()
             out_dir = Path(tmp.name) / f"labels-{mode}-{n}"
             t0 = time.perf_counter()
-            summary = L.write_labels(out_dir, graph, tg, tq, max_path_length=3, config=cfg)
+            summary = write_labels(out_dir, graph, tg, tq, max_path_length=3, config=cfg)
             write_s = time.perf_counter() - t0
             t0 = time.perf_counter()
-            table = L.load_label_table(out_dir)
+            table = load_label_table(out_dir)
             load_s = time.perf_counter() - t0
             run = {
                 "mode": "exact" if n is None else f"top{n}",
@@ -193,7 +196,7 @@ def main() -> None:
                 pick = np.random.default_rng(args.seed + 1).choice(len(queries), size=args.check, replace=False)
                 t0 = time.perf_counter()
                 same = sum(table.get_for_query(int(q[2]), int(q[3]), int(q[0]))
-                           == L.reference_labels(graph, int(q[2]), int(q[3]), 2, n, query_subject=int(q[0]))
+                           == reference_labels(graph, int(q[2]), int(q[3]), 2, n, query_subject=int(q[0]))
                            for q in queries[pick])
                 run["reference_check"] = {"queries": int(args.check), "identical": int(same),
                                           "seed": args.seed + 1, "seconds": round(time.perf_counter() - t0, 1)}

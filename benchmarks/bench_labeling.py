@@ -56,30 +56,32 @@ def child(args: argparse.Namespace) -> None:
     from raptor.config import LabelingConfig
     from raptor.data.dataset import load_dataset
     from raptor.data.graph import TemporalGraph
-    from raptor import labeling as L
+    from raptor.labeling.compute import ChunkOptions, InAdjacency, compute_labels, iter_label_chunks, label_pairs
+    from raptor.labeling.stage import label_dataset
+    from raptor.labeling.store import load_label_table
 
     n = None if args.max_in_edges == "none" else int(args.max_in_edges)
     cfg = LabelingConfig(max_in_edges=n, workers=0)
     # Warm the numba kernels (load from cache, or compile) on a tiny graph; timed separately.
     t0 = time.perf_counter()
     tiny = TemporalGraph.from_quadruples(np.array([[0, 0, 1, 0], [1, 0, 2, 1]]), 3, 1)
-    L.compute_labels(tiny, [2, 1], [2, 2], max_path_length=3, config=LabelingConfig(max_in_edges=n, workers=1))
+    compute_labels(tiny, [2, 1], [2, 2], max_path_length=3, config=LabelingConfig(max_in_edges=n, workers=1))
     warm_s = time.perf_counter() - t0
     out: dict = {"kernel_warmup_s": round(warm_s, 3)}
     if args.what == "compute":
         ds = load_dataset(args.data)
         g = TemporalGraph.from_quadruples(ds.all_quadruples(), ds.num_entities, ds.num_relations)
-        tg, tq = L.label_pairs(ds.splits["train"])
-        adj = L.InAdjacency.from_graph(g)
+        tg, tq = label_pairs(ds.splits["train"])
+        adj = InAdjacency.from_graph(g)
         t0 = time.perf_counter()
         rows = 0
-        for ch in L.iter_label_chunks(g, tg, tq, max_path_length=3, config=LabelingConfig(max_in_edges=n),
-                                      options=L.ChunkOptions(adjacency=adj)):
+        for ch in iter_label_chunks(g, tg, tq, max_path_length=3, config=LabelingConfig(max_in_edges=n),
+                                    options=ChunkOptions(adjacency=adj)):
             rows += len(ch.entity)
         out.update(compute_only_s=round(time.perf_counter() - t0, 3), rows=rows)
     elif args.what == "label":
         t0 = time.perf_counter()
-        s = L.label_dataset(args.data, args.out, max_path_length=3, config=cfg, show_progress=False)
+        s = label_dataset(args.data, args.out, max_path_length=3, config=cfg, show_progress=False)
         out.update(
             end_to_end_s=round(time.perf_counter() - t0, 3),
             pairs=s["pairs"],
@@ -90,7 +92,7 @@ def child(args: argparse.Namespace) -> None:
         )
     elif args.what == "load":
         t0 = time.perf_counter()
-        table = L.load_label_table(args.out)
+        table = load_label_table(args.out)
         out.update(
             load_s=round(time.perf_counter() - t0, 3),
             rows=table.num_rows,
@@ -129,25 +131,25 @@ def run_child(what: str, data: Path, out: Path, max_in_edges: str) -> dict:
 
 def reference_sample(data: Path, sample: int, seed: int = 0) -> dict:
     from raptor.config import LabelingConfig
-    from raptor import labeling as L
+    from raptor.labeling.compute import ChunkOptions, InAdjacency, compute_labels, label_pairs
     from raptor.data.dataset import load_dataset
     from raptor.data.graph import TemporalGraph
 
     ds = load_dataset(data)
     g = TemporalGraph.from_quadruples(ds.all_quadruples(), ds.num_entities, ds.num_relations)
-    tg, tq = L.label_pairs(ds.splits["train"])
+    tg, tq = label_pairs(ds.splits["train"])
     idx = np.sort(np.random.default_rng(seed).choice(len(tg), size=min(sample, len(tg)), replace=False))
     st, sq = tg[idx], tq[idx]
     before = loadavg()
     t0 = time.perf_counter()
-    ref = L.compute_labels(g, st, sq, max_path_length=3,
-                           config=LabelingConfig(max_in_edges=200, implementation="reference"))
+    ref = compute_labels(g, st, sq, max_path_length=3,
+                         config=LabelingConfig(max_in_edges=200, implementation="reference"))
     ref_s = time.perf_counter() - t0
-    adj = L.InAdjacency.from_graph(g)
-    fast_cfg, fast_opt = LabelingConfig(max_in_edges=200, workers=1), L.ChunkOptions(adjacency=adj)
-    L.compute_labels(g, st[:2], sq[:2], max_path_length=3, config=fast_cfg, options=fast_opt)  # warm
+    adj = InAdjacency.from_graph(g)
+    fast_cfg, fast_opt = LabelingConfig(max_in_edges=200, workers=1), ChunkOptions(adjacency=adj)
+    compute_labels(g, st[:2], sq[:2], max_path_length=3, config=fast_cfg, options=fast_opt)  # warm
     t0 = time.perf_counter()
-    fast = L.compute_labels(g, st, sq, max_path_length=3, config=fast_cfg, options=fast_opt)
+    fast = compute_labels(g, st, sq, max_path_length=3, config=fast_cfg, options=fast_opt)
     fast_s = time.perf_counter() - t0
     equal = ref.to_dict() == fast.to_dict()
     return {

@@ -61,7 +61,7 @@ import numpy as np
 from raptor.data.dataset import load_dataset
 from raptor.data.graph import TemporalGraph
 from raptor.config import LabelingConfig
-from raptor.labeling import ChunkOptions, InAdjacency, iter_label_chunks, label_pairs
+from raptor.labeling.compute import ChunkOptions, InAdjacency, iter_label_chunks, label_pairs
 ds = load_dataset(W + "/ingested"); g = TemporalGraph.load(W + "/graph.npz")
 tg, tm = label_pairs(ds.splits["train"])
 pairs = np.unique(np.stack([tg, tm], 1), axis=0)
@@ -84,7 +84,7 @@ for mode, n in (("top%d" % ARG["max_in_edges"], ARG["max_in_edges"]), ("exact", 
 done(**out)
 """,
     "label_load": """
-from raptor.labeling import PartitionedLabels, load_label_table
+from raptor.labeling.store import PartitionedLabels, load_label_table
 import json as _j
 s = _j.load(open(W + "/labels/summary.json"))
 if s.get("parts"):
@@ -123,13 +123,13 @@ done(load_seconds=round(load_s, 2), batches=math.ceil(n / p.rl.batch_size), seco
 import math, numpy as np, torch
 from raptor.config import Params, PretrainConfig
 from raptor.pipeline.experiment import load_context
-from raptor.labeling import load_label_table
+from raptor.labeling.store import load_label_table
 from raptor.agents.policy import Policy
 from raptor.agents.actor_critic.pretrain import pretrain
 from raptor.common.runtime import configure_runtime
 p = Params(); configure_runtime(0)
 ctx = load_context(W + "/ingested", W + "/graph.npz", p)
-from raptor.labeling import PartitionedLabels
+from raptor.labeling.store import PartitionedLabels
 import json as _j
 partitioned = bool(_j.load(open(W + "/labels/summary.json")).get("parts"))
 q = ctx.train_queries.astype(np.int64)

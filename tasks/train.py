@@ -26,7 +26,7 @@ from raptor.agents import get_agent
 from raptor.pipeline.experiment import effective_epochs, evaluate_model, run_variant
 from raptor.common.runtime import resolve_device, resolve_precision
 from raptor.common.io import atomic_write_json
-from raptor.labeling import label_dataset, label_part, merge_parts
+from raptor.labeling.stage import label_dataset, label_part, merge_parts
 from raptor.agents.actor_critic.pretrain import pretrain_run
 from raptor.runs.rundir import RunDir
 from raptor.reporting.report import compare_variants, write_ablation_report, write_report

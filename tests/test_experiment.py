@@ -12,7 +12,7 @@ from raptor.runs.rundir import RunOptions
 from raptor.config import params_from_dict
 from raptor.pipeline.experiment import evaluate_model, load_context, run_variant
 from raptor.agents.actor_critic.pretrain import pretrain_run
-from raptor.labeling import label_dataset
+from raptor.labeling.stage import label_dataset
 from raptor.evaluation.ranking import read_predictions
 from raptor.data.synthetic import SyntheticSpec, write_raw
 

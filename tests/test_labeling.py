@@ -10,31 +10,49 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from raptor import labeling as L
 from raptor.config import LabelingConfig
 from raptor.data.graph import TemporalGraph
+from raptor.labeling.actions import ActionCandidates, action_labels
+from raptor.labeling.compute import ChunkOptions, compute_labels, label_pairs
+from raptor.labeling.reference import reference_labels, reference_labels_via
+from raptor.labeling.stage import label_dataset
+from raptor.labeling.store import (
+    LABELS_FILE,
+    LABEL_COLUMNS,
+    SUMMARY_FILE,
+    VIA_COLUMNS,
+    PartitionedLabels,
+    WriteOptions,
+    label_table_hash,
+    load_label_table,
+    merge_label_parts,
+    part_target_ranges,
+    write_label_part,
+    write_labels,
+)
+from raptor.labeling.table import VISITED_SUBJECT
 
 ROOT = Path(__file__).resolve().parents[1]
 SETTINGS = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
-_H = L.WriteOptions(input_hash="h")
+_H = WriteOptions(input_hash="h")
 _CONFIG_FIELDS = ("max_in_edges", "strict_history", "implementation", "workers", "visited")
 
 
 def _compute(graph, targets, query_times, *, max_path_length, **kw):
-    """:func:`L.compute_labels` with the settings as flat keywords (``LabelingConfig`` fields and
+    """:func:`compute_labels` with the settings as flat keywords (``LabelingConfig`` fields and
     ``ChunkOptions`` fields), as the tests write them."""
     config = LabelingConfig(**{k: kw.pop(k) for k in _CONFIG_FIELDS if k in kw})
-    return L.compute_labels(graph, targets, query_times, max_path_length=max_path_length, config=config,
-                            options=L.ChunkOptions(**kw))
+    return compute_labels(graph, targets, query_times, max_path_length=max_path_length, config=config,
+                          options=ChunkOptions(**kw))
 
 
 def _action(table, targets, query_times, step, cand_entity, cand_time, cand_is_stop=None, current_entity=None,
             K=None, *, cand_relation=None, num_relations=None, cand_mask=None, query_subject=None):
-    """:func:`L.action_labels` with the candidates as separate arrays, as the tests write them."""
-    cands = L.ActionCandidates(cand_entity, cand_time, is_stop=cand_is_stop, relation=cand_relation,
-                               num_relations=num_relations, mask=cand_mask, current_entity=current_entity)
-    return L.action_labels(table, targets, query_times, step, cands, K, query_subject=query_subject)
+    """:func:`action_labels` with the candidates as separate arrays, as the tests write them."""
+    cands = ActionCandidates(cand_entity, cand_time, is_stop=cand_is_stop, relation=cand_relation,
+                             num_relations=num_relations, mask=cand_mask, current_entity=current_entity)
+    return action_labels(table, targets, query_times, step, cands, K, query_subject=query_subject)
 
 
 
@@ -200,7 +218,7 @@ def test_simple_paths_differ_from_walks():
 
 def test_label_pairs_both_directions():
     quads = np.array([(0, 0, 1, 3), (2, 1, 1, 3), (1, 0, 0, 4)])
-    tg, tq = L.label_pairs(quads)
+    tg, tq = label_pairs(quads)
     assert list(zip(tg.tolist(), tq.tolist())) == [(0, 3), (0, 4), (1, 3), (1, 4), (2, 3)]
     assert tg.dtype == np.int32 and tq.dtype == np.int32
 
@@ -328,14 +346,14 @@ def _synthetic_graph():
 @pytest.mark.parametrize("max_in_edges", [None, 3])
 def test_write_read_round_trip(tmp_path, max_in_edges):
     g, train = _synthetic_graph()
-    tg, tq = L.label_pairs(train)
+    tg, tq = label_pairs(train)
     cfg = LabelingConfig(max_in_edges=max_in_edges, workers=2)
     out = tmp_path / "labels"
     (out).mkdir()
     (out / "stale.txt").write_text("old")  # replaced as a whole
-    summary = L.write_labels(out, g, tg, tq, max_path_length=3, config=cfg)
+    summary = write_labels(out, g, tg, tq, max_path_length=3, config=cfg)
     assert not (out / "stale.txt").exists()
-    loaded = L.load_label_table(out)
+    loaded = load_label_table(out)
     direct = _compute(g, tg, tq, max_path_length=3, max_in_edges=max_in_edges, workers=1)
     assert loaded.to_dict() == direct.to_dict()
     assert loaded.num_pairs == len(tg) == summary["pairs"] and loaded.num_rows == summary["rows"] > 0
@@ -346,7 +364,7 @@ def test_write_read_round_trip(tmp_path, max_in_edges):
     import pyarrow.parquet as pq
 
     t = pq.read_table(out / "labels.parquet")
-    assert t.column_names == list(L.LABEL_COLUMNS)
+    assert t.column_names == list(LABEL_COLUMNS)
     assert all(str(f.type) == "int32" for f in t.schema)
     cols = [t.column(c).to_numpy().astype(np.int64) for c in ("target", "query_time", "entity", "hops")]
     key = np.lexsort(cols[::-1])
@@ -362,7 +380,7 @@ def test_write_read_round_trip(tmp_path, max_in_edges):
 @settings(max_examples=60, deadline=None)
 def test_part_target_ranges_cover_and_balance(targets, num_parts):
     t = np.array(targets, np.int64)
-    ranges = L.part_target_ranges(t, 31, num_parts)
+    ranges = part_target_ranges(t, 31, num_parts)
     assert len(ranges) == num_parts and ranges[0][0] == 0 and ranges[-1][1] == 31
     assert all(lo <= hi for lo, hi in ranges) and all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))
     sizes = [int(((t >= lo) & (t < hi)).sum()) for lo, hi in ranges]
@@ -373,30 +391,30 @@ def test_part_target_ranges_cover_and_balance(targets, num_parts):
 @pytest.mark.parametrize("max_in_edges", [None, 3])
 def test_partitioned_labels_equal_the_whole_table_and_resume(tmp_path, max_in_edges):
     g, train = _synthetic_graph()
-    tg, tq = L.label_pairs(train)
+    tg, tq = label_pairs(train)
     cfg = LabelingConfig(max_in_edges=max_in_edges, workers=1, partitions=3)
-    whole = L.write_labels(tmp_path / "whole", g, tg, tq, max_path_length=3, config=cfg)
+    whole = write_labels(tmp_path / "whole", g, tg, tq, max_path_length=3, config=cfg)
     staging, out = tmp_path / "labels.parts", tmp_path / "labels"
-    parts = [L.write_label_part(staging, i, g, (tg, tq), max_path_length=3, config=cfg, options=_H)
+    parts = [write_label_part(staging, i, g, (tg, tq), max_path_length=3, config=cfg, options=_H)
              for i in range(3)]
     assert sum(p["pairs"] for p in parts) == whole["pairs"] and all(p["pairs"] > 0 for p in parts)
     # A part already labeled with the same settings and input is kept; another input relabels it.
     before = (staging / "part-00001" / "labels.parquet").stat().st_mtime_ns
-    L.write_label_part(staging, 1, g, (tg, tq), max_path_length=3, config=cfg, options=_H)
+    write_label_part(staging, 1, g, (tg, tq), max_path_length=3, config=cfg, options=_H)
     assert (staging / "part-00001" / "labels.parquet").stat().st_mtime_ns == before
-    relabeled = L.write_label_part(staging, 1, g, (tg, tq), max_path_length=3, config=cfg,
-                                   options=L.WriteOptions(input_hash="other"))
+    relabeled = write_label_part(staging, 1, g, (tg, tq), max_path_length=3, config=cfg,
+                                 options=WriteOptions(input_hash="other"))
     assert relabeled["input"] == "other"
     with pytest.raises(ValueError, match="different settings or inputs"):
-        L.merge_label_parts(staging, out, 3)
-    L.write_label_part(staging, 1, g, (tg, tq), max_path_length=3, config=cfg, options=_H)
+        merge_label_parts(staging, out, 3)
+    write_label_part(staging, 1, g, (tg, tq), max_path_length=3, config=cfg, options=_H)
     with pytest.raises(FileNotFoundError, match="part part-00003 of 4 is missing"):
-        L.merge_label_parts(staging, out, 4)
-    summary = L.merge_label_parts(staging, out, 3)
+        merge_label_parts(staging, out, 4)
+    summary = merge_label_parts(staging, out, 3)
     assert not staging.exists() and summary["parts"] == ["part-00000", "part-00001", "part-00002"]
     assert (summary["pairs"], summary["rows"]) == (whole["pairs"], whole["rows"])
     assert summary["rows_per_pair"] == whole["rows_per_pair"]
-    merged, direct = L.load_label_table(out), L.load_label_table(tmp_path / "whole")
+    merged, direct = load_label_table(out), load_label_table(tmp_path / "whole")
     for name in ("pair_target", "pair_time", "pair_ptr", "entity", "hops", "latest_time"):
         np.testing.assert_array_equal(getattr(merged, name), getattr(direct, name))
 
@@ -405,11 +423,11 @@ def test_label_dataset_in_partitions_equals_one_piece(params_file, tiny_raw, tmp
     from raptor.data.ingest import ingest
 
     ingest(tiny_raw, tmp_path / "data")
-    one = L.label_dataset(tmp_path / "data", tmp_path / "one", max_path_length=3, show_progress=False)
-    two = L.label_dataset(tmp_path / "data", tmp_path / "two", max_path_length=3, show_progress=False,
-                          config=LabelingConfig(partitions=2))
+    one = label_dataset(tmp_path / "data", tmp_path / "one", max_path_length=3, show_progress=False)
+    two = label_dataset(tmp_path / "data", tmp_path / "two", max_path_length=3, show_progress=False,
+                        config=LabelingConfig(partitions=2))
     assert two["parts"] == ["part-00000", "part-00001"] and two["rows"] == one["rows"] > 0
-    assert L.load_label_table(tmp_path / "two").to_dict() == L.load_label_table(tmp_path / "one").to_dict()
+    assert load_label_table(tmp_path / "two").to_dict() == load_label_table(tmp_path / "one").to_dict()
 
 
 def test_label_table_hash_is_what_the_table_holds_not_how_it_was_computed(params_file, tiny_raw, tmp_path):
@@ -419,52 +437,52 @@ def test_label_table_hash_is_what_the_table_holds_not_how_it_was_computed(params
     from raptor.common.provenance import content_hash
 
     ingest(tiny_raw, tmp_path / "data")
-    L.label_dataset(tmp_path / "data", tmp_path / "a", max_path_length=3, show_progress=False,
-                    config=LabelingConfig(workers=1))
-    L.label_dataset(tmp_path / "data", tmp_path / "b", max_path_length=3, show_progress=False,
-                    config=LabelingConfig(workers=2))
-    summary = json.loads((tmp_path / "b" / L.SUMMARY_FILE).read_text())
+    label_dataset(tmp_path / "data", tmp_path / "a", max_path_length=3, show_progress=False,
+                  config=LabelingConfig(workers=1))
+    label_dataset(tmp_path / "data", tmp_path / "b", max_path_length=3, show_progress=False,
+                  config=LabelingConfig(workers=2))
+    summary = json.loads((tmp_path / "b" / SUMMARY_FILE).read_text())
     summary["wall_time_s"] += 1.0
-    (tmp_path / "b" / L.SUMMARY_FILE).write_text(json.dumps(summary))
+    (tmp_path / "b" / SUMMARY_FILE).write_text(json.dumps(summary))
     assert content_hash(tmp_path / "a") != content_hash(tmp_path / "b")
-    assert L.label_table_hash(tmp_path / "a") == L.label_table_hash(tmp_path / "b")
-    L.label_dataset(tmp_path / "data", tmp_path / "c", max_path_length=3, show_progress=False,
-                    config=LabelingConfig(max_in_edges=1))
-    assert L.load_label_table(tmp_path / "c").to_dict() != L.load_label_table(tmp_path / "a").to_dict()
-    assert L.label_table_hash(tmp_path / "c") != L.label_table_hash(tmp_path / "a")
+    assert label_table_hash(tmp_path / "a") == label_table_hash(tmp_path / "b")
+    label_dataset(tmp_path / "data", tmp_path / "c", max_path_length=3, show_progress=False,
+                  config=LabelingConfig(max_in_edges=1))
+    assert load_label_table(tmp_path / "c").to_dict() != load_label_table(tmp_path / "a").to_dict()
+    assert label_table_hash(tmp_path / "c") != label_table_hash(tmp_path / "a")
     summary["rows"] += 1  # a field about the content counts
-    (tmp_path / "b" / L.SUMMARY_FILE).write_text(json.dumps(summary))
-    assert L.label_table_hash(tmp_path / "a") != L.label_table_hash(tmp_path / "b")
+    (tmp_path / "b" / SUMMARY_FILE).write_text(json.dumps(summary))
+    assert label_table_hash(tmp_path / "a") != label_table_hash(tmp_path / "b")
     # the partitioned layout: every part's files count, its summaries' timings do not
-    L.label_dataset(tmp_path / "data", tmp_path / "p", max_path_length=3, show_progress=False,
-                    config=LabelingConfig(partitions=2))
-    before = L.label_table_hash(tmp_path / "p")
-    part = tmp_path / "p" / "part-00001" / L.SUMMARY_FILE
+    label_dataset(tmp_path / "data", tmp_path / "p", max_path_length=3, show_progress=False,
+                  config=LabelingConfig(partitions=2))
+    before = label_table_hash(tmp_path / "p")
+    part = tmp_path / "p" / "part-00001" / SUMMARY_FILE
     part.write_text(json.dumps({**json.loads(part.read_text()), "wall_time_s": 123.0}))
-    assert L.label_table_hash(tmp_path / "p") == before
-    with (tmp_path / "p" / "part-00001" / L.LABELS_FILE).open("ab") as fh:
+    assert label_table_hash(tmp_path / "p") == before
+    with (tmp_path / "p" / "part-00001" / LABELS_FILE).open("ab") as fh:
         fh.write(b"x")
-    assert L.label_table_hash(tmp_path / "p") != before
+    assert label_table_hash(tmp_path / "p") != before
     (tmp_path / "empty").mkdir()
     with pytest.raises(FileNotFoundError, match="not a label directory"):
-        L.label_table_hash(tmp_path / "empty")
+        label_table_hash(tmp_path / "empty")
 
 
 def test_load_errors(tmp_path):
     with pytest.raises(FileNotFoundError, match="raptor label"):
-        L.load_label_table(tmp_path / "missing")
+        load_label_table(tmp_path / "missing")
     (tmp_path / "empty").mkdir()
     with pytest.raises(FileNotFoundError, match="not a label directory"):
-        L.load_label_table(tmp_path / "empty")
+        load_label_table(tmp_path / "empty")
     g, train = _synthetic_graph()
-    tg, tq = L.label_pairs(train[:20])
+    tg, tq = label_pairs(train[:20])
     out = tmp_path / "l"
-    L.write_labels(out, g, tg, tq, max_path_length=3)
+    write_labels(out, g, tg, tq, max_path_length=3)
     s = json.loads((out / "summary.json").read_text())
     s["format_version"] = 999
     (out / "summary.json").write_text(json.dumps(s))
     with pytest.raises(ValueError, match="format version"):
-        L.load_label_table(out)
+        load_label_table(out)
 
 
 def test_bad_inputs():
@@ -482,7 +500,7 @@ def test_bad_inputs():
     with pytest.raises(ValueError, match="implementation"):
         _compute(g, [0], [1], max_path_length=3, implementation="slow")
     with pytest.raises(ValueError, match=r"\[n, 4\]"):
-        L.label_pairs(np.zeros((3, 3)))
+        label_pairs(np.zeros((3, 3)))
     assert _compute(g, [], [], max_path_length=3).num_pairs == 0
 
 
@@ -500,7 +518,7 @@ def test_label_cli(params_file, tiny_raw, tmp_path, capsys):
                "--exact", "--no-progress"])
     assert rc == 0
     assert "exact" in capsys.readouterr().out
-    table = L.load_label_table(tmp_path / "l")
+    table = load_label_table(tmp_path / "l")
     assert table.max_in_edges is None and table.max_path_length == 3
     # Train (days shifted to 0): (0,0,1,0) (1,1,2,1) (2,2,3,2) (0,1,3,2); pair (3, 2): 2 -> 3 and
     # 0 -> 3 are at t_q itself, so nothing reaches 3 strictly before day 2.
@@ -510,7 +528,7 @@ def test_label_cli(params_file, tiny_raw, tmp_path, capsys):
     rc = main(["label", "--data", str(tmp_path / "d"), "--out", str(tmp_path / "l2"), "--params", params,
                "--no-strict-history", "--max-in-edges", "5", "--workers", "1"])
     assert rc == 0
-    assert L.load_label_table(tmp_path / "l2").get(3, 2) == {(2, 1): 2, (0, 1): 2, (1, 2): 1}
+    assert load_label_table(tmp_path / "l2").get(3, 2) == {(2, 1): 2, (0, 1): 2, (1, 2): 1}
 
 
 def test_label_cli_parts_then_merge(params_file, tiny_raw, tmp_path, capsys):
@@ -527,7 +545,7 @@ def test_label_cli_parts_then_merge(params_file, tiny_raw, tmp_path, capsys):
     assert main(base + ["--merge"]) == 0 and "2 parts" in capsys.readouterr().out
     assert main(["label", "--data", str(tmp_path / "d"), "--out", str(tmp_path / "one"), "--params", params,
                  "--no-progress"]) == 0
-    assert L.load_label_table(tmp_path / "l").to_dict() == L.load_label_table(tmp_path / "one").to_dict()
+    assert load_label_table(tmp_path / "l").to_dict() == load_label_table(tmp_path / "one").to_dict()
 
 
 def test_label_cli_missing_input_is_one_clear_line(params_file, tmp_path, capsys):
@@ -549,7 +567,7 @@ def test_label_cli_missing_input_is_one_clear_line(params_file, tmp_path, capsys
 # (reference_labels(..., query_subject=e_q)) and, for exact labels, forward enumeration of the
 # simple paths that avoid e_q (brute_force_avoiding).
 
-SUBJ = L.VISITED_SUBJECT
+SUBJ = VISITED_SUBJECT
 
 
 def brute_force_avoiding(quads, num_entities, target, query_time, max_hops, avoid, strict=True):
@@ -604,7 +622,7 @@ def test_subject_mode_exact_equals_naive_per_query(tkg, K, strict):
         for s in range(e):  # every possible query subject, o_q itself included
             got = table.get_for_query(o, t, s)
             assert got == brute_force_avoiding(quads.tolist(), e, o, t, K - 1, s, strict), (o, t, s)
-            assert got == L.reference_labels(g, o, t, K - 1, None, strict, query_subject=s), (o, t, s)
+            assert got == reference_labels(g, o, t, K - 1, None, strict, query_subject=s), (o, t, s)
 
 
 @SETTINGS
@@ -615,7 +633,7 @@ def test_subject_mode_pruned_equals_algorithm1_per_query(tkg, K, N, strict):
     table = _tables(g, pairs, max_path_length=K, max_in_edges=N, strict_history=strict)
     for o, t in set(pairs):
         for s in range(e):
-            assert table.get_for_query(o, t, s) == L.reference_labels(g, o, t, K - 1, N, strict, query_subject=s)
+            assert table.get_for_query(o, t, s) == reference_labels(g, o, t, K - 1, N, strict, query_subject=s)
 
 
 @SETTINGS
@@ -660,7 +678,7 @@ def test_subject_mode_action_labels_match_definition(tkg, k, N, seed):
     cur = rng.integers(0, e, B)
     y = _action(table, tg, tq, k, ent, tim, stop, cur, 3, query_subject=subject)
     for b in range(B):
-        rows = L.reference_labels(g, int(tg[b]), int(tq[b]), 2, N, query_subject=int(subject[b]))
+        rows = reference_labels(g, int(tg[b]), int(tq[b]), 2, N, query_subject=int(subject[b]))
         for a in range(A):
             if ent[b, a] == e:
                 want = 0
@@ -729,7 +747,7 @@ def test_subject_mode_on_environment_walks():
     g = TemporalGraph.from_quadruples(np.concatenate(list(splits.values())), spec.num_entities, spec.num_relations)
     env = TemporalEnv(g)
     queries = with_inverse_queries(splits["train"], spec.num_relations)[::7].astype(np.int64)
-    tg, tq = L.label_pairs(splits["train"])
+    tg, tq = label_pairs(splits["train"])
     rng = np.random.default_rng(0)
     for N in (None, 3):
         table = _compute(g, tg, tq, max_path_length=3, max_in_edges=N, visited=SUBJ, workers=1)
@@ -744,7 +762,7 @@ def test_subject_mode_on_environment_walks():
             for b in range(state.batch_size):
                 q = (int(state.answer[b]), int(state.query_time[b]), int(state.query_entity[b]))
                 if q not in refs:
-                    refs[q] = L.reference_labels(g, q[0], q[1], 2, N, query_subject=q[2])
+                    refs[q] = reference_labels(g, q[0], q[1], 2, N, query_subject=q[2])
                 for a in range(1, int(c.count[b]) + 1):
                     e, t = int(c.entity[b, a]), int(c.time[b, a])
                     want = (e == q[0] and t < q[1]) or any(
@@ -765,49 +783,49 @@ def test_subject_mode_storage_round_trip_and_parts(tmp_path):
     import pyarrow.parquet as pq
 
     g, train = _synthetic_graph()
-    tg, tq = L.label_pairs(train)
+    tg, tq = label_pairs(train)
     cfg = LabelingConfig(max_in_edges=3, workers=1, visited=SUBJ)
-    s = L.write_labels(tmp_path / "one", g, tg, tq, max_path_length=3, config=cfg)
+    s = write_labels(tmp_path / "one", g, tg, tq, max_path_length=3, config=cfg)
     assert s["format_version"] == 2 and s["visited"] == SUBJ
-    assert pq.read_schema(tmp_path / "one" / "labels.parquet").names == list(L.LABEL_COLUMNS + L.VIA_COLUMNS)
-    loaded = L.load_label_table(tmp_path / "one")
+    assert pq.read_schema(tmp_path / "one" / "labels.parquet").names == list(LABEL_COLUMNS + VIA_COLUMNS)
+    loaded = load_label_table(tmp_path / "one")
     direct = _compute(g, tg, tq, max_path_length=3, max_in_edges=3, visited=SUBJ)
     assert loaded.visited == SUBJ and loaded.to_dict(with_via=True) == direct.to_dict(with_via=True)
     assert loaded.latest_time_without_via.dtype == loaded.latest_time.dtype
     # The default mode still writes format 1 (five columns) and says so.
-    d = L.write_labels(tmp_path / "default", g, tg, tq, max_path_length=3, config=LabelingConfig(max_in_edges=3))
+    d = write_labels(tmp_path / "default", g, tg, tq, max_path_length=3, config=LabelingConfig(max_in_edges=3))
     assert d["format_version"] == 1 and d["visited"] == "target"
-    assert pq.read_schema(tmp_path / "default" / "labels.parquet").names == list(L.LABEL_COLUMNS)
+    assert pq.read_schema(tmp_path / "default" / "labels.parquet").names == list(LABEL_COLUMNS)
     # Partitioned: same table; parts of the other mode are relabeled, not merged.
     cfg3 = LabelingConfig(max_in_edges=3, workers=1, visited=SUBJ, partitions=3)
     staging = tmp_path / "p.parts"
     for i in range(3):
-        L.write_label_part(staging, i, g, (tg, tq), max_path_length=3, config=cfg3, options=_H)
+        write_label_part(staging, i, g, (tg, tq), max_path_length=3, config=cfg3, options=_H)
     before = (staging / "part-00001" / "labels.parquet").stat().st_mtime_ns
-    L.write_label_part(staging, 1, g, (tg, tq), max_path_length=3, config=cfg3, options=_H)
+    write_label_part(staging, 1, g, (tg, tq), max_path_length=3, config=cfg3, options=_H)
     assert (staging / "part-00001" / "labels.parquet").stat().st_mtime_ns == before
-    back = L.write_label_part(staging, 1, g, (tg, tq), max_path_length=3, options=_H,
-                              config=LabelingConfig(max_in_edges=3, workers=1, partitions=3))
+    back = write_label_part(staging, 1, g, (tg, tq), max_path_length=3, options=_H,
+                            config=LabelingConfig(max_in_edges=3, workers=1, partitions=3))
     assert back["visited"] == "target"
     with pytest.raises(ValueError, match="different settings"):
-        L.merge_label_parts(staging, tmp_path / "p", 3)
-    L.write_label_part(staging, 1, g, (tg, tq), max_path_length=3, config=cfg3, options=_H)
-    merged = L.merge_label_parts(staging, tmp_path / "p", 3)
+        merge_label_parts(staging, tmp_path / "p", 3)
+    write_label_part(staging, 1, g, (tg, tq), max_path_length=3, config=cfg3, options=_H)
+    merged = merge_label_parts(staging, tmp_path / "p", 3)
     assert merged["visited"] == SUBJ and merged["format_version"] == 2
-    assert L.load_label_table(tmp_path / "p").to_dict(with_via=True) == direct.to_dict(with_via=True)
-    assert L.PartitionedLabels(tmp_path / "p").load(0).visited == SUBJ
+    assert load_label_table(tmp_path / "p").to_dict(with_via=True) == direct.to_dict(with_via=True)
+    assert PartitionedLabels(tmp_path / "p").load(0).visited == SUBJ
 
 
 def test_subject_mode_old_tables_and_errors(tmp_path):
     g, train = _synthetic_graph()
-    tg, tq = L.label_pairs(train[:20])
+    tg, tq = label_pairs(train[:20])
     # A table written before the option (no "visited" in its summary) reads as the default mode.
     out = tmp_path / "old"
-    L.write_labels(out, g, tg, tq, max_path_length=3)
+    write_labels(out, g, tg, tq, max_path_length=3)
     s = json.loads((out / "summary.json").read_text())
     del s["visited"]
     (out / "summary.json").write_text(json.dumps(s))
-    old = L.load_label_table(out)
+    old = load_label_table(out)
     assert old.visited == "target" and old.via is None
     with pytest.raises(ValueError, match="no via columns"):
         old.get_for_query(int(tg[0]), int(tq[0]), 0)
@@ -817,7 +835,7 @@ def test_subject_mode_old_tables_and_errors(tmp_path):
     s["visited"] = SUBJ
     (out / "summary.json").write_text(json.dumps(s))
     with pytest.raises(ValueError, match="does not match label format version 1"):
-        L.load_label_table(out)
+        load_label_table(out)
     # Subject-mode tables need e_q in action_labels.
     subj = _compute(g, tg, tq, max_path_length=3, visited=SUBJ)
     ent = np.array([[1]])
@@ -831,7 +849,7 @@ def test_subject_mode_old_tables_and_errors(tmp_path):
     with pytest.raises(ValueError, match="labeling.visited must be one of"):
         _compute(g, tg, tq, max_path_length=3, visited="subject")
     with pytest.raises(ValueError, match="max_hops <= 2"):
-        L.reference_labels_via(g, int(tg[0]), int(tq[0]), 3)
+        reference_labels_via(g, int(tg[0]), int(tq[0]), 3)
 
 
 def test_subject_mode_config():
@@ -863,7 +881,7 @@ def test_subject_mode_pretrain_batch():
     g = TemporalGraph.from_quadruples(np.concatenate(list(splits.values())), spec.num_entities, spec.num_relations)
     env = TemporalEnv(g)
     train = with_inverse_queries(splits["train"], spec.num_relations)
-    tg, tq = L.label_pairs(splits["train"])
+    tg, tq = label_pairs(splits["train"])
     small = ModelConfig(entity_dim=16, relation_dim=16, time_dim=4, step_dim=4, mlp_hidden_dim=16)
     rates = {}
     for mode in ("target", SUBJ):

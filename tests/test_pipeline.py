@@ -326,7 +326,7 @@ def _reproduced(proj: Path, env: dict) -> None:
 def test_dvc_status_follows_code_and_resolved_params(project):
     proj, env, _ = project
     _reproduced(proj, env)
-    labeling = proj / "raptor" / "labeling.py"
+    labeling = proj / "raptor" / "labeling" / "kernels.py"
     original = labeling.read_text()
     try:
         labeling.write_text(original + "\n# a changed line\n")

@@ -10,7 +10,8 @@ from raptor.config import EnvConfig, LabelingConfig, ModelConfig, PretrainConfig
 from raptor.data.dataset import with_inverse_queries
 from raptor.mdp.env import TemporalEnv
 from raptor.data.graph import TemporalGraph
-from raptor.labeling import PartitionedLabels, compute_labels, label_pairs, merge_label_parts, write_label_part
+from raptor.labeling.compute import compute_labels, label_pairs
+from raptor.labeling.store import PartitionedLabels, merge_label_parts, write_label_part
 from raptor.agents.policy import Policy
 from raptor.agents.actor_critic.pretrain import epoch_blocks, pretrain, pretrain_batch, reachability_bce
 from raptor.agents.base import load_model

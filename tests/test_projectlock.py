@@ -158,7 +158,7 @@ def test_every_entry_point_is_refused_at_once_and_writes_nothing(tmp_path, monke
 # the race of issue 41, end to end
 # ---------------------------------------------------------------------------------------------
 
-#: Appended to the project's copy of raptor/labeling.py: with RAPTOR_TEST_GATE set, the label stage
+#: Appended to the project's copy of raptor/labeling/stage.py: with RAPTOR_TEST_GATE set, the label stage
 #: stops after it read its params (the labeling config it was given), says so, and waits for ``go``.
 GATE = '''
 
@@ -239,7 +239,7 @@ def test_a_pipeline_started_while_dvc_repro_is_inside_a_stage_changes_nothing_dv
     proj.mkdir()
     raw = write_raw(tmp_path / "raw", SyntheticSpec(seed=5, num_entities=20, num_timestamps=12))
     shutil.copytree(ROOT / "raptor", proj / "raptor", ignore=shutil.ignore_patterns("__pycache__"))
-    with open(proj / "raptor" / "labeling.py", "a") as fh:
+    with open(proj / "raptor" / "labeling" / "stage.py", "a") as fh:
         fh.write(GATE)
     for name in ("flows", "tasks"):
         (proj / name).symlink_to(ROOT / name)

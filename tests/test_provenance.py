@@ -111,18 +111,20 @@ def test_an_edit_in_titer_changes_only_titer_runs_code_hash(package_copy, edited
     assert {k for k in before if before[k] != after[k]} == {"titer"}
 
 
-def test_an_edit_in_labeling_changes_only_the_pretraining_code_hash(package_copy):
+@pytest.mark.parametrize("edited", ["labeling/kernels.py", "labeling/store.py"])
+def test_an_edit_in_labeling_changes_only_the_pretraining_code_hash(package_copy, edited):
     """The pretrained variant's RL runs see labeling through their initial weights (an input), not their code."""
     before = _hashes()
-    package_copy("labeling.py")
+    package_copy(edited)
     after = _hashes()
     assert {k for k in before if before[k] != after[k]} == {"pretrain"}
 
 
-def test_an_edit_in_labeling_reaches_label_pretrain_and_the_pretrained_variant_only():
+@pytest.mark.parametrize("edited", ["raptor/labeling/kernels.py", "raptor/labeling/store.py"])
+def test_an_edit_in_labeling_reaches_label_pretrain_and_the_pretrained_variant_only(edited):
     """Through code deps (label, pretrain) and then through the outputs the stages read (DVC's graph)."""
     main = stages.main_stages(ALL_VARIANTS)
-    direct = {s.name for s in main if "raptor/labeling.py" in stages.code_deps(s)}
+    direct = {s.name for s in main if edited in stages.code_deps(s)}
     assert direct == {"label", "pretrain"}
     reached, outs = set(direct), {p for s in main if s.name in direct for p in s.outputs.values()}
     changed = True

@@ -114,7 +114,8 @@ def test_label_parts_on_dask_cluster(prefect_api, dask_cluster, no_runner_env, t
     from raptor.pipeline.stages import resolve_params
     from raptor.data.graph import build_graph
     from raptor.data.ingest import ingest
-    from raptor.labeling import load_label_table, label_dataset
+    from raptor.labeling.stage import label_dataset
+    from raptor.labeling.store import load_label_table
 
     no_runner_env.setenv("RAPTOR_DASK_ADDRESS", dask_cluster.scheduler_address)
     ingest(tiny_raw, tmp_path / "data")

@@ -25,7 +25,7 @@ def test_committed_dvc_files_are_the_generated_ones():
 
 def test_check_names_a_stale_file(tmp_path):
     (tmp_path / "ablation").mkdir()
-    (tmp_path / "dvc.yaml").write_text(stages.dvc_yaml(Params()).replace("raptor/labeling.py", "raptor/x.py"))
+    (tmp_path / "dvc.yaml").write_text(stages.dvc_yaml(Params()).replace("raptor/labeling/kernels.py", "raptor/x.py"))
     (tmp_path / "ablation" / "dvc.yaml").write_text(stages.dvc_yaml(Params(), ablation=True))
     (tmp_path / stages.CURVE_TEMPLATE_FILE).parent.mkdir(parents=True)
     (tmp_path / stages.CURVE_TEMPLATE_FILE).write_text(stages.CURVE_TEMPLATE_SOURCE.read_text())
@@ -107,10 +107,13 @@ def test_stage_code_deps_cover_the_library_code_its_flow_calls(stage):
         assert files <= deps, f"{stage.name} runs {module} but its deps miss {sorted(files - deps)}"
 
 
-def test_labeling_reaches_label_and_pretraining_but_not_pure_rl():
+@pytest.mark.parametrize("module", ["kernels", "store"])
+def test_labeling_reaches_label_and_pretraining_but_not_pure_rl(module):
     doc = yaml.safe_load(stages.dvc_yaml(Params()))["stages"]
-    with_labeling = {name for name, s in doc.items() if "raptor/labeling.py" in s.get("do", s)["deps"]}
+    with_labeling = {name for name, s in doc.items() if f"raptor/labeling/{module}.py" in s.get("do", s)["deps"]}
     assert with_labeling == {"label", "pretrain"}
+    # the stage entry is the label stage's alone (raptor/labeling/__init__.py imports nothing)
+    assert {name for name, s in doc.items() if "raptor/labeling/stage.py" in s.get("do", s)["deps"]} == {"label"}
 
 
 def test_stage_params_are_resolved_values_of_the_declared_keys(tmp_path):
@@ -215,8 +218,9 @@ def test_provenance_hashes_change_with_content(tmp_path):
     assert content_hash(d) != h1
     with pytest.raises(FileNotFoundError):
         content_hash(tmp_path / "nope")
-    files = {p.name for p in module_files(["raptor.data.graph"])}
-    assert {"graph.py", "dataset.py", "io.py", "constants.py"} <= files and "labeling.py" not in files
+    paths = module_files(["raptor.data.graph"])
+    files = {p.name for p in paths}
+    assert {"graph.py", "dataset.py", "io.py", "constants.py"} <= files and not any("labeling" in p.parts for p in paths)
     assert len(code_hash(["raptor.data.graph"])) == 64
 
 
@@ -250,7 +254,9 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("params, registries, files", {"agents", "agents.variants", "data", "data.registry", "config", "runs",
                                    "runs.checkpoints", "runs.rundir", "reporting.records"}),
     ("data and graph", {"data.dataset", "data.graph", "data.ingest", "data.synthetic", "evaluation.ranking"}),
-    ("environment and labeling", {"mdp", "mdp.env", "mdp.device_env", "labeling", "runs.context"}),
+    ("environment and labeling", {"mdp", "mdp.env", "mdp.device_env", "labeling", "labeling.kernels", "labeling.table",
+                                  "labeling.reference", "labeling.actions", "labeling.compute", "labeling.store",
+                                  "labeling.stage", "runs.context"}),
     ("policies and agents", {"agents.policy", "agents.rollout", "agents.beam", "agents.flops", "runs.loop",
                              "agents.actor_critic", "agents.actor_critic.rl", "agents.titer",
                              "agents.titer.training", "agents.recurrency", "agents.recurrency.method",

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 
 from raptor.config import load_params
-from raptor.labeling import label_dataset, label_part, merge_parts, staging_dir_of
+from raptor.labeling.stage import label_dataset, label_part, merge_parts
+from raptor.labeling.store import staging_dir_of
 
 NAME = "label"
 HELP = (

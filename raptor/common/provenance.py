@@ -99,7 +99,7 @@ def code_hash(modules: Iterable[str]) -> str:
 def content_hash(path: str | Path, file_digest: Optional[Callable[[Path], str]] = None) -> str:
     """SHA-256 of a file's bytes, or of a folder's files (sorted relative names and contents).
     ``file_digest`` (a file -> hex SHA-256) replaces a file's plain digest, e.g. to leave out fields
-    that do not describe the content (:func:`raptor.labeling.label_table_hash`)."""
+    that do not describe the content (:func:`raptor.labeling.store.label_table_hash`)."""
     digest = file_digest or _file_digest
     path = Path(path)
     if path.is_file():

@@ -128,7 +128,7 @@ def run_plan(plan: Plan, data_dir: str, graph_path: str, results: str, *, arms: 
              options: LocalOptions = LocalOptions()) -> dict[str, Any]:
     """Run ``plan`` (or the jobs of ``arms`` only) and write the results table from the records in
     ``results`` (:func:`raptor.pipeline.sweep.write_results`); returns it (``options``: :class:`LocalOptions`)."""
-    from raptor.labeling import label_dataset
+    from raptor.labeling.stage import label_dataset
 
     jobs, num_threads, progress, log = options.jobs, options.num_threads, options.progress, options.log
 

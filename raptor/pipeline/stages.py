@@ -124,7 +124,7 @@ def main_stages(variants: Sequence[str]) -> list[Stage]:
               inputs={"raw": RAW_DIR}, outputs={"out": _data("ingested")}, params=(f"datasets.{DATASET}",)),
         Stage("graph", "ingested dataset -> inverse-augmented temporal CSR graph", "raptor.data.graph",
               inputs={"data": _data("ingested")}, outputs={"out": _data("graph.npz")}),
-        Stage("label", "reachability label tables of the training queries (Algorithm 1)", "raptor.labeling",
+        Stage("label", "reachability label tables of the training queries (Algorithm 1)", "raptor.labeling.stage",
               inputs={"data": _data("ingested"), "graph": _data("graph.npz")}, outputs={"out": _data("labels")},
               params=("env.max_path_length", "labeling")),
     ]

@@ -22,7 +22,7 @@ Precedence, lowest first: params.yaml, its selected profile, ``params.local.yaml
 :func:`plan_sweep` turns a sweep into jobs with explicit paths; arms share what they can, keyed by
 content: one label table per distinct labeling setting, one pretraining run per distinct pretraining
 setting and seed (with a snapshot at every arm's epoch count). Every job is an ordinary run of the
-library (:func:`raptor.labeling.label_dataset`, :func:`raptor.agents.actor_critic.pretrain.pretrain_run`,
+library (:func:`raptor.labeling.stage.label_dataset`, :func:`raptor.agents.actor_critic.pretrain.pretrain_run`,
 :func:`raptor.pipeline.experiment.run_variant`, :func:`raptor.pipeline.experiment.evaluate_model`), so a sweep resumes
 like any run and never reuses a result for other params. :func:`write_results` tabulates the arms.
 

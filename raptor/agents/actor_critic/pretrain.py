@@ -2,7 +2,7 @@
 
 For a batch of training queries (both directions) the agent walks ``K`` steps from ``e_q``. At
 every step ``k`` every valid candidate action ``a`` (STOP included) gets the label ``y(a)`` from the
-precomputed label table (:func:`raptor.labeling.action_labels`: reachable iff the table holds
+precomputed label table (:func:`raptor.labeling.actions.action_labels`: reachable iff the table holds
 ``(e', t̄, h̄)`` with ``t' <= t̄`` and ``h̄ < K - k``; the target itself is reachable; STOP iff the
 agent already stands on ``o_q``), and the loss is::
 
@@ -42,7 +42,9 @@ from raptor.agents import AGENT_KEY
 from raptor.config import PretrainConfig
 from raptor.mdp.env import TemporalEnv
 from raptor.common.io import atomic_write_json
-from raptor.labeling import ActionCandidates, LabelTable, PartitionedLabels, action_labels
+from raptor.labeling.actions import ActionCandidates, action_labels
+from raptor.labeling.store import PartitionedLabels
+from raptor.labeling.table import LabelTable
 from raptor.runs.loop import Phase, run_epochs
 from raptor.agents.policy import Policy
 from raptor.runs.checkpoints import model_meta, save_model
@@ -235,7 +237,7 @@ def pretrain_run(ctx, labels: LabelTable | str | Path, epochs: Sequence[int], ru
     can still write every snapshot asked for; otherwise it starts afresh and says why (or, with
     ``resume_only``, raises :class:`raptor.common.io.RunMismatchError` and deletes nothing).
     """
-    from raptor.labeling import label_table_hash, load_label_table
+    from raptor.labeling.store import label_table_hash, load_label_table
     from raptor.common.provenance import code_hash
     from raptor.common.runtime import configure_runtime, resolve_device, resolve_precision
 
