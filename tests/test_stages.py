@@ -253,7 +253,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("environment and labeling", {"mdp", "mdp.env", "mdp.device_env", "labeling", "runs.context"}),
     ("policies and agents", {"agents.policy", "agents.rollout", "agents.beam", "agents.flops", "runs.loop",
                              "agents.actor_critic", "agents.actor_critic.rl", "agents.titer",
-                             "agents.titer.training", "agents.recurrency", "agents.recurrency.method",
+                             "agents.titer.training", "agents.titer.dirichlet", "agents.recurrency", "agents.recurrency.method",
                              "agents.base", "agents.actor_critic.agent", "agents.titer.agent",
                              "agents.recurrency.agent"}),
     ("reporting", {"reporting.report"}),
