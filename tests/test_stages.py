@@ -248,7 +248,7 @@ LAYERS: list[tuple[str, set[str]]] = [
                         "reporting", "reporting.paper", "evaluation", "evaluation.stats", "agents.sampling",
                         "data.names"}),
     ("params, registries, files", {"agents", "agents.variants", "data", "data.registry", "config", "runs",
-                                   "runs.checkpoints", "runs.rundir", "reporting.records"}),
+                                   "runs.checkpoints", "runs.rundir", "reporting.runs_reader", "reporting.records"}),
     ("data and graph", {"data.dataset", "data.graph", "data.ingest", "data.synthetic", "evaluation.ranking"}),
     ("environment and labeling", {"mdp", "mdp.env", "mdp.device_env", "labeling", "runs.context"}),
     ("policies and agents", {"agents.policy", "agents.rollout", "agents.beam", "agents.flops", "runs.loop",
@@ -258,7 +258,7 @@ LAYERS: list[tuple[str, set[str]]] = [
                              "agents.recurrency.agent"}),
     ("reporting", {"reporting.report"}),
     ("experiment, stages, sweeps", {"pipeline.experiment", "agents.actor_critic.pretrain", "pipeline.stages",
-                                    "pipeline.sweep", "pipeline.local_sweep"}),
+                                    "pipeline.sweep", "reporting.sweep_page", "pipeline.local_sweep"}),
     ("results page", {"reporting.results"}),
     ("command line", {"cli", "commands", "commands.*"}),
 ]
