@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from raptor.common.io import atomic_write_json
-from raptor.reporting.report import seed_ranks
+from raptor.reporting.runs_reader import seed_ranks
 from raptor.evaluation.stats import json_safe, paired_seed_ttest, per_query_tests
 
 ROOT = Path(__file__).resolve().parents[1]

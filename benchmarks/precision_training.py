@@ -5,7 +5,7 @@ Pure-RL and RL-RAPTOR at the quick profile's budget, seeds 0 and 1, ``train.prec
 bfloat16, nothing else changed) and reports, per variant and precision, mean ± sample std over seeds of
 the best validation MRR (full validation set) and the test metrics of the best checkpoint, the test MRR
 difference against float32 with the sweep's tests (paired t-test over seeds; per query: paired
-bootstrap CI and Wilcoxon, :func:`raptor.pipeline.sweep._vs_default`), the validation MRR at every validation
+bootstrap CI and Wilcoxon, :func:`raptor.reporting.sweep_page._vs_default`), the validation MRR at every validation
 round, and the median seconds per RL epoch and per validation round (the runs' own clocks; two runs
 shared the two cores, so these are throughput under load, not a benchmark).
 

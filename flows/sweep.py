@@ -24,8 +24,9 @@ from prefect.artifacts import create_markdown_artifact
 
 from raptor.config import load_resolved
 from raptor.pipeline.stages import stage_output
-from raptor.pipeline.sweep import (Plan, declared_records, job_dirs, load_sweep, plan_sweep, recorded_runs, results_dir, sweep_dir,
-                          write_results)
+from raptor.pipeline.sweep import (Plan, declared_records, job_dirs, load_sweep, plan_sweep, recorded_runs, results_dir,
+                                   sweep_dir)
+from raptor.reporting.sweep_page import write_results
 from tasks import tracking
 from tasks.train import context, label_task, log_record_task, pretrain_run_task, sweep_run_task, threads_per_run
 

@@ -64,7 +64,7 @@ from raptor.pipeline import stages  # noqa: E402
 from raptor.pipeline.experiment import run_code  # noqa: E402
 
 ALL_VARIANTS = ["pure_rl", "raptor", "titer"]
-TITER_FILES = {"raptor/agents/titer/training.py", "raptor/agents/titer/agent.py"}
+TITER_FILES = {"raptor/agents/titer/training.py", "raptor/agents/titer/dirichlet.py", "raptor/agents/titer/agent.py"}
 
 
 def _stage(name: str):
@@ -103,7 +103,7 @@ def _hashes() -> dict[str, str]:
     return out
 
 
-@pytest.mark.parametrize("edited", ["agents/titer/training.py", "agents/titer/agent.py"])
+@pytest.mark.parametrize("edited", ["agents/titer/training.py", "agents/titer/dirichlet.py", "agents/titer/agent.py"])
 def test_an_edit_in_titer_changes_only_titer_runs_code_hash(package_copy, edited):
     before = _hashes()
     package_copy(edited)
@@ -144,6 +144,6 @@ def test_an_edit_in_labeling_reaches_label_pretrain_and_the_pretrained_variant_o
 def test_pretraining_runs_no_experiment_code():
     files = {p.relative_to(provenance.PACKAGE_DIR).as_posix() for p in provenance.module_files(["raptor.agents.actor_critic.pretrain"])}
     assert not files & {"pipeline/experiment.py", "agents/beam.py", "evaluation/ranking.py", "agents/titer/training.py",
-                         "agents/actor_critic/rl.py", "agents/titer/agent.py"}, sorted(files)
+                         "agents/titer/dirichlet.py", "agents/actor_critic/rl.py", "agents/titer/agent.py"}, sorted(files)
     deps = set(stages.code_deps(_stage("pretrain")))
     assert not deps & {"raptor/pipeline/experiment.py", "raptor/agents/beam.py", "raptor/agents/actor_critic/rl.py", "raptor/agents/titer/training.py"}

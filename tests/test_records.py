@@ -12,8 +12,8 @@ import pytest
 from raptor.reporting import records
 RUN_CONFIG_FILE = "run_config.json"
 from raptor.evaluation.ranking import read_predictions, write_predictions
-from raptor.reporting.records import RANK_COLUMNS, RANKS_FILE, read_ranks, save_record, valid_record
-from raptor.reporting.report import seed_ranks
+from raptor.reporting.records import save_record, valid_record
+from raptor.reporting.runs_reader import RANK_COLUMNS, RANKS_FILE, read_ranks, seed_ranks
 
 FINGERPRINT = {"kind": "rl", "seed": 0, "params": {"rl.gamma": 0.95}, "inputs": {"data": "ab"}, "code": "cd"}
 

@@ -253,7 +253,7 @@ def test_collect_keeps_the_per_query_ranks_of_each_evaluation(workspace, tmp_pat
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from raptor.reporting.records import read_ranks
+    from raptor.reporting.runs_reader import read_ranks
 
     eval_dir = workspace / "runs/ICEWS14/raptor/eval/seed1"
     preds = pa.table({"subject": [0, 1], "relation": [2, 3], "object": [4, 0], "time": [7, 8],

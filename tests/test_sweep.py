@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from raptor.config import ConfigError, load_params, params_from_dict
-from raptor.pipeline.sweep import (DEFAULT_ARM, arm_params, collect_results, load_sweep, parse_sweep, plan_sweep,
-                          results_markdown, write_results)
+from raptor.pipeline.sweep import DEFAULT_ARM, arm_params, load_sweep, parse_sweep, plan_sweep
+from raptor.reporting.sweep_page import collect_results, results_markdown, write_results
 
 RAW = {
     "profile": "paper",
@@ -221,7 +221,7 @@ def test_results_test_each_arm_against_the_default_per_query_and_over_seeds(tmp_
     (+0.004, (-0.006, -0.001), "no clear difference"),
 ])
 def test_verdict_needs_validation_and_the_test_ci_to_agree(d_val, ci, expected):
-    from raptor.pipeline.sweep import verdict
+    from raptor.reporting.sweep_page import verdict
 
     default = {"arm": DEFAULT_ARM, "variant": "raptor", "best_val_mrr_mean": 0.42, "vs_default": None}
     arm = {"arm": "x=1", "variant": "raptor", "best_val_mrr_mean": 0.42 + d_val,
@@ -232,7 +232,7 @@ def test_verdict_needs_validation_and_the_test_ci_to_agree(d_val, ci, expected):
 
 
 def test_choice_tables_group_the_arms_that_override_the_same_keys():
-    from raptor.pipeline.sweep import choice_tables
+    from raptor.reporting.sweep_page import choice_tables
 
     def arm(name, overrides, val, test):
         return {"arm": name, "variant": "raptor", "overrides": overrides, "note": "", "seeds": [0, 1],
@@ -408,7 +408,7 @@ def test_records_are_shown_against_the_declaration_beside_them_not_this_checkout
 
 
 def test_the_combination_takes_better_arms_whole_and_lets_validation_pick_within_a_key():
-    from raptor.pipeline.sweep import combination, combination_markdown
+    from raptor.reporting.sweep_page import combination, combination_markdown
 
     def arm(name, overrides, val, ci):
         return {"arm": name, "variant": "raptor", "overrides": overrides, "best_val_mrr_mean": val,

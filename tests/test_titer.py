@@ -1,4 +1,4 @@
-"""TITer-150 (raptor/agents/titer/training.py): TITer's scoring against its literal formula, the Dirichlet fit against
+"""TITer-150 (raptor/agents/titer/training.py, dirichlet.py): TITer's scoring against its literal formula, the Dirichlet fit against
 a literal port of TITer's dirichlet.py, reward shaping, REINFORCE, training, beam search, resume and
 the inductive mean."""
 
@@ -23,9 +23,10 @@ from raptor.mdp.env import TemporalEnv
 from raptor.data.graph import TemporalGraph
 from raptor.evaluation.ranking import build_filter, filtered_ranks
 from raptor.agents.rollout import candidate_tensors, query_context
-from raptor.agents.titer.training import (DirichletFit, TITerConfig, TITerPolicy, dirichlet_statistics, fit_dirichlet, inductive_mean,
-                          inductive_mean_table, load_titer_model, reinforce_loss, shaped_reward, statistics_of,
-                          train_titer)
+from raptor.agents.titer import dirichlet
+from raptor.agents.titer.dirichlet import DirichletFit, dirichlet_statistics, fit_dirichlet, shaped_reward, statistics_of
+from raptor.agents.titer.training import (TITerConfig, TITerPolicy, inductive_mean, inductive_mean_table, load_titer_model,
+                                          reinforce_loss, train_titer)
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -244,10 +245,10 @@ def test_special_functions_match_scipy():
     neg = -np.linspace(0.1, 5.3, 37)
     x = np.concatenate([np.geomspace(1e-4, 1e4, 400), neg[np.abs(neg - np.round(neg)) > 1e-3]])  # no poles
     for i, xi in enumerate(x):
-        assert titer._digamma(xi) == pytest.approx(psi(xi), rel=1e-13, abs=1e-13)
-        assert titer._trigamma(xi) == pytest.approx(polygamma(1, xi), rel=1e-13)
+        assert dirichlet._digamma(xi) == pytest.approx(psi(xi), rel=1e-13, abs=1e-13)
+        assert dirichlet._trigamma(xi) == pytest.approx(polygamma(1, xi), rel=1e-13)
         if xi > 0:
-            assert titer._psi_psi1(xi) == pytest.approx((psi(xi), float(polygamma(1, xi))), rel=1e-13, abs=1e-13)
+            assert dirichlet._psi_psi1(xi) == pytest.approx((psi(xi), float(polygamma(1, xi))), rel=1e-13, abs=1e-13)
 
 
 def test_dirichlet_statistics_equal_titers_observations(synthetic):
@@ -395,7 +396,7 @@ def test_resume_and_determinism(synthetic, tmp_path):
     env, q, E, R, _ = synthetic
     cfg = TITerConfig(batch_size=256, baseline_lambda=0.05, **SMALL)  # a moving baseline: kept in checkpoints
     ev = EvalConfig(valid_every=2, beam_size=5)
-    prior = titer.fit_time_prior(q["train"], E, R, cfg)
+    prior = dirichlet.fit_time_prior(q["train"], E, R, cfg)
 
     def evaluate(p):
         res = beam_search(p, env, q["valid"][:40], ev)

@@ -66,7 +66,8 @@ def run(args: argparse.Namespace) -> int:
 
     from raptor.pipeline.local_sweep import JobsFailed, LocalOptions, run_plan
     from raptor.pipeline.stages import stage_output
-    from raptor.pipeline.sweep import declaration_differences, load_sweep, plan_sweep, results_dir, sweep_dir, write_results
+    from raptor.pipeline.sweep import load_sweep, plan_sweep, results_dir, sweep_dir
+    from raptor.reporting.sweep_page import declaration_differences, write_results
 
     if args.prefect or args.from_records or args.list or args.dvc:
         from raptor.commands.stage import import_flows

@@ -23,7 +23,7 @@ def register(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from raptor.pipeline.sweep import write_sweep_page
+    from raptor.reporting.sweep_page import write_sweep_page
 
     folders = []
     for spec in args.sources:

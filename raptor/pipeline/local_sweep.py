@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Optional, Sequence
 
 from raptor.config import load_resolved
-from raptor.pipeline.sweep import Plan, PretrainJob, TrainJob, recorded_runs, save_job_record, write_results
+from raptor.pipeline.sweep import Plan, PretrainJob, TrainJob, recorded_runs, save_job_record
+from raptor.reporting.sweep_page import write_results
 from raptor.runs.rundir import RunDir, RunOptions
 
 Log = Callable[[str], None]
@@ -127,7 +128,7 @@ class LocalOptions:
 def run_plan(plan: Plan, data_dir: str, graph_path: str, results: str, *, arms: Optional[Iterable[str]] = None,
              options: LocalOptions = LocalOptions()) -> dict[str, Any]:
     """Run ``plan`` (or the jobs of ``arms`` only) and write the results table from the records in
-    ``results`` (:func:`raptor.pipeline.sweep.write_results`); returns it (``options``: :class:`LocalOptions`)."""
+    ``results`` (:func:`raptor.reporting.sweep_page.write_results`); returns it (``options``: :class:`LocalOptions`)."""
     from raptor.labeling.stage import label_dataset
 
     jobs, num_threads, progress, log = options.jobs, options.num_threads, options.progress, options.log

@@ -14,28 +14,24 @@ Records are meant to be kept under version control (a sweep keeps them in ``resu
 docs generated from them), so that a clone can regenerate the docs, and a sweep whose run folders
 are gone (a fresh machine, a cleaned work tree) does not train again a run whose record is of the
 same run (:func:`valid_record`). The fingerprint is written last and removed first, so an
-interrupted write leaves a record that is never used.
+interrupted write leaves a record that is never used. Records are read, as run folders are, by
+:mod:`raptor.reporting.runs_reader`.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
-import numpy as np
-import pyarrow as pa
 import pyarrow.parquet as pq
 
 from raptor.common.io import atomic_path, atomic_write_bytes
+from raptor.reporting.runs_reader import (RANK_COLUMNS, RANKS_FILE, ranks_source, read_fingerprint, read_json,
+                                          read_summary)
 from raptor.runs.rundir import RunDir
 
 TRAIN_FILES = (RunDir.SUMMARY, RunDir.HISTORY)
 EVAL_FILES = (RunDir.METRICS,)
-PREDICTIONS_FILE = RunDir.PREDICTIONS
-RANKS_FILE = "ranks.parquet"
-#: The columns of ``predictions.parquet`` a ranks file keeps: the query and its rank.
-RANK_COLUMNS = ("subject", "relation", "object", "time", "rank")
 
 
 def write_ranks(predictions: str | Path, out: str | Path) -> Path:
@@ -44,27 +40,6 @@ def write_ranks(predictions: str | Path, out: str | Path) -> Path:
     with atomic_path(out) as tmp:
         pq.write_table(table, tmp, compression="zstd")
     return Path(out)
-
-
-def ranks_source(eval_dir: str | Path) -> Path:
-    """The file of an evaluation folder that holds its per-query ranks: ``predictions.parquet``, else
-    ``ranks.parquet`` (a record); :class:`FileNotFoundError` naming the folder if neither exists."""
-    d = Path(eval_dir)
-    for name in (PREDICTIONS_FILE, RANKS_FILE):
-        if (d / name).is_file():
-            return d / name
-    raise FileNotFoundError(f"{d}: neither {PREDICTIONS_FILE} nor {RANKS_FILE} (the evaluation did not finish)")
-
-
-def read_ranks(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
-    """``(queries [Q, 4] int64: subject, relation, object, time; ranks [Q] float64)`` of a predictions
-    or ranks file; :class:`ValueError` naming the file if it lacks a column."""
-    try:
-        table = pq.read_table(path, columns=list(RANK_COLUMNS))
-    except (KeyError, pa.ArrowInvalid) as exc:
-        raise ValueError(f"{path} is not a predictions or ranks file (columns {list(RANK_COLUMNS)}): {exc}") from exc
-    queries = np.stack([table.column(c).to_numpy().astype(np.int64) for c in RANK_COLUMNS[:4]], 1)
-    return queries, table.column("rank").to_numpy().astype(np.float64)
 
 
 def save_record(train_dir: str | Path, eval_dir: str | Path, record_train: str | Path,
@@ -87,13 +62,6 @@ def save_record(train_dir: str | Path, eval_dir: str | Path, record_train: str |
         atomic_write_bytes(rt / f, (train_dir / f).read_bytes())
 
 
-def _read_json(path: Path) -> Optional[Any]:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-
-
 def valid_record(record_train: str | Path, record_eval: str | Path, fingerprint: Mapping[str, Any],
                  rl_epochs: int) -> Optional[dict[str, Any]]:
     """The record's ``summary.json`` if it is complete and is the record of the run ``fingerprint``
@@ -107,12 +75,13 @@ def valid_record(record_train: str | Path, record_eval: str | Path, fingerprint:
 
 
 def read_record(record_train: str | Path, record_eval: str | Path) -> Optional[tuple[dict[str, Any], dict[str, Any]]]:
-    """``(fingerprint, summary)`` of a complete record (every file there and readable), else ``None``."""
+    """``(fingerprint, summary)`` of a complete record (every file there and readable, read by
+    :mod:`raptor.reporting.runs_reader`, leniently: a half-written file is a missing one), else ``None``."""
     rt, re_ = Path(record_train), Path(record_eval)
-    fingerprint, summary = _read_json(rt / RunDir.CONFIG), _read_json(rt / RunDir.SUMMARY)
+    fingerprint, summary = read_fingerprint(rt, lenient=True), read_summary(rt, lenient=True)
     if not isinstance(fingerprint, dict) or not isinstance(summary, dict):
         return None
-    if not all(_read_json(p) is not None for p in [rt / RunDir.HISTORY] + [re_ / f for f in EVAL_FILES]):
+    if not all(read_json(p, lenient=True) is not None for p in [rt / RunDir.HISTORY] + [re_ / f for f in EVAL_FILES]):
         return None
     if not (re_ / RANKS_FILE).is_file():
         return None

@@ -2,7 +2,7 @@
 
 Inputs are the stage outputs (see :mod:`raptor.pipeline.stages`): per variant, a training folder with
 ``seed<S>/history.json`` (a pretraining stage's output has the same shape) and an evaluation folder with
-``seed<S>/metrics.json`` and ``seed<S>/predictions.parquet``.
+``seed<S>/metrics.json`` and ``seed<S>/predictions.parquet``, read by :mod:`raptor.reporting.runs_reader`.
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from __future__ import annotations
 import csv
 import io as _io
 import json
-import re
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
@@ -20,58 +19,8 @@ from raptor.common.io import atomic_dir, atomic_path, atomic_write_json, atomic_
 from raptor.agents import variants
 from raptor.constants import METRIC_KEYS
 from raptor.reporting.paper import MAIN_TABLE, METRICS, REWARD_THRESHOLD
-from raptor.reporting.records import ranks_source, read_ranks
-from raptor.runs.rundir import RunDir
+from raptor.reporting.runs_reader import evaluated_seeds, histories, read_summary, seed_dirs, seed_metrics, seed_ranks
 from raptor.evaluation.stats import format_probability, per_query_tests, rounded, seed_level_tests, summarize
-
-_SEED_DIR = re.compile(r"^seed(-?\d+)$")
-
-
-# ------------------------------------------------------------------------------------------ reading
-
-
-def _seed_dirs(folder: Path) -> dict[int, Path]:
-    if not folder.is_dir():
-        raise FileNotFoundError(f"folder not found: {folder}")
-    out = {int(m.group(1)): p for p in folder.iterdir() if p.is_dir() and (m := _SEED_DIR.match(p.name))}
-    return dict(sorted(out.items()))
-
-
-def seed_metrics(eval_dir: str | Path) -> dict[int, dict]:
-    """``{seed: metrics.json}`` of one variant's evaluation folder."""
-    out = {}
-    for seed, d in _seed_dirs(Path(eval_dir)).items():
-        f = RunDir(d).metrics
-        if not f.exists():
-            raise FileNotFoundError(f"{f} missing: the evaluation of seed {seed} did not finish")
-        out[seed] = json.loads(f.read_text())
-    if not out:
-        raise FileNotFoundError(f"no seed<S>/metrics.json under {eval_dir}")
-    return out
-
-
-def seed_ranks(eval_dir: str | Path) -> dict[int, np.ndarray]:
-    """``{seed: ranks [Q]}`` from the predictions (or a record's ranks, :mod:`raptor.reporting.records`); checks every seed ranked the same queries."""
-    out, keys = {}, None
-    for seed, d in _seed_dirs(Path(eval_dir)).items():
-        k, ranks = read_ranks(ranks_source(d))  # predictions.parquet, or a record's ranks.parquet
-        if keys is None:
-            keys = k
-        elif k.shape != keys.shape or not np.array_equal(k, keys):
-            raise ValueError(f"{d}: predictions are not over the same queries as the other seeds")
-        out[seed] = ranks
-    return out
-
-
-def histories(runs_dir: str | Path) -> dict[int, list[dict]]:
-    """``{seed: per-epoch history}`` of a folder of runs (``seed<S>/history.json``: a training or a
-    pretraining stage's output); seeds without one yet are skipped."""
-    out = {}
-    for seed, d in _seed_dirs(Path(runs_dir)).items():
-        f = RunDir(d).history
-        if f.exists():
-            out[seed] = json.loads(f.read_text())
-    return out
 
 
 # ------------------------------------------------------------------------------------------ summaries
@@ -142,12 +91,13 @@ def _mark(sig: Optional[dict], variant: str, metric: str) -> str:
 
 
 def budget_text(train_dir: str | Path) -> str:
-    """The budget a variant's seeds actually trained, from their summaries and histories: e.g.
-    ``5 pretraining + 15 RL epochs`` or ``20 RL epochs``, with ``a/b`` where seeds differ (early stopping)."""
+    """The budget a variant's seeds actually trained, from their summaries and histories
+    (``seed<S>/summary.json``, ``seed<S>/history.json``): e.g. ``5 pretraining + 15 RL epochs`` or
+    ``20 RL epochs``, with ``a/b`` where seeds differ (early stopping)."""
     pre, rl = set(), set()
+    folders = seed_dirs(train_dir)
     for seed, h in histories(train_dir).items():
-        summary = RunDir(Path(train_dir) / f"seed{seed}").summary
-        pre.add(json.loads(summary.read_text()).get("pretrain_epochs", 0) if summary.is_file() else 0)
+        pre.add((read_summary(folders[seed]) or {}).get("pretrain_epochs", 0))
         rl.add(len(h))
     fmt = lambda xs: "/".join(str(x) for x in sorted(xs))
     return (f"{fmt(pre)} pretraining + " if pre - {0} else "") + f"{fmt(rl)} RL epochs"
@@ -357,9 +307,7 @@ def write_ablation_report(dataset: str, arms: Mapping[int, str | Path], out_dir:
                      "final_reward_mean": float(np.mean([h[-1]["reward"] for h in hs.values() if h])) if hs else float("nan"),
                      f"epochs_to_reward_{REWARD_THRESHOLD}": ";".join(str(t) if t else "not reached" for t in to_thr)})
         if evals is not None:
-            tests = {int(f.parent.name[len("seed"):]): json.loads(f.read_text())
-                     for f in sorted(Path(evals[n]).glob(f"seed*/{RunDir.METRICS}"))}
-            stats = summarize(tests, METRIC_KEYS)
+            stats = summarize(evaluated_seeds(evals[n]), METRIC_KEYS)
             rows[-1].update({f"test_{m}_{k}": stats[m][k] for m in METRIC_KEYS for k in ("mean", "std")})
     out = Path(out_dir)
     with atomic_dir(out) as tmp:

@@ -27,7 +27,6 @@ ignored folder is gone; ``--untracked`` writes a draft page, marked as such, fro
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 from dataclasses import dataclass, field
@@ -39,11 +38,13 @@ import numpy as np
 from raptor.agents import variants as variant_registry
 from raptor.constants import METRIC_KEYS
 from raptor.common.io import atomic_write_bytes, atomic_write_text
-from raptor.reporting.records import PREDICTIONS_FILE, RANKS_FILE, write_ranks
+from raptor.reporting.records import write_ranks
+from raptor.reporting.runs_reader import (COMMIT_FILE, PREDICTIONS_FILE, RANKS_FILE, read_fingerprint, read_history,
+                                          read_json, read_metrics, read_summary, recorded_commit, seed_dirs)
 from raptor.runs.rundir import RunDir
 from raptor.reporting.paper import DATASETS as PAPER_DATASETS, MAIN_TABLE
 from raptor.evaluation.ranking import TIE_RULE
-from raptor.reporting.report import _markdown_table, _seed_dirs, plot_curves
+from raptor.reporting.report import _markdown_table, plot_curves
 from raptor.common.resources import read_usage
 from raptor.pipeline.stages import USAGE_LOG, main_stages
 
@@ -100,10 +101,6 @@ class ResultSet:
 # ---------------------------------------------------------------------------------------- reading
 
 
-def _read_json(path: Path) -> Optional[Any]:
-    return json.loads(path.read_text()) if path.is_file() else None
-
-
 def _model_meta(train_dir: Path) -> dict[str, Any]:
     """``meta`` of the run's best.pt (or latest checkpoint): the budget of a run without a summary."""
     from raptor.runs import checkpoints
@@ -119,14 +116,17 @@ def _model_meta(train_dir: Path) -> dict[str, Any]:
     return {}
 
 
-def read_seed_run(seed: int, train_dir: Path, metrics_path: Path) -> Optional[SeedRun]:
-    """The run in ``train_dir`` (``None`` if it has no history yet)."""
-    history = _read_json(train_dir / RunDir.HISTORY)
+def read_seed_run(seed: int, train_dir: Path, eval_dir: Path) -> Optional[SeedRun]:
+    """The run in ``train_dir``, evaluated into ``eval_dir`` (``None`` if it has no history yet), from
+    :mod:`raptor.reporting.runs_reader`: its history, its fingerprint's params (``run_config.json`` of
+    ``train_dir``, else of its parent: the seed folder of a ``raptor train --out`` run), its summary (or,
+    while it trains, its model's meta: :func:`_model_meta`) and its test metrics."""
+    history = read_history(train_dir)
     if not history:
         return None
-    config = _read_json(train_dir / RunDir.CONFIG) or _read_json(train_dir.parent / RunDir.CONFIG) or {}
+    config = read_fingerprint(train_dir) or read_fingerprint(train_dir.parent) or {}
     params = config.get("params", {})
-    summary = _read_json(train_dir / RunDir.SUMMARY)
+    summary = read_summary(train_dir)
     if summary is not None:
         budget, pre = summary.get("rl_epochs"), summary.get("pretrain_epochs", 0)
         precision = summary.get("precision") or params.get("train.precision", "?")
@@ -134,7 +134,7 @@ def read_seed_run(seed: int, train_dir: Path, metrics_path: Path) -> Optional[Se
         meta = _model_meta(train_dir)
         budget, pre = meta.get("rl_epochs"), meta.get("pretrain_epochs", config.get("pretrain_epochs", 0))
         precision = params.get("train.precision", "?")
-    metrics = _read_json(metrics_path)
+    metrics = read_metrics(eval_dir)
     return SeedRun(seed=seed, history=history, params=params, budget=budget, pretrain_epochs=int(pre or 0),
                    precision=str(precision), finished=summary is not None,
                    stopped_early=bool(summary and summary.get("stopped_early")), metrics=metrics)
@@ -144,8 +144,8 @@ def _commit(folder: Path, full: bool = False) -> Optional[str]:
     """The commit that trained a folder's runs: its ``COMMIT`` file, or the work tree's HEAD (12
     characters unless ``full``)."""
     n = 40 if full else 12
-    if (folder / "COMMIT").is_file():
-        return (folder / "COMMIT").read_text().strip()[:n] or None
+    if (folder / COMMIT_FILE).is_file():
+        return recorded_commit(folder, n)
     try:
         out = subprocess.run(["git", "-C", str(folder), "rev-parse", f"--short={n}", "HEAD"],
                              capture_output=True, text=True, timeout=10)
@@ -196,10 +196,10 @@ def require_tracked(folder: str | Path) -> None:
 
 
 def _run_paths(ds_dir: Path, variant: str, seed: int, pipeline: bool) -> tuple[Path, Path]:
-    """``(training folder, test metrics file)`` of one seed in either layout (module docstring)."""
+    """``(training folder, evaluation folder)`` of one seed in either layout (module docstring)."""
     if pipeline:
-        return ds_dir / variant / "train" / f"seed{seed}", ds_dir / variant / "eval" / f"seed{seed}" / RunDir.METRICS
-    return ds_dir / variant / f"seed{seed}" / "rl", ds_dir / variant / f"seed{seed}" / "eval" / RunDir.METRICS
+        return ds_dir / variant / "train" / f"seed{seed}", ds_dir / variant / "eval" / f"seed{seed}"
+    return ds_dir / variant / f"seed{seed}" / "rl", ds_dir / variant / f"seed{seed}" / "eval"
 
 
 #: What the page reads of a training folder (and, for a run of the second layout, of its seed folder).
@@ -221,8 +221,9 @@ def collect(src: str | Path, dest: str | Path) -> dict[str, Any]:
     for rs in sets:
         for v, seeds in rs.runs.items():
             for seed in seeds:
-                train_dir, metrics = _run_paths(root / rs.dataset, v, seed, pipeline)
-                files += [train_dir / f for f in RUN_FILES] + [train_dir.parent / RunDir.CONFIG, metrics]
+                train_dir, eval_dir = _run_paths(root / rs.dataset, v, seed, pipeline)
+                files += [train_dir / f for f in RUN_FILES] + [train_dir.parent / RunDir.CONFIG,
+                                                               RunDir(eval_dir).metrics]
         if pipeline:
             files.append(src / "reports" / rs.dataset / "significance.json")
     copied = []
@@ -239,7 +240,7 @@ def collect(src: str | Path, dest: str | Path) -> dict[str, Any]:
             copied.append(str(ranks.relative_to(dest)))
     commit = _commit(src, full=True)
     if commit and _commit(dest) != commit[:12]:
-        atomic_write_text(dest / "COMMIT", commit + "\n")
+        atomic_write_text(dest / COMMIT_FILE, commit + "\n")
     return {"dest": str(dest), "files": copied, "commit": commit,
             "sets": [(rs.dataset, sorted(rs.runs)) for rs in sets]}
 
@@ -262,14 +263,14 @@ def discover(folder: str | Path, name: Optional[str] = None) -> list[ResultSet]:
             if not base.is_dir():
                 continue
             seeds = {}
-            for seed in _seed_dirs(base):
+            for seed in seed_dirs(base):
                 run = read_seed_run(seed, *_run_paths(ds_dir, v, seed, pipeline))
                 if run is not None:
                     seeds[seed] = run
             if seeds:
                 runs[v] = seeds
         if runs:
-            sig = _read_json(folder / "reports" / ds_dir.name / "significance.json") if pipeline else None
+            sig = read_json(folder / "reports" / ds_dir.name / "significance.json") if pipeline else None
             mine = {stage: rec for stage, rec in usage.items() if stage.endswith(f"@{ds_dir.name}")}
             sets.append(ResultSet(name or folder.name, ds_dir.name, source, runs, sig, mine))
     if not sets:

@@ -1,0 +1,157 @@
+"""The one reader of run folders: what reports, pages and records read of a run, read here only.
+
+A training run's folder (:class:`raptor.runs.rundir.RunDir`, which names the files) holds
+``history.json``, ``summary.json`` and ``run_config.json`` (its fingerprint, with its flat
+``params``); an evaluation's folder ``metrics.json`` and ``predictions.parquet``. A run record
+(:mod:`raptor.reporting.records`) has the same layout with ``ranks.parquet`` in place of the
+predictions, and a result folder made by ``raptor collect`` (or a sweep's results folder) a
+``COMMIT`` file naming the commit that trained its runs. One variant's runs are ``seed<S>/``
+folders side by side.
+
+Every function here reads and returns plain data; none writes. A missing file is ``None`` (or a
+seed left out, where a function says so); a file that is there but is not JSON raises, unless
+``lenient`` (a record's files, which an interrupted copy may have left half written, count as
+missing then). Checkpoints and models are :mod:`raptor.runs.checkpoints`' to read (this module does
+not import it, so that the stages reading runs' results do not depend on the torch files' code).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from raptor.runs.rundir import RunDir
+
+#: A seed's folder: ``seed<S>`` (``S`` may be negative).
+SEED_DIR = re.compile(r"^seed(-?\d+)$")
+PREDICTIONS_FILE = RunDir.PREDICTIONS
+#: A record's per-query ranks: the :data:`RANK_COLUMNS` of the predictions.
+RANKS_FILE = "ranks.parquet"
+#: The columns of ``predictions.parquet`` a ranks file keeps: the query and its rank.
+RANK_COLUMNS = ("subject", "relation", "object", "time", "rank")
+#: A result folder's file naming the commit that trained its runs (``raptor collect`` writes it).
+COMMIT_FILE = "COMMIT"
+
+
+# ------------------------------------------------------------------------------------------ one file
+
+
+def read_json(path: str | Path, lenient: bool = False) -> Optional[Any]:
+    """The JSON document in the file ``path``; ``None`` when there is no such file (and, with
+    ``lenient``, when it cannot be read or is not JSON)."""
+    path = Path(path)
+    if not lenient:
+        return json.loads(path.read_text()) if path.is_file() else None
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def read_fingerprint(run_dir: str | Path, lenient: bool = False) -> Optional[dict[str, Any]]:
+    """A run's ``run_config.json``: the fingerprint its checkpoints were written under (its flat
+    params under ``"params"``); ``None`` without one."""
+    return read_json(RunDir(run_dir).config, lenient)
+
+
+def read_history(run_dir: str | Path, lenient: bool = False) -> Optional[list[dict[str, Any]]]:
+    """A run's ``history.json``: one row per epoch done (``epoch``, ``reward``, ``val_mrr``, ...);
+    ``None`` before its first epoch."""
+    return read_json(RunDir(run_dir).history, lenient)
+
+
+def read_summary(run_dir: str | Path, lenient: bool = False) -> Optional[dict[str, Any]]:
+    """A finished run's ``summary.json`` (``rl_epochs``, ``pretrain_epochs``, ``best_val_mrr``,
+    ``precision``, ``device``, ...); ``None`` while it trains."""
+    return read_json(RunDir(run_dir).summary, lenient)
+
+
+def read_metrics(eval_dir: str | Path, lenient: bool = False) -> Optional[dict[str, Any]]:
+    """An evaluation's ``metrics.json`` (test metrics as fractions); ``None`` before it finished."""
+    return read_json(RunDir(eval_dir).metrics, lenient)
+
+
+def ranks_source(eval_dir: str | Path) -> Path:
+    """The file of an evaluation folder that holds its per-query ranks: ``predictions.parquet``, else
+    ``ranks.parquet`` (a record); :class:`FileNotFoundError` naming the folder if neither exists."""
+    d = Path(eval_dir)
+    for name in (PREDICTIONS_FILE, RANKS_FILE):
+        if (d / name).is_file():
+            return d / name
+    raise FileNotFoundError(f"{d}: neither {PREDICTIONS_FILE} nor {RANKS_FILE} (the evaluation did not finish)")
+
+
+def read_ranks(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
+    """``(queries [Q, 4] int64: subject, relation, object, time; ranks [Q] float64)`` of a predictions
+    or ranks file; :class:`ValueError` naming the file if it lacks a column."""
+    try:
+        table = pq.read_table(path, columns=list(RANK_COLUMNS))
+    except (KeyError, pa.ArrowInvalid) as exc:
+        raise ValueError(f"{path} is not a predictions or ranks file (columns {list(RANK_COLUMNS)}): {exc}") from exc
+    queries = np.stack([table.column(c).to_numpy().astype(np.int64) for c in RANK_COLUMNS[:4]], 1)
+    return queries, table.column("rank").to_numpy().astype(np.float64)
+
+
+def recorded_commit(folder: str | Path, length: int = 12) -> Optional[str]:
+    """The first ``length`` characters of the commit in ``folder``'s ``COMMIT`` file; ``None`` when
+    there is no such file or it is empty."""
+    path = Path(folder) / COMMIT_FILE
+    return (path.read_text().strip()[:length] or None) if path.is_file() else None
+
+
+# ------------------------------------------------------------------------------------------ a variant's seeds
+
+
+def seed_dirs(folder: str | Path) -> dict[int, Path]:
+    """``{seed: folder}`` of the ``seed<S>`` folders in ``folder``, by seed;
+    :class:`FileNotFoundError` if ``folder`` is not a folder."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"folder not found: {folder}")
+    out = {int(m.group(1)): p for p in folder.iterdir() if p.is_dir() and (m := SEED_DIR.match(p.name))}
+    return dict(sorted(out.items()))
+
+
+def seed_metrics(eval_dir: str | Path) -> dict[int, dict]:
+    """``{seed: metrics.json}`` of one variant's evaluation folder (``seed<S>/metrics.json``);
+    :class:`FileNotFoundError` if a seed has none or there is no seed."""
+    out = {}
+    for seed, d in seed_dirs(eval_dir).items():
+        metrics = read_metrics(d)
+        if metrics is None:
+            raise FileNotFoundError(f"{RunDir(d).metrics} missing: the evaluation of seed {seed} did not finish")
+        out[seed] = metrics
+    if not out:
+        raise FileNotFoundError(f"no seed<S>/metrics.json under {eval_dir}")
+    return out
+
+
+def evaluated_seeds(eval_dir: str | Path) -> dict[int, dict]:
+    """``{seed: metrics.json}`` of the seeds of ``eval_dir`` that have one (the others left out)."""
+    return {seed: m for seed, d in seed_dirs(eval_dir).items() if (m := read_metrics(d)) is not None}
+
+
+def seed_ranks(eval_dir: str | Path) -> dict[int, np.ndarray]:
+    """``{seed: ranks [Q]}`` of one variant's evaluation folder, from each seed's predictions (or a
+    record's ranks); checks every seed ranked the same queries."""
+    out, keys = {}, None
+    for seed, d in seed_dirs(eval_dir).items():
+        k, ranks = read_ranks(ranks_source(d))  # predictions.parquet, or a record's ranks.parquet
+        if keys is None:
+            keys = k
+        elif k.shape != keys.shape or not np.array_equal(k, keys):
+            raise ValueError(f"{d}: predictions are not over the same queries as the other seeds")
+        out[seed] = ranks
+    return out
+
+
+def histories(runs_dir: str | Path) -> dict[int, list[dict]]:
+    """``{seed: per-epoch history}`` of a folder of runs (``seed<S>/history.json``: a training or a
+    pretraining stage's output); seeds without one yet are left out."""
+    return {seed: h for seed, d in seed_dirs(runs_dir).items() if (h := read_history(d)) is not None}
