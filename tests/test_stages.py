@@ -411,3 +411,18 @@ def test_the_learning_curves_template_is_there_and_colours_by_system():
     assert "<DVC_METRIC_DATA>" in text and "<DVC_METRIC_Y>" in text
     assert spec["transform"][0]["as"] == "system"
     assert f"template: {stages.CURVE_TEMPLATE}" in (ROOT / "dvc.yaml").read_text()
+
+
+def test_the_architecture_page_shows_the_layers_and_every_folder():
+    """docs/architecture.md's layer table names exactly the modules of :data:`LAYERS`, layer by layer, and
+    its folder tree names every package of raptor/."""
+    import re
+
+    page = (ROOT / "docs" / "architecture.md").read_text()
+    rows = re.findall(r"^\| ([^|]+?) \| ([^|]+) \| [^|]+ \|$", page, flags=re.M)
+    table = [(name, set(re.findall(r"`([^`]+)`", mods))) for name, mods in rows if name not in ("layer", "---")]
+    assert table == LAYERS
+    tree = page[page.index("## The folder tree"):page.index("## The layers")]
+    packages = {p.parent.relative_to(ROOT / "raptor").as_posix() for p in (ROOT / "raptor").rglob("__init__.py")}
+    missing = [p for p in sorted(packages - {"."}) if f" {p.rsplit('/', 1)[-1]}/" not in tree]
+    assert not missing, f"folders missing from docs/architecture.md's tree: {missing}"
