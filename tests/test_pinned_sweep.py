@@ -79,6 +79,7 @@ def test_start_refuses_records_of_another_commit_and_leaves_nothing(tmp_path):
     assert not (tmp_path / "pipes").exists() and (records / "COMMIT").read_text() == "0" * 40 + "\n"
 
 
+@pytest.mark.slow  # end to end: clones the repo, ingests ICEWS14 there and runs a sweep in the background
 def test_start_pins_a_clone_and_names_its_commit_beside_the_records(tmp_path):
     """The whole start path with a sweep that does not exist: the clone is at the asked commit, the
     dataset is ingested there, the records' folder gets COMMIT (the full hash), and the sweep's

@@ -33,7 +33,7 @@ def test_threads_are_shared_among_parallel_runs():
     assert threads_per_run(8, 1) == 8
 
 
-def test_experiments_are_created_as_model_development(tmp_path, monkeypatch):
+def test_experiments_are_created_as_model_development(tmp_path, mlflow_db, monkeypatch):
     """MLflow's UI opens such an experiment on its runs table, not on the GenAI overview."""
     import mlflow
 
@@ -68,7 +68,7 @@ class _FlakyClient:
         return call
 
 
-def test_tracking_waits_while_mlflow_is_unreachable_and_sends_in_order(tmp_path, monkeypatch, caplog):
+def test_tracking_waits_while_mlflow_is_unreachable_and_sends_in_order(tmp_path, mlflow_db, monkeypatch, caplog):
     from tasks import tracking
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
@@ -121,7 +121,7 @@ def test_tracking_against_a_server_that_is_not_there(tmp_path, monkeypatch, capl
     assert f"127.0.0.1:{port}" in caplog.text and "not sent" in caplog.text
 
 
-def test_a_run_that_trains_nothing_is_not_logged_again(tmp_path, monkeypatch):
+def test_a_run_that_trains_nothing_is_not_logged_again(tmp_path, mlflow_db, monkeypatch):
     """A second invocation on a complete run folder (e.g. the stage re-ran for another seed) keeps
     the first MLflow run instead of logging a copy of it; a run that trains more logs a new run."""
     import json
@@ -234,34 +234,35 @@ def test_a_stage_finds_the_dvc_process_it_runs_under(tmp_path):
     """The stages of one `dvc repro` share its parent run through the DVC process above them (their
     nearest ancestor named dvc, through the shell DVC runs a command in); two invocations are two
     processes; a stage run by hand has none."""
-    import json
-    import os
     import subprocess
     import sys
-    from pathlib import Path
 
-    root = Path(__file__).resolve().parents[1]
+    from flows.invocation import dvc_process
+
     fake = tmp_path / "dvc"  # runs its argument through a shell, as DVC runs a stage's command
     fake.write_text(f"#!{sys.executable}\nimport subprocess, sys\n"
                     "sys.exit(subprocess.call(['/bin/sh', '-c', sys.argv[2]]))\n")
     fake.chmod(0o755)
-    probe = [sys.executable, "-c",
-             "import json; from flows.invocation import dvc_process; print(json.dumps(dvc_process()))"]
-    env = {**os.environ, "PYTHONPATH": str(root)}
+    # The stage: a process under that shell that names its parent and waits. What dvc_process() finds in
+    # it is dvc_process(its parent pid), asked here while it runs (a Python stage importing flows, i.e.
+    # Prefect, would cost seconds of CPU per process).
+    stage = "sh -c 'echo $PPID; read x'; :"
 
     def under_dvc():
-        out = subprocess.run([str(fake), "repro", " ".join(probe[:2]) + " '" + probe[2] + "'"], cwd=root, env=env,
-                             capture_output=True, text=True, check=True).stdout
-        return json.loads(out.strip().splitlines()[-1])
+        proc = subprocess.Popen([str(fake), "repro", stage], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        try:
+            return dvc_process(int(proc.stdout.readline()))
+        finally:
+            proc.communicate("\n", timeout=60)
+            assert proc.returncode == 0
 
     first, second = under_dvc(), under_dvc()
-    assert first["command"].startswith("dvc repro ") and first["pid"] > 1
+    assert first["command"] == f"dvc repro {stage}" and first["pid"] > 1
     assert (first["pid"], first["start"]) != (second["pid"], second["start"])
-    by_hand = subprocess.run(probe, cwd=root, env=env, capture_output=True, text=True, check=True).stdout
-    assert json.loads(by_hand.strip().splitlines()[-1]) is None
+    assert dvc_process() is None  # this process: run by hand
 
 
-def test_a_read_only_mlflow_store_is_reported_as_read_only_naming_its_file(tmp_path, monkeypatch, caplog):
+def test_a_read_only_mlflow_store_is_reported_as_read_only_naming_its_file(tmp_path, mlflow_db, monkeypatch, caplog):
     """The reported defect: a read-only mlflow.db was reported as "unreachable"."""
     import os
 
@@ -282,7 +283,7 @@ def test_a_read_only_mlflow_store_is_reported_as_read_only_naming_its_file(tmp_p
     assert "still read-only" in warnings[-1]
 
 
-def test_runs_left_running_by_a_killed_process_are_marked_killed_by_the_next_one(tmp_path, monkeypatch):
+def test_runs_left_running_by_a_killed_process_are_marked_killed_by_the_next_one(tmp_path, mlflow_db, monkeypatch):
     """The reported defect: MLflow runs left RUNNING by a kill stayed RUNNING for ever. The next run
     of the same name and tags marks them KILLED; a run whose process still runs is left as it is."""
     import signal
@@ -310,9 +311,9 @@ def test_runs_left_running_by_a_killed_process_are_marked_killed_by_the_next_one
     tracking.experiment_id("raptor/T")  # the store and experiment exist before the processes log to them
     procs, ids = [], []
     try:
-        for _ in range(2):
+        for _ in range(2):  # started together: each spends seconds importing MLflow
             procs.append(subprocess.Popen([sys.executable, "-c", child], stdout=subprocess.PIPE, text=True, env=env))
-            ids.append(procs[-1].stdout.readline().strip())
+        ids = [p.stdout.readline().strip() for p in procs]
         killed_id, alive_id = ids
         procs[0].send_signal(signal.SIGKILL)
         procs[0].wait()
