@@ -14,6 +14,7 @@ from raptor.evaluation.ranking import build_filter, filtered_ranks
 from raptor.agents.recurrency.method import (
     RecurrencyModel,
     build_history,
+    first_best,
     fit,
     load_model,
     rank_queries,
@@ -197,6 +198,12 @@ def test_top_k_keeps_the_best():
 # ------------------------------------------------------------------------------------------
 
 
+def _first_max(values):
+    """The first grid point whose MRR is within 1e-12 of the best (the library's tie rule, written plainly)."""
+    best = max(values)
+    return next(i for i, v in enumerate(values) if v >= best - 1e-12)
+
+
 def _brute_force_selection(train, valid, E, R, cfg):
     """Per relation: first lambda with the best validation MRR (alpha = 1), then first alpha."""
     hist = np.concatenate([train, valid])
@@ -209,11 +216,11 @@ def _brute_force_selection(train, valid, E, R, cfg):
                      for x in cfg.lambda_grid] for r in range(2 * R)])
     for r in range(2 * R):
         if (rel == r).any():
-            lam[r] = cfg.lambda_grid[int(np.argmax(mrr[r]))]
+            lam[r] = cfg.lambda_grid[int(_first_max(mrr[r]))]
     for r in range(2 * R):
         if (rel == r).any():
             m = [np.mean(1 / rank_queries(RecurrencyModel(lam, np.full(2 * R, a), E, R), hist, q[rel == r], fi)) for a in cfg.alpha_grid]
-            alp[r] = cfg.alpha_grid[int(np.argmax(m))]
+            alp[r] = cfg.alpha_grid[int(_first_max(m))]
     return lam, np.where(alp == 1.0, cfg.alpha_one_as, alp)
 
 
@@ -263,6 +270,21 @@ def test_fit_matches_brute_force_selection(case, per_relation):
         assert len(set(model.lambdas.tolist())) == 1 and len(set(model.alphas.tolist())) == 1
         assert model.lambdas[0] in cfg.lambda_grid and model.alphas[0] in cfg.alpha_grid + (cfg.alpha_one_as,)
     assert (model.alphas != 1.0).all()
+
+
+def test_a_tie_within_rounding_goes_to_the_first_grid_point():
+    """Found by hypothesis: alpha 0 and alpha 1 give the same validation MRR for relation 0 (7/8), but
+    summed by relation alpha 1's came out one ulp higher and won; the brute force (np.mean) took alpha 0."""
+    facts = np.array([[0, 0, 0, 0]] * 6 + [[0, 0, 0, 1]] * 5 + [[0, 0, 1, 1]] * 2 + [[1, 0, 0, 0], [1, 0, 0, 1], [1, 0, 2, 0]])
+    cut = np.median(facts[:, 3])
+    train, valid = facts[facts[:, 3] <= cut], facts[facts[:, 3] > cut]
+    cfg = RecurrencyConfig(lambda_grid=(0.0, 0.1, 1.0001), alpha_grid=(0.0, 0.5, 0.99, 1.0), per_relation=True)
+    model = fit(train, valid, 3, 1, cfg, chunk_size=2)
+    assert model.valid_mrr_alpha[0, 0] == 0.875 and abs(model.valid_mrr_alpha[0, 3] - 0.875) < 1e-15
+    assert model.alphas[0] == 0.0
+    lam, alp = _brute_force_selection(train, valid, 3, 1, cfg)
+    np.testing.assert_array_equal(model.alphas, alp)
+    assert first_best(np.array([0.5, 0.5 + 1e-16, 0.4])) == 0 and first_best(np.array([0.5, 0.6])) == 1
 
 
 def test_fit_without_validation_queries_keeps_defaults():

@@ -546,18 +546,33 @@ def _grid_ranks(parts: _Parts, q: np.ndarray, other: np.ndarray, E: int, lam_gri
     return out
 
 
+#: Validation MRRs closer than this count as a tie, which goes to the first grid point: the same mean summed
+#: in another order (by relation here, pairwise in ``np.mean``) can differ in the last bit, and a grid
+#: point must not win by rounding.
+TIE_TOLERANCE = 1e-12
+
+
+def first_best(values: np.ndarray) -> np.ndarray:
+    """Index of the first maximum along the last axis, values within :data:`TIE_TOLERANCE` of the
+    maximum counting as equal (NaN ignored unless all are NaN)."""
+    values = np.asarray(values, dtype=np.float64)
+    top = np.nanmax(np.where(np.isnan(values), -np.inf, values), axis=-1, keepdims=True)
+    return np.argmax(values >= top - TIE_TOLERANCE, axis=-1)
+
+
 def _select(rr: np.ndarray, rel: np.ndarray, n_rel: int, per_relation: bool):
-    """``(best index per relation [n_rel] or -1, mrr [n_rel, G])`` from reciprocal ranks ``rr [G, Q]``."""
+    """``(best index per relation [n_rel] or -1, mrr [n_rel, G])`` from reciprocal ranks ``rr [G, Q]``;
+    the best is the first grid point within :data:`TIE_TOLERANCE` of the highest validation MRR."""
     G = rr.shape[0]
     counts = np.bincount(rel, minlength=n_rel)
     if per_relation:
         sums = np.stack([np.bincount(rel, weights=rr[i], minlength=n_rel) for i in range(G)], axis=1)
         with np.errstate(invalid="ignore", divide="ignore"):
             mrr = sums / counts[:, None]
-        best = np.where(counts > 0, np.argmax(np.where(counts[:, None] > 0, mrr, -1.0), axis=1), -1)
+        best = np.where(counts > 0, first_best(np.where(counts[:, None] > 0, mrr, -1.0)), -1)
         return best, np.where(counts[:, None] > 0, mrr, np.nan)
     overall = rr.mean(axis=1)
-    best = int(np.argmax(overall))
+    best = int(first_best(overall))
     return np.full(n_rel, best), np.broadcast_to(overall, (n_rel, G)).copy()
 
 
