@@ -58,6 +58,7 @@ def make_project(base: Path, raw: Path) -> Path:
     params["datasets"]["SYNTH"]["raw_dir"] = str(raw)
     (proj / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     (proj / "dvc.yaml").write_text(stages.dvc_yaml(params_from_dict(params)))
+    stages.ensure_local_params(proj)  # the params stage depends on it (a fresh clone has none)
     env = env_for(proj)
     for cmd in (["git", "init", "-q"], ["dvc", "init", "-q"]):
         subprocess.run(cmd, cwd=proj, env=env, check=True, capture_output=True)
