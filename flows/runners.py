@@ -137,7 +137,11 @@ def fan_out(
     """
     from prefect import Task, flow, task
 
+    from tasks.lazy import LazyTask
+
     calls: Sequence[Mapping[str, Any]] = [dict(kw) for kw in kwargs_list]
+    if isinstance(task_fn, LazyTask):  # a task of tasks/ (tasks.lazy): its Prefect task
+        task_fn = task_fn.prefect_task
     the_task = task_fn if isinstance(task_fn, Task) else task(task_fn)
     runner = runner if runner is not None else task_runner()
 

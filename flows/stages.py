@@ -4,6 +4,9 @@ Every flow takes the dataset, the resolved params file and its stage's paths (``
 ``outputs``, named as in the declaration), builds the jobs of its runs (:mod:`tasks.jobs`) and maps
 its tasks over them (:func:`flows.runners.map_jobs`); each MLflow run's life is one ``with`` block
 (:func:`tasks.tracking.tracked_run`). No path is built here.
+
+A stage process imports what its own flow needs, in the flow (a graph stage neither MLflow nor the
+training code), and no Prefect unless it runs as a Prefect flow (:mod:`tasks.lazy`).
 """
 
 from __future__ import annotations
@@ -14,35 +17,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Optional
 
-from prefect import flow
-
 from raptor import variants
-from raptor.ingest import dataset_options
+from raptor.config import load_resolved
+from raptor.constants import METRIC_KEYS, seed_dir
 from raptor.io import atomic_write_json
 from raptor.projectlock import project_lock
 from raptor.rundir import RunDir
-from raptor.stats import summarize
-from raptor.config import load_resolved
-from raptor.constants import METRIC_KEYS, seed_dir
-from tasks import tracking
-from tasks.data import graph_task, ingest_task, ingest_url_task
 from tasks.jobs import EvaluateJob, LabelJob, PretrainJob, TrainJob
-from tasks.train import (
-    ablation_report_task,
-    evaluate_run_task,
-    label_merge_task,
-    label_part_task,
-    label_task,
-    parent_of,
-    pipeline_run_of,
-    pretrain_run_task,
-    remember_parent,
-    seed_aggregates,
-    report_task,
-    significance_task,
-    threads_per_run,
-    train_run_task,
-)
+from tasks.lazy import flow
 
 from .runners import in_flow_run, map_jobs
 
@@ -61,6 +43,9 @@ def _runner(params_path: str):
 @flow(name="ingest", flow_run_name="ingest-{dataset}")
 def ingest_flow(dataset: str, params: str, inputs: dict, outputs: dict) -> dict:
     """Raw splits -> Parquet (``datasets.<name>.url`` fetches an archive instead)."""
+    from raptor.ingest import dataset_options
+    from tasks.data import ingest_task, ingest_url_task
+
     _, d = load_resolved(params).dataset(dataset)
     options = dataset_options(dataset, d)
     if d.url:
@@ -73,6 +58,8 @@ def ingest_flow(dataset: str, params: str, inputs: dict, outputs: dict) -> dict:
 @flow(name="graph", flow_run_name="graph-{dataset}")
 def graph_flow(dataset: str, params: str, inputs: dict, outputs: dict) -> dict:
     """Parquet dataset -> inverse-augmented CSR graph."""
+    from tasks.data import graph_task
+
     return graph_task(inputs["data"], outputs["out"])
 
 
@@ -81,6 +68,8 @@ def label_flow(dataset: str, params: str, inputs: dict, outputs: dict) -> dict:
     """Reachability label tables of the training queries: in one piece, or in
     ``labeling.partitions`` independent parts mapped over the task runner (threads, or the Dask
     cluster of ``RAPTOR_DASK_ADDRESS``), then merged."""
+    from tasks.label import label_merge_task, label_part_task, label_task
+
     job = LabelJob(params, inputs["data"], inputs["graph"], outputs["out"])
     p = load_resolved(params)
     if p.labeling.partitions == 1:
@@ -94,6 +83,9 @@ def label_flow(dataset: str, params: str, inputs: dict, outputs: dict) -> dict:
 def _pretrain(dataset: str, params: str, inputs: dict, out: str, seeds: list[int], epochs: list[int],
               experiment: str, nest: bool = True) -> list[dict]:
     """``nest``: the runs go under the invocation's pipeline run in MLflow (the main experiment)."""
+    from tasks import tracking
+    from tasks.train import pretrain_run_task, threads_per_run
+
     p = load_resolved(params)
     with tracking.pipeline_parent(experiment, dataset, nest) as pipe:
         jobs = [PretrainJob(params, dataset, inputs["data"], inputs["graph"], inputs["labels"], s, seed_dir(out, s),
@@ -123,6 +115,9 @@ def ablation_pretrain_flow(dataset: str, params: str, inputs: dict, outputs: dic
 def finetune_flow(dataset: str, params: str, inputs: dict, outputs: dict, variant: str) -> list[dict]:
     """Train one variant for every seed (mapped tasks), each with an MLflow run under a parent run
     for this invocation."""
+    from tasks import tracking
+    from tasks.train import parent_of, remember_parent, seed_aggregates, threads_per_run, train_run_task
+
     p = load_resolved(params)
     v = variants.get(variant)
     exp = experiment_name(dataset)
@@ -172,6 +167,8 @@ def publish_runs(key: str, experiment: str, rows: list[dict], columns: tuple[str
         return
     from prefect.artifacts import create_markdown_artifact
 
+    from tasks import tracking
+
     create_markdown_artifact(markdown=tracking.runs_markdown(experiment, rows, columns), key=artifact_key(key),
                              description=description)
 
@@ -185,6 +182,9 @@ def artifact_key(name: str) -> str:
 def evaluate_flow(dataset: str, params: str, inputs: dict, outputs: dict, variant: str,
                   split: str = "test") -> dict:
     """Beam-search evaluation of every seed of a variant; writes the variant's mean/std metrics."""
+    from raptor.stats import summarize
+    from tasks.train import evaluate_run_task, parent_of, threads_per_run
+
     p = load_resolved(params)
     seeds = p.train.seeds
     jobs = [EvaluateJob(params, inputs["data"], inputs["graph"], variant, s, seed_dir(inputs["train"], s),
@@ -281,6 +281,8 @@ def significance_metrics(result: dict) -> dict[str, float]:
 def significance_flow(dataset: str, params: str, inputs: dict, outputs: dict) -> dict:
     """Every variant against the baseline: paired tests over seeds and per query (also a Markdown
     artifact on the flow run)."""
+    from tasks.report import significance_task
+
     result = significance_task(_per_variant(inputs, "eval_"), outputs["out"])
     if not in_flow_run():
         return result
@@ -297,6 +299,9 @@ def report_flow(dataset: str, params: str, inputs: dict, outputs: dict) -> dict:
     """Tables and figures. They and the significance results are logged to the MLflow pipeline run
     that holds the models they report on (the newest of the variants' finetune parent runs is under
     it), not to a new run: a report made again over the same models adds no run."""
+    from tasks.report import report_task
+    from tasks.train import pipeline_run_of
+
     train = _per_variant(inputs, "train_")
     result = report_task(dataset, train, _per_variant(inputs, "eval_"), outputs["out"], inputs.get("significance"))
     pipe = pipeline_run_of(train.values())
@@ -356,6 +361,10 @@ def ablation_flow(dataset: str, params: str, inputs: dict, outputs: dict) -> dic
     0 = a random initialisation) with a fixed RL budget (``rl.epochs``), one MLflow experiment whose
     runs compare side by side; each run's best model tested (metrics logged to its MLflow run); then
     its report."""
+    from tasks import tracking
+    from tasks.report import ablation_report_task
+    from tasks.train import evaluate_run_task, threads_per_run, train_run_task
+
     p = load_resolved(params)
     epochs = sorted(set(p.ablation.pretrain_epochs))
     exp = experiment_name(dataset, "ablation-pretrain-epochs")
@@ -397,7 +406,8 @@ FLOWS = {"ingest": ingest_flow, "graph": graph_flow, "label": label_flow, "pretr
 
 def run_stage(kind: str, dataset: str, params: str, inputs: dict, outputs: dict, variant: Optional[str] = None):
     """Run the flow of one stage (with the task runner the params ask for), as a subflow of its
-    pipeline invocation's run (:mod:`flows.invocation`).
+    pipeline invocation's run (:mod:`flows.invocation`); under a plain ``dvc repro`` (no Prefect API
+    configured) its function without Prefect (:func:`flows.invocation.run_stage_plain`).
 
     Under the project lock (working directory = the project root, where DVC runs stage commands),
     taken before anything is written (``build/pipeline-run.json`` included): ``dvc repro`` releases
@@ -409,11 +419,14 @@ def run_stage(kind: str, dataset: str, params: str, inputs: dict, outputs: dict,
 
 
 def _run_stage(kind: str, dataset: str, params: str, inputs: dict, outputs: dict, variant: Optional[str]):
+    from .invocation import run_stage_flow, run_stage_plain, use_prefect
+
     fn = FLOWS[kind]
-    if kind in ("pretrain", "ablation-pretrain", "finetune", "evaluate", "ablation"):
-        fn = fn.with_options(task_runner=_runner(params))
     kwargs = {"dataset": dataset, "params": params, "inputs": inputs, "outputs": outputs,
               **({"variant": variant} if variant else {})}
-    from .invocation import run_stage_flow
-
-    return run_stage_flow(fn, kwargs, list(load_resolved(params).datasets))
+    if not use_prefect():
+        return run_stage_plain(fn.fn, kwargs, fn.flow_run_name.format(**kwargs))
+    prefect_flow = fn.prefect_flow
+    if kind in ("pretrain", "ablation-pretrain", "finetune", "evaluate", "ablation"):
+        prefect_flow = prefect_flow.with_options(task_runner=_runner(params))
+    return run_stage_flow(prefect_flow, kwargs, list(load_resolved(params).datasets))

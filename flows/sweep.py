@@ -28,7 +28,8 @@ from raptor.sweep import (Plan, declared_records, job_dirs, load_sweep, plan_swe
                           write_results)
 from tasks import tracking
 from tasks.jobs import EvaluateJob, LabelJob, PretrainJob, RecordJob, SweepRunJob, TrainJob
-from tasks.train import context, label_task, log_record_task, pretrain_run_task, sweep_run_task, threads_per_run
+from tasks.label import label_task
+from tasks.train import context, log_record_task, pretrain_run_task, sweep_run_task, threads_per_run
 
 from .runners import map_jobs, task_runner
 from .stages import artifact_key, experiment_name, publish_runs

@@ -1,4 +1,4 @@
-"""Tasks of the learning stages: label, pretraining and training runs, evaluation, significance, report.
+"""Tasks of the learning stages: pretraining and training runs, evaluation, a sweep's runs.
 
 Each mapped task takes one frozen job (:mod:`tasks.jobs`) and calls one library function; the MLflow
 bookkeeping around a run (one run per (dataset, variant, seed), per-epoch metrics, artifacts) lives
@@ -17,8 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional, Union
 
-from prefect import task
-from prefect.cache_policies import NO_CACHE
 
 from raptor import variants
 from raptor.rundir import RunOptions
@@ -28,16 +26,15 @@ from raptor.agents import get_agent
 from raptor.experiment import effective_epochs, evaluate_model, run_variant
 from raptor.runtime import resolve_device, resolve_precision
 from raptor.io import atomic_write_json
-from raptor.labeling import label_dataset, label_part, merge_parts
 from raptor.pretrain import pretrain_run
 from raptor.rundir import RunDir
-from raptor.report import compare_variants, write_ablation_report, write_report
 from raptor.stats import summarize
 from raptor.sweep import save_job_record
 from raptor.config import load_resolved
 
 from . import tracking
-from .jobs import EvaluateJob, LabelJob, PretrainJob, RecordJob, SweepRunJob, TrainJob
+from .lazy import NO_CACHE, in_prefect_run, task
+from .jobs import EvaluateJob, PretrainJob, RecordJob, SweepRunJob, TrainJob
 
 RUN_FILE = "mlflow_run.json"
 #: Where a training run's best checkpoint is in its MLflow artifacts (``checkpoint/best.pt``).
@@ -61,36 +58,6 @@ def threads_per_run(num_threads: int, parallel_runs: int) -> int:
     """Torch threads for each of ``parallel_runs`` concurrent runs (``num_threads`` 0 = all cores)."""
     cores = num_threads or len(os.sched_getaffinity(0))
     return max(1, cores // max(1, parallel_runs))
-
-
-@task(name="label", cache_policy=NO_CACHE)
-def label_task(job: LabelJob) -> dict:
-    params = load_resolved(job.params_path)
-    return label_dataset(job.data_dir, job.out_dir, max_path_length=params.env.max_path_length,
-                         config=params.labeling, graph_path=job.graph_path)
-
-
-@task(name="label-part", cache_policy=NO_CACHE)
-def label_part_task(job: LabelJob) -> dict:
-    params = load_resolved(job.params_path)
-    summary = label_part(job.data_dir, job.out_dir, job.part, max_path_length=params.env.max_path_length,
-                         config=params.labeling, graph_path=job.graph_path)
-    return {**summary, "worker": _dask_worker()}
-
-
-def _dask_worker() -> Optional[str]:
-    """The Dask worker running this task (None on the thread runner)."""
-    try:
-        from distributed import get_worker
-
-        return get_worker().address
-    except (ImportError, ValueError):
-        return None
-
-
-@task(name="label-merge", cache_policy=NO_CACHE)
-def label_merge_task(params_path: str, data_dir: str, out_dir: str) -> dict:
-    return merge_parts(data_dir, out_dir, load_resolved(params_path).labeling)
 
 
 def _numeric(metrics: dict[str, Any]) -> dict[str, float]:
@@ -152,6 +119,8 @@ def epoch_line(run_name: str, phase: str, epoch: int, metrics: dict, total: Opti
 def prefect_logger():
     """The task run's Prefect logger (its lines go to the run's log in the UI and to the console), or
     the ``raptor.train`` logger outside a Prefect run."""
+    if not in_prefect_run():
+        return logging.getLogger("raptor.train")
     from prefect.exceptions import MissingContextError
     from prefect.logging import get_run_logger
 
@@ -494,21 +463,3 @@ def log_record_task(job: RecordJob) -> Optional[str]:
         run.log_metrics({f"{metrics.get('split', 'test')}/{k}": v for k, v in _numeric(metrics).items()}, step=0)
         run.set_tags({"precision": summary.get("precision")})
     return run.run_id
-
-
-@task(name="significance", cache_policy=NO_CACHE)
-def significance_task(eval_dirs: dict[str, str], out_path: str) -> dict:
-    result = compare_variants(eval_dirs)
-    atomic_write_json(out_path, result)
-    return result
-
-
-@task(name="report", cache_policy=NO_CACHE)
-def report_task(dataset: str, train_dirs: dict[str, str], eval_dirs: dict[str, str], out_dir: str,
-                significance_path: Optional[str]) -> dict:
-    return write_report(dataset, train_dirs, eval_dirs, out_dir, significance_path)
-
-
-@task(name="ablation-report", cache_policy=NO_CACHE)
-def ablation_report_task(dataset: str, arms: dict[int, str], out_dir: str, evals: Optional[dict[int, str]] = None) -> dict:
-    return write_ablation_report(dataset, arms, out_dir, evals)
