@@ -112,3 +112,30 @@ def test_a_flow_maps_a_task_over_its_jobs_as_named_task_runs(tmp_path):
 
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out == [{"seed": s, "task_run": f"SYN-raptor-seed{s}", "tags": {"arm": s}} for s in range(3)]
+
+
+_PLAIN = """
+import pickle, sys
+from pathlib import Path
+import flows.stages
+from raptor.ingest import ingest
+from raptor.synthetic import SyntheticSpec, write_raw
+from tasks.data import graph_task
+from tasks.train import train_run_task
+
+tmp = Path(sys.argv[1])
+ingest(write_raw(tmp / "raw", SyntheticSpec(num_entities=20, num_timestamps=12)), tmp / "data")
+summary = graph_task(str(tmp / "data"), str(tmp / "graph.npz"))  # outside Prefect: the function itself
+assert summary["num_edges"] > 0 and (tmp / "graph.npz").is_file()
+assert pickle.loads(pickle.dumps(train_run_task)) is train_run_task  # by name, as to a Dask worker
+print(sorted(m for m in ("prefect", "mlflow") if m in sys.modules))
+"""
+
+
+def test_outside_prefect_a_task_is_its_function_and_prefect_is_never_imported(tmp_path):
+    """What a stage of a plain `dvc repro` relies on (tasks.lazy): importing the flows and calling a task
+    outside a Prefect run imports no Prefect (nor MLflow, for a stage that tracks nothing)."""
+    proc = subprocess.run([sys.executable, "-c", _PLAIN, str(tmp_path)], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip().splitlines()[-1] == "['mlflow']"  # tasks.train tracks: MLflow, never Prefect
