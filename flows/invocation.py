@@ -212,10 +212,10 @@ def run_stage_plain(fn: Callable[..., Any], kwargs: dict, name: str):
     """Run a stage's flow function without Prefect (a plain ``dvc repro``: DVC orchestrates): its MLflow
     runs belong to the ``dvc repro`` it runs under (:func:`invocation_outside_prefect`), its log lines
     go to the console (``Beginning stage 'NAME'``, ``Finished stage 'NAME' in S s``)."""
-    from tasks import tracking
+    from tasks.invocation import set_invocation
 
     dvc = dvc_process()
-    tracking.set_invocation(invocation_outside_prefect(dvc) if dvc else None)
+    set_invocation(invocation_outside_prefect(dvc) if dvc else None)
     log = console_log()
     log.info("Beginning stage %r (without Prefect: no Prefect API configured)", name)
     start = time.perf_counter()

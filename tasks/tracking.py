@@ -31,6 +31,8 @@ from typing import Any, Iterator, Mapping, Optional
 from raptor.io import process_alive
 from raptor.runenv import apply_defaults
 
+from . import invocation
+
 apply_defaults()
 # A server that is down must not stall training for minutes per call (MLflow's default: 7 retries
 # with exponential backoff, 120 s timeout); the Run below keeps the calls and retries them itself.
@@ -414,22 +416,11 @@ def run_url(experiment: str, run_id: str) -> Optional[str]:
     return f"{uri.rstrip('/')}/#/experiments/{exp.experiment_id}/runs/{run_id}?{MODEL_TRAINING_VIEW}" if exp else None
 
 
-#: The pipeline invocation of this process when no Prefect flow run says it (a stage of a plain
-#: ``dvc repro``: :func:`flows.invocation.invocation_outside_prefect`); see :func:`invocation_id`.
-_INVOCATION: Optional[str] = None
-
-
-def set_invocation(invocation: Optional[str]) -> None:
-    """Name the pipeline invocation this process's runs belong to outside Prefect (None: none)."""
-    global _INVOCATION
-    _INVOCATION = invocation
-
-
 def invocation_id() -> Optional[str]:
     """The pipeline invocation this run belongs to: the top-level Prefect flow run above this one
     (the pipeline flow, the parent of a ``dvc repro``'s stages, a sweep's flow), else the one set by
-    :func:`set_invocation` (the stages of a plain ``dvc repro``, run without Prefect); None in a
-    top-level flow run or a stage run by hand."""
+    :func:`tasks.invocation.set_invocation` (the stages of a plain ``dvc repro``, run without
+    Prefect); None in a top-level flow run or a stage run by hand."""
     flow_id = None
     if "prefect" in sys.modules:  # no Prefect loaded: no Prefect run (and no import of it here)
         from prefect.runtime import flow_run
@@ -442,7 +433,7 @@ def invocation_id() -> Optional[str]:
                 root = None
             if root and str(root) != str(flow_id):
                 return str(root)
-    return None if flow_id else _INVOCATION
+    return None if flow_id else invocation.current()
 
 
 def prefect_ids() -> dict[str, str]:

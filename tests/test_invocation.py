@@ -78,7 +78,9 @@ def test_a_stage_without_prefect_names_its_invocation_in_its_mlflow_runs(no_pref
         monkeypatch.setattr(invocation, "dvc_process", lambda: None)
         invocation.run_stage_plain(stage, {"dataset": "SYN"}, "graph-SYN")
     finally:
-        tracking.set_invocation(None)
+        from tasks.invocation import set_invocation
+
+        set_invocation(None)
     recorded = json.loads((tmp_path / "build" / "pipeline-run.json").read_text())["invocation_id"]
     assert seen == [{"pipeline_run_id": recorded}, {}]
     err = capsys.readouterr().err
