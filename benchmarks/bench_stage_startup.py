@@ -181,7 +181,7 @@ def _probe(code: str, proj: Path, env: dict) -> dict:
     rc, wall, lines = run_timed([sys.executable, "-c", code], proj, env)
     if rc:
         raise SystemExit("breakdown probe failed:\n" + "\n".join(line for _, line in lines[-40:]))
-    steps = json.loads(lines[-1][1])
+    steps = json.loads(next(line for _, line in reversed(lines) if line.startswith("[[")))  # the probe's print
     return {"steps_s": dict(steps), "exit_s": round(wall - sum(s for _, s in steps), 2), "wall_s": round(wall, 2),
             "loadavg_before": load, "loadavg_after": os.getloadavg()}
 
