@@ -1,5 +1,7 @@
-"""``python -m flows STAGE ...``: run one stage of :mod:`raptor.pipeline.stages` as a Prefect flow (what
-``dvc.yaml`` calls, with every path given explicitly).
+"""``python -m flows STAGE ...``: run one stage of :mod:`raptor.pipeline.stages` through its flow (what
+``dvc.yaml`` calls, with every path given explicitly): a Prefect flow where a Prefect API is
+configured (``python -m flows.server -- dvc repro``, the pipeline flow), else its function without
+Prefect (a plain ``dvc repro``: :mod:`flows.invocation`).
 
     python -m flows label --dataset ICEWS14 --params build/params.json \\
         --in data=data/ICEWS14/ingested --in graph=data/ICEWS14/graph.npz --out out=data/ICEWS14/labels
@@ -23,8 +25,9 @@ def build_parser() -> argparse.ArgumentParser:
     from raptor.config import LOCAL_PARAMS
     from raptor.pipeline.stages import PARAMS_SOURCE
 
-    parser = Parser(prog="python -m flows", description="Run one pipeline stage as a Prefect flow (`raptor STAGE` "
-                    "runs the same, with the same options).")
+    parser = Parser(prog="python -m flows", description="Run one pipeline stage through its flow: a Prefect flow where a "
+                    "Prefect API is configured, else without Prefect (`raptor STAGE` runs the same, with the same "
+                    "options).")
     sub = parser.add_subparsers(dest="stage", required=True)
     for kind, stages in declaration().items():
         if not stages[0].per_dataset:  # the params stage: `python -m raptor.pipeline.stages resolve`

@@ -1,8 +1,10 @@
 """Where mapped Prefect tasks run: threads in this process (default) or a Dask cluster.
 
-The training fan-out (variants x seeds) is a set of independent Prefect tasks. :func:`task_runner`
-picks the runner that executes them; :func:`fan_out` submits one task per keyword-argument dict and
-returns the results in order.
+The training fan-out (variants x seeds) is a set of independent Prefect tasks, one per job
+(:mod:`tasks.jobs`). :func:`map_jobs` maps a task over its jobs: in a Prefect flow run as mapped task
+runs (``task.map(jobs)``), outside Prefect (a stage of a plain ``dvc repro``) on threads.
+:func:`task_runner` picks the Prefect runner that executes them; :func:`fan_out` submits one task per
+keyword-argument dict in a subflow on a runner of its own and returns the results in order.
 
 Choosing the runner (first match wins):
 
@@ -27,16 +29,53 @@ worker process starts its own temporary local API.
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional, Sequence
 
 from raptor.pipeline.runenv import apply_defaults
 
 apply_defaults()
 
-from prefect import Task, flow, task  # noqa: E402
-from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner  # noqa: E402
+if TYPE_CHECKING:  # Prefect is imported where it runs something (a plain `dvc repro` stage never does)
+    from prefect import Task
+    from prefect.task_runners import TaskRunner
 
 KINDS = ("thread", "dask")
+
+
+def in_flow_run() -> bool:
+    """Whether this runs inside a Prefect flow run (never before Prefect is imported: no import here)."""
+    if "prefect" not in sys.modules:
+        return False
+    from prefect.context import FlowRunContext
+
+    ctx = FlowRunContext.get()
+    return ctx is not None and ctx.flow_run is not None
+
+
+def map_jobs(task_fn: "Task", jobs: Iterable[Any], max_workers: Optional[int] = None,
+             runner: Optional["TaskRunner"] = None, name: str = "fan-out") -> list[Any]:
+    """Run the task once per job (its one argument); results in the jobs' order.
+
+    In a Prefect flow run: ``task_fn.map(jobs)``, mapped task runs on the flow's task runner (with
+    ``runner``: in a subflow ``name`` on that runner instead, :func:`fan_out`). Outside Prefect: the
+    task's function on ``max_workers`` threads (what the thread task runner does, without Prefect),
+    and the first failure is raised once every job has ended."""
+    jobs = list(jobs)
+    if not jobs:
+        return []
+    if in_flow_run():
+        if runner is not None:
+            return fan_out(task_fn, [{"job": j} for j in jobs], runner, name=name)
+        return [f.result() for f in task_fn.map(jobs)]
+    fn = getattr(task_fn, "fn", task_fn)
+    with ThreadPoolExecutor(max_workers=max_workers or 1) as pool:
+        futures = [pool.submit(fn, j) for j in jobs]
+    failed = [f.exception() for f in futures if f.exception() is not None]
+    if failed:
+        raise failed[0]
+    return [f.result() for f in futures]
 
 
 def _int_env(name: str, default: Optional[int]) -> Optional[int]:
@@ -62,6 +101,8 @@ def task_runner(kind: Optional[str] = None, address: Optional[str] = None, max_w
         raise ValueError(f"task runner kind {kind!r}: must be one of {', '.join(KINDS)}")
 
     if kind == "thread":
+        from prefect.task_runners import ThreadPoolTaskRunner
+
         return ThreadPoolTaskRunner(max_workers=max_workers or _int_env("RAPTOR_MAX_WORKERS", None))
 
     from prefect_dask import DaskTaskRunner  # imported late: dask is only needed for this runner
@@ -94,7 +135,13 @@ def fan_out(
     (default: :func:`task_runner`). A plain function is wrapped as a task. If any task fails, the
     first failure is raised after all have finished.
     """
+    from prefect import Task, flow, task
+
+    from tasks.lazy import LazyTask
+
     calls: Sequence[Mapping[str, Any]] = [dict(kw) for kw in kwargs_list]
+    if isinstance(task_fn, LazyTask):  # a task of tasks/ (tasks.lazy): its Prefect task
+        task_fn = task_fn.prefect_task
     the_task = task_fn if isinstance(task_fn, Task) else task(task_fn)
     runner = runner if runner is not None else task_runner()
 

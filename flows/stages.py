@@ -1,45 +1,32 @@
 """One Prefect flow per stage of :mod:`raptor.pipeline.stages`; ``dvc.yaml`` runs each through ``python -m flows``.
 
 Every flow takes the dataset, the resolved params file and its stage's paths (``inputs`` and
-``outputs``, named as in the declaration) and calls tasks that call the library. No path is built
-here.
+``outputs``, named as in the declaration), builds the jobs of its runs (:mod:`tasks.jobs`) and maps
+its tasks over them (:func:`flows.runners.map_jobs`); each MLflow run's life is one ``with`` block
+(:func:`tasks.tracking.tracked_run`). No path is built here.
+
+A stage process imports what its own flow needs, in the flow (a graph stage neither MLflow nor the
+training code), and no Prefect unless it runs as a Prefect flow (:mod:`tasks.lazy`).
 """
 
 from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Optional
 
-from prefect import flow, unmapped
-
 from raptor.agents import variants
-from raptor.data.ingest import dataset_options
+from raptor.config import load_resolved
+from raptor.constants import METRIC_KEYS, seed_dir
 from raptor.common.io import atomic_write_json
 from raptor.pipeline.projectlock import project_lock
 from raptor.runs.rundir import RunDir
-from raptor.evaluation.stats import summarize
-from raptor.config import load_resolved
-from raptor.constants import METRIC_KEYS, seed_dir
-from tasks import tracking
-from tasks.data import graph_task, ingest_task, ingest_url_task
-from tasks.train import (
-    ablation_report_task,
-    evaluate_run_task,
-    label_merge_task,
-    label_part_task,
-    label_task,
-    parent_of,
-    pipeline_run_of,
-    pretrain_run_task,
-    remember_parent,
-    seed_aggregates,
-    report_task,
-    significance_task,
-    threads_per_run,
-    train_run_task,
-)
+from tasks.jobs import EvaluateJob, LabelJob, PretrainJob, TrainJob
+from tasks.lazy import flow
+
+from .runners import in_flow_run, map_jobs
 
 
 def experiment_name(dataset: str, purpose: str = "") -> str:
@@ -56,6 +43,9 @@ def _runner(params_path: str):
 @flow(name="ingest", flow_run_name="ingest-{dataset}")
 def ingest_flow(dataset: str, params: str, inputs: dict, outputs: dict) -> dict:
     """Raw splits -> Parquet (``datasets.<name>.url`` fetches an archive instead)."""
+    from raptor.data.ingest import dataset_options
+    from tasks.data import ingest_task, ingest_url_task
+
     _, d = load_resolved(params).dataset(dataset)
     options = dataset_options(dataset, d)
     if d.url:
@@ -68,6 +58,8 @@ def ingest_flow(dataset: str, params: str, inputs: dict, outputs: dict) -> dict:
 @flow(name="graph", flow_run_name="graph-{dataset}")
 def graph_flow(dataset: str, params: str, inputs: dict, outputs: dict) -> dict:
     """Parquet dataset -> inverse-augmented CSR graph."""
+    from tasks.data import graph_task
+
     return graph_task(inputs["data"], outputs["out"])
 
 
@@ -76,31 +68,30 @@ def label_flow(dataset: str, params: str, inputs: dict, outputs: dict) -> dict:
     """Reachability label tables of the training queries: in one piece, or in
     ``labeling.partitions`` independent parts mapped over the task runner (threads, or the Dask
     cluster of ``RAPTOR_DASK_ADDRESS``), then merged."""
-    parts = load_resolved(params).labeling.partitions
-    if parts == 1:
-        return label_task(params, inputs["data"], inputs["graph"], outputs["out"])
-    from .runners import fan_out
+    from tasks.label import label_merge_task, label_part_task, label_task
 
-    done = fan_out(label_part_task, [{"params_path": params, "data_dir": inputs["data"], "graph_path": inputs["graph"],
-                                      "out_dir": outputs["out"], "part": i} for i in range(parts)],
-                   _runner(params), name="label-parts")
+    job = LabelJob(params, inputs["data"], inputs["graph"], outputs["out"])
+    p = load_resolved(params)
+    if p.labeling.partitions == 1:
+        return label_task(job)
+    parts = [replace(job, part=i) for i in range(p.labeling.partitions)]
+    done = map_jobs(label_part_task, parts, p.train.parallel_runs,
+                    runner=_runner(params) if in_flow_run() else None, name="label-parts")
     return {**label_merge_task(params, inputs["data"], outputs["out"]), "part_workers": [d["worker"] for d in done]}
 
 
 def _pretrain(dataset: str, params: str, inputs: dict, out: str, seeds: list[int], epochs: list[int],
               experiment: str, nest: bool = True) -> list[dict]:
     """``nest``: the runs go under the invocation's pipeline run in MLflow (the main experiment)."""
+    from tasks import tracking
+    from tasks.train import pretrain_run_task, threads_per_run
+
     p = load_resolved(params)
-    threads = threads_per_run(p.train.num_threads, p.train.parallel_runs)
-    pipe, created = tracking.pipeline_run(experiment, dataset) if nest else (None, False)
-    try:
-        futures = pretrain_run_task.map(
-            unmapped(params), unmapped(dataset), unmapped(inputs["data"]), unmapped(inputs["graph"]),
-            unmapped(inputs["labels"]), seeds, [seed_dir(out, s) for s in seeds], unmapped(epochs),
-            unmapped(threads), unmapped(experiment), parent_run_id=unmapped(pipe.run_id if pipe else None))
-        return [f.result() for f in futures]
-    finally:
-        tracking.close_pipeline_run(pipe, created)
+    with tracking.pipeline_parent(experiment, dataset, nest) as pipe:
+        jobs = [PretrainJob(params, dataset, inputs["data"], inputs["graph"], inputs["labels"], s, seed_dir(out, s),
+                            tuple(epochs), experiment, threads_per_run(p.train.num_threads, p.train.parallel_runs),
+                            pipe.run_id if pipe else None) for s in seeds]
+        return map_jobs(pretrain_run_task, jobs, p.train.parallel_runs)
 
 
 @flow(name="pretrain", flow_run_name="pretrain-{dataset}")
@@ -124,39 +115,32 @@ def ablation_pretrain_flow(dataset: str, params: str, inputs: dict, outputs: dic
 def finetune_flow(dataset: str, params: str, inputs: dict, outputs: dict, variant: str) -> list[dict]:
     """Train one variant for every seed (mapped tasks), each with an MLflow run under a parent run
     for this invocation."""
+    from tasks import tracking
+    from tasks.train import parent_of, remember_parent, seed_aggregates, threads_per_run, train_run_task
+
     p = load_resolved(params)
     v = variants.get(variant)
     exp = experiment_name(dataset)
-    pipe, created = tracking.pipeline_run(exp, dataset)
     # The parent holds the aggregates over seeds; created at once (its children name it), dropped
     # again when no seed trained anything (then the earlier parent stands).
-    parent = tracking.start_run(exp, f"finetune-{dataset}-{variant}",
-                                params={"variant": variant, "seeds": p.train.seeds, "profile": p.profile},
-                                tags={"dataset": dataset, "variant": variant, "stage": "finetune",
-                                      "aggregate": "seeds", **tracking.prefect_ids()}, parent=pipe)
-    seeds = p.train.seeds
-    init = [str(RunDir(seed_dir(inputs["pretrain"], s)).snapshot(p.pretrain.epochs)) if v.pretrained else None
-            for s in seeds]
-    try:
-        futures = train_run_task.map(
-            unmapped(params), unmapped(dataset), unmapped(inputs["data"]), unmapped(inputs["graph"]),
-            unmapped(variant), seeds, [seed_dir(outputs["out"], s) for s in seeds], unmapped(exp),
-            unmapped(parent.run_id), unmapped(threads_per_run(p.train.num_threads, p.train.parallel_runs)),
-            [f"{dataset}-{variant}-seed{s}" for s in seeds], init,
-            unmapped(p.pretrain.epochs if v.pretrained else 0),
-            pretrain_history=[pretrain_history(inputs["pretrain"], s) if v.pretrained else None for s in seeds])
-        results = [f.result() for f in futures]
-    except BaseException:
-        parent.finish("FAILED")
-        tracking.close_pipeline_run(pipe, created)
-        raise
-    if all(r.get("mlflow_run_kept") for r in results) and parent_of(outputs["out"]):
-        parent.delete()  # nothing trained: the parent of the runs kept stands
-    else:
-        parent.log_metrics(seed_aggregates(results, ("best_val_mrr", "final_reward", "rl_epochs")), step=0)
-        remember_parent(outputs["out"], parent)
-        parent.finish()
-    tracking.close_pipeline_run(pipe, created)
+    with tracking.pipeline_parent(exp, dataset) as pipe, tracking.tracked_run(
+            exp, f"finetune-{dataset}-{variant}", params={"variant": variant, "seeds": p.train.seeds, "profile": p.profile},
+            tags={"dataset": dataset, "variant": variant, "stage": "finetune", "aggregate": "seeds",
+                  **tracking.prefect_ids()}, parent=pipe) as parent:
+        jobs = [TrainJob(params, dataset, inputs["data"], inputs["graph"], variant, s, seed_dir(outputs["out"], s), exp,
+                         f"{dataset}-{variant}-seed{s}", parent.run_id,
+                         threads_per_run(p.train.num_threads, p.train.parallel_runs),
+                         init_model=str(RunDir(seed_dir(inputs["pretrain"], s)).snapshot(p.pretrain.epochs))
+                         if v.pretrained else None,
+                         pretrain_epochs=p.pretrain.epochs if v.pretrained else 0,
+                         pretrain_history=pretrain_history(inputs["pretrain"], s) if v.pretrained else None)
+                for s in p.train.seeds]
+        results = map_jobs(train_run_task, jobs, p.train.parallel_runs)
+        if all(r.get("mlflow_run_kept") for r in results) and parent_of(outputs["out"]):
+            parent.delete()  # nothing trained: the parent of the runs kept stands
+        else:
+            parent.log_metrics(seed_aggregates(results, ("best_val_mrr", "final_reward", "rl_epochs")), step=0)
+            remember_parent(outputs["out"], parent)
     publish_runs(f"finetune-{dataset}-{variant}", exp, [one_based(r) for r in results],
                  ("seed", "best_val_mrr", "best_epoch", "rl_epochs"),
                  f"{variants.get(variant).label} on {dataset}: one row per seed")
@@ -178,8 +162,12 @@ def pretrain_history(pretrain_dir: str, seed: int) -> str:
 
 def publish_runs(key: str, experiment: str, rows: list[dict], columns: tuple[str, ...], description: str) -> None:
     """A Prefect Markdown artifact (shown on the flow run's Artifacts tab) listing ``rows`` with
-    links to their MLflow runs."""
+    links to their MLflow runs (none outside a Prefect flow run: no run to show it on)."""
+    if not in_flow_run():
+        return
     from prefect.artifacts import create_markdown_artifact
+
+    from tasks import tracking
 
     create_markdown_artifact(markdown=tracking.runs_markdown(experiment, rows, columns), key=artifact_key(key),
                              description=description)
@@ -194,20 +182,22 @@ def artifact_key(name: str) -> str:
 def evaluate_flow(dataset: str, params: str, inputs: dict, outputs: dict, variant: str,
                   split: str = "test") -> dict:
     """Beam-search evaluation of every seed of a variant; writes the variant's mean/std metrics."""
+    from raptor.evaluation.stats import summarize
+    from tasks.train import evaluate_run_task, parent_of, threads_per_run
+
     p = load_resolved(params)
-    threads = threads_per_run(p.train.num_threads, p.train.parallel_runs)
     seeds = p.train.seeds
-    futures = evaluate_run_task.map(
-        unmapped(params), unmapped(inputs["data"]), unmapped(inputs["graph"]), unmapped(variant), seeds,
-        [seed_dir(inputs["train"], s) for s in seeds], [seed_dir(outputs["out"], s) for s in seeds],
-        unmapped(split), unmapped(threads))
-    summary = summarize({s: f.result() for s, f in zip(seeds, futures)}, METRIC_KEYS)
+    jobs = [EvaluateJob(params, inputs["data"], inputs["graph"], variant, s, seed_dir(inputs["train"], s),
+                        seed_dir(outputs["out"], s), split, threads_per_run(p.train.num_threads, p.train.parallel_runs))
+            for s in seeds]
+    per_seed = dict(zip(seeds, map_jobs(evaluate_run_task, jobs, p.train.parallel_runs)))
+    summary = summarize(per_seed, METRIC_KEYS)
     flat = {"variant": variant, "split": split, "seeds": summary["seeds"]}
     for m in METRIC_KEYS:
         flat[m] = summary[m]["mean"]
         flat[f"{m}_std"] = summary[m]["std"]
     atomic_write_json(outputs["metrics"], flat)
-    publish_test_metrics(dataset, variant, split, dict(zip(seeds, (f.result() for f in futures))), summary)
+    publish_test_metrics(dataset, variant, split, per_seed, summary)
     parent = parent_of(inputs["train"])
     if parent is not None:
         parent.log_metrics({f"{split}/{k}": v for k, v in flat.items() if isinstance(v, float)}, step=0)
@@ -217,7 +207,9 @@ def evaluate_flow(dataset: str, params: str, inputs: dict, outputs: dict, varian
 
 def publish_test_metrics(dataset: str, variant: str, split: str, per_seed: dict, summary: dict) -> None:
     """A Prefect table artifact on the evaluate flow run: one row per seed and the mean and std over
-    seeds of every test metric (what the stage wrote to its metrics.json)."""
+    seeds of every test metric (what the stage wrote to its metrics.json); none outside Prefect."""
+    if not in_flow_run():
+        return
     from prefect.artifacts import create_table_artifact
 
     def row(name, values: dict) -> dict:
@@ -289,9 +281,13 @@ def significance_metrics(result: dict) -> dict[str, float]:
 def significance_flow(dataset: str, params: str, inputs: dict, outputs: dict) -> dict:
     """Every variant against the baseline: paired tests over seeds and per query (also a Markdown
     artifact on the flow run)."""
-    from prefect.artifacts import create_markdown_artifact
+    from tasks.report import significance_task
 
     result = significance_task(_per_variant(inputs, "eval_"), outputs["out"])
+    if not in_flow_run():
+        return result
+    from prefect.artifacts import create_markdown_artifact
+
     create_markdown_artifact(markdown=significance_markdown(dataset, result, str(Path(outputs["out"]).resolve())),
                              key=artifact_key(f"significance-{dataset}"),
                              description=f"significance of every system against the baseline on {dataset}")
@@ -303,6 +299,9 @@ def report_flow(dataset: str, params: str, inputs: dict, outputs: dict) -> dict:
     """Tables and figures. They and the significance results are logged to the MLflow pipeline run
     that holds the models they report on (the newest of the variants' finetune parent runs is under
     it), not to a new run: a report made again over the same models adds no run."""
+    from tasks.report import report_task
+    from tasks.train import pipeline_run_of
+
     train = _per_variant(inputs, "train_")
     result = report_task(dataset, train, _per_variant(inputs, "eval_"), outputs["out"], inputs.get("significance"))
     pipe = pipeline_run_of(train.values())
@@ -317,7 +316,10 @@ def report_flow(dataset: str, params: str, inputs: dict, outputs: dict) -> dict:
 
 
 def publish_report(dataset: str, out: str, significance: Optional[str]) -> None:
-    """A Markdown artifact on the report flow run: where the report is, and the comparisons."""
+    """A Markdown artifact on the report flow run: where the report is, and the comparisons (none
+    outside Prefect)."""
+    if not in_flow_run():
+        return
     from prefect.artifacts import create_markdown_artifact
 
     folder = Path(out).resolve()
@@ -359,44 +361,39 @@ def ablation_flow(dataset: str, params: str, inputs: dict, outputs: dict) -> dic
     0 = a random initialisation) with a fixed RL budget (``rl.epochs``), one MLflow experiment whose
     runs compare side by side; each run's best model tested (metrics logged to its MLflow run); then
     its report."""
+    from tasks import tracking
+    from tasks.report import ablation_report_task
+    from tasks.train import evaluate_run_task, threads_per_run, train_run_task
+
     p = load_resolved(params)
     epochs = sorted(set(p.ablation.pretrain_epochs))
     exp = experiment_name(dataset, "ablation-pretrain-epochs")
-    # The invocation's parent here, holding the report (its runs carry the tag pipeline_run_id).
-    parent = tracking.start_run(exp, f"ablation-{dataset}", params={"arms": epochs, "seeds": p.ablation.seeds,
-                                                                     "rl.epochs": p.rl.epochs, "profile": p.profile},
-                                tags={"dataset": dataset, "stage": "ablation", **tracking.prefect_ids()})
-    jobs = [(n, s) for n in epochs for s in p.ablation.seeds]
     arms = {n: str(Path(outputs["out"]) / f"p{n}") for n in epochs}
-    try:
-        futures = train_run_task.map(
-            unmapped(params), unmapped(dataset), unmapped(inputs["data"]), unmapped(inputs["graph"]),
-            unmapped(variants.PRETRAINED_VARIANT), [s for _, s in jobs], [seed_dir(arms[n], s) for n, s in jobs], unmapped(exp),
-            unmapped(parent.run_id), unmapped(threads_per_run(p.train.num_threads, p.train.parallel_runs)),
-            [f"{dataset}-pretrain{n}-seed{s}" for n, s in jobs],
-            [str(RunDir(seed_dir(inputs["pretrain"], s)).snapshot(n)) if n else None for n, s in jobs],
-            [n for n, _ in jobs], [{"stage": "ablation", "pretrain_epochs": n} for n, _ in jobs],
-            # the arm's own value of the ablation's grid key, a number: MLflow's compare page plots
-            # its first param (in name order, this one) against its first metric (best_val_mrr)
-            logged_params=[{"ablation.pretrain_epochs": n} for n, _ in jobs],
-            pretrain_history=[pretrain_history(inputs["pretrain"], s) if n else None for n, s in jobs])
-        trained = [f.result() for f in futures]
-        evals = {n: str(Path(outputs["eval"]) / f"p{n}") for n in epochs}
-        tests = evaluate_run_task.map(
-            unmapped(params), unmapped(inputs["data"]), unmapped(inputs["graph"]), unmapped(variants.PRETRAINED_VARIANT),
-            [s for _, s in jobs], [seed_dir(arms[n], s) for n, s in jobs], [seed_dir(evals[n], s) for n, s in jobs],
-            unmapped("test"), unmapped(threads_per_run(p.train.num_threads, p.train.parallel_runs)))
-        [f.result() for f in tests]
-    except BaseException:
-        parent.finish("FAILED")
-        raise
-    publish_runs(f"ablation-{dataset}", exp,
-                 [{**one_based(r), "arm": f"{n} pretraining epochs"} for r, (n, _) in zip(trained, jobs)],
-                 ("arm", "seed", "best_val_mrr", "best_epoch"), f"Pretraining-epochs ablation on {dataset}")
-    report = ablation_report_task(dataset, arms, outputs["report"], evals)
-    for f in sorted(Path(outputs["report"]).glob("ablation*")):  # the figures, CSV and JSON
-        parent.log_artifact(f, "report")
-    parent.finish()
+    evals = {n: str(Path(outputs["eval"]) / f"p{n}") for n in epochs}
+    threads = threads_per_run(p.train.num_threads, p.train.parallel_runs)
+    # The invocation's parent here, holding the report (its runs carry the tag pipeline_run_id).
+    with tracking.tracked_run(exp, f"ablation-{dataset}", params={"arms": epochs, "seeds": p.ablation.seeds,
+                                                                   "rl.epochs": p.rl.epochs, "profile": p.profile},
+                              tags={"dataset": dataset, "stage": "ablation", **tracking.prefect_ids()}) as parent:
+        jobs = [TrainJob(params, dataset, inputs["data"], inputs["graph"], variants.PRETRAINED_VARIANT, s,
+                         seed_dir(arms[n], s), exp, f"{dataset}-pretrain{n}-seed{s}", parent.run_id, threads,
+                         init_model=str(RunDir(seed_dir(inputs["pretrain"], s)).snapshot(n)) if n else None,
+                         pretrain_epochs=n, pretrain_history=pretrain_history(inputs["pretrain"], s) if n else None,
+                         extra_tags={"stage": "ablation", "pretrain_epochs": n},
+                         # the arm's own value of the ablation's grid key, a number: MLflow's compare page
+                         # plots its first param (in name order, this one) against its first metric
+                         logged_params={"ablation.pretrain_epochs": n})
+                for n in epochs for s in p.ablation.seeds]
+        trained = map_jobs(train_run_task, jobs, p.train.parallel_runs)
+        map_jobs(evaluate_run_task, [EvaluateJob(params, inputs["data"], inputs["graph"], j.variant, j.seed, j.out_dir,
+                                                 seed_dir(evals[j.pretrain_epochs], j.seed), "test", threads)
+                                     for j in jobs], p.train.parallel_runs)
+        publish_runs(f"ablation-{dataset}", exp,
+                     [{**one_based(r), "arm": f"{j.pretrain_epochs} pretraining epochs"} for r, j in zip(trained, jobs)],
+                     ("arm", "seed", "best_val_mrr", "best_epoch"), f"Pretraining-epochs ablation on {dataset}")
+        report = ablation_report_task(dataset, arms, outputs["report"], evals)
+        for f in sorted(Path(outputs["report"]).glob("ablation*")):  # the figures, CSV and JSON
+            parent.log_artifact(f, "report")
     return report
 
 
@@ -409,7 +406,8 @@ FLOWS = {"ingest": ingest_flow, "graph": graph_flow, "label": label_flow, "pretr
 
 def run_stage(kind: str, dataset: str, params: str, inputs: dict, outputs: dict, variant: Optional[str] = None):
     """Run the flow of one stage (with the task runner the params ask for), as a subflow of its
-    pipeline invocation's run (:mod:`flows.invocation`).
+    pipeline invocation's run (:mod:`flows.invocation`); under a plain ``dvc repro`` (no Prefect API
+    configured) its function without Prefect (:func:`flows.invocation.run_stage_plain`).
 
     Under the project lock (working directory = the project root, where DVC runs stage commands),
     taken before anything is written (``build/pipeline-run.json`` included): ``dvc repro`` releases
@@ -421,11 +419,14 @@ def run_stage(kind: str, dataset: str, params: str, inputs: dict, outputs: dict,
 
 
 def _run_stage(kind: str, dataset: str, params: str, inputs: dict, outputs: dict, variant: Optional[str]):
+    from .invocation import run_stage_flow, run_stage_plain, use_prefect
+
     fn = FLOWS[kind]
-    if kind in ("pretrain", "ablation-pretrain", "finetune", "evaluate", "ablation"):
-        fn = fn.with_options(task_runner=_runner(params))
     kwargs = {"dataset": dataset, "params": params, "inputs": inputs, "outputs": outputs,
               **({"variant": variant} if variant else {})}
-    from .invocation import run_stage_flow
-
-    return run_stage_flow(fn, kwargs, list(load_resolved(params).datasets))
+    if not use_prefect():
+        return run_stage_plain(fn.fn, kwargs, fn.flow_run_name.format(**kwargs))
+    prefect_flow = fn.prefect_flow
+    if kind in ("pretrain", "ablation-pretrain", "finetune", "evaluate", "ablation"):
+        prefect_flow = prefect_flow.with_options(task_runner=_runner(params))
+    return run_stage_flow(prefect_flow, kwargs, list(load_resolved(params).datasets))

@@ -28,9 +28,11 @@ from raptor.pipeline.sweep import (Plan, declared_records, job_dirs, load_sweep,
                                    sweep_dir)
 from raptor.reporting.sweep_page import write_results
 from tasks import tracking
-from tasks.train import context, label_task, log_record_task, pretrain_run_task, sweep_run_task, threads_per_run
+from tasks.jobs import EvaluateJob, LabelJob, PretrainJob, RecordJob, SweepRunJob, TrainJob
+from tasks.label import label_task
+from tasks.train import context, log_record_task, pretrain_run_task, sweep_run_task, threads_per_run
 
-from .runners import fan_out, task_runner
+from .runners import map_jobs, task_runner
 from .stages import artifact_key, experiment_name, publish_runs
 
 
@@ -48,13 +50,11 @@ def prepare(name: str, dataset: str, source: str, local: Optional[str], out: Opt
     return plan_sweep(sweep, params, dataset, out or sweep_dir(name, dataset), write=write)
 
 
-def _record_call(plan: Plan, j, results: str, params_path: str, exp: str, parent_id: Optional[str]) -> dict:
-    """The arguments of :func:`tasks.train.log_record_task` for job ``j`` of ``plan``, whose record is in ``results``."""
+def _record_job(plan: Plan, j, results: str, params_path: str, exp: str, parent_id: Optional[str]) -> RecordJob:
+    """The job of :func:`tasks.train.log_record_task` for job ``j`` of ``plan``, whose record is in ``results``."""
     rec_train, rec_eval = job_dirs(plan, j, results)
-    return {"run_name": j.run_name, "record_train": str(rec_train), "record_eval": str(rec_eval),
-            "params_path": params_path, "dataset": plan.dataset, "variant": j.variant, "seed": j.seed,
-            "pretrain_epochs": j.pretrain_epochs, "experiment": exp, "parent_run_id": parent_id,
-            "extra_tags": {"stage": "sweep", "sweep": plan.sweep.name, "arm": j.arm}}
+    return RecordJob(j.run_name, str(rec_train), str(rec_eval), params_path, plan.dataset, j.variant, j.seed,
+                     j.pretrain_epochs, exp, parent_id, {"stage": "sweep", "sweep": plan.sweep.name, "arm": j.arm})
 
 
 def _log_table(parent, table: dict, results: str) -> None:
@@ -94,20 +94,15 @@ def sweep_records_flow(name: str, dataset: str, source: str = "params.yaml",
         raise FileNotFoundError(f"{results}: no complete record of sweep {name!r} on {dataset} to log"
                                 + "".join(f"\n  {r}: {why}" for r, why in refused.items()))
     exp = experiment_name(dataset, f"sweep-{name}")
-    parent = tracking.start_run(exp, f"sweep-{name}-{dataset}",
-                                params={"sweep": name, "arms": [a.name for a in plan.sweep.arms]},
-                                tags={"dataset": dataset, "stage": "sweep", "sweep": name, "from_records": "true"})
-    try:
+    with tracking.tracked_run(exp, f"sweep-{name}-{dataset}",
+                              params={"sweep": name, "arms": [a.name for a in plan.sweep.arms]},
+                              tags={"dataset": dataset, "stage": "sweep", "sweep": name, "from_records": "true"}) as parent:
         for j in plan.train:
             if j.run_name in used:
-                log_record_task(**_record_call(plan, j, results, str(Path(results) / "params" / f"{j.arm}.json"),
-                                               exp, parent.run_id))
+                log_record_task(_record_job(plan, j, results, str(Path(results) / "params" / f"{j.arm}.json"),
+                                            exp, parent.run_id))
         table = write_results(plan, results, keep_declaration=True)
         _log_table(parent, table, results)
-    except BaseException:
-        parent.finish("FAILED")
-        raise
-    parent.finish()
     _publish(plan, exp, results, used)
     for run, why in refused.items():
         print(f"sweep-records: {run} not logged: {why}", file=sys.stderr)
@@ -128,44 +123,36 @@ def sweep_flow(name: str, dataset: str, source: str = "params.yaml", local: Opti
     def runner():
         return task_runner(max_workers=first.train.parallel_runs)
 
-    def pretrain_call(j) -> dict:
-        return {"params_path": j.params_path, "dataset": dataset, "data_dir": inputs["data"],
-                "graph_path": inputs["graph"], "labels_dir": j.labels_dir, "seed": j.seed, "out_dir": j.out_dir,
-                "epochs": list(j.epochs), "num_threads": threads, "experiment": exp}
+    def pretrain_job(j) -> PretrainJob:
+        return PretrainJob(j.params_path, dataset, inputs["data"], inputs["graph"], j.labels_dir, j.seed, j.out_dir,
+                           tuple(j.epochs), exp, threads)
 
-    def run_call(j, parent_id: Optional[str]) -> dict:  # train, test, record
-        tags = {"stage": "sweep", "sweep": name, "arm": j.arm}
-        return {"run_name": j.run_name, "plan": plan, "job": j, "results": results,
-                "train": {"params_path": j.params_path, "dataset": dataset, "data_dir": inputs["data"],
-                          "graph_path": inputs["graph"], "variant": j.variant, "seed": j.seed, "out_dir": j.out_dir,
-                          "experiment": exp, "parent_run_id": parent_id, "num_threads": threads,
-                          "run_name": j.run_name, "init_model": j.init_model, "pretrain_epochs": j.pretrain_epochs,
-                          "extra_tags": tags},
-                "evaluate": {"params_path": j.params_path, "data_dir": inputs["data"], "graph_path": inputs["graph"],
-                             "variant": j.variant, "seed": j.seed, "train_dir": j.out_dir, "out_dir": j.eval_dir,
-                             "split": "test", "num_threads": threads}}
+    def run_job(j, parent_id: Optional[str]) -> SweepRunJob:  # train, test, record
+        train = TrainJob(j.params_path, dataset, inputs["data"], inputs["graph"], j.variant, j.seed, j.out_dir, exp,
+                         j.run_name, parent_id, threads, init_model=j.init_model, pretrain_epochs=j.pretrain_epochs,
+                         extra_tags={"stage": "sweep", "sweep": name, "arm": j.arm})
+        evaluate = EvaluateJob(j.params_path, inputs["data"], inputs["graph"], j.variant, j.seed, j.out_dir, j.eval_dir,
+                               "test", threads)
+        return SweepRunJob(plan, j, results, train, evaluate)
 
     for job in plan.labels:  # labeling uses every core itself
-        label_task(job.params_path, inputs["data"], inputs["graph"], job.out_dir)
-    parent = tracking.start_run(exp, f"sweep-{name}-{dataset}",
-                                params={"sweep": name, "arms": [a.name for a in plan.sweep.arms]},
-                                tags={"dataset": dataset, "stage": "sweep", "sweep": name})
-    try:
-        fan_out(pretrain_run_task, [pretrain_call(j) for j in plan.pretrain], runner(), name="sweep-pretrain")
+        label_task(LabelJob(job.params_path, inputs["data"], inputs["graph"], job.out_dir))
+    with tracking.tracked_run(exp, f"sweep-{name}-{dataset}",
+                              params={"sweep": name, "arms": [a.name for a in plan.sweep.arms]},
+                              tags={"dataset": dataset, "stage": "sweep", "sweep": name}) as parent:
+        map_jobs(pretrain_run_task, [pretrain_job(j) for j in plan.pretrain], first.train.parallel_runs,
+                 runner=runner(), name="sweep-pretrain")
         hashes = context(plan.params_files[plan.train[0].arm], inputs["data"], inputs["graph"]).input_hashes()
         recorded = recorded_runs(plan, arm_params, hashes, results)
         todo = [j for j in plan.train if j.run_name not in recorded]
-        trained = dict(zip([j.run_name for j in todo], fan_out(
-            sweep_run_task, [run_call(j, parent.run_id) for j in todo], runner(), name="sweep-runs")))
+        trained = dict(zip([j.run_name for j in todo], map_jobs(
+            sweep_run_task, [run_job(j, parent.run_id) for j in todo], first.train.parallel_runs,
+            runner=runner(), name="sweep-runs")))
         for j in plan.train:
             if j.run_name in recorded:
-                log_record_task(**_record_call(plan, j, results, j.params_path, exp, parent.run_id))
+                log_record_task(_record_job(plan, j, results, j.params_path, exp, parent.run_id))
         table = write_results(plan, results)
         _log_table(parent, table, results)
-    except BaseException:
-        parent.finish("FAILED")
-        raise
-    parent.finish()
     _publish(plan, exp, results, {**recorded, **trained})
     return {"out": plan.out_dir, "results": str(results), "arms": [a["arm"] + "/" + a["variant"] for a in table["arms"]],
             "recorded": sorted(recorded), "missing": table["missing"]}

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from prefect import task
-from prefect.cache_policies import NO_CACHE
-
 from raptor.data.graph import build_graph
 from raptor.data.ingest import IngestOptions, IngestResult, ingest, ingest_from_url
+
+from .lazy import NO_CACHE, task
 
 
 @task(name="ingest", cache_policy=NO_CACHE)

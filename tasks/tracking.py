@@ -6,6 +6,10 @@ fluent "active run" state, so seeds trained in parallel threads log to their own
 Layout: one experiment per (dataset, purpose), e.g. ``raptor/ICEWS14`` or
 ``raptor/ICEWS14/ablation-pretrain-epochs``; a parent run per stage invocation; one nested child
 run per (variant, seed) with params, code version, data hashes, per-epoch metrics and artifacts.
+
+A run's life is one ``with`` block (:func:`tracked_run`): created with its params and tags on
+entry, FINISHED when the block ends, FAILED when it raises (the exception goes on). The pipeline
+run above a stage's runs is one too (:func:`pipeline_parent`).
 """
 
 from __future__ import annotations
@@ -16,14 +20,18 @@ import os
 import re
 import socket
 import subprocess
+import sys
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Any, Iterator, Mapping, Optional
 
 from raptor.common.io import process_alive
 from raptor.pipeline.runenv import apply_defaults
+
+from . import invocation
 
 apply_defaults()
 # A server that is down must not stall training for minutes per call (MLflow's default: 7 retries
@@ -173,6 +181,8 @@ class Run:
     unreachable: Optional[str] = None  # the last error while calls wait
     #: Why calls wait: "unreachable", or "read-only: <file> cannot be written" (:func:`describe_failure`).
     failure: str = "unreachable"
+    #: Ended by :meth:`finish`, :meth:`discard` or :meth:`delete` (:func:`tracked_run` leaves it so).
+    ended: bool = False
     _next_try: float = field(default=0.0, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -205,6 +215,7 @@ class Run:
         """End the run; True when every call reached MLflow, else warns what is missing."""
         with self._lock:
             self.pending.append(("_set_terminated", (status,)))
+            self.ended = True
         return self.sync()
 
     def sync(self) -> bool:
@@ -225,12 +236,14 @@ class Run:
                 return False
             self.pending.clear()
             self.create = None
+            self.ended = True
             return True
 
     def delete(self) -> None:
         """Delete the run (MLflow keeps it in its trash); a run not created yet is just forgotten."""
         if not self.discard():
             self._submit("_delete")
+            self.ended = True
 
     def _delete(self) -> None:
         client().delete_run(self.run_id)
@@ -337,6 +350,34 @@ def start_run(
     return run
 
 
+@contextmanager
+def tracked_run(
+    experiment: str,
+    run_name: str,
+    params: Optional[Mapping[str, Any]] = None,
+    tags: Optional[Mapping[str, Any]] = None,
+    parent: Optional[Run] = None,
+    lazy: bool = False,
+) -> Iterator[Run]:
+    """One MLflow run's whole life: started on entry (:func:`start_run`'s arguments: nested under
+    ``parent``, with ``params``, ``tags`` and the code version; ``lazy``: created at its first logged
+    call), FINISHED when the block ends, FAILED when it raises, and the exception goes on. A run the
+    block ended itself (:meth:`Run.finish`, :meth:`Run.discard`, :meth:`Run.delete`) is left so.
+
+        with tracked_run("raptor/ICEWS14", "ICEWS14-raptor-seed0", params=p, tags=t) as run:
+            run.log_metrics({"rl/reward": 0.4}, step=1)
+    """
+    run = start_run(experiment, run_name, params=params, tags=tags, parent=parent, lazy=lazy)
+    try:
+        yield run
+    except BaseException:
+        if not run.ended:
+            run.finish("FAILED")
+        raise
+    if not run.ended:
+        run.finish()
+
+
 def close_stale_runs(exp_id: str, run_name: str, tags: Mapping[str, Any]) -> list[str]:
     """Mark :data:`KILLED` the runs a new run ``run_name`` repeats that a killed process left RUNNING:
     same experiment (id), name and :data:`IDENTITY_TAGS`, created by a process of this machine that
@@ -375,21 +416,35 @@ def run_url(experiment: str, run_id: str) -> Optional[str]:
     return f"{uri.rstrip('/')}/#/experiments/{exp.experiment_id}/runs/{run_id}?{MODEL_TRAINING_VIEW}" if exp else None
 
 
-def prefect_ids() -> dict[str, str]:
-    """Tags linking an MLflow run to the Prefect flow and task run that logged it (empty outside
-    Prefect), and ``pipeline_run_id``: the top-level Prefect flow run above this one, i.e. the
-    invocation it belongs to (the pipeline flow, the parent of a ``dvc repro``'s stages, a sweep's
-    flow); none in a top-level flow run (a stage started by hand)."""
-    from prefect.runtime import flow_run, task_run
+def invocation_id() -> Optional[str]:
+    """The pipeline invocation this run belongs to: the top-level Prefect flow run above this one
+    (the pipeline flow, the parent of a ``dvc repro``'s stages, a sweep's flow), else the one set by
+    :func:`tasks.invocation.set_invocation` (the stages of a plain ``dvc repro``, run without
+    Prefect); None in a top-level flow run or a stage run by hand."""
+    flow_id = None
+    if "prefect" in sys.modules:  # no Prefect loaded: no Prefect run (and no import of it here)
+        from prefect.runtime import flow_run
 
-    ids = {"prefect_flow_run_id": flow_run.id, "prefect_task_run_id": task_run.id}
-    if flow_run.id:
-        try:
-            root = flow_run.root_flow_run_id
-        except Exception:  # noqa: BLE001 - the Prefect API is gone: the tag is left out, training goes on
-            root = None
-        if root and str(root) != str(flow_run.id):
-            ids["pipeline_run_id"] = root
+        flow_id = flow_run.id
+        if flow_id:
+            try:
+                root = flow_run.root_flow_run_id
+            except Exception:  # noqa: BLE001 - the Prefect API is gone: the tag is left out, training goes on
+                root = None
+            if root and str(root) != str(flow_id):
+                return str(root)
+    return None if flow_id else invocation.current()
+
+
+def prefect_ids() -> dict[str, str]:
+    """Tags linking an MLflow run to the Prefect flow and task run that logged it (none outside
+    Prefect), and ``pipeline_run_id``: its pipeline invocation (:func:`invocation_id`)."""
+    ids = {}
+    if "prefect" in sys.modules:
+        from prefect.runtime import flow_run, task_run
+
+        ids = {"prefect_flow_run_id": flow_run.id, "prefect_task_run_id": task_run.id}
+    ids["pipeline_run_id"] = invocation_id()
     return {k: str(v) for k, v in ids.items() if v}
 
 
@@ -402,7 +457,7 @@ def pipeline_run(experiment: str, dataset: str) -> tuple[Optional[Run], bool]:
     found by its ``pipeline_run_id`` or created. ``(None, False)`` outside a pipeline invocation or
     when MLflow cannot be reached (the stage's runs are then top-level, as before)."""
     ids = prefect_ids()
-    invocation = ids.get("pipeline_run_id")
+    invocation = invocation_id()
     if not invocation:
         return None, False
     try:
@@ -435,6 +490,18 @@ def close_pipeline_run(run: Optional[Run], created: bool) -> None:
             run.delete()
             return
     run.finish()
+
+
+@contextmanager
+def pipeline_parent(experiment: str, dataset: str, nest: bool = True) -> Iterator[Optional[Run]]:
+    """The pipeline run of this invocation (:func:`pipeline_run`; None outside one, or with ``nest``
+    false) for the block's runs to nest under, closed when the block ends, however it ends
+    (:func:`close_pipeline_run`: its end time is the last stage's)."""
+    run, created = pipeline_run(experiment, dataset) if nest else (None, False)
+    try:
+        yield run
+    finally:
+        close_pipeline_run(run, created)
 
 
 def runs_markdown(experiment: str, rows: list[dict[str, Any]], columns: tuple[str, ...]) -> str:

@@ -1,8 +1,8 @@
-"""Tasks of the learning stages: label, pretraining and training runs, evaluation, significance, report.
+"""Tasks of the learning stages: pretraining and training runs, evaluation, a sweep's runs.
 
-Each task calls one library function with the paths it is given; the MLflow bookkeeping around a
-run (one run per (dataset, variant, seed), per-epoch metrics, artifacts) lives here, outside
-``raptor/``.
+Each mapped task takes one frozen job (:mod:`tasks.jobs`) and calls one library function; the MLflow
+bookkeeping around a run (one run per (dataset, variant, seed), per-epoch metrics, artifacts) lives
+here, outside ``raptor/``: :func:`training_run` owns a training run's MLflow run.
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ import json
 import logging
 import math
 import os
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Iterator, Optional, Union
 
-from prefect import task
-from prefect.cache_policies import NO_CACHE
 
 from raptor.agents import variants
 from raptor.runs.rundir import RunOptions
@@ -26,15 +26,15 @@ from raptor.agents import get_agent
 from raptor.pipeline.experiment import effective_epochs, evaluate_model, run_variant
 from raptor.common.runtime import resolve_device, resolve_precision
 from raptor.common.io import atomic_write_json
-from raptor.labeling.stage import label_dataset, label_part, merge_parts
 from raptor.agents.actor_critic.pretrain import pretrain_run
 from raptor.runs.rundir import RunDir
-from raptor.reporting.report import compare_variants, write_ablation_report, write_report
 from raptor.evaluation.stats import summarize
 from raptor.pipeline.sweep import save_job_record
 from raptor.config import load_resolved
 
 from . import tracking
+from .lazy import NO_CACHE, in_prefect_run, task
+from .jobs import EvaluateJob, PretrainJob, RecordJob, SweepRunJob, TrainJob
 
 RUN_FILE = "mlflow_run.json"
 #: Where a training run's best checkpoint is in its MLflow artifacts (``checkpoint/best.pt``).
@@ -58,36 +58,6 @@ def threads_per_run(num_threads: int, parallel_runs: int) -> int:
     """Torch threads for each of ``parallel_runs`` concurrent runs (``num_threads`` 0 = all cores)."""
     cores = num_threads or len(os.sched_getaffinity(0))
     return max(1, cores // max(1, parallel_runs))
-
-
-@task(name="label", cache_policy=NO_CACHE)
-def label_task(params_path: str, data_dir: str, graph_path: str, out_dir: str) -> dict:
-    params = load_resolved(params_path)
-    return label_dataset(data_dir, out_dir, max_path_length=params.env.max_path_length, config=params.labeling,
-                         graph_path=graph_path)
-
-
-@task(name="label-part", cache_policy=NO_CACHE)
-def label_part_task(params_path: str, data_dir: str, graph_path: str, out_dir: str, part: int) -> dict:
-    params = load_resolved(params_path)
-    summary = label_part(data_dir, out_dir, part, max_path_length=params.env.max_path_length, config=params.labeling,
-                         graph_path=graph_path)
-    return {**summary, "worker": _dask_worker()}
-
-
-def _dask_worker() -> Optional[str]:
-    """The Dask worker running this task (None on the thread runner)."""
-    try:
-        from distributed import get_worker
-
-        return get_worker().address
-    except (ImportError, ValueError):
-        return None
-
-
-@task(name="label-merge", cache_policy=NO_CACHE)
-def label_merge_task(params_path: str, data_dir: str, out_dir: str) -> dict:
-    return merge_parts(data_dir, out_dir, load_resolved(params_path).labeling)
 
 
 def _numeric(metrics: dict[str, Any]) -> dict[str, float]:
@@ -149,6 +119,8 @@ def epoch_line(run_name: str, phase: str, epoch: int, metrics: dict, total: Opti
 def prefect_logger():
     """The task run's Prefect logger (its lines go to the run's log in the UI and to the console), or
     the ``raptor.train`` logger outside a Prefect run."""
+    if not in_prefect_run():
+        return logging.getLogger("raptor.train")
     from prefect.exceptions import MissingContextError
     from prefect.logging import get_run_logger
 
@@ -156,15 +128,6 @@ def prefect_logger():
         return get_run_logger()
     except MissingContextError:
         return logging.getLogger("raptor.train")
-
-
-def _tracked_run(experiment: str, run_name: str, params: dict, tags: dict,
-                 parent_run_id: Optional[str]) -> tracking.Run:
-    """The MLflow run of one training run, created at its first trained epoch (a run folder that is
-    already complete trains nothing and keeps its earlier MLflow run: see :func:`_kept_run`)."""
-    parent = tracking.Run(parent_run_id) if parent_run_id else None
-    return tracking.start_run(experiment, run_name, params=params, tags={**tags, **tracking.prefect_ids()},
-                              parent=parent, lazy=True)
 
 
 def _epoch_logger(run: tracking.Run, trained: Optional[list] = None, pretrained_epochs: int = 0,
@@ -251,107 +214,128 @@ def _remember_run(out: Path, run: tracking.Run, experiment: str) -> None:
     atomic_write_json(out / RUN_FILE, {"run_id": run.run_id, "experiment": experiment})
 
 
-@task(name="pretrain-run", cache_policy=NO_CACHE, task_run_name="pretrain-{dataset}-seed{seed}")
-def pretrain_run_task(params_path: str, dataset: str, data_dir: str, graph_path: str, labels_dir: str, seed: int,
-                      out_dir: str, epochs: list[int], num_threads: int, experiment: str,
-                      parent_run_id: Optional[str] = None) -> dict:
-    """One seed's pretraining run with its MLflow run; resumes from ``out_dir`` when it may."""
-    ctx = context(params_path, data_dir, graph_path)
-    out = Path(out_dir)
-    # pretrain.epochs: the epochs this run trains (the ablation's: up to its last arm), not the config's
-    device, precision = resolved_runtime(ctx.params, None)
-    run = _tracked_run(experiment, f"{dataset}-pretrain-seed{seed}",
-                       {**run_params(ctx.params, SHARED_SECTIONS + ("model", "labeling", "pretrain"), device, precision),
-                        "seed": seed, "pretrain.epochs": max(epochs)},
-                       {"dataset": dataset, "seed": seed, "stage": "pretrain", "profile": ctx.params.profile,
-                        **tracking.data_hashes(data_dir)}, parent_run_id)
+@dataclass
+class Training:
+    """A training run's MLflow run while it trains (:func:`training_run`)."""
 
-    previous, trained = _previous_run(out), []
-    try:
-        snaps = pretrain_run(ctx, labels_dir, epochs, RunOptions(seed=seed, out_dir=out, num_threads=num_threads),
-                             on_epoch_end=_epoch_logger(run, trained, logger=prefect_logger(), total=max(epochs)))
-        if _kept_run(out, run, previous, trained):
-            return {"seed": seed, "snapshots": snaps, "mlflow_run_id": previous["run_id"]}
-        run.log_artifact(RunDir(out).history, "history")
-        _remember_run(out, run, experiment)
-        run.finish()
-    except BaseException:
-        run.finish("FAILED")
-        raise
-    return {"seed": seed, "snapshots": snaps, "mlflow_run_id": run.run_id}
+    run: tracking.Run
+    job: Union[PretrainJob, TrainJob]
+    #: ``(phase, epoch, metrics)``: the library's hook, logging each epoch (:func:`_epoch_logger`).
+    on_epoch_end: Callable[[str, int, dict], None]
+    previous: dict
+    trained: list
+    #: The earlier MLflow run id this invocation kept, having trained nothing (:meth:`keep`).
+    kept: Optional[str] = None
+
+    def keep(self) -> bool:
+        """True when this invocation trained nothing (its folder was complete and resumed as it was):
+        its new run is dropped and the earlier one (:attr:`kept`) stands, instead of logging the same
+        run again."""
+        self.kept = _kept_run(Path(self.job.out_dir), self.run, self.previous, self.trained)
+        return self.kept is not None
+
+    def remember(self) -> None:
+        _remember_run(Path(self.job.out_dir), self.run, self.job.experiment)
+
+    def ids(self) -> dict:
+        """``mlflow_run_id`` (and ``mlflow_run_kept``) for the task's result, once the run has ended."""
+        if self.kept:
+            return {"mlflow_run_id": self.kept, "mlflow_run_kept": True}
+        return {"mlflow_run_id": self.run.run_id}
 
 
-@task(name="train-run", cache_policy=NO_CACHE, task_run_name="{run_name}")
-def train_run_task(
-    params_path: str,
-    dataset: str,
-    data_dir: str,
-    graph_path: str,
-    variant: str,
-    seed: int,
-    out_dir: str,
-    experiment: str,
-    parent_run_id: Optional[str],
-    num_threads: int,
-    run_name: str,
-    init_model: Optional[str] = None,
-    pretrain_epochs: int = 0,
-    extra_tags: Optional[dict] = None,
-    logged_params: Optional[dict] = None,
-    pretrain_history: Optional[str] = None,
-) -> dict:
-    """Train one (variant, seed) with its own MLflow run; resumes from ``out_dir`` when it may.
+@contextmanager
+def training_run(job: Union[PretrainJob, TrainJob], params: dict, tags: dict, total: Optional[int],
+                 pretrain_epochs: int = 0) -> Iterator[Training]:
+    """The MLflow run of one training run (:func:`tasks.tracking.tracked_run`: FINISHED, FAILED when
+    the block raises), created at its first trained epoch, under ``job.parent_run_id`` (a run folder
+    that is already complete trains nothing and keeps its earlier MLflow run: :meth:`Training.keep`).
+    Its hook logs each epoch (``total``: the epochs it trains, for the log lines); a run that starts
+    after ``pretrain_epochs`` epochs of pretraining logs those first (``job.pretrain_history``)."""
+    parent = tracking.Run(job.parent_run_id) if job.parent_run_id else None
+    with tracking.tracked_run(job.experiment, job.run_name, params=params, tags={**tags, **tracking.prefect_ids()},
+                              parent=parent, lazy=True) as run:
+        history = getattr(job, "pretrain_history", None)
+        if history and pretrain_epochs:
+            log_pretraining(run, history, pretrain_epochs)
+        trained: list = []
+        yield Training(run, job, _epoch_logger(run, trained, pretrain_epochs, prefect_logger(), total),
+                       _previous_run(Path(job.out_dir)), trained)
 
-    ``logged_params`` override params as logged (an ablation arm's own value of the grid key);
-    ``pretrain_history``: the history of the pretraining run whose snapshot after ``pretrain_epochs``
-    epochs ``init_model`` is; those epochs are logged as ``pretrain/*`` at step = pretraining epoch,
-    which is their step on the total-epoch axis (the RL epochs follow at ``pretrain_epochs + epoch``).
-    """
-    ctx = context(params_path, data_dir, graph_path)
-    params = ctx.params
-    out = Path(out_dir)
-    tags = {"dataset": dataset, "variant": variant, "seed": seed, "stage": "finetune", "profile": params.profile,
-            **tracking.data_hashes(data_dir), **(extra_tags or {})}
-    # The epochs this run really trains, not the config's: Pure-RL under equal_total_epochs, an ablation arm.
-    # Only the sections that shape this run (not another agent's), the precision and device it trains with.
-    n_rl = effective_epochs(params, variant, pretrain_epochs)
-    device, precision = resolved_runtime(params, variant)
-    logged = {**run_params(params, variant_sections(variant), device, precision), "variant": variant, "seed": seed,
-              "pretrain.epochs": pretrain_epochs, "epochs": n_rl,
-              **({"rl.epochs": n_rl} if "rl" in variants.get(variant).params else {}), **(logged_params or {})}
-    run = _tracked_run(experiment, run_name, logged, tags, parent_run_id)
-    if pretrain_history and pretrain_epochs:
-        log_pretraining(run, pretrain_history, pretrain_epochs)
 
-    previous, trained = _previous_run(out), []
-    try:
-        summary = run_variant(ctx, variant, RunOptions(seed=seed, out_dir=out, num_threads=num_threads, progress=True),
-                              init_model=init_model, pretrain_epochs=pretrain_epochs,
-                              on_epoch_end=_epoch_logger(run, trained, pretrain_epochs, prefect_logger(), n_rl))
-        kept = _kept_run(out, run, previous, trained)
-        if kept:
-            summary["mlflow_run_id"], summary["mlflow_run_kept"] = kept, True
-            return summary
-        best_epoch = summary.get("best_epoch")
-        run.log_metrics(_numeric({"best_val_mrr": summary["best_val_mrr"], "final_reward": summary["final_reward"],
-                                  "train_seconds": summary["seconds"], "epochs_trained": summary["epochs_trained"],
-                                  # 1-based, as the steps (summary.json keeps the library's 0-based index)
-                                  "best_epoch": None if best_epoch is None else best_epoch + 1}),
-                        step=0)  # rl.epochs: the budget
-        run.set_tags({"precision": summary["precision"], "device": summary.get("device")})
-        # The best checkpoint (raptor.runs.checkpoints' weights-only format: `raptor evaluate --model best.pt`)
-        # with the summary that says which epoch it is.
-        run.log_artifact(RunDir(out).best, CHECKPOINT_ARTIFACT)
-        run.log_artifact(RunDir(out).summary, CHECKPOINT_ARTIFACT)
-        run.log_artifact(RunDir(out).history_csv, "history")
-        log_best_model(run, RunDir(out).best, params_path, data_dir, graph_path, ctx.params.eval.beam_size)
-        _remember_run(out, run, experiment)
-        run.finish()
-    except BaseException:
-        run.finish("FAILED")
-        raise
-    summary["mlflow_run_id"] = run.run_id
-    return summary
+def _options(job: Union[PretrainJob, TrainJob], progress: bool = False) -> RunOptions:
+    return RunOptions(seed=job.seed, out_dir=Path(job.out_dir), num_threads=job.num_threads, progress=progress)
+
+
+@task(name="pretrain-run", cache_policy=NO_CACHE, task_run_name="pretrain-{job.dataset}-seed{job.seed}")
+def pretrain_run_task(job: PretrainJob) -> dict:
+    """One seed's pretraining run with its MLflow run; resumes from ``job.out_dir`` when it may."""
+    ctx = context(job.params_path, job.data_dir, job.graph_path)
+    with training_run(job, *pretrain_logged(ctx.params, job), total=max(job.epochs)) as t:
+        snaps = pretrain_run(ctx, job.labels_dir, list(job.epochs), _options(job), on_epoch_end=t.on_epoch_end)
+        if not t.keep():
+            t.run.log_artifact(RunDir(job.out_dir).history, "history")
+            t.remember()
+    return {"seed": job.seed, "snapshots": snaps, "mlflow_run_id": t.ids()["mlflow_run_id"]}
+
+
+def pretrain_logged(params: Params, job: PretrainJob) -> tuple[dict, dict]:
+    """``(params, tags)`` of a pretraining run's MLflow run. ``pretrain.epochs``: the epochs this run
+    trains (the ablation's: up to its last arm), not the config's."""
+    device, precision = resolved_runtime(params, None)
+    logged = {**run_params(params, SHARED_SECTIONS + ("model", "labeling", "pretrain"), device, precision),
+              "seed": job.seed, "pretrain.epochs": max(job.epochs)}
+    tags = {"dataset": job.dataset, "seed": job.seed, "stage": "pretrain", "profile": params.profile,
+            **tracking.data_hashes(job.data_dir)}
+    return logged, tags
+
+
+@task(name="train-run", cache_policy=NO_CACHE, task_run_name="{job.run_name}")
+def train_run_task(job: TrainJob) -> dict:
+    """Train one (variant, seed) with its own MLflow run; resumes from ``job.out_dir`` when it may."""
+    ctx = context(job.params_path, job.data_dir, job.graph_path)
+    logged, tags, epochs = train_logged(ctx.params, job)
+    with training_run(job, logged, tags, epochs, job.pretrain_epochs) as t:
+        summary = run_variant(ctx, job.variant, _options(job, progress=True), init_model=job.init_model,
+                              pretrain_epochs=job.pretrain_epochs, on_epoch_end=t.on_epoch_end)
+        if not t.keep():
+            log_trained(t, summary, ctx.params)
+    return {**summary, **t.ids()}
+
+
+def train_logged(params: Params, job: TrainJob) -> tuple[dict, dict, int]:
+    """``(params, tags, epochs)`` of a training run's MLflow run: the epochs this run really trains,
+    not the config's (Pure-RL under equal_total_epochs, an ablation arm); only the sections that shape
+    this run (not another agent's), the precision and device it trains with; ``job.logged_params``
+    over them (an ablation arm's own value of the grid key)."""
+    tags = {"dataset": job.dataset, "variant": job.variant, "seed": job.seed, "stage": "finetune",
+            "profile": params.profile, **tracking.data_hashes(job.data_dir), **job.extra_tags}
+    n_rl = effective_epochs(params, job.variant, job.pretrain_epochs)
+    device, precision = resolved_runtime(params, job.variant)
+    logged = {**run_params(params, variant_sections(job.variant), device, precision), "variant": job.variant,
+              "seed": job.seed, "pretrain.epochs": job.pretrain_epochs, "epochs": n_rl,
+              **({"rl.epochs": n_rl} if "rl" in variants.get(job.variant).params else {}), **job.logged_params}
+    return logged, tags, n_rl
+
+
+def log_trained(t: Training, summary: dict, params: Params) -> None:
+    """What a training run that trained logs at its end: its summary metrics, the precision and device
+    it trained with, its best checkpoint (raptor.runs.checkpoints' weights-only format: `raptor evaluate
+    --model best.pt`) with the summary that says which epoch it is, its history, its best model as an
+    MLflow logged model; then the run folder names the run."""
+    run, job, out = t.run, t.job, RunDir(t.job.out_dir)
+    best_epoch = summary.get("best_epoch")
+    run.log_metrics(_numeric({"best_val_mrr": summary["best_val_mrr"], "final_reward": summary["final_reward"],
+                              "train_seconds": summary["seconds"], "epochs_trained": summary["epochs_trained"],
+                              # 1-based, as the steps (summary.json keeps the library's 0-based index)
+                              "best_epoch": None if best_epoch is None else best_epoch + 1}),
+                    step=0)
+    run.set_tags({"precision": summary["precision"], "device": summary.get("device")})
+    run.log_artifact(out.best, CHECKPOINT_ARTIFACT)
+    run.log_artifact(out.summary, CHECKPOINT_ARTIFACT)
+    run.log_artifact(out.history_csv, "history")
+    log_best_model(run, out.best, job.params_path, job.data_dir, job.graph_path, params.eval.beam_size)
+    t.remember()
 
 
 #: The name of a training run's logged model (``runs:/<run_id>/model``).
@@ -408,86 +392,74 @@ def log_pretraining(run: tracking.Run, history_path: str | Path, epochs: int) ->
             run.log_metrics(values, step=int(row["epoch"]) + 1, defer=True)
 
 
-@task(name="evaluate-run", cache_policy=NO_CACHE, task_run_name="evaluate-{variant}-seed{seed}")
-def evaluate_run_task(params_path: str, data_dir: str, graph_path: str, variant: str, seed: int, train_dir: str,
-                      out_dir: str, split: str, num_threads: int) -> dict:
+@task(name="evaluate-run", cache_policy=NO_CACHE, task_run_name="evaluate-{job.variant}-seed{job.seed}")
+def evaluate_run_task(job: EvaluateJob) -> dict:
     """Beam-search evaluation of one trained seed; logs test metrics and predictions to its MLflow run."""
-    ctx = context(params_path, data_dir, graph_path)
-    out = Path(out_dir)
-    metrics = evaluate_model(ctx, RunDir(train_dir).best, out, split=split, num_threads=num_threads)
-    info = _read_json(Path(train_dir) / RUN_FILE)
-    if info.get("run_id"):  # None: MLflow was unreachable for the whole training run
-        run = tracking.Run(info["run_id"])
-        run.log_metrics({f"{split}/{k}": v for k, v in _numeric(metrics).items()}, step=0)
-        run.log_artifact(RunDir(out).predictions, "predictions")
-        run.log_artifact(RunDir(out).metrics, "predictions")
-        run.sync()
+    ctx = context(job.params_path, job.data_dir, job.graph_path)
+    metrics = evaluate_model(ctx, RunDir(job.train_dir).best, Path(job.out_dir), split=job.split,
+                             num_threads=job.num_threads)
+    log_evaluation(job, metrics)
     return metrics
 
 
-@task(name="sweep-run", cache_policy=NO_CACHE, task_run_name="{run_name}")
-def sweep_run_task(run_name: str, plan, job, results: str, train: dict, evaluate: dict) -> dict:
+def log_evaluation(job: EvaluateJob, metrics: dict) -> None:
+    """The test metrics and predictions, to the MLflow run of the training run they test (named in its
+    run folder; none when MLflow was unreachable for the whole training run)."""
+    info = _read_json(Path(job.train_dir) / RUN_FILE)
+    if info.get("run_id"):
+        run = tracking.Run(info["run_id"])
+        run.log_metrics({f"{job.split}/{k}": v for k, v in _numeric(metrics).items()}, step=0)
+        run.log_artifact(RunDir(job.out_dir).predictions, "predictions")
+        run.log_artifact(RunDir(job.out_dir).metrics, "predictions")
+        run.sync()
+
+
+@task(name="sweep-run", cache_policy=NO_CACHE, task_run_name="{job.run_name}")
+def sweep_run_task(job: SweepRunJob) -> dict:
     """One run of a sweep from start to record: train (``train_run_task``), test (``evaluate_run_task``),
-    then save its record to ``results`` (:func:`raptor.pipeline.sweep.save_job_record`), so a run is complete
+    then save its record to ``job.results`` (:func:`raptor.pipeline.sweep.save_job_record`), so a run is complete
     on its own and an interrupted sweep keeps it."""
-    summary = train_run_task(**train)
-    evaluate_run_task(**evaluate)
-    save_job_record(plan, job, results)
+    summary = train_run_task(job.train)
+    evaluate_run_task(job.evaluate)
+    save_job_record(job.plan, job.planned, job.results)
     return summary
 
 
-@task(name="log-record", cache_policy=NO_CACHE, task_run_name="{run_name}")
-def log_record_task(run_name: str, record_train: str, record_eval: str, params_path: str, dataset: str, variant: str,
-                    seed: int, pretrain_epochs: int, experiment: str, parent_run_id: Optional[str],
-                    extra_tags: Optional[dict] = None) -> Optional[str]:
+@task(name="log-record", cache_policy=NO_CACHE, task_run_name="{job.run_name}")
+def log_record_task(job: RecordJob) -> Optional[str]:
     """A run known only by its record (:mod:`raptor.reporting.records`; its run folder is gone, as after a sweep is
     resumed in a fresh clone) as an MLflow run beside the trained ones: its params, its per-epoch curves and
     its test metrics, tagged ``from_record``. Nothing is logged where the experiment already has a run
     of this name with test metrics. Returns the MLflow run id (``None``: MLflow was unreachable)."""
     try:
-        exp = tracking.client().get_experiment_by_name(experiment)
+        exp = tracking.client().get_experiment_by_name(job.experiment)
         if exp is not None and any("test/mrr" in r.data.metrics for r in tracking.client().search_runs(
-                [exp.experiment_id], f"attributes.run_name = '{run_name}'")):
+                [exp.experiment_id], f"attributes.run_name = '{job.run_name}'")):
             return None
     except tracking.UNREACHABLE:
         return None
-    params = load_resolved(params_path)
-    summary = _read_json(RunDir(record_train).summary)
-    logged = {**run_params(params, variant_sections(variant)), "variant": variant, "seed": seed,
-              "pretrain.epochs": pretrain_epochs, "epochs": summary.get("rl_epochs"),
-              **({"rl.epochs": summary.get("rl_epochs")} if "rl" in variants.get(variant).params else {})}
+    params = load_resolved(job.params_path)
+    summary = _read_json(RunDir(job.record_train).summary)
+    logged = {**run_params(params, variant_sections(job.variant)), "variant": job.variant, "seed": job.seed,
+              "pretrain.epochs": job.pretrain_epochs, "epochs": summary.get("rl_epochs"),
+              **({"rl.epochs": summary.get("rl_epochs")} if "rl" in variants.get(job.variant).params else {})}
     if summary.get("precision"):
         for key in _RESOLVED_KEYS:
             logged.pop(key, None)
         logged.update(precision=summary.get("precision"), device=summary.get("device"))
-    tags = {"dataset": dataset, "variant": variant, "seed": seed, "stage": "finetune", "profile": params.profile,
-            "from_record": str(record_train), **(extra_tags or {})}
-    run = _tracked_run(experiment, run_name, logged, tags, parent_run_id)
-    hook = _epoch_logger(run, None, pretrain_epochs)
-    for row in json.loads(RunDir(record_train).history.read_text()):
-        hook("rl", int(row["epoch"]), row)
-    run.log_metrics(_numeric({"best_val_mrr": summary.get("best_val_mrr"), "final_reward": summary.get("final_reward"),
-                              "train_seconds": summary.get("seconds")}), step=0)
-    metrics = _read_json(RunDir(record_eval).metrics)
-    run.log_metrics({f"{metrics.get('split', 'test')}/{k}": v for k, v in _numeric(metrics).items()}, step=0)
-    run.set_tags({"precision": summary.get("precision")})
-    run.finish()
+    tags = {"dataset": job.dataset, "variant": job.variant, "seed": job.seed, "stage": "finetune",
+            "profile": params.profile, "from_record": str(job.record_train), **job.extra_tags,
+            **tracking.prefect_ids()}
+    parent = tracking.Run(job.parent_run_id) if job.parent_run_id else None
+    with tracking.tracked_run(job.experiment, job.run_name, params=logged, tags=tags, parent=parent,
+                              lazy=True) as run:
+        hook = _epoch_logger(run, None, job.pretrain_epochs)
+        for row in json.loads(RunDir(job.record_train).history.read_text()):
+            hook("rl", int(row["epoch"]), row)
+        run.log_metrics(_numeric({"best_val_mrr": summary.get("best_val_mrr"),
+                                  "final_reward": summary.get("final_reward"),
+                                  "train_seconds": summary.get("seconds")}), step=0)
+        metrics = _read_json(RunDir(job.record_eval).metrics)
+        run.log_metrics({f"{metrics.get('split', 'test')}/{k}": v for k, v in _numeric(metrics).items()}, step=0)
+        run.set_tags({"precision": summary.get("precision")})
     return run.run_id
-
-
-@task(name="significance", cache_policy=NO_CACHE)
-def significance_task(eval_dirs: dict[str, str], out_path: str) -> dict:
-    result = compare_variants(eval_dirs)
-    atomic_write_json(out_path, result)
-    return result
-
-
-@task(name="report", cache_policy=NO_CACHE)
-def report_task(dataset: str, train_dirs: dict[str, str], eval_dirs: dict[str, str], out_dir: str,
-                significance_path: Optional[str]) -> dict:
-    return write_report(dataset, train_dirs, eval_dirs, out_dir, significance_path)
-
-
-@task(name="ablation-report", cache_policy=NO_CACHE)
-def ablation_report_task(dataset: str, arms: dict[int, str], out_dir: str, evals: Optional[dict[int, str]] = None) -> dict:
-    return write_ablation_report(dataset, arms, out_dir, evals)

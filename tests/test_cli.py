@@ -208,7 +208,8 @@ def test_sweep_front_door_runs_the_flows_options(tmp_path, capsys):
 @pytest.mark.slow
 def test_a_stage_through_raptor_writes_what_the_flow_writes(tmp_path):
     """`raptor ingest` and `raptor graph` (dvc.yaml's paths by default) write what `python -m flows
-    ingest|graph` writes (other paths given), each a Prefect flow run (Prefect's temporary local API)."""
+    ingest|graph` writes (other paths given), each its stage's flow function (no Prefect API configured:
+    without Prefect, flows/invocation.py)."""
     import numpy as np
     import pandas as pd
 

@@ -673,3 +673,76 @@ def test_a_dataset_that_cannot_be_ingested_blocks_only_its_own_stages(tmp_path):
     log = proc.stdout + proc.stderr
     assert proc.returncode != 0 and "missing train.txt" in log
     assert "Stage 'graph@GOOD' didn't change, skipping" in log
+
+
+#: The plain `dvc repro` test's params: two systems, two seeds, a tiny model and one epoch each.
+PLAIN = {
+    "profile": "paper",
+    "datasets": {"SYNTH": {"raw_dir": None, "start_date": "2020-01-01"}},
+    "train": {"variants": ["pure_rl", "raptor"], "seeds": [0, 1], "num_threads": 1},
+    "model": {"entity_dim": 8, "relation_dim": 8, "time_dim": 4, "step_dim": 4, "mlp_hidden_dim": 16},
+    "env": {"max_actions": 10}, "pretrain": {"epochs": 1, "batch_size": 512}, "rl": {"epochs": 1, "batch_size": 512},
+    "eval": {"beam_size": 5, "valid_every": 1},
+}
+
+
+def test_a_plain_dvc_repro_runs_its_stages_without_prefect(tmp_path):
+    """No Prefect API configured: DVC orchestrates and every stage runs its flow's function without
+    Prefect (no temporary server, no Prefect database), with the same MLflow runs as under a Prefect
+    server: one pipeline run per `dvc repro` (its id recorded in build/pipeline-run.json), the
+    pretraining runs and the finetune parents under it, one child per seed with its test metrics."""
+    import mlflow
+
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    raw = write_raw(tmp_path / "raw", SyntheticSpec(seed=3))
+    for name in ("raptor", "flows", "tasks"):
+        (proj / name).symlink_to(ROOT / name)
+    params = json.loads(json.dumps(PLAIN))
+    params["datasets"]["SYNTH"]["raw_dir"] = str(raw)
+    (proj / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    (proj / "dvc.yaml").write_text(stages.dvc_yaml(params_from_dict(params)))
+    stages.ensure_local_params(proj)
+    env = _env(proj, "")
+    env.pop("PREFECT_API_URL")
+    for cmd in (["git", "init", "-q"], ["dvc", "init", "-q"]):
+        _run(cmd, proj, env)
+
+    out = _run(["dvc", "repro"], proj, env)
+    names = ["ingest-SYNTH", "graph-SYNTH", "label-SYNTH", "pretrain-SYNTH", "finetune-SYNTH-pure_rl",
+             "evaluate-SYNTH-pure_rl", "finetune-SYNTH-raptor", "evaluate-SYNTH-raptor", "significance-SYNTH",
+             "report-SYNTH"]
+    for name in names:
+        assert f"Beginning stage '{name}' (without Prefect" in out and f"Finished stage '{name}' in " in out, name
+    assert "Starting temporary server" not in out and "Task run" not in out
+    assert not (proj / ".prefect").exists()  # PREFECT_HOME: Prefect never ran
+    # the per-seed epoch lines still reach the console (raptor.train's logger, not a Prefect run's)
+    assert "SYNTH-raptor-seed1 rl epoch 1/1:" in out
+    invocation = json.loads((proj / "build/pipeline-run.json").read_text())["invocation_id"]
+
+    client = mlflow.MlflowClient(tracking_uri=env["MLFLOW_TRACKING_URI"])
+    exp = client.get_experiment_by_name("raptor/SYNTH")
+    runs = client.search_runs([exp.experiment_id])
+    assert {r.data.tags.get("pipeline_run_id") for r in runs} == {invocation}
+    assert all(r.info.status == "FINISHED" and "prefect_flow_run_id" not in r.data.tags for r in runs)
+    [pipe] = [r for r in runs if r.data.tags.get("stage") == "pipeline"]
+    assert pipe.info.run_name == "pipeline-SYNTH"
+    under = {r.info.run_name for r in runs if r.data.tags.get("mlflow.parentRunId") == pipe.info.run_id}
+    assert under == {"SYNTH-pretrain-seed0", "SYNTH-pretrain-seed1", "finetune-SYNTH-pure_rl", "finetune-SYNTH-raptor"}
+    for variant in ("pure_rl", "raptor"):
+        [parent] = [r for r in runs if r.info.run_name == f"finetune-SYNTH-{variant}"]
+        children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
+        assert sorted(r.info.run_name for r in children) == [f"SYNTH-{variant}-seed0", f"SYNTH-{variant}-seed1"]
+        test = json.loads((proj / f"runs/SYNTH/{variant}/metrics.json").read_text())
+        assert parent.data.metrics["test/mrr"] == pytest.approx(test["mrr"])
+        for r in children:
+            seed = r.data.tags["seed"]
+            per_seed = json.loads((proj / f"runs/SYNTH/{variant}/eval/seed{seed}/metrics.json").read_text())
+            assert r.data.metrics["test/mrr"] == pytest.approx(per_seed["mrr"])
+            assert {"checkpoint", "predictions", "history"} <= {a.path for a in client.list_artifacts(r.info.run_id)}
+    assert {a.path for a in client.list_artifacts(pipe.info.run_id)} == {"report", "significance"}
+
+    # Another `dvc repro` is another invocation; one that trains nothing logs no MLflow run.
+    _run(["dvc", "repro", "--force", "--single-item", "significance@SYNTH"], proj, env)
+    assert json.loads((proj / "build/pipeline-run.json").read_text())["invocation_id"] != invocation
+    assert len(client.search_runs([exp.experiment_id])) == len(runs)

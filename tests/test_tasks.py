@@ -132,6 +132,7 @@ def test_a_run_that_trains_nothing_is_not_logged_again(tmp_path, mlflow_db, monk
     from raptor.data.graph import build_graph
     from raptor.data.ingest import ingest
     from raptor.data.synthetic import SyntheticSpec, write_raw
+    from tasks.jobs import TrainJob
     from tasks.train import train_run_task
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
@@ -149,8 +150,8 @@ def test_a_run_that_trains_nothing_is_not_logged_again(tmp_path, mlflow_db, monk
         return str(f)
 
     def train(params_file):
-        return train_run_task.fn(params_file, "SYN", str(tmp_path / "data"), str(tmp_path / "graph.npz"), "pure_rl",
-                                 0, str(tmp_path / "run"), "raptor/SYN", None, 1, "SYN-pure_rl-seed0")
+        return train_run_task.fn(TrainJob(params_file, "SYN", str(tmp_path / "data"), str(tmp_path / "graph.npz"),
+                                          "pure_rl", 0, str(tmp_path / "run"), "raptor/SYN", "SYN-pure_rl-seed0"))
 
     client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
 
@@ -346,6 +347,7 @@ def test_a_training_task_run_logs_its_epochs_to_prefect(tmp_path, monkeypatch):
     from raptor.data.graph import build_graph
     from raptor.data.ingest import ingest
     from raptor.data.synthetic import SyntheticSpec, write_raw
+    from tasks.jobs import TrainJob
     from tasks.train import train_run_task
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
@@ -362,8 +364,8 @@ def test_a_training_task_run_logs_its_epochs_to_prefect(tmp_path, monkeypatch):
     def tiny():
         from prefect.runtime import flow_run
 
-        train_run_task(str(tmp_path / "params.json"), "SYN", str(tmp_path / "data"), str(tmp_path / "graph.npz"),
-                       "pure_rl", 0, str(tmp_path / "run"), "raptor/SYN", None, 1, "SYN-pure_rl-seed0")
+        train_run_task(TrainJob(str(tmp_path / "params.json"), "SYN", str(tmp_path / "data"), str(tmp_path / "graph.npz"),
+                                "pure_rl", 0, str(tmp_path / "run"), "raptor/SYN", "SYN-pure_rl-seed0"))
         return flow_run.id
 
     with prefect_test_harness(server_startup_timeout=120):
@@ -413,6 +415,7 @@ def test_a_training_run_logs_its_best_model_for_mlflow_without_pickle(tmp_path, 
     from raptor.data.graph import build_graph
     from raptor.data.ingest import ingest
     from raptor.data.synthetic import SyntheticSpec, write_raw
+    from tasks.jobs import TrainJob
     from tasks.train import train_run_task
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
@@ -436,8 +439,8 @@ def test_a_training_run_logs_its_best_model_for_mlflow_without_pickle(tmp_path, 
         logging_model.append(time.perf_counter() - t0)
     monkeypatch.setattr(tracking.Run, "_log_model", timed)
     started = time.perf_counter()
-    summary = train_run_task.fn(str(params), "SYN", str(tmp_path / "data"), str(tmp_path / "graph.npz"), "pure_rl",
-                                0, str(tmp_path / "run"), "raptor/SYN", None, 1, "SYN-pure_rl-seed0")
+    summary = train_run_task.fn(TrainJob(str(params), "SYN", str(tmp_path / "data"), str(tmp_path / "graph.npz"),
+                                         "pure_rl", 0, str(tmp_path / "run"), "raptor/SYN", "SYN-pure_rl-seed0"))
     print(f"train + log: {time.perf_counter() - started:.1f} s, the model: {logging_model} s")
     run_id = summary["mlflow_run_id"]
     client = mlflow.MlflowClient(tracking_uri=uri)

@@ -9,10 +9,11 @@ Every path defaults to the one dvc.yaml gives the stage for that dataset (and va
 lines above do the same. Without ``--params`` the params stage runs first (params.yaml, its profile
 and params.local.yaml resolved into build/params.json), as ``dvc repro STAGE`` runs it first.
 
-The stage runs as its Prefect flow (``flows/stages.py``): ``raptor`` imports ``flows`` only inside
+The stage runs its flow (``flows/stages.py``): ``raptor`` imports ``flows`` only inside
 :func:`execute`, so ``raptor/`` stays importable without Prefect. The flows add the orchestration
 (seeds mapped over a task runner, MLflow parent runs, artifacts, the pipeline invocation) around
-the library calls; running them is the only way to get the same result as the pipeline.
+the library calls; running them is the only way to get the same result as the pipeline. With no
+Prefect API configured the flow's function runs without Prefect (``flows/invocation.py``).
 """
 
 from __future__ import annotations
