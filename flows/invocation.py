@@ -7,9 +7,9 @@ flows.server -- dvc repro``, a server of your own), or a Dask task runner (``RAP
 ``RAPTOR_TASK_RUNNER=dask``). Under a plain ``dvc repro`` none is: DVC orchestrates, and a stage
 runs its flow's function without Prefect (:func:`run_stage_plain`: the same library calls, MLflow
 runs and outputs, its runs mapped on threads; no flow run, no Prefect artifacts), instead of starting
-Prefect's temporary server for each stage (about 8-15 s of each stage's start-up, plus its import
-and shutdown: docs/pipeline.md). ``RAPTOR_PREFECT=1`` runs the flows anyway (a temporary server per
-stage when none is configured), ``RAPTOR_PREFECT=0`` never.
+Prefect's temporary server for each stage (a stage's start-up went from about 30 s to about 4 s:
+docs/pipeline.md, Orchestration overhead). ``RAPTOR_PREFECT=1`` runs the flows anyway (a temporary
+server per stage when none is configured), ``RAPTOR_PREFECT=0`` never.
 
 **One parent run per invocation.** ``python -m flows pipeline`` runs every stage as a subflow of its
 own flow run. Under ``dvc repro`` every stage is a process of its own, so the stages of one
