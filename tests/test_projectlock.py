@@ -169,7 +169,9 @@ def _gated(fn):
     def gated(*args, **kwargs):
         gate = os.environ.get("RAPTOR_TEST_GATE")
         if gate:
-            Path(gate, "inside").write_text(json.dumps({"max_in_edges": kwargs["config"].max_in_edges}))
+            # written whole, then renamed: the test reads the file as soon as it exists
+            Path(gate, "inside.tmp").write_text(json.dumps({"max_in_edges": kwargs["config"].max_in_edges}))
+            os.replace(Path(gate, "inside.tmp"), Path(gate, "inside"))
             deadline = time.time() + 600
             while not Path(gate, "go").exists() and time.time() < deadline:
                 time.sleep(0.05)
