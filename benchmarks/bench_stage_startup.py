@@ -119,7 +119,8 @@ def split_stages(lines: list[tuple[float, str]], wall: float) -> dict[str, dict]
     return out
 
 
-PROBE = r'''
+#: What both probes run first: the stage command's own start-up, timed step by step.
+PROBE_HEAD = r'''
 import json, os, sys, time
 T0 = time.perf_counter()
 marks = []
@@ -132,7 +133,10 @@ args = parser.parse_args(["graph", "--dataset", "SYNTH", "--params", "build/para
                           "--in", "data=data/SYNTH/ingested", "--out", "out=data/SYNTH/graph.npz"])
 from raptor.commands.stage import stage_call
 call = stage_call("graph", args); mark("stage arguments and paths")
-import torch; mark("import torch (already imported by the declaration)")
+'''
+
+
+PROBE = PROBE_HEAD + r'''import torch; mark("import torch (already imported by the declaration)")
 import mlflow; mark("import mlflow")
 import prefect; mark("import prefect")
 import flows.stages as fs; mark("import flows.stages (what is left of it: tasks, scipy, ...)")
@@ -150,20 +154,7 @@ print(json.dumps(marks))
 '''
 
 
-PROBE_PLAIN = r'''
-import json, os, sys, time
-T0 = time.perf_counter()
-marks = []
-def mark(step):
-    marks.append([step, round(time.perf_counter() - T0 - sum(m[1] for m in marks), 2)])
-sys.path.insert(0, os.getcwd())
-from flows.__main__ import build_parser
-parser = build_parser(); mark("command line and stage declaration (raptor.pipeline.stages, the agents: torch)")
-args = parser.parse_args(["graph", "--dataset", "SYNTH", "--params", "build/params.json",
-                          "--in", "data=data/SYNTH/ingested", "--out", "out=data/SYNTH/graph.npz"])
-from raptor.commands.stage import stage_call
-call = stage_call("graph", args); mark("stage arguments and paths")
-import flows.stages as fs; mark("import flows.stages (no Prefect, no MLflow)")
+PROBE_PLAIN = PROBE_HEAD + r'''import flows.stages as fs; mark("import flows.stages (no Prefect, no MLflow)")
 from flows.invocation import dvc_process, invocation_outside_prefect, use_prefect
 assert not use_prefect(); mark("Prefect or not (the environment, the profile file)")
 dvc = dvc_process(); mark("/proc lookup of the DVC process")
