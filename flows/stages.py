@@ -23,7 +23,7 @@ from raptor.constants import METRIC_KEYS, seed_dir
 from raptor.common.io import atomic_write_json
 from raptor.pipeline.projectlock import project_lock
 from raptor.runs.rundir import RunDir
-from tasks.jobs import EvaluateJob, LabelJob, PretrainJob, TrainJob
+from tasks.jobs import EvaluateJob, LabelJob, PretrainJob, TrainGroup, TrainJob
 from tasks.lazy import flow
 
 from .runners import in_flow_run, map_jobs
@@ -116,7 +116,8 @@ def finetune_flow(dataset: str, params: str, inputs: dict, outputs: dict, varian
     """Train one variant for every seed (mapped tasks), each with an MLflow run under a parent run
     for this invocation."""
     from tasks import tracking
-    from tasks.train import parent_of, remember_parent, seed_aggregates, threads_per_run, train_run_task
+    from raptor.agents import get_agent
+    from tasks.train import parent_of, remember_parent, seed_aggregates, threads_per_run
 
     p = load_resolved(params)
     v = variants.get(variant)
@@ -135,7 +136,8 @@ def finetune_flow(dataset: str, params: str, inputs: dict, outputs: dict, varian
                          pretrain_epochs=p.pretrain.epochs if v.pretrained else 0,
                          pretrain_history=pretrain_history(inputs["pretrain"], s) if v.pretrained else None)
                 for s in p.train.seeds]
-        results = map_jobs(train_run_task, jobs, p.train.parallel_runs)
+        results = train_seeds(jobs, p.train.stacked_seeds if get_agent(v.agent).stacks_seeds else 1,
+                              p.train.parallel_runs)
         if all(r.get("mlflow_run_kept") for r in results) and parent_of(outputs["out"]):
             parent.delete()  # nothing trained: the parent of the runs kept stands
         else:
@@ -145,6 +147,17 @@ def finetune_flow(dataset: str, params: str, inputs: dict, outputs: dict, varian
                  ("seed", "best_val_mrr", "best_epoch", "rl_epochs"),
                  f"{variants.get(variant).label} on {dataset}: one row per seed")
     return results
+
+
+def train_seeds(jobs: list[TrainJob], stacked: int, parallel: int) -> list[dict]:
+    """The seeds' training runs, ``parallel`` tasks at once: one per seed, or one per ``stacked``
+    seeds trained as one batched step (``train.stacked_seeds``); results in the jobs' order."""
+    from tasks.train import train_group_task, train_run_task
+
+    if stacked <= 1:
+        return map_jobs(train_run_task, jobs, parallel)
+    groups = [TrainGroup(tuple(jobs[i:i + stacked])) for i in range(0, len(jobs), stacked)]
+    return [r for rs in map_jobs(train_group_task, groups, parallel) for r in rs]
 
 
 def one_based(summary: dict) -> dict:

@@ -359,6 +359,10 @@ class TrainConfig:
     num_threads: int = field(default=0, metadata=NO_EFFECT)
     #: (variant, seed) runs trained at the same time by a stage (mapped Prefect tasks).
     parallel_runs: int = field(default=1, metadata=NO_EFFECT)
+    #: Seeds of a stage stacked into one batched training step (agents that can:
+    #: :attr:`raptor.agents.base.Agent.stacks_seeds`; :mod:`raptor.agents.actor_critic.seeds`); 1 = each
+    #: alone. Each seed trains what it would alone, up to floating-point order (tests/test_seeds.py).
+    stacked_seeds: int = field(default=1, metadata=NO_EFFECT)
     #: Give Pure-RL ``pretrain.epochs + rl.epochs`` RL epochs, the same total as RAPTOR's
     #: pretraining + RL (false: both get ``rl.epochs`` RL epochs, as the paper's 400 vs 40 + 400).
     equal_total_epochs: bool = False
@@ -471,6 +475,7 @@ _CHECKS: dict[str, tuple[Any, str]] = {
     "train.variants": (lambda v: len(v) >= 1, "a non-empty list"),
     "train.num_threads": (lambda v: v >= 0, ">= 0"),
     "train.parallel_runs": (lambda v: v >= 1, ">= 1"),
+    "train.stacked_seeds": (lambda v: v >= 1, ">= 1 (1 = each seed alone)"),
     "recurrency.lambda_grid": (lambda v: len(v) >= 1 and min(v) >= 0, "a non-empty list of decays >= 0"),
     "recurrency.alpha_grid": (lambda v: len(v) >= 1 and 0 <= min(v) and max(v) <= 1,
                               "a non-empty list of weights in [0, 1]"),

@@ -74,6 +74,23 @@ class TrainJob:
 
 
 @dataclass(frozen=True)
+class TrainGroup:
+    """Seeds of one variant trained stacked into one batched step (``train.stacked_seeds``), each with
+    its own run folder and MLflow run; they share the variant, data and pretraining budget."""
+
+    jobs: tuple[TrainJob, ...]
+
+    def __post_init__(self) -> None:
+        shared = {(j.params_path, j.data_dir, j.graph_path, j.variant, j.pretrain_epochs) for j in self.jobs}
+        if not self.jobs or len(shared) > 1:
+            raise ValueError("TrainGroup: its jobs must share params, data, graph, variant and pretraining epochs")
+
+    @property
+    def run_name(self) -> str:
+        return "+".join(j.run_name for j in self.jobs)
+
+
+@dataclass(frozen=True)
 class EvaluateJob:
     """Test (``split``) evaluation of one trained seed's best model, logged to its MLflow run."""
 

@@ -12,7 +12,7 @@ import json
 import logging
 import math
 import os
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional, Union
@@ -23,7 +23,7 @@ from raptor.runs.rundir import RunOptions
 from raptor.config import Params, flatten, params_to_dict
 from raptor.runs.context import load_context
 from raptor.agents import get_agent
-from raptor.pipeline.experiment import effective_epochs, evaluate_model, run_variant
+from raptor.pipeline.experiment import effective_epochs, evaluate_model, run_variants
 from raptor.common.runtime import resolve_device, resolve_precision
 from raptor.common.io import atomic_write_json
 from raptor.agents.actor_critic.pretrain import pretrain_run
@@ -34,7 +34,7 @@ from raptor.config import load_resolved
 
 from . import tracking
 from .lazy import NO_CACHE, in_prefect_run, task
-from .jobs import EvaluateJob, PretrainJob, RecordJob, SweepRunJob, TrainJob
+from .jobs import EvaluateJob, PretrainJob, RecordJob, SweepRunJob, TrainGroup, TrainJob
 
 RUN_FILE = "mlflow_run.json"
 #: Where a training run's best checkpoint is in its MLflow artifacts (``checkpoint/best.pt``).
@@ -293,14 +293,33 @@ def pretrain_logged(params: Params, job: PretrainJob) -> tuple[dict, dict]:
 @task(name="train-run", cache_policy=NO_CACHE, task_run_name="{job.run_name}")
 def train_run_task(job: TrainJob) -> dict:
     """Train one (variant, seed) with its own MLflow run; resumes from ``job.out_dir`` when it may."""
-    ctx = context(job.params_path, job.data_dir, job.graph_path)
-    logged, tags, epochs = train_logged(ctx.params, job)
-    with training_run(job, logged, tags, epochs, job.pretrain_epochs) as t:
-        summary = run_variant(ctx, job.variant, _options(job, progress=True), init_model=job.init_model,
-                              pretrain_epochs=job.pretrain_epochs, on_epoch_end=t.on_epoch_end)
-        if not t.keep():
-            log_trained(t, summary, ctx.params)
-    return {**summary, **t.ids()}
+    return train_runs((job,))[0]
+
+
+@task(name="train-runs", cache_policy=NO_CACHE, task_run_name="{group.run_name}")
+def train_group_task(group: TrainGroup) -> list[dict]:
+    """Train a variant's seeds stacked into one batched step (``train.stacked_seeds``), each with its
+    own MLflow run and run folder, as :func:`train_run_task` does one."""
+    return train_runs(group.jobs)
+
+
+def train_runs(jobs: tuple[TrainJob, ...]) -> list[dict]:
+    """:func:`raptor.pipeline.experiment.run_variants` of ``jobs`` (one variant), each seed with its
+    MLflow run (all FAILED if the training raises)."""
+    first = jobs[0]
+    ctx = context(first.params_path, first.data_dir, first.graph_path)
+    with ExitStack() as runs:
+        trainings = []
+        for job in jobs:
+            logged, tags, epochs = train_logged(ctx.params, job)
+            trainings.append(runs.enter_context(training_run(job, logged, tags, epochs, job.pretrain_epochs)))
+        summaries = run_variants(ctx, first.variant, [_options(job, progress=True) for job in jobs],
+                                 init_models=[job.init_model for job in jobs], pretrain_epochs=first.pretrain_epochs,
+                                 hooks=[t.on_epoch_end for t in trainings])
+        for t, summary in zip(trainings, summaries):
+            if not t.keep():
+                log_trained(t, summary, ctx.params)
+    return [{**summary, **t.ids()} for summary, t in zip(summaries, trainings)]
 
 
 def train_logged(params: Params, job: TrainJob) -> tuple[dict, dict, int]:

@@ -555,3 +555,27 @@ def test_a_partial_run_of_a_larger_budget_is_not_taken_for_a_finished_smaller_on
     s = run_variant(c, "pure_rl", RunOptions(seed=8, out_dir=out, epochs=2, progress=False))
     assert s["restarted"] and "toward 4 epochs" in s["restarted"]
     assert [h["epoch"] for h in json.loads((out / "history.json").read_text())] == [0, 1]
+
+
+def test_seeds_stacked_into_one_step_leave_the_run_folders_of_seeds_alone(ctx, tmp_path):
+    """run_variants trains the seeds of a variant as one batched step (the actor-critic agent stacks
+    them): each run folder and summary is the one its seed alone leaves, up to floating-point order."""
+    from raptor.pipeline.experiment import run_variants
+
+    c, root = ctx
+    seen = []
+    runs = [RunOptions(seed=s, out_dir=tmp_path / f"stacked/{s}", progress=False, epochs=2) for s in (0, 1)]
+    stacked = run_variants(c, "pure_rl", runs, hooks=[lambda ph, e, m, s=s: seen.append((s, ph, e)) for s in (0, 1)])
+    assert sorted(seen) == [(0, "rl", 0), (0, "rl", 1), (1, "rl", 0), (1, "rl", 1)]
+    for s, summary in zip((0, 1), stacked):
+        alone = run_variant(c, "pure_rl", RunOptions(seed=s, out_dir=tmp_path / f"alone/{s}", progress=False, epochs=2))
+        assert summary["stacked_seeds"] == 2 and alone["stacked_seeds"] == 1
+        assert summary["seed"] == s and summary["best_epoch"] == alone["best_epoch"]
+        assert summary["final_reward"] == pytest.approx(alone["final_reward"], rel=1e-3)
+        assert summary["best_val_mrr"] == pytest.approx(alone["best_val_mrr"], abs=0.02)
+        assert json.loads((tmp_path / f"stacked/{s}/summary.json").read_text()) == summary
+        assert (tmp_path / f"stacked/{s}/best.pt").is_file()
+    # TITer's agent does not stack: its seeds train one after the other through the same call
+    titer = run_variants(c, "titer", [RunOptions(seed=s, out_dir=tmp_path / f"titer/{s}", progress=False, epochs=1)
+                                      for s in (0, 1)])
+    assert [t["stacked_seeds"] for t in titer] == [1, 1] and [t["seed"] for t in titer] == [0, 1]

@@ -1,5 +1,6 @@
 """The orchestration layer's own logic (the tasks themselves are exercised end to end in test_pipeline)."""
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -497,3 +498,42 @@ def test_a_training_run_logs_its_best_model_for_mlflow_without_pickle(tmp_path, 
     got = list(zip(rows["query"], rows["rank"], rows["entity"], rows["score"]))
     assert got == expected and len({q for q, *_ in got}) == len(queries)
     assert rows["name"] == [ctx.dataset.entity_names[e] for e in rows["entity"]]
+
+
+def test_stacked_seeds_train_in_one_task_each_with_its_own_mlflow_run(tmp_path, mlflow_db, monkeypatch):
+    """train.stacked_seeds: 2 groups a stage's three seeds into tasks of two and one; every seed still
+    has its run folder, its MLflow run with its own epochs, and its row in the results, in seed order."""
+    import json
+
+    import mlflow
+
+    from flows.stages import train_seeds
+    from raptor.config import params_from_dict, params_to_dict
+    from raptor.data.graph import build_graph
+    from raptor.data.ingest import ingest
+    from raptor.data.synthetic import SyntheticSpec, write_raw
+    from tasks.jobs import TrainGroup, TrainJob
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    raw = write_raw(tmp_path / "raw", SyntheticSpec(num_entities=30, num_timestamps=20))
+    ingest(raw, tmp_path / "data")
+    build_graph(tmp_path / "data", tmp_path / "graph.npz")
+    p = params_from_dict({"model": {"entity_dim": 8, "relation_dim": 8, "time_dim": 2, "step_dim": 2,
+                                    "mlp_hidden_dim": 16}, "env": {"max_actions": 10},
+                          "rl": {"epochs": 2, "batch_size": 256}, "eval": {"beam_size": 5, "valid_every": 1},
+                          "train": {"num_threads": 1, "stacked_seeds": 2}})
+    params_file = tmp_path / "params.json"
+    params_file.write_text(json.dumps(params_to_dict(p)))
+    jobs = [TrainJob(str(params_file), "SYN", str(tmp_path / "data"), str(tmp_path / "graph.npz"), "pure_rl", s,
+                     str(tmp_path / f"run{s}"), "raptor/SYN", f"SYN-pure_rl-seed{s}") for s in (0, 1, 2)]
+    results = train_seeds(jobs, 2, 1)
+    assert [r["seed"] for r in results] == [0, 1, 2]
+    assert [r["stacked_seeds"] for r in results] == [2, 2, 1]
+    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    for r in results:
+        run = client.get_run(r["mlflow_run_id"])
+        assert run.info.status == "FINISHED" and run.data.params["seed"] == str(r["seed"])
+        assert [m.step for m in client.get_metric_history(run.info.run_id, "rl/reward")] == [1, 2]
+        assert json.loads((tmp_path / f"run{r['seed']}" / "mlflow_run.json").read_text())["run_id"] == run.info.run_id
+    with pytest.raises(ValueError, match="share params, data, graph, variant"):
+        TrainGroup((jobs[0], replace(jobs[1], variant="raptor")))

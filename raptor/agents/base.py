@@ -45,6 +45,9 @@ class Agent(ABC):
     iterates: bool = True
     #: ``format`` of its training checkpoints (``checkpoint.pt``); a model can be taken from one.
     checkpoint_format: str
+    #: :meth:`train_many` trains several seeds at once, as one batched step (``train.stacked_seeds``
+    #: groups a stage's seeds for it); false: one after the other.
+    stacks_seeds: bool = False
 
     @abstractmethod
     def build(self, ctx, seed: int) -> "nn.Module":
@@ -55,6 +58,13 @@ class Agent(ABC):
         """Train ``policy`` on ``ctx.train_queries`` for ``run.epochs`` epochs, writing ``checkpoint.pt``,
         ``best.pt``, ``final.pt`` and the history to ``run.out_dir`` (resumed from there with
         ``run.resume``); returns its :class:`raptor.runs.loop.TrainResult`."""
+
+    def train_many(self, ctx, policies: list["nn.Module"], runs: list[RunOptions]) -> list:
+        """:meth:`train` of ``policies[i]`` with ``runs[i]`` for every seed ``i`` (the runs differ only in
+        their seed, folder, hooks and ``meta``): one after the other here; an agent whose
+        :attr:`stacks_seeds` trains them at once, each as it would train alone up to
+        floating-point order."""
+        return [self.train(ctx, policy, run) for policy, run in zip(policies, runs)]
 
     @abstractmethod
     def rebuild(self, weights: dict[str, Any], meta: dict[str, Any], device) -> "nn.Module":

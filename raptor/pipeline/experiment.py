@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 import torch
@@ -103,44 +103,82 @@ def run_variant(ctx: Context, variant: str, run: RunOptions, *, init_model: Opti
     Outputs in ``out_dir``: ``best.pt`` (best validation MRR), ``final.pt``, ``history.json/csv``,
     ``checkpoint.pt``, ``summary.json`` and ``run_config.json`` (:class:`raptor.runs.rundir.RunDir`).
     """
+    return run_variants(ctx, variant, [run], init_models=[init_model], pretrain_epochs=pretrain_epochs,
+                        hooks=[on_epoch_end])[0]
+
+
+def run_variants(ctx: Context, variant: str, runs: Sequence[RunOptions], *,
+                 init_models: Optional[Sequence[Optional[str | Path]]] = None, pretrain_epochs: int = 0,
+                 hooks: Optional[Sequence[Optional[EpochHook]]] = None) -> list[dict[str, Any]]:
+    """:func:`run_variant` of several seeds of ``variant`` trained together: at once, as one batched
+    step, where the agent can (:meth:`raptor.agents.base.Agent.train_many`; the actor-critic agent:
+    :mod:`raptor.agents.actor_critic.seeds`), else one after the other. ``runs[i]``, ``init_models[i]``
+    and ``hooks[i]`` are seed ``i``'s; the runs share their epoch budget and thread count. Each run
+    folder is prepared, resumed and summarised as :func:`run_variant` does it; the summaries say how
+    many seeds its epochs were trained with at once (``stacked_seeds``, 1: alone)."""
     v = variants.get(variant)
     agent = get_agent(v.agent)
     p = ctx.params
-    seed, rl_epochs, resume, num_threads = run.seed, run.epochs, run.resume, run.num_threads
-    if v.pretrained and init_model is None and pretrain_epochs:
+    runs = list(runs)
+    init_models = list(init_models) if init_models is not None else [None] * len(runs)
+    hooks = list(hooks) if hooks is not None else [None] * len(runs)
+    if not (len(runs) == len(init_models) == len(hooks)) or not runs:
+        raise ValueError(f"run_variants: {len(runs)} runs, {len(init_models)} initial models, {len(hooks)} hooks")
+    if len({(r.epochs, r.num_threads) for r in runs}) > 1:
+        raise ValueError("run_variants: the runs differ in their epoch budget or thread count")
+    if v.pretrained and pretrain_epochs and any(m is None for m in init_models):
         raise ValueError(f"variant {variant!r} starts from a pretrained checkpoint: give init_model "
                          "(the pretrain stage writes it)")
+    num_threads = runs[0].num_threads
     configure_runtime(p.train.num_threads if num_threads is None else num_threads)
     device = resolve_device(p.train.device)
     precision = variant_precision(p, variant, device)
-    out = Path(run.out_dir)
-    n_rl = effective_epochs(p, variant, pretrain_epochs, rl_epochs)
+    n_rl = effective_epochs(p, variant, pretrain_epochs, runs[0].epochs)
+    validator = make_validator(ctx, "valid", precision, device, v.agent)
+    prepared = [_prepare_run(ctx, variant, run, init_model, pretrain_epochs, n_rl)
+                for run, init_model in zip(runs, init_models)]
+    started = time.perf_counter()
+    policies, train_runs = [], []
+    for run, init_model, hook, (meta, _) in zip(runs, init_models, hooks, prepared):
+        policy = agent.build(ctx, run.seed)
+        if init_model is not None:
+            init, _ = load_model(init_model, device=device)
+            policy.load_state_dict(init.state_dict())
+            meta["init_model"] = str(init_model)
+        policies.append(policy)
+        train_runs.append(RunOptions(
+            seed=run.seed, epochs=n_rl, out_dir=Path(run.out_dir), device=device, precision=precision, resume=run.resume,
+            progress=run.progress, evaluate_fn=validator, on_epoch_end=_rl_hook(hook), meta=meta,
+            env_backend=p.train.env_backend))
+    results = agent.train_many(ctx, policies, train_runs)
+    return [_finish_run(Path(run.out_dir), variant, run.seed, pretrain_epochs, n_rl, precision, device, result,
+                        restarted, started)
+            for run, result, (_, restarted) in zip(runs, results, prepared)]
+
+
+def _rl_hook(hook: Optional[EpochHook]):
+    return (lambda e, m: hook("rl", e, m)) if hook else None
+
+
+def _prepare_run(ctx: Context, variant: str, run: RunOptions, init_model: Optional[str | Path],
+                 pretrain_epochs: int, n_rl: int) -> tuple[dict[str, Any], Any]:
+    """Seed ``run.seed``'s run folder made ready (:meth:`raptor.runs.rundir.RunDir.prepare`: resumable,
+    or emptied and why); ``(meta its models record, what prepare said)``."""
+    p = ctx.params
+    agent = get_agent(variants.get(variant).agent)
     if init_model is not None and not Path(init_model).is_file():
         raise FileNotFoundError(f"initial weights not found: {init_model} (run the pretrain stage first)")
     inputs = {**ctx.input_hashes(), "init_model": content_hash(init_model) if init_model else None}
-    fingerprint = RunDir.rl_fingerprint(p, variant, seed, inputs, code_hash(run_code(variant)), pretrain_epochs)
+    fingerprint = RunDir.rl_fingerprint(p, variant, run.seed, inputs, code_hash(run_code(variant)), pretrain_epochs)
 
-    def past_the_budget(run: Path) -> Optional[str]:  # a run never stands for a smaller epoch budget
-        return checkpoint_budget_mismatch(run, agent.checkpoint_format, "RL checkpoint", n_rl)
+    def past_the_budget(folder: Path) -> Optional[str]:  # a run never stands for a smaller epoch budget
+        return checkpoint_budget_mismatch(folder, agent.checkpoint_format, "RL checkpoint", n_rl)
 
-    restarted = RunDir(out).prepare(fingerprint, resume, cannot_continue=past_the_budget,
-                                   resume_only=run.resume_only)
-    started = time.perf_counter()
-
+    restarted = RunDir(Path(run.out_dir)).prepare(fingerprint, run.resume, cannot_continue=past_the_budget,
+                                                  resume_only=run.resume_only)
     meta = {"variant": variant, "dataset": ctx.dataset.meta.get("dataset"), "params": params_to_dict(p),
             "pretrain_epochs": int(pretrain_epochs), "rl_epochs": n_rl}
-    hook = (lambda e, m: on_epoch_end("rl", e, m)) if on_epoch_end else None
-    validator = make_validator(ctx, "valid", precision, device, v.agent)
-    policy = agent.build(ctx, seed)
-    if init_model is not None:
-        init, _ = load_model(init_model, device=device)
-        policy.load_state_dict(init.state_dict())
-        meta["init_model"] = str(init_model)
-
-    result = agent.train(ctx, policy, RunOptions(
-        seed=seed, epochs=n_rl, out_dir=out, device=device, precision=precision, resume=resume, progress=run.progress,
-        evaluate_fn=validator, on_epoch_end=hook, meta=meta, env_backend=p.train.env_backend))
-    return _finish_run(out, variant, seed, pretrain_epochs, n_rl, precision, device, result, restarted, started)
+    return meta, restarted
 
 
 def _device_name(device) -> str:
@@ -159,7 +197,7 @@ def _finish_run(out: Path, variant: str, seed: int, pretrain_epochs: int, n_rl: 
         "epochs_trained": len(result.history), "stopped_early": result.stopped_early,
         "final_reward": result.history[-1].get("reward") if result.history else None,
         "model": str(RunDir(out).best), "restarted": restarted,
-        "seconds": round(time.perf_counter() - started, 2),
+        "seconds": round(time.perf_counter() - started, 2), "stacked_seeds": result.stacked_seeds,
     }
     atomic_write_json(RunDir(out).summary, summary)
     return summary

@@ -113,50 +113,71 @@ def run_epochs(phase: Phase, policy: torch.nn.Module, optimizer: torch.optim.Opt
     """
     from raptor.common.progress import progress_bar
 
-    n_epochs, seed, meta, resume, on_epoch_end = run.epochs, run.seed, run.meta, run.resume, run.on_epoch_end
-    out = Path(run.out_dir) if run.out_dir is not None else None
-    progress, checkpoint_every = run.progress, run.checkpoint_every
-    history: list[dict[str, Any]] = []
-    start = 0
-    ckpt = out / CHECKPOINT_FILE if out is not None else None
-    ck = checkpoints.load_latest(ckpt, phase.checkpoint_format, phase.checkpoint_what) \
-        if resume and ckpt is not None else None
-    if ck is not None:
-        if ck["meta"].get("seed", seed) != seed:
-            raise ValueError(f"{ckpt} was written with seed {ck['meta'].get('seed')}, not {seed}: "
-                             "use another --out or the same seed")
-        mismatch = budget_mismatch(ck, n_epochs) if phase.budget_bound else None
-        if mismatch is not None:
-            raise RunMismatchError(f"{ckpt}: cannot continue toward {n_epochs} epochs: {mismatch}; "
-                                   "use --fresh or another --out")
-        policy.load_state_dict(ck["policy"])
-        optimizer.load_state_dict(ck["optimizer"])
-        history, start = ck["history"], ck["epoch"] + 1
-        phase.state.update({k: ck[k] for k in phase.state if k in ck})
-        if on_epoch_end is not None:  # a resumed run reports its whole history (e.g. to a new MLflow
-            for row in history:        # run), marked ``replayed``: those epochs were trained before
-                on_epoch_end(row["epoch"], {**row, "replayed": True})
-    bar = progress_bar(range(start, n_epochs), desc=phase.name, enabled=progress, initial=start, total=n_epochs)
+    history, start = resume(phase, policy, optimizer, run)
+    bar = progress_bar(range(start, run.epochs), desc=phase.name, enabled=run.progress, initial=start,
+                       total=run.epochs)
     for epoch in bar:
         if phase.done is not None and phase.done():
             break
         t0 = time.perf_counter()
         row: dict[str, Any] = {"epoch": epoch, **phase.run_epoch(epoch)}
         row["seconds"] = time.perf_counter() - t0
-        last = epoch == n_epochs - 1
-        forced = phase.after_epoch(epoch, row, last) if phase.after_epoch is not None else False
-        history.append(row)
-        if out is not None:
-            if last or forced or (epoch + 1) % checkpoint_every == 0:
-                checkpoints.save(ckpt, {"format": phase.checkpoint_format, "epoch": epoch, "n_epochs": n_epochs,
-                                        "policy": policy.state_dict(), "optimizer": optimizer.state_dict(),
-                                        "history": history, "meta": meta, **phase.state}, keep_previous=True)
-            phase.write_history(out, history)
-        if on_epoch_end is not None:
-            on_epoch_end(epoch, row)
+        end_epoch(phase, run, row, history, lambda: (policy.state_dict(), optimizer.state_dict()))
         bar.set_postfix(**phase.postfix(row))
     bar.close()
     return history
+
+
+def resume(phase: Phase, policy: torch.nn.Module, optimizer: torch.optim.Optimizer,
+           run: RunOptions) -> tuple[list[dict[str, Any]], int]:
+    """``(history, first epoch to train)`` of ``run``: with ``run.resume`` and a readable checkpoint in
+    ``run.out_dir``, its weights, optimizer state and ``phase.state`` are restored into ``policy``,
+    ``optimizer`` and ``phase`` and its history is replayed to ``run.on_epoch_end`` (marked
+    ``replayed``); else ``([], 0)``. Refuses a checkpoint of another seed or one that cannot continue
+    toward ``run.epochs`` (:func:`budget_mismatch`, for a ``budget_bound`` phase)."""
+    out = Path(run.out_dir) if run.out_dir is not None else None
+    ckpt = out / CHECKPOINT_FILE if out is not None else None
+    ck = checkpoints.load_latest(ckpt, phase.checkpoint_format, phase.checkpoint_what) \
+        if run.resume and ckpt is not None else None
+    if ck is None:
+        return [], 0
+    if ck["meta"].get("seed", run.seed) != run.seed:
+        raise ValueError(f"{ckpt} was written with seed {ck['meta'].get('seed')}, not {run.seed}: "
+                         "use another --out or the same seed")
+    mismatch = budget_mismatch(ck, run.epochs) if phase.budget_bound else None
+    if mismatch is not None:
+        raise RunMismatchError(f"{ckpt}: cannot continue toward {run.epochs} epochs: {mismatch}; "
+                               "use --fresh or another --out")
+    policy.load_state_dict(ck["policy"])
+    optimizer.load_state_dict(ck["optimizer"])
+    history = ck["history"]
+    phase.state.update({k: ck[k] for k in phase.state if k in ck})
+    if run.on_epoch_end is not None:  # a resumed run reports its whole history (e.g. to a new MLflow
+        for row in history:            # run), marked ``replayed``: those epochs were trained before
+            run.on_epoch_end(row["epoch"], {**row, "replayed": True})
+    return history, ck["epoch"] + 1
+
+
+def end_epoch(phase: Phase, run: RunOptions, row: dict[str, Any], history: list[dict[str, Any]],
+              states: Callable[[], tuple[dict[str, Any], dict[str, Any]]]) -> None:
+    """What follows the training of epoch ``row["epoch"]``: ``phase.after_epoch`` (validation),
+    ``row`` appended to ``history``, the checkpoint when due (``states()``: the policy's and the
+    optimizer's state dicts, asked only then), the history files and ``run.on_epoch_end``."""
+    epoch = row["epoch"]
+    last = epoch == run.epochs - 1
+    forced = phase.after_epoch(epoch, row, last) if phase.after_epoch is not None else False
+    history.append(row)
+    if run.out_dir is not None:
+        out = Path(run.out_dir)
+        if last or forced or (epoch + 1) % run.checkpoint_every == 0:
+            policy_state, optimizer_state = states()
+            checkpoints.save(out / CHECKPOINT_FILE,
+                             {"format": phase.checkpoint_format, "epoch": epoch, "n_epochs": run.epochs,
+                              "policy": policy_state, "optimizer": optimizer_state, "history": history,
+                              "meta": run.meta, **phase.state}, keep_previous=True)
+        phase.write_history(out, history)
+    if run.on_epoch_end is not None:
+        run.on_epoch_end(epoch, row)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -194,6 +215,9 @@ class TrainResult:
     out_dir: Optional[str] = None
     #: Ended before its epoch budget by early stopping (``eval.patience``).
     stopped_early: bool = False
+    #: The most seeds its epochs were trained with at once, as one batched step (history rows'
+    #: ``stacked_seeds``: :mod:`raptor.agents.actor_critic.seeds`); 1: alone.
+    stacked_seeds: int = 1
 
 
 def validation_due(epoch: int, every: int, early_every: int = 0, early_epochs: int = 0) -> bool:

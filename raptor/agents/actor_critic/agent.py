@@ -9,6 +9,7 @@ from typing import Any
 from raptor.config import ModelConfig
 from raptor.agents.policy import Policy
 from raptor.agents.actor_critic.rl import CHECKPOINT_FORMAT, train
+from raptor.agents.actor_critic.seeds import train_seeds
 from raptor.common.runtime import seeded_init
 from raptor.agents.base import AGENT_KEY, Agent, RunOptions
 
@@ -20,6 +21,7 @@ class ActorCritic(Agent):
     code = ("raptor.agents.actor_critic.agent",)
     training = "actor-critic RL"
     checkpoint_format = CHECKPOINT_FORMAT
+    stacks_seeds = True
 
     def build(self, ctx, seed: int) -> Policy:
         p = ctx.params
@@ -30,6 +32,11 @@ class ActorCritic(Agent):
         p = ctx.params
         return train(policy, ctx.env, ctx.train_queries, p.rl, p.eval,
                      replace(run, meta={**(run.meta or {}), AGENT_KEY: self.name}))
+
+    def train_many(self, ctx, policies: list[Policy], runs: list[RunOptions]):
+        p = ctx.params
+        return train_seeds(policies, ctx.env, ctx.train_queries, p.rl, p.eval,
+                           [replace(run, meta={**(run.meta or {}), AGENT_KEY: self.name}) for run in runs])
 
     def rebuild(self, weights: dict[str, Any], meta: dict[str, Any], device) -> Policy:
         with seeded_init():  # its random init is overwritten, but must not draw from a run's seeded stream

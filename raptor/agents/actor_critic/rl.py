@@ -65,18 +65,32 @@ def actor_critic_loss(ro: Rollout, gamma: float, beta: float) -> tuple[torch.Ten
 def actor_critic_terms(ro: Rollout, gamma: float, beta: float) -> tuple[torch.Tensor, torch.Tensor]:
     """:func:`actor_critic_loss` without reading anything back: ``(loss, parts)`` with ``parts`` float32
     ``[4]`` in the order of :data:`LOSS_PARTS` (entropy per step), for a step that must not sync."""
+    loss, parts = grouped_actor_critic_terms(ro, gamma, beta, 1)
+    return loss, parts[0]
+
+
+def grouped_actor_critic_terms(ro: Rollout, gamma: float, beta: float, groups: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The loss of ``groups`` independent batches stacked in one rollout (rows ``[g * B, (g + 1) * B)``
+    are batch ``g``, e.g. one seed's: :mod:`raptor.agents.actor_critic.seeds`): the sum of each batch's
+    loss, so each batch's parameters get the gradient of their own batch's mean; ``parts``
+    ``[groups, 4]``. With ``groups = 1`` the same numbers, bit for bit, as one batch (tested)."""
     K = ro.log_prob.shape[1]
     # built on the device (float64 powers, as Python's, then float32): no host-to-device copy per batch
     disc = torch.pow(gamma, torch.arange(K - 1, -1, -1, dtype=torch.float64, device=ro.reward.device)).float()
-    g = ro.reward[:, None] * disc[None, :]  # [B, K]
-    adv = (g - ro.value).detach()
-    actor = -(ro.log_prob * adv).sum(1).mean()
-    entropy = ro.entropy.sum(1).mean()
-    critic = ((ro.value - g) ** 2).sum(1).mean()
-    loss = actor - beta * entropy + critic
-    # one tensor for the four numbers: one device-to-host copy (each float() would wait for the device)
+
+    def per_group(x: torch.Tensor) -> torch.Tensor:  # [groups * B, ...] -> [groups, B, ...]
+        return x.reshape(groups, -1, *x.shape[1:])
+
+    reward, value = per_group(ro.reward), per_group(ro.value)
+    g = reward[..., None] * disc  # [groups, B, K]
+    adv = (g - value).detach()
+    actor = -(per_group(ro.log_prob) * adv).sum(2).mean(1)
+    entropy = per_group(ro.entropy).sum(2).mean(1)
+    critic = ((value - g) ** 2).sum(2).mean(1)
+    loss = (actor - beta * entropy + critic).sum()
+    # one tensor for the numbers: one device-to-host copy (each float() would wait for the device)
     parts = torch.stack([actor.detach().float(), critic.detach().float(), entropy.detach().float() / K,
-                         ro.reward.float().mean()])
+                         reward.float().mean(1)], 1)
     return loss, parts
 
 
