@@ -122,33 +122,46 @@ def test_tracking_against_a_server_that_is_not_there(tmp_path, monkeypatch, capl
     assert f"127.0.0.1:{port}" in caplog.text and "not sent" in caplog.text
 
 
-def test_a_run_that_trains_nothing_is_not_logged_again(tmp_path, mlflow_db, monkeypatch):
-    """A second invocation on a complete run folder (e.g. the stage re-ran for another seed) keeps
-    the first MLflow run instead of logging a copy of it; a run that trains more logs a new run."""
-    import json
 
-    import mlflow
-
-    from raptor.config import params_from_dict, params_to_dict
+def tiny_training(tmp_path: Path, monkeypatch) -> None:
+    """An MLflow store in ``tmp_path`` and a tiny synthetic dataset ingested to ``tmp_path/data`` with
+    its graph at ``tmp_path/graph.npz``: what a training task reads."""
     from raptor.data.graph import build_graph
     from raptor.data.ingest import ingest
     from raptor.data.synthetic import SyntheticSpec, write_raw
-    from tasks.jobs import TrainJob
-    from tasks.train import train_run_task
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     raw = write_raw(tmp_path / "raw", SyntheticSpec(num_entities=30, num_timestamps=20))
     ingest(raw, tmp_path / "data")
     build_graph(tmp_path / "data", tmp_path / "graph.npz")
 
+
+def tiny_params(path: Path, epochs: int = 2, **train) -> str:
+    """A resolved params file of a tiny model (``train``: keys of the train section besides one thread)."""
+    import json
+
+    from raptor.config import params_from_dict, params_to_dict
+
+    p = params_from_dict({"model": {"entity_dim": 8, "relation_dim": 8, "time_dim": 2, "step_dim": 2,
+                                    "mlp_hidden_dim": 16}, "env": {"max_actions": 10},
+                          "rl": {"epochs": epochs, "batch_size": 256}, "eval": {"beam_size": 5, "valid_every": 1},
+                          "train": {"num_threads": 1, **train}})
+    path.write_text(json.dumps(params_to_dict(p)))
+    return str(path)
+
+
+def test_a_run_that_trains_nothing_is_not_logged_again(tmp_path, mlflow_db, monkeypatch):
+    """A second invocation on a complete run folder (e.g. the stage re-ran for another seed) keeps
+    the first MLflow run instead of logging a copy of it; a run that trains more logs a new run."""
+    import mlflow
+
+    from tasks.jobs import TrainJob
+    from tasks.train import train_run_task
+
+    tiny_training(tmp_path, monkeypatch)
+
     def resolved(epochs):
-        p = params_from_dict({"model": {"entity_dim": 8, "relation_dim": 8, "time_dim": 2, "step_dim": 2,
-                                        "mlp_hidden_dim": 16}, "env": {"max_actions": 10},
-                              "rl": {"epochs": epochs, "batch_size": 256}, "eval": {"beam_size": 5, "valid_every": 1},
-                              "train": {"num_threads": 1}})
-        f = tmp_path / f"params-{epochs}.json"
-        f.write_text(json.dumps(params_to_dict(p)))
-        return str(f)
+        return tiny_params(tmp_path / f"params-{epochs}.json", epochs)
 
     def train(params_file):
         return train_run_task.fn(TrainJob(params_file, "SYN", str(tmp_path / "data"), str(tmp_path / "graph.npz"),
@@ -335,8 +348,6 @@ def test_runs_left_running_by_a_killed_process_are_marked_killed_by_the_next_one
 @pytest.mark.slow
 def test_a_training_task_run_logs_its_epochs_to_prefect(tmp_path, monkeypatch):
     """Prefect's own view of training: one line per epoch (1-based) in the task run's log."""
-    import json
-
     from prefect import flow
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
@@ -344,22 +355,11 @@ def test_a_training_task_run_logs_its_epochs_to_prefect(tmp_path, monkeypatch):
 
     from prefect.testing.utilities import prefect_test_harness
 
-    from raptor.config import params_from_dict, params_to_dict
-    from raptor.data.graph import build_graph
-    from raptor.data.ingest import ingest
-    from raptor.data.synthetic import SyntheticSpec, write_raw
     from tasks.jobs import TrainJob
     from tasks.train import train_run_task
 
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
-    raw = write_raw(tmp_path / "raw", SyntheticSpec(num_entities=30, num_timestamps=20))
-    ingest(raw, tmp_path / "data")
-    build_graph(tmp_path / "data", tmp_path / "graph.npz")
-    p = params_from_dict({"model": {"entity_dim": 8, "relation_dim": 8, "time_dim": 2, "step_dim": 2,
-                                    "mlp_hidden_dim": 16}, "env": {"max_actions": 10},
-                          "rl": {"epochs": 2, "batch_size": 256}, "eval": {"beam_size": 5, "valid_every": 1},
-                          "train": {"num_threads": 1}})
-    (tmp_path / "params.json").write_text(json.dumps(params_to_dict(p)))
+    tiny_training(tmp_path, monkeypatch)
+    tiny_params(tmp_path / "params.json")
 
     @flow(name="tiny-train")
     def tiny():
@@ -508,22 +508,10 @@ def test_stacked_seeds_train_in_one_task_each_with_its_own_mlflow_run(tmp_path, 
     import mlflow
 
     from flows.stages import train_seeds
-    from raptor.config import params_from_dict, params_to_dict
-    from raptor.data.graph import build_graph
-    from raptor.data.ingest import ingest
-    from raptor.data.synthetic import SyntheticSpec, write_raw
     from tasks.jobs import TrainGroup, TrainJob
 
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
-    raw = write_raw(tmp_path / "raw", SyntheticSpec(num_entities=30, num_timestamps=20))
-    ingest(raw, tmp_path / "data")
-    build_graph(tmp_path / "data", tmp_path / "graph.npz")
-    p = params_from_dict({"model": {"entity_dim": 8, "relation_dim": 8, "time_dim": 2, "step_dim": 2,
-                                    "mlp_hidden_dim": 16}, "env": {"max_actions": 10},
-                          "rl": {"epochs": 2, "batch_size": 256}, "eval": {"beam_size": 5, "valid_every": 1},
-                          "train": {"num_threads": 1, "stacked_seeds": 2}})
-    params_file = tmp_path / "params.json"
-    params_file.write_text(json.dumps(params_to_dict(p)))
+    tiny_training(tmp_path, monkeypatch)
+    params_file = tiny_params(tmp_path / "params.json", stacked_seeds=2)
     jobs = [TrainJob(str(params_file), "SYN", str(tmp_path / "data"), str(tmp_path / "graph.npz"), "pure_rl", s,
                      str(tmp_path / f"run{s}"), "raptor/SYN", f"SYN-pure_rl-seed{s}") for s in (0, 1, 2)]
     results = train_seeds(jobs, 2, 1)
