@@ -68,7 +68,6 @@ def train_batches(env, policy, queries, device, precision, batch_size, n, warmup
     order = np.random.default_rng(seed).permutation(len(queries))
     gen = torch.Generator(device=device).manual_seed(seed)
     n_batches = int(np.ceil(len(queries) / batch_size))
-    rewards, losses = [], []
 
     def step(i):
         j = i % n_batches
@@ -81,17 +80,20 @@ def train_batches(env, policy, queries, device, precision, batch_size, n, warmup
         opt.step()
         return parts
 
+    seconds, parts = timed_steps(step, warmup, n, device)
+    return seconds, float(np.mean([x["reward"] for x in parts])), [x["actor_loss"] for x in parts[:5]]
+
+
+def timed_steps(step, warmup: int, n: int, device) -> tuple[float, list]:
+    """``step(i)`` for ``warmup`` untimed then ``n`` timed steps (the device synchronised around them):
+    ``(seconds of the n, their results)``."""
     for i in range(warmup):
         step(i)
     sync(device)
     t = time.perf_counter()
-    for i in range(n):
-        parts = step(warmup + i)
-        rewards.append(parts["reward"])
-        if i < 5:
-            losses.append(parts["actor_loss"])
+    results = [step(warmup + i) for i in range(n)]
     sync(device)
-    return time.perf_counter() - t, float(np.mean(rewards)), losses
+    return time.perf_counter() - t, results
 
 
 def check_candidates(env, queries, device, rows, seed=0):

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_gpu_env import setup, sync  # noqa: E402
+from bench_gpu_env import setup, timed_steps  # noqa: E402
 from bench_agent import RAW  # noqa: E402
 
 from raptor.agents.actor_critic import rl as rl_mod  # noqa: E402
@@ -59,7 +59,6 @@ def time_epoch(env, queries, E, R, S, precision, device, batches, warmup, stacke
     orders = [np.random.default_rng(s).permutation(len(queries)) for s in range(S)]
     gens = [torch.Generator(device=device).manual_seed(s) for s in range(S)]
     n_batches = len(queries) // bs  # full batches only
-    rewards = []
 
     def step(i):
         j = i % n_batches
@@ -75,16 +74,8 @@ def time_epoch(env, queries, E, R, S, precision, device, batches, warmup, stacke
         opt.step()
         return parts
 
-    for i in range(warmup):
-        step(i)
-    sync(device)
-    t = time.perf_counter()
-    for i in range(batches):
-        parts = step(warmup + i)
-        if i % 10 == 0:
-            rewards.append(parts[:, 3].mean().item())
-    sync(device)
-    return time.perf_counter() - t, float(np.mean(rewards))
+    seconds, parts = timed_steps(step, warmup, batches, device)
+    return seconds, float(torch.stack([x[:, 3].mean() for x in parts]).mean())
 
 
 def same_as_alone(env, queries, E, R, S, device):
