@@ -25,6 +25,16 @@ def test_ingest_and_graph_cli(params_file, tiny_raw, tmp_path, capsys):
     assert "train 4" in out and "16 edges" in out
 
 
+def test_ingest_of_a_raw_folder_needs_no_params_file(tiny_raw, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no params.yaml here
+    assert main(["ingest", "--raw", str(tiny_raw), "--out", str(tmp_path / "d")]) == 0
+    assert (tmp_path / "d" / "train.parquet").is_file()
+    # naming a dataset reads its entry from the params file, and says which file is missing
+    assert main(["ingest", "--dataset", "ICEWS14", "--out", str(tmp_path / "e")]) == 1
+    err = capsys.readouterr().err
+    assert "params.yaml" in err and "Traceback" not in err
+
+
 def test_cli_error_is_one_clear_line(params_file, tiny_raw, tmp_path, capsys):
     (tiny_raw / "train.txt").unlink()
     rc = main(["ingest", "--raw", str(tiny_raw), "--out", str(tmp_path / "d"), "--params", str(params_file)])

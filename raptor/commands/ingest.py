@@ -31,8 +31,9 @@ def register(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    params = load_params(args.params)
-    name, d = params.dataset(args.dataset) if (args.dataset or not args.raw) else (None, None)
+    name, d = None, None
+    if args.dataset or not args.raw:  # --raw alone needs no params file
+        name, d = load_params(args.params).dataset(args.dataset)
     url = args.url or (d.url if d else None)
     options = dataset_options(name, d) if d else IngestOptions()
     options = replace(options, layout=args.layout or options.layout)
