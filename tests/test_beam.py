@@ -290,3 +290,79 @@ def test_gold_outside_the_beam_is_ranked_with_last_expansions_by_hand():
             rank = filtered_ranks(res.cand_entity, res.cand_score, query[:, 2], query[:, [0, 1, 3]], filt, E)
             assert rank.tolist() == [want_rank], (rule, every)
             assert res.path_entity[0].tolist() == [1, 1]  # the best path: 0 -> 1, then STOP
+
+
+# ------------------------------------------------------------------------------------------------
+# The device search (issue 37): every step as tensor work on the device environment, beams padded
+# instead of dropped; here on the CPU (DeviceEnv with torch tensors), against the host search.
+# ------------------------------------------------------------------------------------------------
+
+
+def test_device_aggregation_equals_the_hosts_ties_included():
+    from raptor.agents.beam import aggregate_scores_on_device
+
+    rng = np.random.default_rng(0)
+    Q, W, E = 50, 12, 9
+    ent = rng.integers(0, E, (Q, W))
+    score = np.round(rng.normal(size=(Q, W)), 1).astype(np.float32)  # rounded: many equal scores
+    score[rng.random((Q, W)) < 0.2] = -np.inf  # dead beams
+    for rule in ("max", "logsumexp"):
+        want_e, want_s = aggregate_scores(ent, score, rule)
+        got_e, got_s = aggregate_scores_on_device(torch.from_numpy(ent), torch.from_numpy(score), E, rule)
+        if rule == "max":  # same order: decreasing score, ties by entity id
+            np.testing.assert_array_equal(got_e.numpy(), want_e)
+            np.testing.assert_array_equal(got_s.numpy(), want_s)
+        else:  # sums in another order: the same entities with the same scores up to rounding
+            for q in range(Q):
+                assert dict(zip(got_e[q].tolist(), got_s[q].tolist())).keys() == dict(zip(want_e[q], want_s[q])).keys()
+            np.testing.assert_allclose(got_s.numpy(), want_s, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("seed,K", [(0, 2), (2, 3), (3, 3), (4, 3)])
+@pytest.mark.parametrize("rule", ["max", "logsumexp"])
+@pytest.mark.parametrize("walk", ["forward", "backward"])
+@pytest.mark.parametrize("beam", [3, 400])
+def test_the_device_search_finds_the_host_searchs_beams(seed, K, rule, walk, beam):
+    env, policy, queries = tiny_setup(seed, K=K, n=40, walk=walk)
+    cfg = EvalConfig(beam_size=beam, score_rule=rule)
+    host = beam_search(policy, env, queries, cfg, SearchOptions(chunk_size=4, backend="host"))
+    dev = beam_search(policy, env, queries, cfg, SearchOptions(backend="device", device_chunk_size=4))
+    np.testing.assert_array_equal(dev.cand_entity, host.cand_entity)
+    np.testing.assert_allclose(dev.cand_score, host.cand_score, rtol=1e-6, atol=1e-6)
+    for a in ("path_entity", "path_relation", "path_time"):
+        np.testing.assert_array_equal(getattr(dev, a), getattr(host, a), err_msg=a)
+    np.testing.assert_allclose(dev.path_score, host.path_score, rtol=1e-6)
+
+
+def test_the_device_search_keeps_every_beam_of_the_host_search_on_a_dataset():
+    """Beam 20 on the synthetic dataset, 300 queries: the final beams (scores and paths) equal the
+    host search's, the dead (padding) ones included."""
+    from helpers import synthetic_env
+
+    from raptor.agents.beam import search_beams_on_device
+    from raptor.mdp.device_env import on_device
+
+    env, q, E, R, _ = synthetic_env(max_actions=30)
+    torch.manual_seed(0)
+    policy = Policy(E, R, SMALL, env.K)
+    queries = q["valid"][:300]
+    host = search_beams(policy, env, queries, 20)
+    dev = search_beams_on_device(policy, on_device(env, "cpu", "torch"), queries, 20)
+    W = host.score.shape[1]
+    assert dev.score.shape[1] == 20 and W <= 20 and torch.isneginf(dev.score[:, W:]).all()
+    np.testing.assert_allclose(dev.score[:, :W].numpy(), host.score, rtol=1e-6, atol=1e-6)
+    live = np.isfinite(host.score)
+    for a in ("entity", "relation", "time"):
+        np.testing.assert_array_equal(getattr(dev, a)[:, :W].numpy()[live], getattr(host, a)[live], err_msg=a)
+
+
+def test_the_search_backend_is_chosen_and_checked():
+    from raptor.agents.beam import _use_device_search
+
+    assert not _use_device_search(SearchOptions(), EvalConfig())  # auto on the CPU: the host search
+    assert _use_device_search(SearchOptions(backend="device"), EvalConfig())
+    assert not _use_device_search(SearchOptions(backend="auto", device="cpu"), EvalConfig(rank_last_expansions=True))
+    with pytest.raises(ValueError, match="rank_last_expansions"):
+        _use_device_search(SearchOptions(backend="device"), EvalConfig(rank_last_expansions=True))
+    with pytest.raises(ValueError, match="unknown beam search backend"):
+        _use_device_search(SearchOptions(backend="gpu"), EvalConfig())

@@ -572,3 +572,30 @@ def test_early_stopping_and_model_files(synthetic, tmp_path):
     save_model(tmp_path / "raptor.pt", Policy(E, R), {"num_entities": E})
     with pytest.raises(CheckpointError, match="not a TITer model"):
         load_titer_model(tmp_path / "raptor.pt")
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_device_beam_search_equals_the_host_one_with_titers_agent(seed):
+    """TITer's policy through the device search (raptor.agents.beam.search_beams_on_device, here with
+    torch tensors on the CPU): the host search's candidates, scores and best paths, with its inductive
+    mean installed too."""
+    env, quads = random_graph(seed)
+    torch.manual_seed(seed)
+    pol = TITerPolicy(env.num_entities, env.num_relations, TITerConfig(**SMALL), env.K).double()
+    rng = np.random.default_rng(seed)
+    queries = np.stack([rng.integers(0, 9, 6), rng.integers(0, 6, 6), rng.integers(0, 9, 6), rng.integers(2, 9, 6)], 1)
+    for beam in (3, 400):
+        ev = EvalConfig(beam_size=beam)
+        host = beam_search(pol, env, queries, ev, SearchOptions(chunk_size=4, backend="host"))
+        dev = beam_search(pol, env, queries, ev, SearchOptions(backend="device", device_chunk_size=4))
+        np.testing.assert_array_equal(dev.cand_entity, host.cand_entity)
+        np.testing.assert_allclose(dev.cand_score, host.cand_score, rtol=1e-6, atol=1e-6)
+        np.testing.assert_array_equal(dev.path_entity, host.path_entity)
+    E, R, train, env2 = im_setup()
+    pol2 = TITerPolicy(E, R, TITerConfig(**SMALL), 2).double()
+    q2 = np.array([[6, 0, 4, 4], [6, R + 1, 5, 5], [6, 2, 2, 5], [1, 0, 6, 5]])
+    with inductive_mean(pol2, train, mu=0.1) as p:
+        host = beam_search(p, env2, q2, EvalConfig(beam_size=50), SearchOptions(backend="host"))
+        dev = beam_search(p, env2, q2, EvalConfig(beam_size=50), SearchOptions(backend="device"))
+    np.testing.assert_array_equal(dev.cand_entity, host.cand_entity)
+    np.testing.assert_allclose(dev.cand_score, host.cand_score, rtol=1e-6, atol=1e-6)

@@ -39,6 +39,7 @@ from typing import Any, Optional
 import numba
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from raptor.config import EvalConfig
 from raptor.mdp.env import TemporalEnv
@@ -75,13 +76,20 @@ class Beams:
 @dataclass(frozen=True)
 class SearchOptions:
     """How a beam search runs: ``precision`` (the autocast dtype of the policy's scores) and
-    ``device``; ``chunk_size``: queries searched at once and ``progress``: a progress bar over the
-    chunks (:func:`beam_search`)."""
+    ``device``; ``chunk_size``: queries searched at once by the host search and ``progress``: a
+    progress bar over the chunks (:func:`beam_search`)."""
 
     precision: str = "float32"
     device: Any = "cpu"
     chunk_size: int = 128
     progress: bool = False
+    #: Where the search runs: ``host`` (the host environment, beams compacted on the host each step:
+    #: :func:`search_beams`), ``device`` (every step on ``device``, beams padded to ``beam_size``:
+    #: :func:`search_beams_on_device`) or ``auto`` (``device`` on CUDA). The same beams either way
+    #: (tests/test_beam.py).
+    backend: str = "auto"
+    #: Queries searched at once by the device search (its tensors are ``[chunk x beam_size, A]``).
+    device_chunk_size: int = 1024
 
 
 @numba.njit(cache=True, nogil=True)
@@ -223,14 +231,146 @@ def search_beams(policy: Policy, env: TemporalEnv, queries: np.ndarray, beam_siz
     return Beams(score, *paths)
 
 
+@torch.inference_mode()
+def search_beams_on_device(policy: Policy, env, queries, beam_size: int, options: SearchOptions = SearchOptions(),
+                           tables: Optional[dict] = None) -> "DeviceBeams":
+    """:func:`search_beams` with every step on the device of ``env`` (a
+    :class:`raptor.mdp.device_env.DeviceEnv`): the same beams, nothing read back but the candidate
+    widths the environment reads once per step.
+
+    Instead of dropping dead beams, every query keeps ``beam_size`` rows (``1`` at the start): a dead
+    row has score ``-inf`` and STOPs in place, so all shapes are ``[Q x width, A]`` and the top-k is
+    over ``[Q, width x A]`` with each query's live beams first, best first, as the host search lays
+    them out. ``queries``: ``[Q, >= 3]``, a host array or a tensor."""
+    precision, device = options.precision, env.device
+    state = env.reset(queries, with_answer=False)
+    Q, K = state.batch_size, env.K
+    policy.eval()
+    if tables is None:
+        tables = path_tables(policy, state.query_time.cpu().numpy()[:, None]) if Q else None
+    lstm_kw = {} if tables is None else {"tables": tables}
+    width = 1
+    with autocast(precision, device):
+        q_all = query_context(policy, state, device)
+        h, c = policy.initial_path_state(Q)
+        beam_score = torch.zeros(Q, device=device)  # [Q x width]
+        query_of = torch.arange(Q, device=device)
+        for k in range(K):
+            cands = env.candidates(state)
+            ct = candidate_tensors(state, cands, device)
+            q = q_all if k == 0 else policy.select_rows(q_all, query_of)
+            s, _ = policy.heads(q, h, k, critic=False)
+            # (no ``time_rows``: TITer's scorer reads dt's bound itself; the step reads widths anyway)
+            z = policy.candidate_logits(s, ct.entity, ct.relation, ct.dt, ct.mask)
+            logp = torch.log_softmax(z.float(), dim=1)  # [Q x width, A]
+            A = logp.shape[1]
+            total = (beam_score[:, None] + logp).view(Q, width * A)
+            top_score, top_idx = torch.topk(total, min(beam_size, width * A), dim=1)  # sorted, best first
+            alive = torch.isfinite(top_score)
+            # a dead beam STOPs where its parent row is (slot 0 is always a real action)
+            slot = torch.where(alive, top_idx % A, 0).reshape(-1)
+            rows = (torch.arange(Q, device=device)[:, None] * width + top_idx // A).reshape(-1)
+            e, r, t = cands.entity[rows, slot], cands.relation[rows, slot], cands.time[rows, slot]
+            state = env.move(state.take(rows), e, r, t)
+            beam_score = top_score.reshape(-1)
+            width = top_score.shape[1]
+            query_of = torch.arange(Q, device=device).repeat_interleave(width)
+            if k < K - 1:
+                h, c = h[rows], c[rows]
+                h, c = policy.advance_path((h, c), e, r, state.query_time - state.time, **lstm_kw)
+    return DeviceBeams(beam_score.view(Q, width), *(a.view(Q, width, K) for a in
+                                                    (state.path_entity, state.path_relation, state.path_time)))
+
+
+@dataclass(frozen=True)
+class DeviceBeams:
+    """:class:`Beams` as tensors on the search's device, ``beam_size`` wide (dead beams: ``-inf``)."""
+
+    score: torch.Tensor  # float32 [Q, W]
+    entity: torch.Tensor  # int64 [Q, W, K]
+    relation: torch.Tensor  # int64 [Q, W, K]
+    time: torch.Tensor  # int64 [Q, W, K]
+
+
+def aggregate_scores_on_device(final_entity: torch.Tensor, score: torch.Tensor, num_entities: int,
+                               score_rule: str = "max") -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`aggregate_scores` as tensor operations: ``[Q, W]`` candidates sorted by decreasing score,
+    ties by entity id, ``-1`` / ``-inf`` padding. Per query a dense ``[E]`` row of entity scores
+    (``scatter_reduce``), then a stable sort. ``logsumexp`` sums in another order than the host
+    (equal up to rounding)."""
+    if score_rule not in ("max", "logsumexp"):
+        raise ValueError(f"unknown score_rule {score_rule!r}")
+    Q, W = score.shape
+    live = torch.isfinite(score)
+    ent = torch.where(live, final_entity, num_entities)  # dead beams go to a spill column
+    dense = torch.full((Q, num_entities + 1), -torch.inf, device=score.device)
+    dense.scatter_reduce_(1, ent, score.float(), "amax")
+    if score_rule == "logsumexp":
+        top = dense.gather(1, ent)  # each beam's entity's best score
+        terms = torch.where(live, torch.exp(score.float() - top), 0.0)
+        sums = torch.zeros_like(dense).scatter_add_(1, ent, terms)
+        dense = torch.where(torch.isfinite(dense), dense + torch.log(sums), dense)
+    dense[:, num_entities] = -torch.inf
+    sorted_score, order = torch.sort(dense, dim=1, descending=True, stable=True)
+    if W > num_entities + 1:  # more beams than entities: pad the columns to W
+        sorted_score = F.pad(sorted_score, (0, W - num_entities - 1), value=-torch.inf)
+        order = F.pad(order, (0, W - num_entities - 1), value=-1)
+    cand_score = sorted_score[:, :W]
+    cand_entity = torch.where(torch.isfinite(cand_score), order[:, :W], -1)
+    return cand_entity, cand_score
+
+
+def _device_search(policy: Policy, env: TemporalEnv, queries: np.ndarray, eval_cfg: EvalConfig,
+                   options: SearchOptions) -> BeamResult:
+    """:func:`beam_search` with :func:`search_beams_on_device`, ``options.device_chunk_size`` queries at a time."""
+    from raptor.common.progress import progress_bar
+    from raptor.mdp.device_env import on_device
+
+    denv = on_device(env, options.device, "torch")
+    Q, K, W = len(queries), env.K, eval_cfg.beam_size
+    out = {"cand_entity": np.full((Q, W), -1, dtype=np.int64), "cand_score": np.full((Q, W), -np.inf, dtype=np.float32),
+           "path_entity": np.full((Q, K), -1, dtype=np.int64), "path_relation": np.full((Q, K), -1, dtype=np.int64),
+           "path_time": np.full((Q, K), -1, dtype=np.int64), "path_score": np.full(Q, -np.inf, dtype=np.float32)}
+    with torch.inference_mode():
+        tables = path_tables(policy, queries)
+    step = options.device_chunk_size
+    for lo in progress_bar(range(0, Q, step), desc="beam search", enabled=options.progress, nested=True):
+        hi = min(Q, lo + step)
+        beams = search_beams_on_device(policy, denv, queries[lo:hi], W, options, tables)
+        ent, sc = aggregate_scores_on_device(beams.entity[:, :, -1], beams.score, env.num_entities, eval_cfg.score_rule)
+        w = ent.shape[1]
+        got = {"cand_entity": ent, "cand_score": sc, "path_entity": beams.entity[:, 0], "path_relation": beams.relation[:, 0],
+               "path_time": beams.time[:, 0], "path_score": beams.score[:, 0]}
+        for key, value in got.items():  # one copy per array and chunk
+            value = value.cpu().numpy()
+            if key.startswith("cand"):
+                out[key][lo:hi, :w] = value
+            else:
+                out[key][lo:hi] = value
+    return BeamResult(**out)
+
+
+def _use_device_search(options: SearchOptions, eval_cfg: EvalConfig) -> bool:
+    if options.backend not in ("auto", "host", "device"):
+        raise ValueError(f"unknown beam search backend {options.backend!r} (auto, host, device)")
+    if eval_cfg.rank_last_expansions:  # the expansions of the last step are ranked by the host search only
+        if options.backend == "device":
+            raise ValueError("eval.rank_last_expansions: the device beam search does not rank the last step's "
+                             "expansions; use the host search")
+        return False
+    return options.backend == "device" or (options.backend == "auto" and torch.device(options.device).type == "cuda")
+
+
 def beam_search(policy: Policy, env: TemporalEnv, queries: np.ndarray, eval_cfg: EvalConfig = EvalConfig(),
                 options: SearchOptions = SearchOptions()) -> BeamResult:
     """Beam search for every query, ``options.chunk_size`` at a time; see the module docstring for
     the output."""
     from raptor.common.progress import progress_bar
 
-    chunk_size, progress = options.chunk_size, options.progress
     queries = np.asarray(queries, dtype=np.int64)
+    if _use_device_search(options, eval_cfg):
+        return _device_search(policy, env, queries, eval_cfg, options)
+    chunk_size, progress = options.chunk_size, options.progress
     Q, K, W = len(queries), env.K, eval_cfg.beam_size
     expansions = eval_cfg.rank_last_expansions
     cand_entity = np.full((Q, W), -1, dtype=np.int64)

@@ -159,6 +159,9 @@ class TemporalEnv:
         self._neighbor = np.ascontiguousarray(graph.neighbor, dtype=np.int32)
         self._relation = np.ascontiguousarray(graph.relation, dtype=np.int32)
         self._time = np.ascontiguousarray(graph.time, dtype=np.int32)
+        #: Its device copies (:func:`raptor.mdp.device_env.on_device`), one per (walk, device): one dict
+        #: shared with the environments :meth:`with_walk` makes of the same graph.
+        self._device_envs: dict = {}
 
     def with_walk(self, walk: Walk, same_time: bool = False) -> "TemporalEnv":
         """The same graph and config under another walk (shares the edge arrays)."""
