@@ -319,9 +319,10 @@ def train_epoch(stack: StackedPolicy, optimizer: torch.optim.Optimizer, env: Tem
         loss, parts = grouped_actor_critic_terms(ro, rl.gamma, beta, S)
         optimizer.zero_grad(set_to_none=False)
         loss.backward()
-        norms = clip_per_seed(stack, rl.clip_gradient) if rl.clip_gradient else torch.zeros(S)
+        norms = clip_per_seed(stack, rl.clip_gradient) if rl.clip_gradient else torch.zeros(S, device=parts.device)
         optimizer.step()
-        sums += torch.cat([parts.double().cpu(), norms.double().cpu()[:, None]], 1) * n
+        # one device-to-host copy per batch for every seed's numbers
+        sums += torch.cat([parts.double(), norms.double()[:, None]], 1).cpu() * n
         n_total += n
     means = (sums / max(n_total, 1)).tolist()
     keys = ("actor_loss", "critic_loss", "entropy", "reward") + (("grad_norm",) if rl.clip_gradient else ())
