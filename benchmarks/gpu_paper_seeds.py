@@ -1,0 +1,123 @@
+"""Issues 37 and 38: one system's seeds at the paper's budget on one GPU, in one command, by library
+calls only (the device machine has PyTorch, numba, pyarrow and pandas, not Prefect, MLflow or DVC).
+
+Ingests the ICEWS text files (``--raw``), builds the graph, trains ``--variant``'s seeds with
+:func:`raptor.pipeline.experiment.run_variants` (the actor-critic agent stacks them into one batched
+step: :mod:`raptor.agents.actor_critic.seeds`; TITer's train one after the other) for ``--epochs``
+RL epochs with the repo's params (profile paper) and ``--set KEY=VALUE`` overrides, then evaluates
+each seed's best model on the test split (:func:`raptor.pipeline.experiment.evaluate_model`). RL-RAPTOR
+needs labels and pretraining: not here (Pure-RL and TITer-150 only).
+
+What comes back (``--out``, small files only: a checkpoint of the paper's model is 21.9 MB, more than
+a lent machine returns per file): per seed ``history.json``, ``summary.json``, the test
+``metrics.json``, and ``run.json`` (the command's arguments, the device, the commit if given, and the
+seconds of each part). ``--deadline S``: the training stops cleanly (a run folder's checkpoint is
+written every epoch) when S seconds have passed, and the files of what was trained come back.
+
+Run: ``python benchmarks/gpu_paper_seeds.py --raw .gpu/ICEWS14 --variant pure_rl --out $OUT``
+(a CPU try: ``--device cpu --epochs 1 --seeds 0 1 --train-queries 512 --valid-queries 64 --test-queries 64``)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from raptor.common.io import atomic_write_json  # noqa: E402
+from raptor.config import load_params  # noqa: E402
+from raptor.data.graph import build_graph  # noqa: E402
+from raptor.data.ingest import ingest  # noqa: E402
+from raptor.pipeline.experiment import evaluate_model, load_context, run_variants  # noqa: E402
+from raptor.runs.rundir import RunDir, RunOptions  # noqa: E402
+
+
+class Deadline(Exception):
+    pass
+
+
+def parse_value(text: str):
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--raw", required=True, help="folder of the dataset's text files (train/valid/test.txt, ...)")
+    ap.add_argument("--variant", default="pure_rl", choices=["pure_rl", "titer"])
+    ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4])
+    ap.add_argument("--epochs", type=int, default=None, help="RL epochs (default: params, the paper's 400)")
+    ap.add_argument("--out", required=True, help="where the small result files go")
+    ap.add_argument("--work", default="/tmp/paper-seeds", help="data, graph and run folders (not returned)")
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a params override")
+    ap.add_argument("--deadline", type=float, default=0, help="stop training after this many seconds (0: none)")
+    ap.add_argument("--commit", default="", help="the commit the working tree is (recorded)")
+    ap.add_argument("--train-queries", type=int, default=0, help="(a try) train on the first N queries only")
+    ap.add_argument("--valid-queries", type=int, default=0, help="(a try) validate on the first N queries only")
+    ap.add_argument("--test-queries", type=int, default=0, help="(a try) test on the first N queries only")
+    args = ap.parse_args()
+    started = time.perf_counter()
+    out, work = Path(args.out), Path(args.work)
+    out.mkdir(parents=True, exist_ok=True)
+    record = {"args": vars(args), "torch": torch.__version__,
+              "device": torch.cuda.get_device_name(0) if args.device == "cuda" else "cpu", "seconds": {}}
+
+    overrides = {"train.device": args.device, **{k: parse_value(v) for k, v in (s.split("=", 1) for s in args.set)}}
+    params = load_params(Path(__file__).resolve().parents[1] / "params.yaml", {"profile": "paper", **overrides})
+    t = time.perf_counter()
+    if not (work / "data" / "meta.json").exists():
+        ingest(args.raw, work / "data")
+        build_graph(work / "data", work / "graph.npz")
+    record["seconds"]["ingest_and_graph"] = time.perf_counter() - t
+    ctx = load_context(work / "data", work / "graph.npz", params)
+    if args.train_queries:
+        ctx = replace(ctx, train_queries=ctx.train_queries[:args.train_queries])
+    for split, n in (("valid", args.valid_queries), ("test", args.test_queries)):
+        if n:
+            ctx.dataset.splits[split] = ctx.dataset.splits[split][:n]
+
+    def stop_at_deadline(phase, epoch, row):
+        if args.deadline and time.perf_counter() - started > args.deadline and not row.get("replayed"):
+            raise Deadline(f"deadline of {args.deadline:.0f} s passed after epoch {epoch + 1}")
+
+    runs = [RunOptions(seed=s, epochs=args.epochs, out_dir=work / "runs" / f"seed{s}", progress=False) for s in args.seeds]
+    t = time.perf_counter()
+    try:
+        summaries = run_variants(ctx, args.variant, runs, hooks=[stop_at_deadline] * len(runs))
+        record["stopped"] = None
+    except Deadline as exc:
+        summaries, record["stopped"] = None, str(exc)
+    record["seconds"]["train"] = time.perf_counter() - t
+    for s, run in zip(args.seeds, runs):
+        folder = RunDir(run.out_dir)
+        keep = out / f"seed{s}"
+        keep.mkdir(exist_ok=True)
+        for f in (folder.history, folder.summary):
+            if f.exists():
+                shutil.copy(f, keep / f.name)
+    if summaries is not None:
+        t = time.perf_counter()
+        for s, run in zip(args.seeds, runs):
+            metrics = evaluate_model(ctx, RunDir(run.out_dir).best, work / "eval" / f"seed{s}")
+            atomic_write_json(out / f"seed{s}" / "metrics.json", metrics)
+            print(f"seed {s}: test MRR {metrics['mrr']:.4f}", flush=True)
+        record["seconds"]["test"] = time.perf_counter() - t
+    record["seconds"]["total"] = time.perf_counter() - started
+    atomic_write_json(out / "run.json", record)
+    print(json.dumps(record["seconds"]), record.get("stopped") or "", flush=True)
+
+
+if __name__ == "__main__":
+    main()
