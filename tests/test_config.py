@@ -251,3 +251,9 @@ def test_titer_inherited_choices_are_validated_and_default_to_todays_behaviour()
     for key in ("rl.weight_decay", "rl.clip_gradient", "rl.entropy_decay_per", "model.embedding_init",
                 "eval.rank_last_expansions"):
         assert key in flat
+
+
+def test_stacked_seeds_must_be_at_least_one():
+    with pytest.raises(ConfigError, match=r"train\.stacked_seeds: must be >= 1"):
+        params_from_dict({"train": {"stacked_seeds": 0}})
+    assert params_from_dict({"train": {"stacked_seeds": 5}}).train.stacked_seeds == 5

@@ -354,6 +354,8 @@ def train_seeds(policies: Sequence[Policy], env: TemporalEnv, train_queries: np.
     n_epochs = rl.epochs if runs[0].epochs is None else runs[0].epochs
     runs = [replace(r, epochs=n_epochs, out_dir=Path(r.out_dir) if r.out_dir is not None else None,
                     meta=model_meta(p, r.meta, r.seed)) for p, r in zip(policies, runs)]
+    if len(runs) == 1 or len({_resume_epoch(r) for r in runs}) > 1:
+        return [train(p, env, train_queries, rl, eval_cfg, r) for p, r in zip(policies, runs)]
     device = runs[0].device
     for policy in policies:
         policy.to(device)
@@ -363,8 +365,6 @@ def train_seeds(policies: Sequence[Policy], env: TemporalEnv, train_queries: np.
                   for p, r in zip(policies, runs)]
     phases = [Phase("train", CHECKPOINT_FORMAT, "RAPTOR RL checkpoint", run_epoch=_not_alone, write_history=_write_history,
                     after_epoch=sel.after_epoch, state=sel.state, done=sel.done) for sel in selections]
-    if len(runs) == 1 or len({_resume_epoch(r) for r in runs}) > 1:
-        return [train(p, env, train_queries, rl, eval_cfg, r) for p, r in zip(policies, runs)]
     resumed = [resume(ph, p, opt, r) for ph, p, opt, r in zip(phases, policies, alone, runs)]
     starts = {start for _, start in resumed}
     histories = [h for h, _ in resumed]
