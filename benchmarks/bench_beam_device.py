@@ -2,8 +2,10 @@
 :func:`raptor.agents.beam.search_beams_on_device`) against the host search, on ICEWS14's validation
 split (17,028 queries with inverses, beam 100, the paper's model shapes, a randomly initialised policy).
 
-Records seconds per search for each backend (and device chunk size), and how many queries got the
-same candidates (entities in the same order, scores within 1e-5) from both.
+Records seconds per validation for each backend (and device chunk size): the search and the
+time-aware filtered ranks (:func:`raptor.agents.beam.search_and_rank`: on the device for the device
+search), how many queries got the same candidates (entities in the same order, scores within 1e-5) and
+the same rank from both, and each backend's MRR.
 
 Run: ``python benchmarks/bench_beam_device.py --raw DIR_OF_ICEWS14_TXT --out results.json``
 (``--queries N``: the first N validation queries only).
@@ -24,12 +26,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_agent import RAW, load_raw  # noqa: E402
 from bench_gpu_env import sync  # noqa: E402
 
-from raptor.agents.beam import SearchOptions, beam_search  # noqa: E402
+from raptor.agents.beam import SearchOptions, search_and_rank  # noqa: E402
 from raptor.agents.policy import Policy  # noqa: E402
 from raptor.common.io import atomic_write_json  # noqa: E402
 from raptor.config import EnvConfig, EvalConfig, ModelConfig  # noqa: E402
 from raptor.data.dataset import with_inverse_queries  # noqa: E402
 from raptor.data.graph import TemporalGraph  # noqa: E402
+from raptor.evaluation.ranking import build_filter  # noqa: E402
 from raptor.mdp.env import TemporalEnv  # noqa: E402
 
 
@@ -46,6 +49,7 @@ def main():
     splits, E, R = load_raw(Path(args.raw))
     env = TemporalEnv(TemporalGraph.from_quadruples(np.concatenate(list(splits.values())), E, R), EnvConfig())
     queries = with_inverse_queries(splits["valid"], R).astype(np.int64)
+    fi = build_filter(np.concatenate(list(splits.values())), R)
     if args.queries:
         queries = queries[:args.queries]
     torch.manual_seed(0)
@@ -59,20 +63,22 @@ def main():
     runs = [(f"device/{c}", SearchOptions(args.precision, device, backend="device", device_chunk_size=c))
             for c in args.chunks] + [("host", SearchOptions(args.precision, device, backend="host"))]
     for name, options in runs:
-        beam_search(policy, env, queries[:64], ev, options)  # warm-up (kernels, caches, the device graph)
+        search_and_rank(policy, env, queries[:64], fi, ev, options)  # warm-up (kernels, caches, device copies)
         sync(device)
         t = time.perf_counter()
-        results[name] = beam_search(policy, env, queries, ev, options)
+        results[name] = search_and_rank(policy, env, queries, fi, ev, options)
         sync(device)
         out["seconds"][name] = time.perf_counter() - t
         print(name, f"{out['seconds'][name]:.2f} s", flush=True)
         atomic_write_json(args.out, out)
-    host = results["host"]
-    for name, res in results.items():
+    host, host_ranks = results["host"]
+    for name, (res, ranks) in results.items():
         same = (res.cand_entity == host.cand_entity).all(1) & \
             np.isclose(res.cand_score, host.cand_score, rtol=0, atol=1e-5, equal_nan=True).all(1)
         out.setdefault("same_candidates_as_host", {})[name] = {"queries": int(same.sum()), "of": len(queries)}
-    print(json.dumps(out["same_candidates_as_host"]))
+        out.setdefault("same_rank_as_host", {})[name] = {"queries": int((ranks == host_ranks).sum()), "of": len(queries)}
+        out.setdefault("mrr", {})[name] = float(np.mean(1.0 / ranks))
+    print(json.dumps({k: out[k] for k in ("same_candidates_as_host", "same_rank_as_host", "mrr")}))
     atomic_write_json(args.out, out)
 
 

@@ -357,6 +357,35 @@ def test_matches_naive_reference(case):
     assert np.all(got >= 1) and np.all(got <= E)
 
 
+@settings(max_examples=200, deadline=None)
+@given(ranking_case())
+def test_the_device_ranks_equal_the_host_ranks(case):
+    """:func:`filtered_ranks_on_device` (here on the CPU's torch) gives :func:`filtered_ranks`' ranks
+    exactly: ties, filtered entities, unreached golds, golds in and out of the filter, padding."""
+    import torch
+
+    from raptor.evaluation.ranking import DeviceFilter, filtered_ranks_on_device
+
+    E, R, quads, cand, score, gold, keys, _ = case
+    fi = build_filter(quads, R)
+    want = filtered_ranks(cand, score, gold, keys, fi, E)
+    t = torch.from_numpy
+    got = filtered_ranks_on_device(t(cand), t(score), t(gold.astype(np.int64)), t(keys.astype(np.int64)),
+                                   DeviceFilter.of(fi, "cpu"), E)
+    assert got.dtype == torch.float64
+    np.testing.assert_array_equal(got.numpy(), want)
+
+
+def test_the_device_filter_is_built_once_per_device_and_holds_the_widest_answer_set():
+    from raptor.evaluation.ranking import DeviceFilter
+
+    fi = build_filter(np.array([[0, 0, 1, 5], [0, 0, 2, 5], [0, 0, 3, 5], [4, 1, 0, 5]]), 2)
+    d = DeviceFilter.of(fi, "cpu")
+    assert DeviceFilter.of(fi, "cpu") is d and d.width == 3  # (0, 0, 5) -> {1, 2, 3}
+    empty = DeviceFilter.of(build_filter(np.zeros((0, 4), np.int64), 2), "cpu")
+    assert empty.width == 0
+
+
 def test_matches_naive_reference_gold_in_beam():
     """Larger random cases where the gold is usually reached, with many ties."""
     rng = np.random.default_rng(7)

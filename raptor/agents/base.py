@@ -97,15 +97,13 @@ class Agent(ABC):
 
     def rank(self, ctx, model: "nn.Module", queries, precision: str = "float32", device="cpu"):
         """Candidates and time-aware filtered ranks of int64 ``[Q, 4]`` queries: ``(BeamResult, ranks
-        float64 [Q])``; by default beam search (``eval``) in :meth:`env` and :func:`raptor.evaluation.ranking.filtered_ranks`."""
-        from raptor.agents.beam import SearchOptions, beam_search
-        from raptor.evaluation.ranking import context_filter, filtered_ranks
+        float64 [Q])``; by default beam search (``eval``) in :meth:`env` and the time-aware filtered ranks
+        (:func:`raptor.agents.beam.search_and_rank`: on the device where the search runs there)."""
+        from raptor.agents.beam import SearchOptions, search_and_rank
+        from raptor.evaluation.ranking import context_filter
 
-        res = beam_search(model, self.env(ctx), queries, ctx.params.eval,
-                          SearchOptions(precision=precision, device=device))
-        ranks = filtered_ranks(res.cand_entity, res.cand_score, queries[:, 2], queries[:, [0, 1, 3]], context_filter(ctx),
-                               ctx.dataset.num_entities)
-        return res, ranks
+        return search_and_rank(model, self.env(ctx), queries, context_filter(ctx), ctx.params.eval,
+                               SearchOptions(precision=precision, device=device))
 
 
 def load_model(path: str | Path, device="cpu") -> tuple["nn.Module", dict[str, Any]]:

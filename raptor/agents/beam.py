@@ -29,6 +29,13 @@ included) for explanations.
 
 All queries of a chunk are searched together: the rows of a step are ``[queries x beams]``; the
 candidate construction, the policy forward and the top-k selection are batched over all of them.
+
+Two backends (``SearchOptions.backend``): the host search (:func:`search_beams`, candidates from the host
+environment, dead beams dropped) and the device search (:func:`search_beams_on_device`, every step on a
+:class:`raptor.mdp.device_env.DeviceEnv`, dead beams padded), with the same beams. On the device the
+scores are merged (:func:`aggregate_scores_on_device`), the last step's expansions kept when asked, and
+the answers ranked (:func:`search_and_rank`) without leaving it; only each chunk's ranks and predictions
+are copied back.
 """
 
 from __future__ import annotations
@@ -42,6 +49,7 @@ import torch
 import torch.nn.functional as F
 
 from raptor.config import EvalConfig
+from raptor.evaluation.ranking import DeviceFilter, FilterIndex, filtered_ranks, filtered_ranks_on_device
 from raptor.mdp.env import TemporalEnv
 from raptor.agents.policy import Policy
 from raptor.agents.rollout import candidate_tensors, query_context
@@ -233,7 +241,7 @@ def search_beams(policy: Policy, env: TemporalEnv, queries: np.ndarray, beam_siz
 
 @torch.inference_mode()
 def search_beams_on_device(policy: Policy, env, queries, beam_size: int, options: SearchOptions = SearchOptions(),
-                           tables: Optional[dict] = None) -> "DeviceBeams":
+                           tables: Optional[dict] = None, last_expansions: bool = False) -> "DeviceBeams":
     """:func:`search_beams` with every step on the device of ``env`` (a
     :class:`raptor.mdp.device_env.DeviceEnv`): the same beams, nothing read back but the candidate
     widths the environment reads once per step.
@@ -241,7 +249,9 @@ def search_beams_on_device(policy: Policy, env, queries, beam_size: int, options
     Instead of dropping dead beams, every query keeps ``beam_size`` rows (``1`` at the start): a dead
     row has score ``-inf`` and STOPs in place, so all shapes are ``[Q x width, A]`` and the top-k is
     over ``[Q, width x A]`` with each query's live beams first, best first, as the host search lays
-    them out. ``queries``: ``[Q, >= 3]``, a host array or a tensor."""
+    them out. ``queries``: ``[Q, >= 3]``, a host array or a tensor. ``last_expansions``: also every
+    expansion of the last step, ``[Q, width x A]`` (:class:`DeviceBeams`), as :func:`search_beams`
+    returns them (dead rows and padding slots: entity ``-1``, score ``-inf``)."""
     precision, device = options.precision, env.device
     state = env.reset(queries, with_answer=False)
     Q, K = state.batch_size, env.K
@@ -265,6 +275,9 @@ def search_beams_on_device(policy: Policy, env, queries, beam_size: int, options
             logp = torch.log_softmax(z.float(), dim=1)  # [Q x width, A]
             A = logp.shape[1]
             total = (beam_score[:, None] + logp).view(Q, width * A)
+            if last_expansions and k == K - 1:
+                exp_score = total.float()
+                exp_entity = torch.where(torch.isfinite(exp_score), cands.entity.reshape(Q, width * A), -1)
             top_score, top_idx = torch.topk(total, min(beam_size, width * A), dim=1)  # sorted, best first
             alive = torch.isfinite(top_score)
             # a dead beam STOPs where its parent row is (slot 0 is always a real action)
@@ -278,8 +291,10 @@ def search_beams_on_device(policy: Policy, env, queries, beam_size: int, options
             if k < K - 1:
                 h, c = h[rows], c[rows]
                 h, c = policy.advance_path((h, c), e, r, state.query_time - state.time, **lstm_kw)
+    extra = {"expansion_entity": exp_entity, "expansion_score": exp_score} if last_expansions else {}
     return DeviceBeams(beam_score.view(Q, width), *(a.view(Q, width, K) for a in
-                                                    (state.path_entity, state.path_relation, state.path_time)))
+                                                    (state.path_entity, state.path_relation, state.path_time)),
+                       **extra)
 
 
 @dataclass(frozen=True)
@@ -290,6 +305,9 @@ class DeviceBeams:
     entity: torch.Tensor  # int64 [Q, W, K]
     relation: torch.Tensor  # int64 [Q, W, K]
     time: torch.Tensor  # int64 [Q, W, K]
+    #: with ``last_expansions``: every expansion of the last step, ``[Q, X]`` (as :class:`Beams`)
+    expansion_entity: Optional[torch.Tensor] = None
+    expansion_score: Optional[torch.Tensor] = None
 
 
 def aggregate_scores_on_device(final_entity: torch.Tensor, score: torch.Tensor, num_entities: int,
@@ -321,43 +339,65 @@ def aggregate_scores_on_device(final_entity: torch.Tensor, score: torch.Tensor, 
 
 
 def _device_search(policy: Policy, env: TemporalEnv, queries: np.ndarray, eval_cfg: EvalConfig,
-                   options: SearchOptions) -> BeamResult:
-    """:func:`beam_search` with :func:`search_beams_on_device`, ``options.device_chunk_size`` queries at a time."""
+                   options: SearchOptions, filter_index: Optional[FilterIndex] = None
+                   ) -> tuple[BeamResult, Optional[np.ndarray]]:
+    """:func:`beam_search` with :func:`search_beams_on_device`, ``options.device_chunk_size`` queries at a
+    time; with ``filter_index`` (and ``[Q, 4]`` queries) also the filtered ranks of the answers, computed
+    on the device (:func:`raptor.evaluation.ranking.filtered_ranks_on_device`), else ``None``."""
     from raptor.common.progress import progress_bar
     from raptor.mdp.device_env import on_device
 
     denv = on_device(env, options.device, "torch")
+    E = env.num_entities
     Q, K, W = len(queries), env.K, eval_cfg.beam_size
+    expansions = eval_cfg.rank_last_expansions
     out = {"cand_entity": np.full((Q, W), -1, dtype=np.int64), "cand_score": np.full((Q, W), -np.inf, dtype=np.float32),
            "path_entity": np.full((Q, K), -1, dtype=np.int64), "path_relation": np.full((Q, K), -1, dtype=np.int64),
            "path_time": np.full((Q, K), -1, dtype=np.int64), "path_score": np.full(Q, -np.inf, dtype=np.float32)}
+    ranks = None
+    if filter_index is not None:
+        dfilter = DeviceFilter.of(filter_index, denv.device)
+        ranks = np.empty(Q, dtype=np.float64)
+    parts = []  # with `expansions`: (lo, hi, entities, scores) of each chunk, widened at the end
     with torch.inference_mode():
         tables = path_tables(policy, queries)
     step = options.device_chunk_size
     for lo in progress_bar(range(0, Q, step), desc="beam search", enabled=options.progress, nested=True):
         hi = min(Q, lo + step)
-        beams = search_beams_on_device(policy, denv, queries[lo:hi], W, options, tables)
-        ent, sc = aggregate_scores_on_device(beams.entity[:, :, -1], beams.score, env.num_entities, eval_cfg.score_rule)
-        w = ent.shape[1]
-        got = {"cand_entity": ent, "cand_score": sc, "path_entity": beams.entity[:, 0], "path_relation": beams.relation[:, 0],
-               "path_time": beams.time[:, 0], "path_score": beams.score[:, 0]}
+        beams = search_beams_on_device(policy, denv, queries[lo:hi], W, options, tables, last_expansions=expansions)
+        if expansions:
+            ent, sc = aggregate_scores_on_device(beams.expansion_entity, beams.expansion_score, E, eval_cfg.score_rule)
+        else:
+            ent, sc = aggregate_scores_on_device(beams.entity[:, :, -1], beams.score, E, eval_cfg.score_rule)
+        if ranks is not None:
+            chunk = torch.from_numpy(queries[lo:hi]).to(denv.device)
+            ranks[lo:hi] = filtered_ranks_on_device(ent, sc, chunk[:, 2], chunk[:, [0, 1, 3]], dfilter, E).cpu().numpy()
+        got = {"path_entity": beams.entity[:, 0], "path_relation": beams.relation[:, 0], "path_time": beams.time[:, 0],
+               "path_score": beams.score[:, 0]}
+        if expansions:  # as many columns as the chunk's widest candidate list (one read)
+            w = int((ent >= 0).sum(1).max()) if hi > lo else 0
+            parts.append((lo, hi, ent[:, :w].cpu().numpy(), sc[:, :w].cpu().numpy()))
+        else:
+            got.update(cand_entity=ent, cand_score=sc)
         for key, value in got.items():  # one copy per array and chunk
             value = value.cpu().numpy()
             if key.startswith("cand"):
-                out[key][lo:hi, :w] = value
+                out[key][lo:hi, :value.shape[1]] = value
             else:
                 out[key][lo:hi] = value
-    return BeamResult(**out)
+    if expansions:  # one width for all chunks: the most entities any query reached (at least 1), as the host's
+        C = max([1] + [e.shape[1] for _, _, e, _ in parts])
+        out["cand_entity"] = np.full((Q, C), -1, dtype=np.int64)
+        out["cand_score"] = np.full((Q, C), -np.inf, dtype=np.float32)
+        for lo, hi, ent, sc in parts:
+            out["cand_entity"][lo:hi, :ent.shape[1]] = ent
+            out["cand_score"][lo:hi, :sc.shape[1]] = sc
+    return BeamResult(**out), ranks
 
 
 def _use_device_search(options: SearchOptions, eval_cfg: EvalConfig) -> bool:
     if options.backend not in ("auto", "host", "device"):
         raise ValueError(f"unknown beam search backend {options.backend!r} (auto, host, device)")
-    if eval_cfg.rank_last_expansions:  # the expansions of the last step are ranked by the host search only
-        if options.backend == "device":
-            raise ValueError("eval.rank_last_expansions: the device beam search does not rank the last step's "
-                             "expansions; use the host search")
-        return False
     return options.backend == "device" or (options.backend == "auto" and torch.device(options.device).type == "cuda")
 
 
@@ -369,7 +409,7 @@ def beam_search(policy: Policy, env: TemporalEnv, queries: np.ndarray, eval_cfg:
 
     queries = np.asarray(queries, dtype=np.int64)
     if _use_device_search(options, eval_cfg):
-        return _device_search(policy, env, queries, eval_cfg, options)
+        return _device_search(policy, env, queries, eval_cfg, options)[0]
     chunk_size, progress = options.chunk_size, options.progress
     Q, K, W = len(queries), env.K, eval_cfg.beam_size
     expansions = eval_cfg.rank_last_expansions
@@ -407,6 +447,25 @@ def beam_search(policy: Policy, env: TemporalEnv, queries: np.ndarray, eval_cfg:
             cand_entity[lo:hi, :ent.shape[1]] = ent
             cand_score[lo:hi, :sc.shape[1]] = sc
     return BeamResult(cand_entity, cand_score, path_entity, path_relation, path_time, path_score)
+
+
+def search_and_rank(policy: Policy, env: TemporalEnv, queries: np.ndarray, filter_index: FilterIndex,
+                    eval_cfg: EvalConfig = EvalConfig(), options: SearchOptions = SearchOptions()
+                    ) -> tuple[BeamResult, np.ndarray]:
+    """:func:`beam_search` of int64 ``[Q, 4]`` queries ``(e_q, r_q, o_q, t_q)`` and the time-aware filtered
+    rank of each answer ``o_q`` (float64 ``[Q]``, :func:`raptor.evaluation.ranking.filtered_ranks`). The
+    device search ranks on the device, chunk by chunk (only the ranks and the predictions come back); the
+    host search ranks its candidates on the host."""
+    queries = np.asarray(queries, dtype=np.int64)
+    if queries.ndim != 2 or queries.shape[1] != 4:
+        raise ValueError(f"search_and_rank needs [Q, 4] queries (e_q, r_q, o_q, t_q), got shape {queries.shape}")
+    if _use_device_search(options, eval_cfg):
+        if filter_index.max_answer >= env.num_entities:
+            raise ValueError(f"filter index holds entity {filter_index.max_answer} >= num_entities={env.num_entities}")
+        return _device_search(policy, env, queries, eval_cfg, options, filter_index)
+    res = beam_search(policy, env, queries, eval_cfg, options)
+    return res, filtered_ranks(res.cand_entity, res.cand_score, queries[:, 2], queries[:, [0, 1, 3]], filter_index,
+                               env.num_entities)
 
 
 def explain(policy: Policy, env: TemporalEnv, query, eval_cfg: EvalConfig = EvalConfig(), top_k: int = 10,

@@ -342,6 +342,88 @@ def filtered_ranks(
     return ranks
 
 
+class DeviceFilter:
+    """A :class:`FilterIndex` as int64 tensors on one device, for :func:`filtered_ranks_on_device`.
+
+    ``width`` is the largest answer set of any key (read once, here): the filter answers of a batch
+    of queries are gathered into a fixed ``[Q, width]`` block, so no shape depends on the batch's
+    data and nothing is read back to the host."""
+
+    def __init__(self, index: FilterIndex, device):
+        import torch
+
+        self.index = index
+        self.device = torch.device(device)
+        self.keys = torch.from_numpy(np.ascontiguousarray(index.keys, dtype=np.int64)).to(self.device)
+        self.offsets = torch.from_numpy(np.ascontiguousarray(index.offsets, dtype=np.int64)).to(self.device)
+        self.answers = torch.from_numpy(index.answers.astype(np.int64)).to(self.device)
+        self.width = int(np.diff(index.offsets).max(initial=0))
+
+    @staticmethod
+    def of(index: FilterIndex, device) -> "DeviceFilter":
+        """The device copy of ``index``, built once per device and kept on the index."""
+        import torch
+
+        cache = index.__dict__.setdefault("_device_copies", {})  # a frozen dataclass: no attribute set
+        key = str(torch.device(device))
+        if key not in cache:
+            cache[key] = DeviceFilter(index, device)
+        return cache[key]
+
+
+def filtered_ranks_on_device(cand_entity, cand_score, gold, query_keys, dfilter: DeviceFilter, num_entities: int):
+    """:func:`filtered_ranks` as tensor operations on the device of ``dfilter``: the same ranks.
+
+    Args (tensors on that device):
+        cand_entity: int64 ``[Q, C]``, ``-1`` = padding, unique per row (not checked here: the device
+            beam search's :func:`raptor.agents.beam.aggregate_scores_on_device` merges duplicates).
+        cand_score: float ``[Q, C]``, ``-inf`` = unreached; no NaN (not checked).
+        gold: int64 ``[Q]``; query_keys: int64 ``[Q, 3]`` ``(subject, relation, time)``.
+
+    Returns float64 ``[Q]``: ``1 + #greater + #equal / 2`` as :func:`filtered_ranks`. The filter answers
+    of each query are sorted (a :class:`FilterIndex` keeps them so, padded here with ``E``), so whether a
+    candidate is filtered is a batched ``searchsorted`` over ``[Q, width]``.
+    """
+    import torch
+
+    index, E = dfilter.index, int(num_entities)
+    s, r, t = query_keys[:, 0], query_keys[:, 1], query_keys[:, 2]
+    n_rel = 2 * index.num_relations
+    ok = (s >= 0) & (s <= index.max_subject) & (r >= 0) & (r < n_rel) & (t >= 0) & (t <= index.max_time)
+    key = (torch.where(ok, s, 0) * n_rel + torch.where(ok, r, 0)) * (index.max_time + 1) + torch.where(ok, t, 0)
+    n_keys = dfilter.keys.shape[0]
+    Q = cand_entity.shape[0]
+    if n_keys:
+        pos = torch.searchsorted(dfilter.keys, key).clamp(max=n_keys - 1)
+        found = ok & (dfilter.keys[pos] == key)
+        start = torch.where(found, dfilter.offsets[pos], 0)
+        count = torch.where(found, dfilter.offsets[pos + 1] - dfilter.offsets[pos], 0)
+    else:
+        start = count = torch.zeros(Q, dtype=torch.int64, device=cand_entity.device)
+    F = max(dfilter.width, 1)
+    slot = torch.arange(F, device=cand_entity.device)
+    inside = slot[None, :] < count[:, None]
+    filt = torch.where(inside, dfilter.answers[(start[:, None] + slot[None, :]).clamp(max=max(len(dfilter.answers) - 1, 0))]
+                       if len(dfilter.answers) else E, E)  # [Q, F], sorted, padded with E
+    gold_in_filter = (filt == gold[:, None]).any(1)
+    n_filtered = count - gold_in_filter.to(torch.int64)  # filtered entities other than the gold
+
+    is_cand = cand_entity >= 0
+    at = torch.searchsorted(filt, cand_entity.clamp(min=0).contiguous()).clamp(max=F - 1)
+    filtered = filt.gather(1, at) == cand_entity
+    is_gold = cand_entity == gold[:, None]
+    neg_inf = torch.tensor(-torch.inf, dtype=cand_score.dtype, device=cand_score.device)
+    gold_score = torch.where(is_gold, cand_score, neg_inf).amax(1, keepdim=True) if cand_entity.shape[1] else \
+        neg_inf.expand(Q, 1)
+    other = is_cand & ~filtered & ~is_gold
+    greater = (other & (cand_score > gold_score)).sum(1)
+    equal = (other & (cand_score == gold_score)).sum(1)
+    # an unreached gold ties with every non-filtered entity outside the finite-score candidates
+    unreached = torch.isneginf(gold_score[:, 0])
+    equal = torch.where(unreached, E - 1 - n_filtered - greater, equal)
+    return 1.0 + greater.to(torch.float64) + 0.5 * equal.to(torch.float64)
+
+
 # --------------------------------------------------------------------------------------------
 # Metrics
 # --------------------------------------------------------------------------------------------
