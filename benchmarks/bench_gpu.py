@@ -1,0 +1,169 @@
+"""Benchmark (issue 37, item 5): the GPU path at the paper's configuration on ICEWS14, in one JSON.
+
+Everything on the device the run finds (``--device``, default CUDA when there is one), with the device
+environment (:mod:`raptor.mdp.device_env`) wherever ``train.env_backend: auto`` would use it:
+
+* ``gemm_rate``: the device's GEMM rate at the training step's shapes (``raptor/agents/flops.py``);
+* ``rl_epoch[precision][S]``: seconds per RL epoch (batch 512 per seed) of one seed alone (a
+  ``Policy``) and of ``S`` seeds at once (``StackedPolicy``, :mod:`raptor.agents.actor_critic.seeds`),
+  from ``--batches`` timed batches after a warm-up, scaled to a whole epoch; with the ratio to the
+  bound (the epoch's FLOPs over the GEMM rate);
+* ``pretrain_epoch[precision]``: seconds per pretraining epoch of one seed (labels looked up on the
+  device when the environment is there), timed the same way;
+* ``validation`` / ``test[precision]``: seconds for the whole split (17,028 / 14,742 queries with
+  inverses, beam 100): the beam search and the time-aware filtered ranks
+  (:func:`raptor.agents.beam.search_and_rank`);
+* ``profile``: torch.profiler over ``--profile-batches`` RL batches (float32, one seed): the share of
+  wall time the device spends in kernels, kernel launches and host-device copies per batch.
+
+Each section is written to ``--out`` as soon as it is measured, so a run cut short keeps what it did.
+``--quick``: a few batches and queries of each, float32 only (a CPU try of the script).
+
+Run: ``python benchmarks/bench_gpu.py --raw DIR_OF_ICEWS14_TXT --out bench_gpu.json`` (about 6 minutes on
+one H100/H200; ``benchmarks/bench_gpu.sh`` wraps it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_agent import RAW, bound, load_raw  # noqa: E402
+from bench_gpu_env import profile, sync, timed_steps  # noqa: E402
+from bench_seeds import time_epoch  # noqa: E402
+
+from raptor.agents.actor_critic.pretrain import pretrain_batch  # noqa: E402
+from raptor.agents.beam import SearchOptions, search_and_rank  # noqa: E402
+from raptor.agents.policy import Policy  # noqa: E402
+from raptor.common.io import atomic_write_json  # noqa: E402
+from raptor.common.runtime import adam, autocast  # noqa: E402
+from raptor.config import EnvConfig, EvalConfig, LabelingConfig, ModelConfig, PretrainConfig, RLConfig  # noqa: E402
+from raptor.data.dataset import with_inverse_queries  # noqa: E402
+from raptor.data.graph import TemporalGraph  # noqa: E402
+from raptor.evaluation.ranking import build_filter  # noqa: E402
+from raptor.labeling.compute import compute_labels, label_pairs  # noqa: E402
+from raptor.mdp.device_env import on_device  # noqa: E402
+from raptor.mdp.env import TemporalEnv  # noqa: E402
+
+
+def pretrain_seconds(env, table, queries, E, R, precision, device, batches, warmup):
+    """Seconds of ``batches`` pretraining batches (after ``warmup``) of one seed, and the mean BCE."""
+    cfg = PretrainConfig()
+    torch.manual_seed(0)
+    policy = Policy(E, R, ModelConfig(), env.K).to(device)
+    opt = adam(policy.parameters(), cfg.learning_rate)
+    order = np.random.default_rng(0).permutation(len(queries))
+    gen = torch.Generator(device=device).manual_seed(0)
+    bs = cfg.batch_size
+    n_batches = len(queries) // bs
+
+    def step(i):
+        j = i % n_batches
+        with autocast(precision, device):
+            pb = pretrain_batch(policy, env, table, queries[order[j * bs:(j + 1) * bs]], gen, device, cfg.no_reachable)
+        opt.zero_grad(set_to_none=False)
+        pb.loss.backward()
+        opt.step()
+        return pb.stats["bce"]
+
+    seconds, bce = timed_steps(step, warmup, batches, device)
+    return seconds, float(np.mean(bce))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--raw", default=str(RAW))
+    ap.add_argument("--out", default="benchmarks/results/bench_gpu.json")
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--seeds", type=int, default=5, help="seeds at once (besides one alone)")
+    ap.add_argument("--precisions", nargs="+", default=["float32", "bfloat16"])
+    ap.add_argument("--batches", type=int, default=40, help="RL and pretraining batches timed")
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--profile-batches", type=int, default=10)
+    ap.add_argument("--queries", type=int, default=0, help="validation/test queries (0: the whole split)")
+    ap.add_argument("--quick", action="store_true", help="2 batches, 128 queries, float32: a CPU try")
+    args = ap.parse_args()
+    if args.quick:
+        args.batches, args.warmup, args.profile_batches, args.queries, args.precisions = 2, 1, 2, 128, ["float32"]
+    device = torch.device(args.device)
+    t0 = time.perf_counter()
+    splits, E, R = load_raw(Path(args.raw))
+    quads = np.concatenate(list(splits.values()))
+    graph = TemporalGraph.from_quadruples(quads, E, R)
+    env = TemporalEnv(graph, EnvConfig())
+    denv = on_device(env, device, "auto")
+    train = with_inverse_queries(splits["train"], R).astype(np.int64)
+    time_rows = int(quads[:, 3].max()) + 2
+    out = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+           "torch": torch.__version__, "environment": type(denv).__name__, "train_queries": len(train),
+           "batches_timed": args.batches, "seeds": args.seeds}
+
+    def save(section, value):
+        out[section] = value
+        out["seconds_so_far"] = time.perf_counter() - t0
+        atomic_write_json(args.out, out)
+        print(section, value if not isinstance(value, dict) else {k: v for k, v in value.items()}, flush=True)
+
+    # the training step: one seed alone, then S seeds as one stacked step
+    n_epoch = len(train) / RLConfig().batch_size
+    rl = {}
+    for precision in args.precisions:
+        rl[precision] = {}
+        for S, stacked in ((1, False), (args.seeds, True)):
+            sec, reward = time_epoch(denv, train, E, R, S, precision, device, args.batches, args.warmup, stacked)
+            per_epoch = sec / args.batches * n_epoch
+            rl[precision][str(S)] = {"stacked": stacked, "seconds_per_epoch": per_epoch,
+                                     "seconds_per_seed_epoch": per_epoch / S, "mean_reward": reward}
+        try:  # the bound is a reading aid; never lose the run's numbers over it
+            b = bound({"seconds_per_epoch": rl[precision]["1"]["seconds_per_epoch"]}, {}, precision, E, R, time_rows,
+                      len(train), device)
+            rl[precision]["bound"] = b
+        except Exception as exc:  # noqa: BLE001
+            rl[precision]["bound"] = {"error": repr(exc)}
+        save("rl_epoch", rl)
+
+    # pretraining, one seed (labels of the training pairs, the pipeline's exact table)
+    t = time.perf_counter()
+    targets, times = label_pairs(splits["train"])
+    table = compute_labels(graph, targets, times, max_path_length=env.K, config=LabelingConfig())
+    out["labels_seconds"] = time.perf_counter() - t
+    n_pre = len(train) / PretrainConfig().batch_size
+    pre = {}
+    for precision in args.precisions:
+        sec, bce = pretrain_seconds(denv, table, train, E, R, precision, device, args.batches, args.warmup)
+        pre[precision] = {"seconds_per_epoch": sec / args.batches * n_pre, "mean_bce": bce}
+        save("pretrain_epoch", pre)
+
+    # validation and test: beam search and filtered ranks of the whole split
+    fi = build_filter(quads, R)
+    torch.manual_seed(0)
+    policy = Policy(E, R, ModelConfig(), env.K).to(device)
+    options = {p: SearchOptions(precision=p, device=device) for p in args.precisions}
+    for split in ("valid", "test"):
+        q = with_inverse_queries(splits[split], R).astype(np.int64)
+        if args.queries:
+            q = q[:args.queries]
+        res = {}
+        for precision in args.precisions:
+            search_and_rank(policy, env, q[:64], fi, EvalConfig(), options[precision])  # warm-up
+            sync(device)
+            t = time.perf_counter()
+            _, ranks = search_and_rank(policy, env, q, fi, EvalConfig(), options[precision])
+            sync(device)
+            res[precision] = {"queries": len(q), "seconds": time.perf_counter() - t, "mrr": float(np.mean(1 / ranks))}
+        save("validation" if split == "valid" else "test", res)
+
+    # where a training step's wall time goes
+    torch.manual_seed(0)
+    policy = Policy(E, R, ModelConfig(), env.K).to(device)
+    save("profile", profile(denv, policy, train, device, args.profile_batches))
+
+
+if __name__ == "__main__":
+    main()
