@@ -350,10 +350,11 @@ class TrainConfig:
     #: supports it, a CPU with AVX512-BF16/AMX), float32 elsewhere (emulated bfloat16 is far slower).
     precision: Literal["float32", "bfloat16", "auto"] = "float32"
     device: Literal["auto", "cpu", "cuda"] = "auto"
-    #: Where RL rollouts build their candidate actions: on the host (numpy, numba), on the training
-    #: device (torch: :mod:`raptor.mdp.device_env`), or auto: on the device for CUDA, on the host otherwise.
-    #: Both give the same candidates (tests/test_device_env.py), so the same training on the CPU and
-    #: the same up to floating-point rounding on a GPU.
+    #: Where RL rollouts and pretraining walks build their candidate actions (and pretraining looks up
+    #: their labels): on the host (numpy, numba), on the training device (torch: :mod:`raptor.mdp.device_env`,
+    #: :mod:`raptor.labeling.device`), or auto: on the device for CUDA, on the host otherwise. Both give
+    #: the same candidates and labels (tests/test_device_env.py, tests/test_device_labels.py), so the same
+    #: training on the CPU and the same up to floating-point rounding on a GPU.
     env_backend: Literal["auto", "numpy", "torch"] = field(default="auto", metadata=NO_EFFECT)
     #: Torch intra-op threads; 0 = all cores (divided among the runs that train at once).
     num_threads: int = field(default=0, metadata=NO_EFFECT)

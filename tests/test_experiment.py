@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from raptor.runs.rundir import RunOptions
 
@@ -60,6 +61,23 @@ def test_raptor_variant_pretrains_then_finetunes(ctx):
     assert (root / "runs/raptor/0/best.pt").exists()
     assert 0.0 <= summary["best_val_mrr"] <= 1.0
     assert json.loads((root / "runs/raptor/0/summary.json").read_text())["variant"] == "raptor"
+
+
+def test_pretraining_walks_where_train_env_backend_says(ctx, tmp_path):
+    """``train.env_backend`` reaches pretraining as it reaches RL: ``torch`` walks the device environment
+    (kept on the context's environment once built) with device labels, and pretrains as the host does."""
+    from raptor.agents.base import load_model
+
+    _, root = ctx
+    weights = {}
+    for backend in ("numpy", "torch"):
+        params = params_from_dict({**PARAMS, "train": {**PARAMS["train"], "env_backend": backend}})
+        c = load_context(root / "data", root / "graph.npz", params)
+        snap = pretrain_run(c, root / "labels", [1], RunOptions(seed=0, out_dir=tmp_path / backend, progress=False))[1]
+        assert bool(c.env._device_envs) == (backend == "torch")
+        weights[backend] = load_model(snap)[0].state_dict()
+    for name, value in weights["numpy"].items():
+        assert torch.equal(value, weights["torch"][name]), name
 
 
 def test_pure_rl_and_evaluation_outputs(ctx):

@@ -8,6 +8,7 @@ import torch
 
 from raptor.config import EnvConfig, LabelingConfig, ModelConfig, PretrainConfig
 from raptor.data.dataset import with_inverse_queries
+from raptor.mdp.device_env import DeviceEnv, on_device
 from raptor.mdp.env import TemporalEnv
 from raptor.data.graph import TemporalGraph
 from raptor.labeling.compute import compute_labels, label_pairs
@@ -139,7 +140,64 @@ def test_pretraining_one_label_part_at_a_time(synthetic, tmp_path):
         a = pretrain_batch(policy, env, parts.load(part), sub, torch.Generator().manual_seed(0))
         b = pretrain_batch(policy, env, table, sub, torch.Generator().manual_seed(0))
         assert float(a.loss.detach()) == float(b.loss.detach()) and a.stats == b.stats
+        c = pretrain_batch(policy, on_device(env, "cpu", "torch"), parts.load(part), sub,
+                           torch.Generator().manual_seed(0))
+        assert float(c.loss.detach()) == float(b.loss.detach()) and c.stats == b.stats  # the part's device copy
     hist = pretrain(Policy(spec.num_entities, spec.num_relations, SMALL), env, parts, train[:600], PretrainConfig(epochs=1, batch_size=128, labels_in_memory="part"), RunOptions(progress=False, resume=False))
     assert len(hist) == 1 and math.isfinite(hist[0]["bce"])
     with pytest.raises(ValueError, match="not partitioned.*labeling.partitions > 1"):
         PartitionedLabels(tmp_path / "labels" / "part-00000")
+
+
+@pytest.mark.parametrize("no_reachable", ["policy", "stop"])
+def test_a_batch_on_the_device_env_is_the_host_batch(synthetic, no_reachable):
+    """The device environment with labels looked up on the device walks the same episodes (same
+    candidates, labels and draws) as the host environment: on the CPU the same loss, statistics and
+    gradients bit for bit (the same float ops on the same values in the same order)."""
+    spec, env, train, table = synthetic
+    results = []
+    for backend in ("numpy", "torch"):
+        torch.manual_seed(0)
+        policy = Policy(spec.num_entities, spec.num_relations, SMALL)
+        walk_env = on_device(env, "cpu", backend)
+        assert isinstance(walk_env, DeviceEnv) == (backend == "torch")
+        pb = pretrain_batch(policy, walk_env, table, train[:128], torch.Generator().manual_seed(0),
+                            no_reachable=no_reachable)
+        pb.loss.backward()
+        results.append((float(pb.loss.detach()), pb.stats, [p.grad.clone() for p in policy.parameters()
+                                                             if p.grad is not None]))
+    (la, sa, ga), (lb, sb, gb) = results
+    assert la == lb and sa == sb
+    assert 0 < sa["label_positive_rate"] < 1 and 0 < sa["walk_reaches_answer"] < 1
+    assert len(ga) == len(gb)
+    for x, y in zip(ga, gb):
+        torch.testing.assert_close(x, y, rtol=0, atol=0)
+
+
+def test_a_pair_not_in_the_table_is_refused_on_both_backends(synthetic):
+    spec, env, train, table = synthetic
+    bad = train[:8].copy()
+    bad[3, 3] = int(env.graph.max_time) + 1  # a (target, time) no training query has
+    for backend in ("numpy", "torch"):
+        policy = Policy(spec.num_entities, spec.num_relations, SMALL)
+        pair = f"pair \\(target={bad[3, 2]}, query_time={bad[3, 3]}\\) is not in the label table"
+        with pytest.raises(ValueError, match=pair):
+            pretrain_batch(policy, on_device(env, "cpu", backend), table, bad, torch.Generator().manual_seed(0))
+
+
+def test_pretraining_on_both_backends_gives_the_same_history(synthetic):
+    """``env_backend: torch`` (the device environment and device labels, here on the CPU) pretrains
+    exactly as the host: the same history (but the time taken) and the same weights after 2 epochs."""
+    spec, env, train, table = synthetic
+    cfg = PretrainConfig(epochs=2, batch_size=128)
+    runs = []
+    for backend in ("numpy", "torch"):
+        torch.manual_seed(0)
+        policy = Policy(spec.num_entities, spec.num_relations, SMALL)
+        hist = pretrain(policy, env, table, train[:384], cfg,
+                        RunOptions(seed=4, progress=False, resume=False, env_backend=backend))
+        runs.append(([{k: v for k, v in row.items() if k != "seconds"} for row in hist], list(policy.parameters())))
+    (ha, pa), (hb, pb) = runs
+    assert len(ha) == 2 and ha == hb
+    for x, y in zip(pa, pb):
+        torch.testing.assert_close(x, y, rtol=0, atol=0)

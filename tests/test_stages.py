@@ -255,7 +255,7 @@ LAYERS: list[tuple[str, set[str]]] = [
                                    "runs.checkpoints", "runs.rundir", "reporting.runs_reader", "reporting.records"}),
     ("data and graph", {"data.dataset", "data.graph", "data.ingest", "data.synthetic", "evaluation.ranking"}),
     ("environment and labeling", {"mdp", "mdp.env", "mdp.device_env", "labeling", "labeling.kernels", "labeling.table",
-                                  "labeling.reference", "labeling.actions", "labeling.compute", "labeling.store",
+                                  "labeling.reference", "labeling.actions", "labeling.device", "labeling.compute", "labeling.store",
                                   "labeling.stage", "runs.context"}),
     ("policies and agents", {"agents.policy", "agents.rollout", "agents.beam", "agents.flops", "runs.loop",
                              "agents.actor_critic", "agents.actor_critic.rl", "agents.actor_critic.seeds", "agents.titer",

@@ -45,6 +45,7 @@ Modules, one idea each (lowest first; each imports only those above it):
   :class:`~raptor.labeling.table.LabelChunk`) and the ``labeling.visited`` modes.
 * :mod:`~raptor.labeling.reference` -- Algorithm 1 as printed, per pair and per chunk.
 * :mod:`~raptor.labeling.actions` -- action labels of candidate actions, read from a table.
+* :mod:`~raptor.labeling.device` -- the same action labels as torch ops on a device copy of a table.
 * :mod:`~raptor.labeling.compute` -- the pairs to label and the chunk driver (kernels or reference).
 * :mod:`~raptor.labeling.store` -- tables on disk: write, read, content hash, partitions.
 * :mod:`~raptor.labeling.stage` -- the ``raptor label`` stage: dataset folder -> label directory.

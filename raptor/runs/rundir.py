@@ -214,7 +214,7 @@ class RunOptions:
     ``num_threads``: torch threads (``None``: ``train.num_threads``); ``resume_only``: refuse to empty a
     folder whose run cannot be continued (:meth:`raptor.runs.rundir.RunDir.prepare`); ``checkpoint_every``:
     a checkpoint after every that many epochs (and the last); ``env_backend``: where rollouts
-    build their candidates."""
+    (and pretraining's walks and labels) build their candidates."""
 
     seed: int = 0
     epochs: Optional[int] = None
@@ -229,6 +229,6 @@ class RunOptions:
     num_threads: Optional[int] = None
     resume_only: bool = False
     checkpoint_every: int = 1
-    #: Where rollouts build their candidates: ``auto`` (on the device for CUDA), ``numpy`` (host) or
-    #: ``torch`` (:func:`raptor.mdp.device_env.on_device`).
+    #: Where rollouts (and pretraining's walks and labels) build their candidates: ``auto`` (on the
+    #: device for CUDA), ``numpy`` (host) or ``torch`` (:func:`raptor.mdp.device_env.on_device`).
     env_backend: str = "auto"

@@ -19,6 +19,10 @@ instead (the agent stays where it is), an alternative reading.
 
 No graph search happens per batch: labels are lookups in the in-memory :class:`LabelTable` (or, with
 ``pretrain.labels_in_memory: part``, in one part of a partitioned table at a time: :func:`epoch_blocks`).
+Where the walk runs follows ``train.env_backend`` as in RL (:func:`raptor.mdp.device_env.on_device`): on
+the host environment the labels are looked up on the host (numba), on the device environment in a
+device copy of the table (:mod:`raptor.labeling.device`, one per table or part), so a step's
+candidates, labels and draw stay on the device; both give the same labels and the same batches.
 The critic is not trained here (there is no reward); fine-tuning starts from the pretrained
 embeddings, time encoding, LSTM path encoder and actor MLP, and from the critic's initial weights.
 
@@ -40,15 +44,17 @@ import torch.nn.functional as F
 from raptor.agents import variants
 from raptor.agents import AGENT_KEY
 from raptor.config import PretrainConfig
+from raptor.mdp.device_env import DeviceEnv, on_device
 from raptor.mdp.env import TemporalEnv
 from raptor.common.io import atomic_write_json
 from raptor.labeling.actions import ActionCandidates, action_labels
+from raptor.labeling.device import DeviceLabels, device_labels
 from raptor.labeling.store import PartitionedLabels
 from raptor.labeling.table import LabelTable
 from raptor.runs.loop import Phase, run_epochs
 from raptor.agents.policy import Policy
 from raptor.runs.checkpoints import model_meta, save_model
-from raptor.agents.rollout import advance, candidate_tensors, query_context, score_candidates
+from raptor.agents.rollout import advance, as_tensor, candidate_tensors, query_context, score_candidates
 from raptor.runs.rundir import RunDir, RunOptions
 from raptor.common.runtime import adam, autocast, epoch_seed, seeded_init
 from raptor.agents.sampling import sample_actions
@@ -79,56 +85,80 @@ def reachability_bce(logits: torch.Tensor, labels: torch.Tensor, mask: torch.Ten
     return per.sum(1) / mask.sum(1).clamp_min(1)
 
 
+def step_labels(labels: LabelTable | DeviceLabels, env: TemporalEnv | DeviceEnv, state, cands, device) -> torch.Tensor:
+    """uint8 ``[B, A]`` on ``device``: the reachability labels of the candidates ``cands`` of ``state`` (at
+    its step ``k``): looked up on the host (:func:`raptor.labeling.actions.action_labels`) for the host
+    environment's arrays, on the device (:class:`raptor.labeling.device.DeviceLabels`) for the device
+    environment's tensors. The same labels either way (tests/test_device_labels.py)."""
+    cand = ActionCandidates(cands.entity, cands.time, relation=cands.relation, num_relations=env.num_relations,
+                            mask=cands.mask, current_entity=state.entity)
+    if isinstance(labels, DeviceLabels):
+        return labels.labels(state.answer, state.query_time, state.step, cand, query_subject=state.query_entity)
+    y = action_labels(labels, state.answer, state.query_time, state.step, cand, query_subject=state.query_entity)
+    return torch.from_numpy(y).to(device)
+
+
+#: What :func:`pretrain_batch` reads back from the device, once per batch, in this order.
+_READ = ("bce", "valid", "positive", "correct", "any_reachable", "reached", "unlabeled")
+
+
 def pretrain_batch(
     policy: Policy,
-    env: TemporalEnv,
-    table: LabelTable,
+    env: TemporalEnv | DeviceEnv,
+    table: LabelTable | DeviceLabels,
     queries: np.ndarray,
     generator: Optional[torch.Generator] = None,
     device="cpu",
     no_reachable: str = "policy",
 ) -> PretrainBatch:
-    """Pretraining loss of one batch of ``[B, 4]`` training queries (one labeled walk each)."""
+    """Pretraining loss of one batch of ``[B, 4]`` training queries (one labeled walk each).
+
+    On the host environment the labels are looked up on the host; on a
+    :class:`raptor.mdp.device_env.DeviceEnv` on its device (``table``'s device copy, made once:
+    :func:`raptor.labeling.device.device_labels`). The statistics are summed as tensors and read once,
+    at the end (the device path's only read besides the environment's own, one per step); a query
+    whose pair is not in the table is a ``ValueError`` on both paths (on the device, found at that read).
+    Same candidates, labels and draws on both, so the same loss and statistics (on the CPU bit for bit).
+    """
+    labels = device_labels(table, env.device) if isinstance(env, DeviceEnv) else table
+    labels_on_device = isinstance(labels, DeviceLabels)
     state = env.reset(queries)
     B = state.batch_size
     q = query_context(policy, state, device)
     hc = policy.initial_path_state(B)
     total = torch.zeros((), device=device)
-    n_valid = n_pos = 0.0
-    correct = 0.0
-    any_reachable = 0.0
+    counts = torch.zeros(3, dtype=torch.int64, device=device)  # valid, positive, correct candidates
+    any_reachable = torch.zeros((), dtype=torch.float64, device=device)  # sum over steps of a row mean
+    unlabeled = (labels.missing(state.answer, state.query_time).sum() if labels_on_device
+                 else torch.zeros((), dtype=torch.int64, device=device))
     for k in range(env.K):
         cands = env.candidates(state)
         ct = candidate_tensors(state, cands, device)
         z, _ = score_candidates(policy, state, ct, hc[0], q, critic=False)
-        y_np = action_labels(
-            table, state.answer, state.query_time, k,
-            ActionCandidates(cands.entity, cands.time, relation=cands.relation, num_relations=env.num_relations,
-                             mask=cands.mask, current_entity=state.entity),
-            query_subject=state.query_entity,
-        )
-        y = torch.from_numpy(y_np).to(device)
+        y = step_labels(labels, env, state, cands, device)
         total = total + reachability_bce(z, y, ct.mask).mean()
         with torch.no_grad():
             m = ct.mask
-            n_valid += float(m.sum())
-            n_pos += float((y.bool() & m).sum())
-            correct += float((((z.float() > 0) == y.bool()) & m).sum())
             allowed = y.bool() & m
-            any_reachable += float(allowed.any(1).float().mean())
+            counts += torch.stack([m.sum(), allowed.sum(), (((z.float() > 0) == y.bool()) & m).sum()])
+            any_reachable += allowed.any(1).float().mean().double()
         if no_reachable == "stop":
-            stuck = ~allowed.any(1)
             allowed = allowed.clone()
-            allowed[stuck, 0] = True  # slot 0 is STOP
+            allowed[:, 0] |= ~allowed.any(1)  # slot 0 is STOP
         choice = sample_actions(z, generator, allowed=allowed)
         state, hc = advance(policy, env, state, cands, choice, hc, need_path=k < env.K - 1)
-    reached = float(env.reward(state).mean())
+    reached = as_tensor(env.reward(state), device).mean()
+    read = dict(zip(_READ, torch.stack([total.detach().double(), *counts.double(), any_reachable, reached.double(),
+                                        unlabeled.double()]).tolist()))  # the batch's one read
+    if read["unlabeled"]:
+        labels.raise_missing(state.answer, state.query_time)
+    n_valid = max(read["valid"], 1.0)
     stats = {
-        "bce": float(total.detach()),
-        "label_positive_rate": n_pos / max(n_valid, 1.0),
-        "label_accuracy": correct / max(n_valid, 1.0),
-        "steps_with_reachable": any_reachable / env.K,
-        "walk_reaches_answer": reached,
+        "bce": read["bce"],
+        "label_positive_rate": read["positive"] / n_valid,
+        "label_accuracy": read["correct"] / n_valid,
+        "steps_with_reachable": read["any_reachable"] / env.K,
+        "walk_reaches_answer": read["reached"],
     }
     return PretrainBatch(loss=total, stats=stats)
 
@@ -172,6 +202,7 @@ def pretrain(policy: Policy, env: TemporalEnv, table: LabelTable | PartitionedLa
     optimizer = adam(policy.parameters(), cfg.learning_rate)
     queries = np.ascontiguousarray(train_queries, dtype=np.int64)
     bs = cfg.batch_size
+    env = on_device(env, device, run.env_backend)  # the device environment labels on the device too
 
     trained: list[int] = []
 
@@ -228,7 +259,8 @@ def pretrain(policy: Policy, env: TemporalEnv, table: LabelTable | PartitionedLa
 def pretrain_run(ctx, labels: LabelTable | str | Path, epochs: Sequence[int], run: RunOptions,
                  on_epoch_end: Optional[Callable[[str, int, dict[str, Any]], None]] = None) -> dict[int, str]:
     """One seed's pretraining run (``run``: its seed, folder ``out_dir``, ``resume``, ``resume_only``,
-    ``num_threads`` and progress bar; its precision and device come from the params) for ``max(epochs)`` epochs, saving ``pretrained-e{n}.pt`` after
+    ``num_threads`` and progress bar; its precision, device and ``train.env_backend`` come from the params)
+    for ``max(epochs)`` epochs, saving ``pretrained-e{n}.pt`` after
     ``n`` epochs for every ``n`` in ``epochs`` (a snapshot after ``n`` epochs equals a separate
     ``n``-epoch run, see :func:`pretrain`). Returns ``{n: path}`` for ``n > 0``.
 
@@ -283,6 +315,6 @@ def pretrain_run(ctx, labels: LabelTable | str | Path, epochs: Sequence[int], ru
             "dataset": ctx.dataset.meta.get("dataset")}
     pretrain(policy, ctx.env, table, ctx.train_queries, p.pretrain,
              RunOptions(seed=seed, epochs=wanted[-1], out_dir=out, device=device, precision=precision, resume=True,
-                        progress=run.progress, on_epoch_end=hook, meta=meta),
+                        progress=run.progress, on_epoch_end=hook, meta=meta, env_backend=p.train.env_backend),
              snapshots=tuple(wanted))
     return {n: str(RunDir(out).snapshot(n)) for n in wanted}
