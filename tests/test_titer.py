@@ -19,6 +19,7 @@ from helpers import synthetic_env
 
 from raptor.agents.beam import SearchOptions, beam_search
 from raptor.config import EnvConfig, EvalConfig
+from raptor.mdp.device_env import DeviceEnv, on_device
 from raptor.mdp.env import TemporalEnv
 from raptor.data.graph import TemporalGraph
 from raptor.evaluation.ranking import build_filter, filtered_ranks
@@ -435,6 +436,95 @@ def test_resume_and_determinism(synthetic, tmp_path):
         assert (tmp_path / "b" / name).exists()
     best, _ = load_titer_model(tmp_path / "b" / "best.pt")
     assert isinstance(best, TITerPolicy)
+
+
+#: The walks TITer trains in: the shared MDP, TITer's own, and TITer's own with same-time edges.
+WALKS = [("forward", False), ("backward", False), ("backward", True)]
+
+
+@pytest.mark.parametrize("walk,same_time", WALKS)
+def test_a_rollout_in_the_device_environment_is_the_host_ones(synthetic, walk, same_time):
+    """TITer's rollout with the device environment's candidates (torch, here on the CPU): the same
+    episodes as with the host environment's, bit for bit (the same candidates in the same slots, so the
+    same logits and the same draws from the same generator)."""
+    env, q, E, R, _ = synthetic
+    host = env.with_walk(walk, same_time)
+    dev = on_device(host, "cpu", "torch")
+    assert isinstance(dev, DeviceEnv) and dev.walk == walk and dev.same_time == same_time
+    torch.manual_seed(0)
+    pol = TITerPolicy(E, R, TITerConfig(**SMALL), 3)
+    batch = q["train"][::5][:256]
+    a, b = (titer.rollout(pol, e, batch, torch.Generator().manual_seed(7)) for e in (host, dev))
+    assert isinstance(a.reward, np.ndarray) and isinstance(b.reward, torch.Tensor)
+    final = b.final.numpy()
+    for name in ("entity", "time", "path_entity", "path_relation", "path_time", "visited"):
+        np.testing.assert_array_equal(getattr(final, name), getattr(a.final, name), err_msg=name)
+    np.testing.assert_array_equal(b.reward.numpy(), a.reward)
+    assert torch.equal(a.log_prob, b.log_prob) and torch.equal(a.entropy, b.entropy)
+    assert a.reward.any() and (a.final.path_relation != env.stop_relation).any()  # real episodes
+    # what the reward shaping reads, on the host from one copy of the device's vectors
+    for x, y in zip(titer.shaping_inputs(a), titer.shaping_inputs(b)):
+        np.testing.assert_array_equal(x, y)
+        assert x.dtype == y.dtype
+
+
+@pytest.mark.parametrize("walk,same_time", WALKS)
+def test_training_in_the_device_environment_is_the_host_ones_and_resumes(synthetic, tmp_path, monkeypatch, walk,
+                                                                           same_time):
+    """Two epochs of TITer's training (reward shaping on, a moving baseline) with ``env_backend`` torch
+    and numpy: the same history and weights, exactly. Exactly, not within rounding: the episodes are the
+    same bit for bit (above), the shaping draws come from the same NumPy stream on the same host
+    vectors, and the loss, baseline and means are the same float32 / float64 operations on the same
+    values in the same order on the same device. A device run interrupted after its first epoch and
+    resumed equals the uninterrupted one."""
+    env, q, E, R, _ = synthetic
+    base = TemporalEnv(env.graph, env.config)  # its own cache of device environments
+    host = base.with_walk(walk, same_time)
+    cfg = TITerConfig(batch_size=256, baseline_lambda=0.05, **SMALL)
+    steps = []
+    candidates = DeviceEnv.candidates
+    monkeypatch.setattr(DeviceEnv, "candidates", lambda self, state: steps.append(self.walk) or candidates(self, state))
+    assert cfg.reward_shaping and cfg.clip_gradient
+    train = q["train"][:1100]  # 5 batches, the last one short
+    prior = dirichlet.fit_time_prior(train, E, R, cfg)
+    keys = ("reward", "shaped_reward", "loss", "actor_loss", "entropy", "grad_norm", "baseline", "entropy_beta")
+
+    def run(backend, out=None, init=0, **kw):
+        torch.manual_seed(init)
+        pol = TITerPolicy(E, R, cfg, 3)
+        res = train_titer(pol, host, train, cfg, EvalConfig(), RunOptions(
+            **{"seed": 2, "epochs": 2, "out_dir": out, "progress": False, "resume": False, "env_backend": backend,
+               **kw}), time_prior=prior)
+        return [[h[k] for k in keys] for h in res.history], pol
+
+    want, pa = run("numpy")
+    assert not steps and not host._device_envs
+    got, pb = run("torch", tmp_path / "a")
+    assert steps == [walk] * (2 * 5 * 3)  # 2 epochs of 5 batches of K = 3 steps
+    assert got == want
+    assert want[1][keys.index("shaped_reward")] > want[1][keys.index("reward")] > 0  # shaping drew
+    assert want[1][keys.index("baseline")] != 0.0
+    for (n, x), y in zip(pa.state_dict().items(), pb.state_dict().values()):
+        assert torch.equal(x, y), n
+    # the training built the device environment of its walk once, in the cache that the environment
+    # shares with every with_walk copy of it (as TITer's agent makes one per call: agent.env(ctx))
+    assert list(host._device_envs) == [(walk, same_time, "cpu")]
+    assert host._device_envs[(walk, same_time, "cpu")] is on_device(base.with_walk(walk, same_time), "cpu", "torch")
+
+    class Interrupt(Exception):
+        pass
+
+    def stop(epoch, _):
+        if epoch == 0:
+            raise Interrupt
+
+    with pytest.raises(Interrupt):
+        run("torch", tmp_path / "b", on_epoch_end=stop)
+    assert (tmp_path / "b" / "checkpoint.pt").exists()
+    resumed, pr = run("torch", tmp_path / "b", init=123, resume=True)  # the weights must come from the checkpoint
+    assert resumed == got
+    for (n, x), y in zip(pb.state_dict().items(), pr.state_dict().values()):
+        assert torch.equal(x, y), n
 
 
 # ------------------------------------------------------------------------------------------------

@@ -5,7 +5,8 @@ module rebuilds TITer's model and training from its published code (github.com/J
 2f79a63: ``model/agent.py``, ``model/episode.py``, ``model/policyGradient.py``,
 ``model/baseline.py``, ``model/dirichlet.py``, ``utils/trainer.py``, ``utils/tester.py``,
 ``main.py``) on top of OUR environment (:class:`raptor.mdp.env.TemporalEnv`: candidate window, cap,
-STOP and padding ids of :mod:`raptor.constants`), OUR beam search (:func:`raptor.agents.beam.beam_search`,
+STOP and padding ids of :mod:`raptor.constants`; or its device copy :class:`raptor.mdp.device_env.DeviceEnv`,
+the same episodes), OUR beam search (:func:`raptor.agents.beam.beam_search`,
 unchanged) and OUR epoch loop (:mod:`raptor.runs.loop`), so that only the agent and its training differ
 from Pure-RL. Deviations from TITer's code are listed in docs/titer.md.
 
@@ -63,10 +64,11 @@ from raptor.runs import checkpoints
 from raptor.runs.rundir import RunOptions
 from raptor.config import EvalConfig, TITerConfig
 from raptor.constants import entity_vocab_size, relation_vocab_size, stop_relation
+from raptor.mdp.device_env import DeviceEnv, on_device
 from raptor.mdp.env import State, TemporalEnv
 from raptor.runs.loop import Phase, Selection, TrainResult, rl_postfix, run_epochs, write_history
 from raptor.agents.policy import gather_dot, lookup
-from raptor.agents.rollout import advance, candidate_tensors, query_context
+from raptor.agents.rollout import advance, as_tensor, candidate_tensors, query_context
 from raptor.common.runtime import adam, autocast, epoch_seed, seeded_init
 from raptor.agents.sampling import sample_step
 from raptor.agents.titer.dirichlet import DirichletFit, fit_time_prior, shaped_reward
@@ -252,10 +254,13 @@ class TITerPolicy(nn.Module):
     # -------------------------------------------------------------- scoring
 
     def candidate_logits(self, s: torch.Tensor, entity: torch.Tensor, relation: torch.Tensor,
-                         dt: torch.Tensor, mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+                         dt: torch.Tensor, mask: Optional[torch.Tensor] = None,
+                         time_rows: Optional[int] = None) -> torch.Tensor:
         """TITer's scores ``z = (1 - a) <o_r, Emb_R(r')> + a <o_e, e(x', dt')>`` of ``[B, A]``
         candidates, ``a = sigmoid(w . [Emb_R(r'); e(x', dt'); u] + b)``; float32 ``[B, A]``, ``-inf``
-        where ``mask`` is false.
+        where ``mask`` is false. ``time_rows``: a bound on ``dt`` (``dt < time_rows``) known without
+        reading ``dt`` (the device environment's), so that a GPU step need not wait for ``dt.max()``
+        (on the CPU ``dt`` is read regardless, as :meth:`raptor.agents.policy.Policy.candidate_logits`).
 
         Decomposed, without ``[B, A, d]`` tensors: ``<o_r, Emb_R(r')>`` and ``<o_e^static, Emb_E(x')>``
         are the compiled gather-dot of :mod:`raptor.agents.policy` (sparse backward; a ``[B, 2R+2]`` GEMM
@@ -270,7 +275,10 @@ class TITerPolicy(nn.Module):
         dtype = s.dtype
         o_r, o_es, o_et = s[:, :dr], s[:, dr:dr + dsx], s[:, dr + dsx:dr + dsx + dtm]
         g = s[:, dr + dsx + dtm]
-        n_dt = int(dt.max()) + 1 if dt.numel() else 1
+        if time_rows is not None and s.device.type != "cpu":
+            n_dt = time_rows  # a few more rows of the [T, d_t] table instead of a sync per step
+        else:
+            n_dt = int(dt.max()) + 1 if dt.numel() else 1
         with torch.autocast(device_type=s.device.type, enabled=False):
             tau = self.time_encoding(torch.arange(n_dt, device=dt.device)).to(dtype)  # [T, d_t]
             wg_r, wg_es, wg_et, _, _, _ = (w.to(dtype) for w in self._gate_weights())
@@ -426,32 +434,51 @@ def discounted_returns(reward: torch.Tensor, K: int, gamma: float) -> torch.Tens
     return reward[:, None] * disc[None, :]
 
 
+#: The parts of :func:`reinforce_loss` in the order of :func:`reinforce_terms`' second tensor.
+REINFORCE_PARTS = ("actor_loss", "entropy", "loss")
+
+
 def reinforce_loss(log_prob: torch.Tensor, entropy: torch.Tensor, returns: torch.Tensor, baseline: float,
                    beta: float, std_eps: float = 1.0e-6) -> tuple[torch.Tensor, dict[str, float]]:
     """TITer's ``calc_reinforce_loss``: ``mean(-log pi(a_k) * A) - beta * mean H(pi(.|s_k))`` with
     ``A = ((g - b) - mean) / (std + eps)`` over all ``[B, K]`` entries (``torch.std``, unbiased).
 
-    ``log_prob``, ``entropy``, ``returns``: ``[B, K]``. Returns the loss and its parts.
+    ``log_prob``, ``entropy``, ``returns``: ``[B, K]``. Returns the loss and its parts (one read).
     """
+    loss, parts = reinforce_terms(log_prob, entropy, returns, baseline, beta, std_eps)
+    return loss, dict(zip(REINFORCE_PARTS, parts.tolist()))
+
+
+def reinforce_terms(log_prob: torch.Tensor, entropy: torch.Tensor, returns: torch.Tensor, baseline: float,
+                    beta: float, std_eps: float = 1.0e-6) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`reinforce_loss` without reading anything back: ``(loss, parts)`` with ``parts`` float64
+    ``[3]`` in the order of :data:`REINFORCE_PARTS` (float64 holds each float32 part exactly, so a later
+    read gives the numbers ``float()`` of each would)."""
     adv = returns - baseline
     adv = (adv - adv.mean()) / (adv.std() + std_eps)
     actor = (-log_prob * adv.detach()).mean()
     ent = entropy.mean()
     loss = actor - beta * ent
-    return loss, {"actor_loss": float(actor.detach()), "entropy": float(ent.detach()), "loss": float(loss.detach())}
+    parts = torch.stack([actor.detach().double(), ent.detach().double(), loss.detach().double()])
+    return loss, parts
 
 
 @dataclass
 class TITerRollout:
     log_prob: torch.Tensor  # [B, K] log pi(a_k | s_k)
     entropy: torch.Tensor  # [B, K]
-    final: State
-    reward: np.ndarray  # float32 [B], 1[e_K = o_q]
+    final: State  # the host environment's State, or the device environment's DeviceState
+    #: float32 ``[B]``, ``1[e_K = o_q]``: a host array (:class:`TemporalEnv`) or a tensor on the device
+    #: (:class:`~raptor.mdp.device_env.DeviceEnv`), as the environment gives it (the host one is read
+    #: on the host for the reward shaping, so it is not copied to the device and back)
+    reward: np.ndarray | torch.Tensor
 
 
-def rollout(policy: TITerPolicy, env: TemporalEnv, queries: np.ndarray, generator: Optional[torch.Generator] = None,
-            device="cpu") -> TITerRollout:
-    """``K`` sampled actions for a batch of ``[B, 4]`` training queries (one episode each)."""
+def rollout(policy: TITerPolicy, env: TemporalEnv | DeviceEnv, queries: np.ndarray,
+            generator: Optional[torch.Generator] = None, device="cpu") -> TITerRollout:
+    """``K`` sampled actions for a batch of ``[B, 4]`` training queries (one episode each), in the host
+    environment or the device one (:func:`raptor.mdp.device_env.on_device`): the same candidates in the
+    same slots, so the same episodes from the same ``generator``."""
     state = env.reset(queries)
     q = query_context(policy, state, device)
     hc = policy.initial_path_state(state.batch_size, q)
@@ -460,12 +487,23 @@ def rollout(policy: TITerPolicy, env: TemporalEnv, queries: np.ndarray, generato
         cands = env.candidates(state)
         ct = candidate_tensors(state, cands, device)
         s, _ = policy.heads(q, hc[0], k, critic=False)
-        z = policy.candidate_logits(s, ct.entity, ct.relation, ct.dt, ct.mask)
+        z = policy.candidate_logits(s, ct.entity, ct.relation, ct.dt, ct.mask, ct.time_rows)
         choice, logp, ent = sample_step(z, ct.mask, generator)
         logps.append(logp)
         ents.append(ent)
         state, hc = advance(policy, env, state, cands, choice, hc, need_path=k < env.K - 1)
     return TITerRollout(torch.stack(logps, 1), torch.stack(ents, 1), state, env.reward(state))
+
+
+def shaping_inputs(ro: TITerRollout) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """What the reward shaping reads, on the host: float64 reward, int64 ``r_q`` and ``t_q - t_K``, ``[B]``
+    each. From the device environment, one device-to-host copy of the three vectors stacked as float64
+    (0/1 rewards, relation ids and time steps are exact in it)."""
+    f = ro.final
+    if isinstance(ro.reward, np.ndarray):
+        return ro.reward.astype(np.float64), f.query_relation, f.query_time - f.time
+    x = torch.stack([ro.reward.double(), f.query_relation.double(), (f.query_time - f.time).double()]).cpu().numpy()
+    return x[0], x[1].astype(np.int64), x[2].astype(np.int64)
 
 
 def entropy_coefficient(cfg: TITerConfig, epoch: int, batch: int, batches_per_epoch: int) -> float:
@@ -489,10 +527,15 @@ class Reinforce:
     baseline: ReactiveBaseline
 
 
-def train_epoch(policy: TITerPolicy, optimizer: torch.optim.Optimizer, env: TemporalEnv, queries: np.ndarray,
-                epoch: int, algo: Reinforce, run: RunOptions = RunOptions(progress=False)) -> dict[str, float]:
+def train_epoch(policy: TITerPolicy, optimizer: torch.optim.Optimizer, env: TemporalEnv | DeviceEnv,
+                queries: np.ndarray, epoch: int, algo: Reinforce,
+                run: RunOptions = RunOptions(progress=False)) -> dict[str, float]:
     """One pass over ``queries`` (shuffled by ``(run.seed, epoch)``; sampling and the reward-shaping draws
-    seeded by ``(run.seed, epoch)`` too); updates ``algo.baseline``; returns the epoch means."""
+    seeded by ``(run.seed, epoch)`` too); updates ``algo.baseline``; returns the epoch means.
+
+    ``env``: the host environment or the device one (:func:`raptor.mdp.device_env.on_device`; the same
+    episodes, shaping draws and numbers). With the device one a batch reads back, besides each step's
+    widths, one copy of the ``[B]`` vectors the reward shaping needs and one of the batch's numbers."""
     from raptor.common.progress import progress_bar
 
     cfg, prior, baseline = algo.cfg, algo.prior, algo.baseline
@@ -512,24 +555,40 @@ def train_epoch(policy: TITerPolicy, optimizer: torch.optim.Optimizer, env: Temp
         batch = queries[order[i * bs:(i + 1) * bs]]
         with autocast(precision, device):
             ro = rollout(policy, env, batch, gen, device)
-        reward = ro.reward.astype(np.float64)
-        if prior is not None:
-            reward = shaped_reward(reward, prior, ro.final.query_relation, ro.final.query_time - ro.final.time,
-                                   shaping_rng)
-        returns = discounted_returns(torch.from_numpy(reward).float().to(ro.log_prob.device), env.K, cfg.gamma)
+        dev = ro.log_prob.device
+        reward = as_tensor(ro.reward, dev)  # float32 [B] 0/1
+        names, stats = list(REINFORCE_PARTS), []  # the batch's numbers, read back once at its end
+        if prior is None:
+            shaped = reward
+        else:
+            # TITer's draws are data-dependent (only rows with a reward draw, from a NumPy stream that must
+            # stay the same on both environments): the shaping runs on the host, from one copy of the [B]
+            # reward, r_q and t_q - t_K (none with the host environment, which has them there).
+            r, rel, dt = shaping_inputs(ro)
+            host_shaped = shaped_reward(r, prior, rel, dt, shaping_rng)
+            shaped = torch.from_numpy(host_shaped).float().to(dev)
+        returns = discounted_returns(shaped, env.K, cfg.gamma)
         beta = entropy_coefficient(cfg, epoch, i, n_batches)
-        loss, parts = reinforce_loss(ro.log_prob, ro.entropy, returns, baseline.value, beta, cfg.reward_std_eps)
-        baseline.update(float(returns.mean()))
+        loss, parts = reinforce_terms(ro.log_prob, ro.entropy, returns, baseline.value, beta, cfg.reward_std_eps)
+        stats.append(parts)
         optimizer.zero_grad(set_to_none=False)
         loss.backward()
-        if cfg.clip_gradient:
-            parts["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.clip_gradient))
+        if cfg.clip_gradient:  # the norm before clipping goes to the history
+            names.append("grad_norm")
+            stats.append(torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.clip_gradient).double()[None])
         optimizer.step()
-        parts["reward"] = float(ro.reward.mean())
-        parts["shaped_reward"] = float(reward.mean())
+        # float32 means as float64 (exact): the numbers float() of each would give; the unshaped 0/1
+        # reward's float64 mean is k / B whoever sums it (the sum is exact)
+        names += ["reward", "mean_return"] + (["shaped_reward"] if prior is None else [])
+        means = [reward.mean().double(), returns.mean().double()] + ([shaped.double().mean()] if prior is None else [])
+        stats.append(torch.stack(means))
+        values = dict(zip(names, torch.cat(stats).tolist()))  # the batch's one device-to-host read
+        if prior is not None:
+            values["shaped_reward"] = float(host_shaped.mean())  # on the host already
+        baseline.update(values.pop("mean_return"))  # used from the next batch on
         n = len(batch)
         n_total += n
-        for key, val in parts.items():
+        for key, val in values.items():
             sums[key] = sums.get(key, 0.0) + val * n
         if progress and i % 20 == 0:
             bar.set_postfix(reward=f"{sums['reward'] / n_total:.3f}")
@@ -558,6 +617,9 @@ def train_titer(policy: TITerPolicy, env: TemporalEnv, train_queries: np.ndarray
         evaluate_fn: ``policy -> {"mrr": ...}`` on the validation split, after every
             ``eval_cfg.valid_every``-th epoch and the last; the best-MRR weights go to ``best.pt``;
             ``eval_cfg.patience > 0`` stops after that many rounds without a better MRR.
+        run: as :func:`raptor.agents.actor_critic.rl.train`'s; ``run.env_backend`` picks the host or the
+            device environment (:func:`raptor.mdp.device_env.on_device`), which train identically on the
+            CPU (tests/test_titer.py).
         time_prior: the Dirichlet fit for reward shaping (``cfg.reward_shaping``); fitted from
             ``train_queries`` when not given (deterministic, seconds) and saved as
             ``out_dir/dirichlet.npz``.
@@ -585,6 +647,8 @@ def train_titer(policy: TITerPolicy, env: TemporalEnv, train_queries: np.ndarray
         if out is not None:
             out.mkdir(parents=True, exist_ok=True)
             prior.save(out / "dirichlet.npz")
+    # candidates on the device or the host (run.env_backend: auto = the device's on CUDA), as actor-critic RL
+    env = on_device(env, run.device, run.env_backend)
     selection = Selection(policy, run.evaluate_fn, eval_cfg.valid_every, eval_cfg.patience, out, meta,
                           early=(eval_cfg.valid_every_early, eval_cfg.valid_early_epochs))
     state = selection.state  # kept in checkpoints, with the baseline's value
