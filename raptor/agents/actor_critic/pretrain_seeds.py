@@ -33,13 +33,13 @@ import math
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 import torch
 
-from raptor.agents.actor_critic.pretrain import (PRETRAIN_CHECKPOINT_FORMAT, _READ, pretrain, reachability_bce,
-                                                 step_labels)
+from raptor.agents.actor_critic.pretrain import (PRETRAIN_CHECKPOINT_FORMAT, _READ, prepare_pretrain_runs, pretrain,
+                                                 pretrain_options, reachability_bce, step_labels, wanted_snapshots)
 from raptor.agents.actor_critic.seeds import (SeedUniforms, StackedPolicy, _not_alone, _resume_epoch,
                                               seed_optimizer_state, stack_optimizer_states)
 from raptor.agents.policy import Policy
@@ -266,3 +266,25 @@ def pretrain_seeds(policies: Sequence[Policy], env: TemporalEnv, table: LabelTab
             save_model(RunDir(out).pretrained, policies[s], {**metas[s], "epoch": n_epochs - 1})
             atomic_write_json(RunDir(out).history, histories[s])
     return histories
+
+
+def pretrain_runs(ctx, labels: LabelTable | str | Path, epochs: Sequence[int], runs: Sequence[RunOptions],
+                  on_epoch_end: Optional[Sequence[Optional[Callable[[str, int, dict[str, Any]], None]]]] = None
+                  ) -> list[dict[int, str]]:
+    """:func:`raptor.agents.actor_critic.pretrain.pretrain_run` of every run in ``runs`` (one per seed,
+    each with its folder; ``on_epoch_end[s]``: seed ``s``'s hook), trained at once
+    (:func:`pretrain_seeds`): the folders are prepared against the same fingerprints as alone and the
+    label table is loaded once. Returns each seed's ``{n: snapshot path}``."""
+    wanted = wanted_snapshots(epochs)
+    if not wanted or not runs:
+        return [{} for _ in runs]
+    hooks = list(on_epoch_end) if on_epoch_end is not None else [None] * len(runs)
+    if len(hooks) != len(runs):
+        raise ValueError(f"pretrain_runs: {len(hooks)} hooks for {len(runs)} runs")
+    if len({r.seed for r in runs}) != len(runs):  # before any folder is prepared
+        raise ValueError(f"pretrain_runs: repeated seeds {[r.seed for r in runs]}")
+    table = prepare_pretrain_runs(ctx, labels, wanted, runs)
+    built = [pretrain_options(ctx, r, wanted, hook) for r, hook in zip(runs, hooks)]
+    pretrain_seeds([policy for policy, _ in built], ctx.env, table, ctx.train_queries, ctx.params.pretrain,
+                   [options for _, options in built], snapshots=tuple(wanted))
+    return [{n: str(RunDir(r.out_dir).snapshot(n)) for n in wanted} for r in runs]
