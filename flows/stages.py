@@ -23,7 +23,7 @@ from raptor.constants import METRIC_KEYS, seed_dir
 from raptor.common.io import atomic_write_json
 from raptor.pipeline.projectlock import project_lock
 from raptor.runs.rundir import RunDir
-from tasks.jobs import EvaluateJob, LabelJob, PretrainJob, TrainGroup, TrainJob
+from tasks.jobs import EvaluateJob, LabelJob, PretrainGroup, PretrainJob, TrainGroup, TrainJob
 from tasks.lazy import flow
 
 from .runners import in_flow_run, map_jobs
@@ -82,21 +82,27 @@ def label_flow(dataset: str, params: str, inputs: dict, outputs: dict) -> dict:
 
 def _pretrain(dataset: str, params: str, inputs: dict, out: str, seeds: list[int], epochs: list[int],
               experiment: str, nest: bool = True) -> list[dict]:
-    """``nest``: the runs go under the invocation's pipeline run in MLflow (the main experiment)."""
+    """``nest``: the runs go under the invocation's pipeline run in MLflow (the main experiment). The
+    seeds are pretrained ``train.stacked_seeds`` at a time as one batched step (each its own task when 1)."""
     from tasks import tracking
-    from tasks.train import pretrain_run_task, threads_per_run
+    from tasks.train import pretrain_group_task, pretrain_run_task, threads_per_run
 
     p = load_resolved(params)
     with tracking.pipeline_parent(experiment, dataset, nest) as pipe:
         jobs = [PretrainJob(params, dataset, inputs["data"], inputs["graph"], inputs["labels"], s, seed_dir(out, s),
                             tuple(epochs), experiment, threads_per_run(p.train.num_threads, p.train.parallel_runs),
                             pipe.run_id if pipe else None) for s in seeds]
-        return map_jobs(pretrain_run_task, jobs, p.train.parallel_runs)
+        stacked = p.train.stacked_seeds
+        if stacked <= 1:
+            return map_jobs(pretrain_run_task, jobs, p.train.parallel_runs)
+        groups = [PretrainGroup(tuple(jobs[i:i + stacked])) for i in range(0, len(jobs), stacked)]
+        return [r for rs in map_jobs(pretrain_group_task, groups, p.train.parallel_runs) for r in rs]
 
 
 @flow(name="pretrain", flow_run_name="pretrain-{dataset}")
 def pretrain_flow(dataset: str, params: str, inputs: dict, outputs: dict) -> list[dict]:
-    """Reachability pretraining, one run per seed (mapped tasks), kept after ``pretrain.epochs``."""
+    """Reachability pretraining, one run per seed (mapped tasks, or one per ``train.stacked_seeds``
+    seeds trained as one batched step), kept after ``pretrain.epochs``."""
     p = load_resolved(params)
     return _pretrain(dataset, params, inputs, outputs["out"], p.train.seeds, [p.pretrain.epochs],
                      experiment_name(dataset))

@@ -362,7 +362,8 @@ class TrainConfig:
     parallel_runs: int = field(default=1, metadata=NO_EFFECT)
     #: Seeds of a stage stacked into one batched training step (agents that can:
     #: :attr:`raptor.agents.base.Agent.stacks_seeds`; :mod:`raptor.agents.actor_critic.seeds`); 1 = each
-    #: alone. Each seed trains what it would alone, up to floating-point order (tests/test_seeds.py).
+    #: alone. Each seed trains what it would alone, up to floating-point order (tests/test_seeds.py). The
+    #: pretrain stage stacks its seeds the same way (:mod:`raptor.agents.actor_critic.pretrain_seeds`).
     stacked_seeds: int = field(default=1, metadata=NO_EFFECT)
     #: Give Pure-RL ``pretrain.epochs + rl.epochs`` RL epochs, the same total as RAPTOR's
     #: pretraining + RL (false: both get ``rl.epochs`` RL epochs, as the paper's 400 vs 40 + 400).

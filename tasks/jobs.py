@@ -46,6 +46,23 @@ class PretrainJob:
 
 
 @dataclass(frozen=True)
+class PretrainGroup:
+    """Seeds pretrained stacked into one batched step (``train.stacked_seeds``), each with its own run
+    folder and MLflow run; they share the params, data, labels and snapshots."""
+
+    jobs: tuple[PretrainJob, ...]
+
+    def __post_init__(self) -> None:
+        shared = {(j.params_path, j.data_dir, j.graph_path, j.labels_dir, j.epochs) for j in self.jobs}
+        if not self.jobs or len(shared) > 1:
+            raise ValueError("PretrainGroup: its jobs must share params, data, graph, labels and epochs")
+
+    @property
+    def run_name(self) -> str:
+        return "+".join(j.run_name for j in self.jobs)
+
+
+@dataclass(frozen=True)
 class TrainJob:
     """One (variant, seed) training run with its MLflow run ``run_name`` in ``experiment``.
 

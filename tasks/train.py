@@ -27,6 +27,7 @@ from raptor.pipeline.experiment import effective_epochs, evaluate_model, run_var
 from raptor.common.runtime import resolve_device, resolve_precision
 from raptor.common.io import atomic_write_json
 from raptor.agents.actor_critic.pretrain import pretrain_run
+from raptor.agents.actor_critic.pretrain_seeds import pretrain_runs
 from raptor.runs.rundir import RunDir
 from raptor.evaluation.stats import summarize
 from raptor.pipeline.sweep import save_job_record
@@ -34,7 +35,7 @@ from raptor.config import load_resolved
 
 from . import tracking
 from .lazy import NO_CACHE, in_prefect_run, task
-from .jobs import EvaluateJob, PretrainJob, RecordJob, SweepRunJob, TrainGroup, TrainJob
+from .jobs import EvaluateJob, PretrainGroup, PretrainJob, RecordJob, SweepRunJob, TrainGroup, TrainJob
 
 RUN_FILE = "mlflow_run.json"
 #: Where a training run's best checkpoint is in its MLflow artifacts (``checkpoint/best.pt``).
@@ -277,6 +278,25 @@ def pretrain_run_task(job: PretrainJob) -> dict:
             t.run.log_artifact(RunDir(job.out_dir).history, "history")
             t.remember()
     return {"seed": job.seed, "snapshots": snaps, "mlflow_run_id": t.ids()["mlflow_run_id"]}
+
+
+@task(name="pretrain-runs", cache_policy=NO_CACHE, task_run_name="{group.run_name}")
+def pretrain_group_task(group: PretrainGroup) -> list[dict]:
+    """Pretrain seeds stacked into one batched step (``train.stacked_seeds``), each with its own MLflow
+    run and run folder, as :func:`pretrain_run_task` does one (all FAILED if the training raises)."""
+    first = group.jobs[0]
+    ctx = context(first.params_path, first.data_dir, first.graph_path)
+    with ExitStack() as runs:
+        trainings = [runs.enter_context(training_run(job, *pretrain_logged(ctx.params, job), total=max(job.epochs)))
+                     for job in group.jobs]
+        snaps = pretrain_runs(ctx, first.labels_dir, list(first.epochs), [_options(job) for job in group.jobs],
+                              on_epoch_end=[t.on_epoch_end for t in trainings])
+        for t, job in zip(trainings, group.jobs):
+            if not t.keep():
+                t.run.log_artifact(RunDir(job.out_dir).history, "history")
+                t.remember()
+    return [{"seed": job.seed, "snapshots": s, "mlflow_run_id": t.ids()["mlflow_run_id"]}
+            for job, s, t in zip(group.jobs, snaps, trainings)]
 
 
 def pretrain_logged(params: Params, job: PretrainJob) -> tuple[dict, dict]:

@@ -63,6 +63,29 @@ def test_raptor_variant_pretrains_then_finetunes(ctx):
     assert json.loads((root / "runs/raptor/0/summary.json").read_text())["variant"] == "raptor"
 
 
+def test_pretrain_runs_stacks_the_seeds_and_a_seed_continues_alone(ctx, tmp_path):
+    """``pretrain_runs`` (``train.stacked_seeds`` of the pretrain stage): each seed's folder has its
+    snapshots and a stacked history; the folder's fingerprint is the one alone, so ``pretrain_run``
+    of that seed continues it (one more epoch) instead of starting afresh."""
+    from raptor.agents.actor_critic.pretrain_seeds import pretrain_runs
+
+    c, root = ctx
+    seen = []
+    runs = [RunOptions(seed=s, out_dir=tmp_path / f"seed{s}", progress=False) for s in (0, 1)]
+    snaps = pretrain_runs(c, root / "labels", [1], runs,
+                          on_epoch_end=[lambda phase, e, m, s=s: seen.append((s, phase, e)) for s in (0, 1)])
+    assert [sorted(x) for x in snaps] == [[1], [1]] and all(Path(x[1]).is_file() for x in snaps)
+    assert sorted(seen) == [(0, "pretrain", 0), (1, "pretrain", 0)]
+    history = json.loads((tmp_path / "seed1" / "history.json").read_text())
+    assert [row["stacked_seeds"] for row in history] == [2]
+    trained = []
+    more = pretrain_run(c, root / "labels", [1, 2], runs[1],
+                        on_epoch_end=lambda _, e, m: None if m.get("replayed") else trained.append(e))
+    assert sorted(more) == [1, 2] and trained == [1]
+    with pytest.raises(ValueError, match="repeated seeds"):
+        pretrain_runs(c, root / "labels", [1], [runs[0], runs[0]])
+
+
 def test_pretraining_walks_where_train_env_backend_says(ctx, tmp_path):
     """``train.env_backend`` reaches pretraining as it reaches RL: ``torch`` walks the device environment
     (kept on the context's environment once built) with device labels, and pretrains as the host does."""

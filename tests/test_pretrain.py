@@ -1,4 +1,5 @@
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -201,3 +202,178 @@ def test_pretraining_on_both_backends_gives_the_same_history(synthetic):
     assert len(ha) == 2 and ha == hb
     for x, y in zip(pa, pb):
         torch.testing.assert_close(x, y, rtol=0, atol=0)
+
+
+# ------------------------------------------------------------------------------------------------
+# Several seeds at once (raptor/agents/actor_critic/pretrain_seeds.py)
+# ------------------------------------------------------------------------------------------------
+
+STACK_SEEDS = (3, 5)
+#: float32 sums in another order: what "the same up to rounding" allows
+TOL = dict(rtol=2e-4, atol=2e-5)
+#: weights after several Adam steps (a gradient near 0 whose sign rounding flips moves by 2 lr)
+AFTER_ADAM = dict(rtol=1e-3, atol=2e-3)
+
+
+def _policies(spec, seeds=STACK_SEEDS):
+    out = []
+    for seed in seeds:
+        torch.manual_seed(seed)
+        out.append(Policy(spec.num_entities, spec.num_relations, SMALL))
+    return out
+
+
+def _choices(monkeypatch, module):
+    """Record every step's sampled slots (``advance``'s ``choice``) of the batches run by ``module``."""
+    taken = []
+    real = module.advance
+
+    def advance(policy, env, state, cands, choice, hc, need_path=True):
+        taken.append(choice.clone())
+        return real(policy, env, state, cands, choice, hc, need_path)
+
+    monkeypatch.setattr(module, "advance", advance)
+    return taken
+
+
+@pytest.mark.parametrize("backend,no_reachable", [("numpy", "policy"), ("torch", "policy"), ("numpy", "stop")])
+def test_a_stacked_batch_has_each_seeds_walks_and_gradients(synthetic, monkeypatch, backend, no_reachable):
+    """One stacked batch of S seeds: each seed walks exactly its walk alone (same draws), with its
+    statistics, and its slice of the gradient is its gradient alone, within rounding."""
+    from raptor.agents.actor_critic import pretrain as pretrain_mod, pretrain_seeds as seeds_mod
+    from raptor.agents.actor_critic.seeds import StackedPolicy
+
+    spec, env, train, table = synthetic
+    env = on_device(env, "cpu", backend)
+    pols = _policies(spec)
+    for p in pols:  # perturb every parameter (zeros and ones would hide a wrong slice)
+        with torch.no_grad():
+            for t in p.parameters():
+                t.add_(0.05 * torch.randn_like(t))
+    stack = StackedPolicy(pols)
+    B, S = 96, len(STACK_SEEDS)
+    batches = [train[i * B:(i + 1) * B] for i in range(S)]  # a different batch per seed
+    stacked_choices = _choices(monkeypatch, seeds_mod)
+    pb = seeds_mod.pretrain_batch_seeds(stack, env, table, np.concatenate(batches),
+                                        [torch.Generator().manual_seed(100 + s) for s in STACK_SEEDS],
+                                        no_reachable=no_reachable)
+    pb.loss.backward()
+    alone_choices = _choices(monkeypatch, pretrain_mod)
+    for i, (p, seed) in enumerate(zip(pols, STACK_SEEDS)):
+        alone_choices.clear()
+        one = pretrain_batch(p, env, table, batches[i], torch.Generator().manual_seed(100 + seed),
+                             no_reachable=no_reachable)
+        assert len(alone_choices) == env.K
+        for k in range(env.K):  # the same walk, step by step
+            assert torch.equal(stacked_choices[k][i * B:(i + 1) * B], alone_choices[k]), (seed, k)
+        torch.testing.assert_close(pb.seed_loss[i], one.loss.detach(), **TOL)
+        for key, value in one.stats.items():  # counts of the same walks and labels: equal but accuracy's z > 0
+            assert pb.stats[i][key] == pytest.approx(value, rel=1e-5, abs=1e-6), (seed, key)
+        assert pb.stats[i]["walk_reaches_answer"] == one.stats["walk_reaches_answer"]
+        assert pb.stats[i]["label_positive_rate"] == one.stats["label_positive_rate"]
+        one.loss.backward()
+        for name, param in zip(stack.names, p.parameters()):
+            g = stack.p(name).grad
+            assert (g is None) == (param.grad is None), name  # the critic gets none, as alone
+            if g is not None:
+                torch.testing.assert_close(g[i], param.grad, **TOL, msg=lambda m: f"{name}: {m}")
+
+
+def _stack_runs(root, **kw):
+    return [RunOptions(seed=s, out_dir=root / f"seed{s}", progress=False, **kw) for s in STACK_SEEDS]
+
+
+def _no_seconds(history):
+    return [{k: v for k, v in row.items() if k not in ("seconds", "stacked_seeds")} for row in history]
+
+
+def test_pretrain_seeds_trains_each_seed_as_alone_and_resumes(synthetic, tmp_path):
+    from raptor.agents.actor_critic.pretrain_seeds import pretrain_seeds
+    from raptor.runs import checkpoints
+    from raptor.agents.actor_critic.pretrain import PRETRAIN_CHECKPOINT_FORMAT
+
+    spec, env, train, table = synthetic
+    sub = train[:384]
+    cfg = PretrainConfig(epochs=2, batch_size=128)
+    stacked = pretrain_seeds(_policies(spec), env, table, sub, cfg, _stack_runs(tmp_path / "stacked", resume=False),
+                             snapshots=(1, 2))
+    for i, seed in enumerate(STACK_SEEDS):
+        p = _policies(spec, (seed,))[0]
+        alone = pretrain(p, env, table, sub, cfg, RunOptions(seed=seed, progress=False, resume=False))
+        assert [h["epoch"] for h in stacked[i]] == [0, 1]
+        assert [h["stacked_seeds"] for h in stacked[i]] == [2, 2]
+        for a, b in zip(_no_seconds(stacked[i]), _no_seconds(alone)):
+            assert a.keys() == b.keys()
+            for key in a:
+                assert a[key] == pytest.approx(b[key], rel=1e-4, abs=1e-5), (seed, a["epoch"], key)
+        folder = tmp_path / "stacked" / f"seed{seed}"
+        for name in ("checkpoint.pt", "pretrained.pt", "pretrained-e1.pt", "pretrained-e2.pt", "history.json"):
+            assert (folder / name).exists(), name
+        loaded, meta = load_model(folder / "pretrained.pt")
+        assert meta["seed"] == seed and meta["phase"] == "pretrain"
+        for (name, x), y in zip(loaded.state_dict().items(), p.state_dict().values()):
+            torch.testing.assert_close(x, y, **AFTER_ADAM, msg=lambda m: f"{name}: {m}")
+
+    # interrupted after epoch 0 (one seed's hook raises), then resumed stacked: the same run, bit for bit
+    class Interrupt(Exception):
+        pass
+
+    def stop(epoch, row):
+        if epoch == 0 and not row.get("replayed"):
+            raise Interrupt
+
+    runs = _stack_runs(tmp_path / "resumed", resume=False)
+    runs[-1] = replace(runs[-1], on_epoch_end=stop)
+    with pytest.raises(Interrupt):
+        pretrain_seeds(_policies(spec), env, table, sub, cfg, runs, snapshots=(1, 2))
+    replayed = []
+    resumed = pretrain_seeds(_policies(spec, (0, 1)), env, table, sub, cfg,
+                             _stack_runs(tmp_path / "resumed", on_epoch_end=lambda e, r: replayed.append((e, "replayed" in r))),
+                             snapshots=(1, 2))
+    assert sorted(replayed) == [(0, True)] * 2 + [(1, False)] * 2
+    for i, seed in enumerate(STACK_SEEDS):
+        assert _no_seconds(resumed[i]) == _no_seconds(stacked[i])
+        for name in ("pretrained.pt", "pretrained-e1.pt"):
+            a, _ = load_model(tmp_path / "resumed" / f"seed{seed}" / name)
+            b, _ = load_model(tmp_path / "stacked" / f"seed{seed}" / name)
+            for x, y in zip(a.state_dict().values(), b.state_dict().values()):
+                assert torch.equal(x, y), name
+
+    # a stacked run's checkpoint is a run alone's: it continues alone toward more epochs
+    folder = tmp_path / "stacked" / f"seed{STACK_SEEDS[0]}"
+    ck = checkpoints.load_latest(folder / "checkpoint.pt", PRETRAIN_CHECKPOINT_FORMAT, "RAPTOR pretraining checkpoint")
+    assert ck["epoch"] == 1 and ck["n_epochs"] == 2
+    longer = pretrain(_policies(spec, (99,))[0], env, table, sub, PretrainConfig(epochs=3, batch_size=128),
+                      RunOptions(seed=STACK_SEEDS[0], out_dir=folder, progress=False))
+    assert [h["epoch"] for h in longer] == [0, 1, 2]
+
+    # and the other way: runs pretrained alone for 1 epoch continue stacked from their checkpoints
+    for seed, p in zip(STACK_SEEDS, _policies(spec)):
+        pretrain(p, env, table, sub, cfg, RunOptions(seed=seed, out_dir=tmp_path / "mixed" / f"seed{seed}", epochs=1,
+                                                     progress=False, resume=False))
+    mixed = pretrain_seeds(_policies(spec, (7, 8)), env, table, sub, cfg, _stack_runs(tmp_path / "mixed"))
+    for i in range(len(STACK_SEEDS)):
+        assert "stacked_seeds" not in mixed[i][0] and mixed[i][1]["stacked_seeds"] == 2
+        for key, value in _no_seconds(mixed[i])[1].items():
+            assert value == pytest.approx(_no_seconds(stacked[i])[1][key], rel=1e-4, abs=1e-5), key
+
+
+def test_pretrain_seeds_refuses_runs_that_cannot_share_a_step(synthetic):
+    from raptor.agents.actor_critic.pretrain_seeds import pretrain_seeds
+
+    spec, env, train, table = synthetic
+    pols = _policies(spec)
+    sub = train[:10]
+    with pytest.raises(ValueError, match="differ in epochs, device, precision"):
+        pretrain_seeds(pols, env, table, sub, PretrainConfig(), [RunOptions(seed=1, epochs=1), RunOptions(seed=2, epochs=2)])
+    with pytest.raises(ValueError, match="differ in epochs, device, precision"):
+        pretrain_seeds(pols, env, table, sub, PretrainConfig(),
+                       [RunOptions(seed=1, precision="bfloat16"), RunOptions(seed=2, precision="float32")])
+    with pytest.raises(ValueError, match="repeated seeds"):
+        pretrain_seeds(pols, env, table, sub, PretrainConfig(), [RunOptions(seed=1), RunOptions(seed=1)])
+    other = Policy(spec.num_entities, spec.num_relations, ModelConfig(entity_dim=16, relation_dim=32, time_dim=8,
+                                                                      step_dim=8, mlp_hidden_dim=64))
+    with pytest.raises(ValueError, match="differ in shape"):
+        pretrain_seeds([pols[0], other], env, table, sub, PretrainConfig(), [RunOptions(seed=1), RunOptions(seed=2)])
+    with pytest.raises(ValueError, match="2 policies for 1 runs"):
+        pretrain_seeds(pols, env, table, sub, PretrainConfig(), [RunOptions(seed=1)])

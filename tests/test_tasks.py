@@ -525,3 +525,35 @@ def test_stacked_seeds_train_in_one_task_each_with_its_own_mlflow_run(tmp_path, 
         assert json.loads((tmp_path / f"run{r['seed']}" / "mlflow_run.json").read_text())["run_id"] == run.info.run_id
     with pytest.raises(ValueError, match="share params, data, graph, variant"):
         TrainGroup((jobs[0], replace(jobs[1], variant="raptor")))
+
+
+def test_stacked_pretraining_seeds_run_in_one_task_each_with_its_own_mlflow_run(tmp_path, mlflow_db, monkeypatch):
+    """train.stacked_seeds groups the pretrain stage's seeds too (pretrain_group_task): one task, every
+    seed with its run folder, snapshots and MLflow run with its own epochs."""
+    import json
+
+    import mlflow
+
+    from raptor.config import load_resolved
+    from raptor.labeling.stage import label_dataset
+    from tasks.jobs import PretrainGroup, PretrainJob
+    from tasks.train import pretrain_group_task
+
+    tiny_training(tmp_path, monkeypatch)
+    params_file = tiny_params(tmp_path / "params.json", stacked_seeds=2)
+    label_dataset(tmp_path / "data", tmp_path / "labels", max_path_length=3,
+                  config=load_resolved(params_file).labeling, graph_path=tmp_path / "graph.npz", show_progress=False)
+    jobs = [PretrainJob(params_file, "SYN", str(tmp_path / "data"), str(tmp_path / "graph.npz"), str(tmp_path / "labels"),
+                        s, str(tmp_path / f"pre{s}"), (1, 2), "raptor/SYN") for s in (0, 1)]
+    results = pretrain_group_task.fn(PretrainGroup(tuple(jobs)))
+    assert [r["seed"] for r in results] == [0, 1]
+    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    for r in results:
+        assert sorted(r["snapshots"]) == [1, 2] and all(Path(p).is_file() for p in r["snapshots"].values())
+        run = client.get_run(r["mlflow_run_id"])
+        assert run.info.status == "FINISHED" and run.data.params["seed"] == str(r["seed"])
+        history = json.loads((tmp_path / f"pre{r['seed']}" / "history.json").read_text())
+        assert [row["stacked_seeds"] for row in history] == [2, 2]
+        assert json.loads((tmp_path / f"pre{r['seed']}" / "mlflow_run.json").read_text())["run_id"] == run.info.run_id
+    with pytest.raises(ValueError, match="share params, data, graph, labels"):
+        PretrainGroup((jobs[0], replace(jobs[1], epochs=(1,))))

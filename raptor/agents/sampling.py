@@ -18,9 +18,13 @@ import torch
 
 
 def sample_actions(logits: torch.Tensor, generator: Optional[torch.Generator] = None,
-                   allowed: Optional[torch.Tensor] = None) -> torch.Tensor:
+                   allowed: Optional[torch.Tensor] = None, u: Optional[torch.Tensor] = None) -> torch.Tensor:
     """Sample one slot per row from ``softmax(logits)`` (restricted to ``allowed`` if given; a row
-    with nothing allowed falls back to all valid slots). Returns int64 ``[B]``."""
+    with nothing allowed falls back to all valid slots). Returns int64 ``[B]``.
+
+    ``u``: the rows' float32 uniforms ``[B]`` drawn beforehand (several seeds' rows stacked, each
+    seed's drawn from its own generator: :class:`raptor.agents.actor_critic.seeds.SeedUniforms`); else
+    drawn here from ``generator``, the same ``B`` values in the same order."""
     z = logits.detach().float()
     if allowed is not None:
         restricted = z.masked_fill(~allowed, float("-inf"))
@@ -29,8 +33,9 @@ def sample_actions(logits: torch.Tensor, generator: Optional[torch.Generator] = 
     # Inverse-CDF sampling: one uniform per row (torch.multinomial draws one per candidate).
     p = torch.softmax(z, dim=1)
     cdf = torch.cumsum(p, dim=1)
-    u = torch.rand((z.shape[0], 1), generator=generator, device=z.device, dtype=cdf.dtype) * cdf[:, -1:]
-    choice = torch.searchsorted(cdf, u, right=True).squeeze(1)
+    if u is None:
+        u = torch.rand(z.shape[0], generator=generator, device=z.device, dtype=cdf.dtype)
+    choice = torch.searchsorted(cdf, u.to(cdf.dtype)[:, None] * cdf[:, -1:], right=True).squeeze(1)
     # Guard against rounding at the top end and zero-probability slots.
     last_valid = (p > 0).to(torch.int64).cumsum(1).argmax(1)
     choice = torch.minimum(choice, last_valid)

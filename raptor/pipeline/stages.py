@@ -131,7 +131,7 @@ def main_stages(variants: Sequence[str]) -> list[Stage]:
     if any(v.pretrained for v in vs):
         stages.append(Stage(
             "pretrain", "reachability pretraining, one run per seed (checkpoint at pretrain.epochs)",
-            "raptor.agents.actor_critic.pretrain,raptor.runs.context",
+            "raptor.agents.actor_critic.pretrain,raptor.agents.actor_critic.pretrain_seeds,raptor.runs.context",
             inputs={"data": _data("ingested"), "graph": _data("graph.npz"), "labels": _data("labels")},
             outputs={"out": _runs("pretrain")}, params=run_params + ("model", "pretrain"), persist=("out",)))
     for v in vs:
@@ -176,7 +176,7 @@ def ablation_stages() -> list[Stage]:
     """The paper's pretraining-epochs ablation (its own pipeline, ``ablation/dvc.yaml``)."""
     return [
         Stage("ablation-pretrain", "one pretraining per ablation seed, snapshots at every arm's epochs",
-              "raptor.agents.actor_critic.pretrain,raptor.runs.context",
+              "raptor.agents.actor_critic.pretrain,raptor.agents.actor_critic.pretrain_seeds,raptor.runs.context",
               inputs={"data": _data("ingested"), "graph": _data("graph.npz"), "labels": _data("labels")},
               outputs={"out": _runs("ablation/pretrain")},
               params=("env", "model", "pretrain", "train.precision", "train.device", "ablation"),

@@ -268,31 +268,49 @@ def pretrain_run(ctx, labels: LabelTable | str | Path, epochs: Sequence[int], ru
     fingerprint (params, content of data, graph and labels, code; more epochs continue a run) that
     can still write every snapshot asked for; otherwise it starts afresh and says why (or, with
     ``resume_only``, raises :class:`raptor.common.io.RunMismatchError` and deletes nothing).
+    Several seeds at once: :func:`raptor.agents.actor_critic.pretrain_seeds.pretrain_runs`.
     """
-    from raptor.labeling.store import label_table_hash, load_label_table
-    from raptor.common.provenance import code_hash
-    from raptor.common.runtime import configure_runtime, resolve_device, resolve_precision
-
-    p = ctx.params
-    seed, num_threads, resume, resume_only = run.seed, run.num_threads, run.resume, run.resume_only
-    wanted = sorted({int(n) for n in epochs if int(n) > 0})
-    out = Path(run.out_dir)
+    wanted = wanted_snapshots(epochs)
     if not wanted:
         return {}
+    table = prepare_pretrain_runs(ctx, labels, wanted, [run])
+    policy, options = pretrain_options(ctx, run, wanted, on_epoch_end)
+    pretrain(policy, ctx.env, table, ctx.train_queries, ctx.params.pretrain, options, snapshots=tuple(wanted))
+    return {n: str(RunDir(run.out_dir).snapshot(n)) for n in wanted}
+
+
+def wanted_snapshots(epochs: Sequence[int]) -> list[int]:
+    """The epoch counts ``n > 0`` of ``epochs`` whose snapshots a run writes, sorted, once each."""
+    return sorted({int(n) for n in epochs if int(n) > 0})
+
+
+def prepare_pretrain_runs(ctx, labels: LabelTable | str | Path, wanted: Sequence[int],
+                          runs: Sequence[RunOptions]) -> LabelTable | PartitionedLabels:
+    """What comes before pretraining ``runs`` (one per seed, :func:`pretrain_run`'s ``run``): the
+    threads set (the first run's ``num_threads``), every run folder prepared against its seed's
+    fingerprint (the same whether its seed trains alone or stacked, so either continues the other),
+    and the label table loaded once and checked against the params; returns the table."""
+    from raptor.labeling.store import label_table_hash, load_label_table
+    from raptor.common.provenance import code_hash
+    from raptor.common.runtime import configure_runtime
+
+    p = ctx.params
+    num_threads = runs[0].num_threads
     configure_runtime(p.train.num_threads if num_threads is None else num_threads)
-    device = resolve_device(p.train.device)
     label_hash = label_table_hash(labels) if not isinstance(labels, LabelTable) else None
-    fingerprint = RunDir.fingerprint(p, "pretrain", seed, {**ctx.input_hashes(), "labels": label_hash},
-                                  code_hash([__name__]), continued=("pretrain.epochs",),
-                                  ignored_sections=("rl", "eval", "labeling"))
-    fingerprint["params"].pop("train.equal_total_epochs", None)
 
     def past_a_snapshot(run: Path) -> Optional[str]:
         done = RunDir(run).epochs_done()
         missing = [n for n in wanted if n <= done and not RunDir(run).snapshot(n).exists()]
         return f"the run is past the snapshots asked for after {missing} epochs" if missing else None
 
-    RunDir(out).prepare(fingerprint, resume, cannot_continue=past_a_snapshot, resume_only=resume_only)
+    for run in runs:
+        fingerprint = RunDir.fingerprint(p, "pretrain", run.seed, {**ctx.input_hashes(), "labels": label_hash},
+                                         code_hash([__name__]), continued=("pretrain.epochs",),
+                                         ignored_sections=("rl", "eval", "labeling"))
+        fingerprint["params"].pop("train.equal_total_epochs", None)
+        RunDir(Path(run.out_dir)).prepare(fingerprint, run.resume, cannot_continue=past_a_snapshot,
+                                          resume_only=run.resume_only)
     if isinstance(labels, LabelTable):
         table = labels
     elif p.pretrain.labels_in_memory == "part":
@@ -307,14 +325,25 @@ def pretrain_run(ctx, labels: LabelTable | str | Path, epochs: Sequence[int], ru
         raise ValueError(f"label table {labels if not isinstance(labels, LabelTable) else ''} was built with "
                          f"labeling.visited = {visited!r}, but params say {p.labeling.visited!r}: "
                          "run the label stage again")
-    with seeded_init(seed):
+    return table
+
+
+def pretrain_options(ctx, run: RunOptions, wanted: Sequence[int],
+                     on_epoch_end: Optional[Callable[[str, int, dict[str, Any]], None]] = None
+                     ) -> tuple[Policy, RunOptions]:
+    """``run``'s seed's freshly initialised policy (``seeded_init(seed)``) and the options
+    :func:`pretrain` trains it with (device, precision and ``train.env_backend`` from the params,
+    ``max(wanted)`` epochs, resumed from its folder)."""
+    from raptor.common.runtime import resolve_device, resolve_precision
+
+    p = ctx.params
+    device = resolve_device(p.train.device)
+    with seeded_init(run.seed):
         policy = Policy(ctx.dataset.num_entities, ctx.dataset.num_relations, p.model, p.env.max_path_length)
     hook = (lambda e, m: on_epoch_end("pretrain", e, m)) if on_epoch_end else None
     precision = resolve_precision(p.train.precision, device)
     meta = {"variant": PRETRAINED_VARIANT, AGENT_KEY: variants.get(PRETRAINED_VARIANT).agent,
             "dataset": ctx.dataset.meta.get("dataset")}
-    pretrain(policy, ctx.env, table, ctx.train_queries, p.pretrain,
-             RunOptions(seed=seed, epochs=wanted[-1], out_dir=out, device=device, precision=precision, resume=True,
-                        progress=run.progress, on_epoch_end=hook, meta=meta, env_backend=p.train.env_backend),
-             snapshots=tuple(wanted))
-    return {n: str(RunDir(out).snapshot(n)) for n in wanted}
+    return policy, RunOptions(seed=run.seed, epochs=wanted[-1], out_dir=Path(run.out_dir), device=device,
+                              precision=precision, resume=True, progress=run.progress, on_epoch_end=hook, meta=meta,
+                              env_backend=p.train.env_backend)

@@ -236,15 +236,16 @@ class StackedPolicy(nn.Module):
 
 
 class SeedUniforms:
-    """The uniforms of a stacked rollout's step ``k`` (``self[k]``, float64 ``[S B]``): seed ``s``'s
+    """The uniforms of a stacked rollout's step ``k`` (``self[k]``, ``dtype`` ``[S B]``): seed ``s``'s
     ``B`` drawn from its own generator when the step asks, as :func:`raptor.agents.sampling.sample_step`
-    draws them alone."""
+    (float64) or :func:`raptor.agents.sampling.sample_actions` (float32, pretraining) draws them alone."""
 
-    def __init__(self, generators: Sequence[torch.Generator], rows_per_seed: int, device):
-        self.generators, self.rows, self.device = generators, rows_per_seed, device
+    def __init__(self, generators: Sequence[torch.Generator], rows_per_seed: int, device,
+                 dtype: torch.dtype = torch.float64):
+        self.generators, self.rows, self.device, self.dtype = generators, rows_per_seed, device, dtype
 
     def __getitem__(self, k: int) -> torch.Tensor:
-        return torch.cat([torch.rand(self.rows, generator=g, device=self.device, dtype=torch.float64)
+        return torch.cat([torch.rand(self.rows, generator=g, device=self.device, dtype=self.dtype)
                           for g in self.generators])
 
 
@@ -400,11 +401,12 @@ def train_seeds(policies: Sequence[Policy], env: TemporalEnv, train_queries: np.
             for sel, h in zip(selections, histories)]
 
 
-def _resume_epoch(run: RunOptions) -> int:
-    """The epoch ``run`` would resume at (0: none), read without restoring anything."""
+def _resume_epoch(run: RunOptions, fmt: str = CHECKPOINT_FORMAT, what: str = "RAPTOR RL checkpoint") -> int:
+    """The epoch ``run`` would resume at (0: none) from its checkpoint of format ``fmt`` (``what``:
+    its name in errors), read without restoring anything."""
     if not run.resume or run.out_dir is None:
         return 0
-    ck = checkpoints.load_latest(Path(run.out_dir) / RunDir.CHECKPOINT, CHECKPOINT_FORMAT, "RAPTOR RL checkpoint")
+    ck = checkpoints.load_latest(Path(run.out_dir) / RunDir.CHECKPOINT, fmt, what)
     return 0 if ck is None else int(ck["epoch"]) + 1
 
 
