@@ -8,8 +8,10 @@ environment (:mod:`raptor.mdp.device_env`) wherever ``train.env_backend: auto`` 
   ``Policy``) and of ``S`` seeds at once (``StackedPolicy``, :mod:`raptor.agents.actor_critic.seeds`),
   from ``--batches`` timed batches after a warm-up, scaled to a whole epoch; with the ratio to the
   bound (the epoch's FLOPs over the GEMM rate);
-* ``pretrain_epoch[precision]``: seconds per pretraining epoch of one seed (labels looked up on the
-  device when the environment is there), timed the same way;
+* ``pretrain_epoch[precision][S]``: seconds per pretraining epoch of one seed alone and of ``S`` seeds
+  stacked (:mod:`raptor.agents.actor_critic.pretrain_seeds`; labels looked up on the device when the
+  environment is there), timed the same way;
+* ``titer_epoch``: seconds per epoch of TITer-150's REINFORCE (float32, reward shaping), one seed;
 * ``validation`` / ``test[precision]``: seconds for the whole split (17,028 / 14,742 queries with
   inverses, beam 100): the beam search and the time-aware filtered ranks
   (:func:`raptor.agents.beam.search_and_rank`);
@@ -39,6 +41,8 @@ from bench_gpu_env import profile, sync, timed_steps  # noqa: E402
 from bench_seeds import time_epoch  # noqa: E402
 
 from raptor.agents.actor_critic.pretrain import pretrain_batch  # noqa: E402
+from raptor.agents.actor_critic.pretrain_seeds import pretrain_batch_seeds  # noqa: E402
+from raptor.agents.actor_critic.seeds import StackedPolicy  # noqa: E402
 from raptor.agents.beam import SearchOptions, search_and_rank  # noqa: E402
 from raptor.agents.policy import Policy  # noqa: E402
 from raptor.common.io import atomic_write_json  # noqa: E402
@@ -52,28 +56,63 @@ from raptor.mdp.device_env import on_device  # noqa: E402
 from raptor.mdp.env import TemporalEnv  # noqa: E402
 
 
-def pretrain_seconds(env, table, queries, E, R, precision, device, batches, warmup):
-    """Seconds of ``batches`` pretraining batches (after ``warmup``) of one seed, and the mean BCE."""
+def pretrain_seconds(env, table, queries, E, R, S, precision, device, batches, warmup):
+    """Seconds of ``batches`` pretraining batches (after ``warmup``) of one seed alone (``S = 1``) or of
+    ``S`` seeds stacked (:func:`raptor.agents.actor_critic.pretrain_seeds.pretrain_batch_seeds`), and the
+    mean BCE."""
     cfg = PretrainConfig()
-    torch.manual_seed(0)
-    policy = Policy(E, R, ModelConfig(), env.K).to(device)
-    opt = adam(policy.parameters(), cfg.learning_rate)
-    order = np.random.default_rng(0).permutation(len(queries))
-    gen = torch.Generator(device=device).manual_seed(0)
+    pols = []
+    for s in range(S):
+        torch.manual_seed(s)
+        pols.append(Policy(E, R, ModelConfig(), env.K).to(device))
+    model = pols[0] if S == 1 else StackedPolicy(pols).to(device)
+    opt = adam(model.parameters(), cfg.learning_rate)
+    orders = [np.random.default_rng(s).permutation(len(queries)) for s in range(S)]
+    gens = [torch.Generator(device=device).manual_seed(s) for s in range(S)]
     bs = cfg.batch_size
     n_batches = len(queries) // bs
 
     def step(i):
         j = i % n_batches
+        rows = np.concatenate([queries[o[j * bs:(j + 1) * bs]] for o in orders])
         with autocast(precision, device):
-            pb = pretrain_batch(policy, env, table, queries[order[j * bs:(j + 1) * bs]], gen, device, cfg.no_reachable)
+            if S == 1:
+                pb = pretrain_batch(model, env, table, rows, gens[0], device, cfg.no_reachable)
+                bce = pb.stats["bce"]
+            else:
+                pb = pretrain_batch_seeds(model, env, table, rows, gens, device, cfg.no_reachable)
+                bce = float(np.mean([x["bce"] for x in pb.stats]))
         opt.zero_grad(set_to_none=False)
         pb.loss.backward()
         opt.step()
-        return pb.stats["bce"]
+        return bce
 
     seconds, bce = timed_steps(step, warmup, batches, device)
     return seconds, float(np.mean(bce))
+
+
+def titer_seconds(env, queries, E, R, device, batches, warmup):
+    """Seconds of ``batches`` batches of TITer-150's REINFORCE (its params' defaults: float32, reward
+    shaping with its Dirichlet prior) after ``warmup``, and the mean reward."""
+    from raptor.agents.titer.dirichlet import fit_time_prior
+    from raptor.agents.titer.training import ReactiveBaseline, Reinforce, TITerPolicy, make_optimizer, train_epoch
+    from raptor.config import TITerConfig
+    from raptor.runs.rundir import RunOptions
+
+    cfg = TITerConfig()
+    torch.manual_seed(0)
+    policy = TITerPolicy(E, R, cfg, env.K).to(device)
+    opt = make_optimizer(policy, cfg)
+    prior = fit_time_prior(queries, E, R, cfg) if cfg.reward_shaping else None
+    algo = Reinforce(cfg, prior, ReactiveBaseline(cfg.baseline_lambda))
+    run = RunOptions(device=device, precision=cfg.precision, progress=False)
+    sub = queries[np.random.default_rng(0).permutation(len(queries))[:(warmup + batches) * cfg.batch_size]]
+    train_epoch(policy, opt, env, sub[:warmup * cfg.batch_size], 0, algo, run)
+    sync(device)
+    t = time.perf_counter()
+    row = train_epoch(policy, opt, env, sub[warmup * cfg.batch_size:], 1, algo, run)
+    sync(device)
+    return time.perf_counter() - t, row["reward"]
 
 
 def main():
@@ -136,9 +175,17 @@ def main():
     n_pre = len(train) / PretrainConfig().batch_size
     pre = {}
     for precision in args.precisions:
-        sec, bce = pretrain_seconds(denv, table, train, E, R, precision, device, args.batches, args.warmup)
-        pre[precision] = {"seconds_per_epoch": sec / args.batches * n_pre, "mean_bce": bce}
-        save("pretrain_epoch", pre)
+        pre[precision] = {}
+        for S in (1, args.seeds):
+            sec, bce = pretrain_seconds(denv, table, train, E, R, S, precision, device, args.batches, args.warmup)
+            per_epoch = sec / args.batches * n_pre
+            pre[precision][str(S)] = {"stacked": S > 1, "seconds_per_epoch": per_epoch,
+                                      "seconds_per_seed_epoch": per_epoch / S, "mean_bce": bce}
+            save("pretrain_epoch", pre)
+
+    # TITer-150's training step (its own precision, float32), one seed
+    sec, reward = titer_seconds(denv, train, E, R, device, args.batches, args.warmup)
+    save("titer_epoch", {"seconds_per_epoch": sec / args.batches * len(train) / 512, "mean_reward": reward})
 
     # validation and test: beam search and filtered ranks of the whole split
     fi = build_filter(quads, R)
