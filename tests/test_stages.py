@@ -258,7 +258,7 @@ LAYERS: list[tuple[str, set[str]]] = [
                                   "labeling.reference", "labeling.actions", "labeling.device", "labeling.compute", "labeling.store",
                                   "labeling.stage", "runs.context"}),
     ("policies and agents", {"agents.policy", "agents.rollout", "agents.beam", "agents.flops", "runs.loop",
-                             "agents.actor_critic", "agents.actor_critic.rl", "agents.actor_critic.seeds", "agents.titer",
+                             "agents.actor_critic", "agents.actor_critic.rl", "agents.actor_critic.seeds", "agents.actor_critic.stack", "agents.titer",
                              "agents.titer.training", "agents.titer.dirichlet", "agents.recurrency", "agents.recurrency.method",
                              "agents.base", "agents.actor_critic.agent", "agents.titer.agent",
                              "agents.recurrency.agent"}),

@@ -40,7 +40,7 @@ import torch
 
 from raptor.agents.actor_critic.pretrain import (PRETRAIN_CHECKPOINT_FORMAT, _READ, prepare_pretrain_runs, pretrain,
                                                  pretrain_options, reachability_bce, step_labels, wanted_snapshots)
-from raptor.agents.actor_critic.seeds import (SeedUniforms, StackedPolicy, _not_alone, _resume_epoch,
+from raptor.agents.actor_critic.stack import (SeedUniforms, StackedPolicy, not_alone, resume_epoch,
                                               seed_optimizer_state, stack_optimizer_states)
 from raptor.agents.policy import Policy
 from raptor.agents.rollout import advance, as_tensor, candidate_tensors, query_context, score_candidates
@@ -136,7 +136,7 @@ def pretrain_batch_seeds(stack: StackedPolicy, env: TemporalEnv | DeviceEnv, tab
     return StackedPretrainBatch(loss=total.sum(), seed_loss=total, stats=stats)
 
 
-def pretrain_epoch_seeds(stack: StackedPolicy, optimizer: torch.optim.Optimizer, env: TemporalEnv | DeviceEnv,
+def _pretrain_epoch_seeds(stack: StackedPolicy, optimizer: torch.optim.Optimizer, env: TemporalEnv | DeviceEnv,
                          table: LabelTable, queries: np.ndarray, epoch: int, cfg: PretrainConfig,
                          runs: Sequence[RunOptions]) -> list[dict[str, float]]:
     """One pretraining pass over ``queries`` (``[Q, 4]``) for each run's seed at once, each shuffled
@@ -212,7 +212,7 @@ def pretrain_seeds(policies: Sequence[Policy], env: TemporalEnv, table: LabelTab
     if isinstance(table, PartitionedLabels):
         return alone("a partitioned label table (pretrain.labels_in_memory: part) is read part by part in "
                      "each seed's own order")
-    if len({_resume_epoch(r, PRETRAIN_CHECKPOINT_FORMAT, _WHAT) for r in runs}) > 1:
+    if len({resume_epoch(r, PRETRAIN_CHECKPOINT_FORMAT, _WHAT) for r in runs}) > 1:
         return alone("their runs resume at different epochs")
     metas = [{**model_meta(p, r.meta, r.seed), "phase": "pretrain"} for p, r in zip(policies, runs)]
     runs = [replace(r, epochs=n_epochs, out_dir=Path(r.out_dir) if r.out_dir is not None else None, meta=m)
@@ -233,7 +233,7 @@ def pretrain_seeds(policies: Sequence[Policy], env: TemporalEnv, table: LabelTab
     def write_history(folder: Path, history: list[dict[str, Any]]) -> None:
         atomic_write_json(RunDir(folder).history, history)
 
-    phases = [Phase("pretrain", PRETRAIN_CHECKPOINT_FORMAT, _WHAT, run_epoch=_not_alone, write_history=write_history,
+    phases = [Phase("pretrain", PRETRAIN_CHECKPOINT_FORMAT, _WHAT, run_epoch=not_alone, write_history=write_history,
                     after_epoch=snapshot_of(s), budget_bound=False) for s in range(len(runs))]
     resumed = [resume(ph, p, opt, r) for ph, p, opt, r in zip(phases, policies, optimizers, runs)]
     histories = [h for h, _ in resumed]
@@ -249,7 +249,7 @@ def pretrain_seeds(policies: Sequence[Policy], env: TemporalEnv, table: LabelTab
                        initial=start, total=n_epochs)
     for epoch in bar:
         t0 = time.perf_counter()
-        rows = pretrain_epoch_seeds(stack, optimizer, env, table, queries, epoch, cfg, runs)
+        rows = _pretrain_epoch_seeds(stack, optimizer, env, table, queries, epoch, cfg, runs)
         seconds = time.perf_counter() - t0
         stack.unstack_into(policies)
         opt_state = optimizer.state_dict()
