@@ -144,8 +144,24 @@ def test_pretraining_one_label_part_at_a_time(synthetic, tmp_path):
         c = pretrain_batch(policy, on_device(env, "cpu", "torch"), parts.load(part), sub,
                            torch.Generator().manual_seed(0))
         assert float(c.loss.detach()) == float(b.loss.detach()) and c.stats == b.stats  # the part's device copy
-    hist = pretrain(Policy(spec.num_entities, spec.num_relations, SMALL), env, parts, train[:600], PretrainConfig(epochs=1, batch_size=128, labels_in_memory="part"), RunOptions(progress=False, resume=False))
+    pcfg = PretrainConfig(epochs=1, batch_size=128, labels_in_memory="part")
+    hist = pretrain(Policy(spec.num_entities, spec.num_relations, SMALL), env, parts, train[:600], pcfg,
+                    RunOptions(progress=False, resume=False))
     assert len(hist) == 1 and math.isfinite(hist[0]["bce"])
+
+    # seeds asked to pretrain at once on a partitioned table train one after another, each as alone
+    from raptor.agents.actor_critic.pretrain_seeds import pretrain_seeds
+
+    def fresh(seed):
+        torch.manual_seed(seed)
+        return Policy(spec.num_entities, spec.num_relations, SMALL)
+
+    runs = [RunOptions(seed=s, progress=False, resume=False) for s in (0, 1)]
+    together = pretrain_seeds([fresh(0), fresh(1)], env, parts, train[:600], pcfg, runs)
+    alone = [pretrain(fresh(s), env, parts, train[:600], pcfg, r) for s, r in zip((0, 1), runs)]
+    drop = lambda h: [{k: v for k, v in row.items() if k != "seconds"} for row in h]  # noqa: E731
+    assert [drop(h) for h in together] == [drop(h) for h in alone]
+    assert drop(together[0]) != drop(together[1])  # two seeds, two walks
     with pytest.raises(ValueError, match="not partitioned.*labeling.partitions > 1"):
         PartitionedLabels(tmp_path / "labels" / "part-00000")
 
