@@ -19,7 +19,8 @@ environment (:mod:`raptor.mdp.device_env`) wherever ``train.env_backend: auto`` 
   wall time the device spends in kernels, kernel launches and host-device copies per batch.
 
 Each section is written to ``--out`` as soon as it is measured, so a run cut short keeps what it did.
-``--quick``: a few batches and queries of each, float32 only (a CPU try of the script).
+``--quick``: a few batches and queries of each, float32 only (a CPU try of the script; with
+``--env-backend torch`` it runs the device environment's path on the CPU).
 
 Run: ``python benchmarks/bench_gpu.py --raw DIR_OF_ICEWS14_TXT --out bench_gpu.json`` (about 6 minutes on
 one H100/H200; ``benchmarks/bench_gpu.sh`` wraps it).
@@ -126,6 +127,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--profile-batches", type=int, default=10)
     ap.add_argument("--queries", type=int, default=0, help="validation/test queries (0: the whole split)")
+    ap.add_argument("--env-backend", default="auto", choices=["auto", "numpy", "torch"],
+                    help="the training environment (train.env_backend): auto = the device's on CUDA")
     ap.add_argument("--quick", action="store_true", help="2 batches, 128 queries, float32: a CPU try")
     args = ap.parse_args()
     if args.quick:
@@ -136,7 +139,7 @@ def main():
     quads = np.concatenate(list(splits.values()))
     graph = TemporalGraph.from_quadruples(quads, E, R)
     env = TemporalEnv(graph, EnvConfig())
-    denv = on_device(env, device, "auto")
+    denv = on_device(env, device, args.env_backend)
     train = with_inverse_queries(splits["train"], R).astype(np.int64)
     time_rows = int(quads[:, 3].max()) + 2
     out = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
