@@ -40,7 +40,7 @@ import torch
 
 from raptor.agents.actor_critic.pretrain import (PRETRAIN_CHECKPOINT_FORMAT, _READ, prepare_pretrain_runs, pretrain,
                                                  pretrain_options, reachability_bce, step_labels, wanted_snapshots)
-from raptor.agents.actor_critic.stack import (SeedUniforms, StackedPolicy, not_alone, resume_epoch,
+from raptor.agents.actor_critic.stack import (SeedUniforms, StackedPolicy, check_stackable, not_alone, resume_epoch,
                                               seed_optimizer_state, stack_optimizer_states)
 from raptor.agents.policy import Policy
 from raptor.agents.rollout import advance, as_tensor, candidate_tensors, query_context, score_candidates
@@ -171,23 +171,6 @@ def _pretrain_epoch_seeds(stack: StackedPolicy, optimizer: torch.optim.Optimizer
     return [dict(zip(keys, (row / max(n_total, 1)).tolist())) for row in sums]
 
 
-def _check(policies: Sequence[Policy], runs: Sequence[RunOptions]) -> None:
-    """Refuse what cannot share a step, before anything trains (alone or stacked)."""
-    if len(policies) != len(runs) or not runs:
-        raise ValueError(f"pretrain_seeds: {len(policies)} policies for {len(runs)} runs")
-    shared = {(r.epochs, str(r.device), r.precision, r.resume, r.env_backend, r.checkpoint_every) for r in runs}
-    if len(shared) > 1:
-        raise ValueError("pretrain_seeds: the runs differ in epochs, device, precision, resume, env_backend or "
-                         "checkpoint_every; only their seed, folder, hooks and meta may differ")
-    if len({r.seed for r in runs}) != len(runs):
-        raise ValueError(f"pretrain_seeds: repeated seeds {[r.seed for r in runs]}")
-    first = policies[0]
-    for p in policies[1:]:
-        if (type(p), p.num_entities, p.num_relations, p.config, p.max_path_length) != \
-                (type(first), first.num_entities, first.num_relations, first.config, first.max_path_length):
-            raise ValueError("pretrain_seeds: the policies differ in shape (dataset, model params or path length)")
-
-
 def pretrain_seeds(policies: Sequence[Policy], env: TemporalEnv, table: LabelTable | PartitionedLabels,
                    train_queries: np.ndarray, cfg: PretrainConfig = PretrainConfig(),
                    runs: Sequence[RunOptions] = (), *, snapshots: tuple[int, ...] = ()) -> list[list[dict[str, Any]]]:
@@ -199,7 +182,7 @@ def pretrain_seeds(policies: Sequence[Policy], env: TemporalEnv, table: LabelTab
     runs resumed at different epochs, or a partitioned label table: each seed alone."""
     from raptor.common.progress import progress_bar
 
-    _check(policies, runs)
+    check_stackable("pretrain_seeds", policies, runs)
     n_epochs = cfg.epochs if runs[0].epochs is None else runs[0].epochs
 
     def alone(reason: str) -> list[list[dict[str, Any]]]:

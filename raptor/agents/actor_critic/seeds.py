@@ -37,8 +37,8 @@ import torch
 
 from raptor.agents.actor_critic.rl import (CHECKPOINT_FORMAT, _write_history, entropy_coefficient,
                                            grouped_actor_critic_terms, make_optimizer, train)
-from raptor.agents.actor_critic.stack import (SeedUniforms, StackedPolicy, clip_per_seed, not_alone, resume_epoch,  # noqa: F401
-                                              seed_optimizer_state, stack_optimizer_states)
+from raptor.agents.actor_critic.stack import (SeedUniforms, StackedPolicy, check_stackable, clip_per_seed,  # noqa: F401
+                                              not_alone, resume_epoch, seed_optimizer_state, stack_optimizer_states)
 from raptor.agents.policy import Policy
 from raptor.agents.rollout import rollout
 from raptor.common.runtime import autocast, epoch_seed
@@ -105,14 +105,7 @@ def train_seeds(policies: Sequence[Policy], env: TemporalEnv, train_queries: np.
     (``stacked_seeds``). Runs resumed at different epochs, or a single run, are trained alone."""
     from raptor.common.progress import progress_bar
 
-    if len(policies) != len(runs) or not runs:
-        raise ValueError(f"train_seeds: {len(policies)} policies for {len(runs)} runs")
-    shared = {(r.epochs, str(r.device), r.precision, r.resume, r.env_backend, r.checkpoint_every) for r in runs}
-    if len(shared) > 1:
-        raise ValueError("train_seeds: the runs differ in epochs, device, precision, resume, env_backend or "
-                         "checkpoint_every; only their seed, folder, hooks and meta may differ")
-    if len({r.seed for r in runs}) != len(runs):
-        raise ValueError(f"train_seeds: repeated seeds {[r.seed for r in runs]}")
+    check_stackable("train_seeds", policies, runs)
     n_epochs = rl.epochs if runs[0].epochs is None else runs[0].epochs
     runs = [replace(r, epochs=n_epochs, out_dir=Path(r.out_dir) if r.out_dir is not None else None,
                     meta=model_meta(p, r.meta, r.seed)) for p, r in zip(policies, runs)]

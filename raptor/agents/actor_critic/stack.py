@@ -274,3 +274,22 @@ def not_alone(epoch: int) -> dict[str, Any]:  # pragma: no cover - a stacked pha
     """The ``run_epoch`` of a stacked seed's :class:`raptor.runs.loop.Phase`: never called (the stack trains
     its epochs; the phase only resumes and ends them)."""
     raise RuntimeError("a stacked seed's phase is trained by its stacked loop, not by run_epochs")
+
+
+def check_stackable(what: str, policies: Sequence[Policy], runs: Sequence[RunOptions]) -> None:
+    """Refuse seeds that cannot share a step, before anything trains (alone or stacked): one policy per
+    run, runs that differ in more than their seed, folder, hooks and ``meta``, repeated seeds, policies
+    of different shapes. ``what``: the caller, named in the errors."""
+    if len(policies) != len(runs) or not runs:
+        raise ValueError(f"{what}: {len(policies)} policies for {len(runs)} runs")
+    shared = {(r.epochs, str(r.device), r.precision, r.resume, r.env_backend, r.checkpoint_every) for r in runs}
+    if len(shared) > 1:
+        raise ValueError(f"{what}: the runs differ in epochs, device, precision, resume, env_backend or "
+                         "checkpoint_every; only their seed, folder, hooks and meta may differ")
+    if len({r.seed for r in runs}) != len(runs):
+        raise ValueError(f"{what}: repeated seeds {[r.seed for r in runs]}")
+    first = policies[0]
+    for p in policies[1:]:
+        if (type(p), p.num_entities, p.num_relations, p.config, p.max_path_length) != \
+                (type(first), first.num_entities, first.num_relations, first.config, first.max_path_length):
+            raise ValueError(f"{what}: the policies differ in shape (dataset, model params or path length)")
