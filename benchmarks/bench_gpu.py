@@ -23,7 +23,8 @@ Each section is written to ``--out`` as soon as it is measured, so a run cut sho
 ``--env-backend torch`` it runs the device environment's path on the CPU).
 
 Run: ``python benchmarks/bench_gpu.py --raw DIR_OF_ICEWS14_TXT --out bench_gpu.json`` (about 6 minutes on
-one H100/H200; ``benchmarks/bench_gpu.sh`` wraps it).
+one H100/H200; ``benchmarks/bench_gpu.sh`` wraps it). The docs' table against issue 37's targets:
+``python benchmarks/bench_gpu.py --table bench_gpu.json``.
 """
 
 from __future__ import annotations
@@ -116,7 +117,77 @@ def titer_seconds(env, queries, E, R, device, batches, warmup):
     return time.perf_counter() - t, row["reward"]
 
 
+#: Issue 37's targets on one H100/H200 (seconds): an RL epoch of one seed and of five at once,
+#: a validation, five seeds of one system at the paper's budget.
+TARGETS = {"rl_1": 1.0, "rl_5": 1.5, "validation": 2.0, "paper_budget_5": 15 * 60}
+#: Queries (with inverses) of ICEWS14's validation and test splits.
+FULL_SPLITS = {"validation": 17028, "test": 14742}
+#: The paper's budget: pretraining and RL epochs, and validation rounds (every 20 RL epochs).
+PAPER_BUDGET = {"pretrain": 40, "rl": 400, "validations": 400 // 20}
+
+
+def paper_budget_seconds(d: dict, precision: str) -> float | None:
+    """Five seeds of RL-RAPTOR at the paper's budget, from the measured parts: 40 pretraining epochs
+    and 400 RL epochs of the five stacked, and 20 validations of the whole split per seed (scaled from
+    the queries timed): an estimate, not a run."""
+    try:
+        S = str(d["seeds"])
+        return (PAPER_BUDGET["pretrain"] * d["pretrain_epoch"][precision][S]["seconds_per_epoch"]
+                + PAPER_BUDGET["rl"] * d["rl_epoch"][precision][S]["seconds_per_epoch"]
+                + PAPER_BUDGET["validations"] * int(S) * d["validation"][precision]["seconds"]
+                * FULL_SPLITS["validation"] / d["validation"][precision]["queries"])
+    except KeyError:
+        return None
+
+
+def target_table(path: str) -> str:
+    """The docs' table of one result file against issue 37's targets (``--table FILE``)."""
+    import json
+
+    d = json.load(open(path))
+
+    def cell(value, target=None):
+        if value is None:
+            return "not measured"
+        text = f"{value:.2f}" if value < 100 else f"{value:.0f}"
+        return text + ("" if target is None else (" (target met)" if value <= target else " (target missed)"))
+
+    rows = [f"Device: {d['device']}, PyTorch {d['torch']}, environment {d['environment']}; {d['batches_timed']} "
+            f"batches timed per number.", "",
+            "| precision | RL epoch, 1 seed (s) | RL epoch, " + str(d["seeds"]) + " seeds at once (s) | pretraining "
+            "epoch, 1 / " + str(d["seeds"]) + " seeds (s) | TITer-150 epoch (s) | validation (s) | test (s) | "
+            "ratio to the GEMM bound | " + str(d["seeds"]) + " seeds at the paper's budget, estimated (s) |",
+            "|" + "---|" * 9]
+    S = str(d["seeds"])
+    for precision, rl in d.get("rl_epoch", {}).items():
+        pre = d.get("pretrain_epoch", {}).get(precision, {})
+        get = lambda section, key="seconds": d.get(section, {}).get(precision, {}).get(key)  # noqa: E731
+        ratio = rl.get("bound", {}).get("train", {}).get("ratio_to_bound")
+
+        def split_cell(section, target=None):  # a target holds for the whole split only
+            queries = get(section, "queries")
+            whole = queries == FULL_SPLITS[section]
+            return cell(get(section), target if whole else None) + ("" if whole or queries is None else
+                                                                   f" ({queries} queries)")
+
+        titer = d.get("titer_epoch", {}).get("seconds_per_epoch") if precision == "float32" else None
+        rows.append(f"| {precision} | {cell(rl.get('1', {}).get('seconds_per_epoch'), TARGETS['rl_1'])} "
+                    f"| {cell(rl.get(S, {}).get('seconds_per_epoch'), TARGETS['rl_5'])} "
+                    f"| {cell(pre.get('1', {}).get('seconds_per_epoch'))} / {cell(pre.get(S, {}).get('seconds_per_epoch'))} "
+                    f"| {cell(titer)} | {split_cell('validation', TARGETS['validation'])} | {split_cell('test')} "
+                    f"| {cell(ratio)} | {cell(paper_budget_seconds(d, precision), TARGETS['paper_budget_5'])} |")
+    prof = d.get("profile")
+    if prof and prof.get("busy_share") is not None:
+        rows += ["", f"Profile of {prof['batches']} float32 RL batches: the device busy {100 * prof['busy_share']:.0f}% "
+                 f"of the wall time, {prof['launches_per_batch']:.0f} kernel launches and "
+                 f"{prof['host_device_copies_per_batch']:.0f} host-device copies per batch."]
+    return "\n".join(rows)
+
+
 def main():
+    if sys.argv[1:2] == ["--table"]:
+        print(target_table(sys.argv[2]))
+        return
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--raw", default=str(RAW))
     ap.add_argument("--out", default="benchmarks/results/bench_gpu.json")
