@@ -5,8 +5,10 @@ Ingests the ICEWS text files (``--raw``), builds the graph, trains ``--variant``
 :func:`raptor.pipeline.experiment.run_variants` (the actor-critic agent stacks them into one batched
 step: :mod:`raptor.agents.actor_critic.seeds`; TITer's train one after the other) for ``--epochs``
 RL epochs with the repo's params (profile paper) and ``--set KEY=VALUE`` overrides, then evaluates
-each seed's best model on the test split (:func:`raptor.pipeline.experiment.evaluate_model`). RL-RAPTOR
-needs labels and pretraining: not here (Pure-RL and TITer-150 only).
+each seed's best model on the test split (:func:`raptor.pipeline.experiment.evaluate_model`). For
+RL-RAPTOR it first labels the training pairs (:func:`raptor.labeling.stage.label_dataset`) and pretrains
+the seeds ``pretrain.epochs`` epochs at once (:func:`raptor.agents.actor_critic.pretrain_seeds.pretrain_runs`,
+one batched step), then fine-tunes each from its own pretrained weights.
 
 What comes back (``--out``, small files only: a checkpoint of the paper's model is 21.9 MB, more than
 a lent machine returns per file): per seed ``history.json``, ``summary.json``, the test
@@ -15,7 +17,8 @@ seconds of each part). ``--deadline S``: the training stops cleanly (a run folde
 written every epoch) when S seconds have passed, and the files of what was trained come back.
 
 Run: ``python benchmarks/gpu_paper_seeds.py --raw .gpu/ICEWS14 --variant pure_rl --out $OUT``
-(a CPU try: ``--device cpu --epochs 1 --seeds 0 1 --train-queries 512 --valid-queries 64 --test-queries 64``)
+(a CPU try: ``--device cpu --epochs 1 --seeds 0 1 --train-queries 512 --valid-queries 64 --test-queries 64``;
+for RL-RAPTOR add ``--variant raptor --set pretrain.epochs=1 --set train.stacked_seeds=2``: tried so on 2026-11-26)
 """
 
 from __future__ import annotations
@@ -33,10 +36,13 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from raptor.agents import variants  # noqa: E402
+from raptor.agents.actor_critic.pretrain_seeds import pretrain_runs  # noqa: E402
 from raptor.common.io import atomic_write_json  # noqa: E402
 from raptor.config import load_params  # noqa: E402
 from raptor.data.graph import build_graph  # noqa: E402
 from raptor.data.ingest import ingest  # noqa: E402
+from raptor.labeling.stage import label_dataset  # noqa: E402
 from raptor.pipeline.experiment import evaluate_model, load_context, run_variants  # noqa: E402
 from raptor.runs.rundir import RunDir, RunOptions  # noqa: E402
 
@@ -55,7 +61,7 @@ def parse_value(text: str):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--raw", required=True, help="folder of the dataset's text files (train/valid/test.txt, ...)")
-    ap.add_argument("--variant", default="pure_rl", choices=["pure_rl", "titer"])
+    ap.add_argument("--variant", default="pure_rl", choices=["pure_rl", "raptor", "titer"])
     ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4])
     ap.add_argument("--epochs", type=int, default=None, help="RL epochs (default: params, the paper's 400)")
     ap.add_argument("--out", required=True, help="where the small result files go")
@@ -93,13 +99,31 @@ def main():
             raise Deadline(f"deadline of {args.deadline:.0f} s passed after epoch {epoch + 1}")
 
     runs = [RunOptions(seed=s, epochs=args.epochs, out_dir=work / "runs" / f"seed{s}", progress=False) for s in args.seeds]
-    t = time.perf_counter()
+    summaries, init_models, pretrain_epochs, record["stopped"] = None, None, 0, None
     try:
-        summaries = run_variants(ctx, args.variant, runs, hooks=[stop_at_deadline] * len(runs))
-        record["stopped"] = None
+        if variants.get(args.variant).pretrained:  # RL-RAPTOR: labels, then the seeds pretrained at once
+            t = time.perf_counter()
+            if not (work / "labels" / "summary.json").exists():
+                label_dataset(work / "data", work / "labels", max_path_length=params.env.max_path_length,
+                              config=params.labeling, graph_path=work / "graph.npz", show_progress=False)
+            record["seconds"]["labels"] = time.perf_counter() - t
+            t = time.perf_counter()
+            pretrain_epochs = params.pretrain.epochs
+            pre = [RunOptions(seed=s, out_dir=work / "pretrain" / f"seed{s}", progress=False) for s in args.seeds]
+            snaps = pretrain_runs(ctx, work / "labels", [pretrain_epochs], pre,
+                                  on_epoch_end=[stop_at_deadline] * len(pre))
+            init_models = [snap[pretrain_epochs] for snap in snaps]
+            record["seconds"]["pretrain"] = time.perf_counter() - t
+            for s, run in zip(args.seeds, pre):
+                keep = out / f"seed{s}"
+                keep.mkdir(exist_ok=True)
+                shutil.copy(RunDir(run.out_dir).history, keep / "pretrain-history.json")
+        t = time.perf_counter()
+        summaries = run_variants(ctx, args.variant, runs, init_models=init_models, pretrain_epochs=pretrain_epochs,
+                                 hooks=[stop_at_deadline] * len(runs))
+        record["seconds"]["train"] = time.perf_counter() - t
     except Deadline as exc:
-        summaries, record["stopped"] = None, str(exc)
-    record["seconds"]["train"] = time.perf_counter() - t
+        record["stopped"] = str(exc)
     for s, run in zip(args.seeds, runs):
         folder = RunDir(run.out_dir)
         keep = out / f"seed{s}"
