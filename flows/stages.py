@@ -19,7 +19,7 @@ from typing import Optional
 
 from raptor.agents import variants
 from raptor.config import load_resolved
-from raptor.constants import METRIC_KEYS, seed_dir
+from raptor.constants import METRIC_KEYS, arm_folder, seed_dir
 from raptor.common.io import atomic_write_json
 from raptor.pipeline.projectlock import project_lock
 from raptor.runs.rundir import RunDir
@@ -387,8 +387,8 @@ def ablation_flow(dataset: str, params: str, inputs: dict, outputs: dict) -> dic
     p = load_resolved(params)
     epochs = sorted(set(p.ablation.pretrain_epochs))
     exp = experiment_name(dataset, "ablation-pretrain-epochs")
-    arms = {n: str(Path(outputs["out"]) / f"p{n}") for n in epochs}
-    evals = {n: str(Path(outputs["eval"]) / f"p{n}") for n in epochs}
+    arms = {n: str(Path(outputs["out"]) / arm_folder(n)) for n in epochs}
+    evals = {n: str(Path(outputs["eval"]) / arm_folder(n)) for n in epochs}
     threads = threads_per_run(p.train.num_threads, p.train.parallel_runs)
     # The invocation's parent here, holding the report (its runs carry the tag pipeline_run_id).
     with tracking.tracked_run(exp, f"ablation-{dataset}", params={"arms": epochs, "seeds": p.ablation.seeds,

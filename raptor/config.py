@@ -401,14 +401,22 @@ class Params:
     ablation: AblationConfig = field(default_factory=AblationConfig, metadata=NO_EFFECT)
 
     def dataset(self, name: Optional[str] = None) -> tuple[str, DatasetConfig]:
-        """``(name, config)`` of dataset ``name``; without a name, the only dataset listed."""
+        """``(name, config)`` of dataset ``name``; without a name, the only dataset listed. A registered
+        name (:mod:`raptor.data.registry`) that ``datasets`` does not list gets its release's defaults, as
+        an entry ``NAME: {}`` would: a command such as ``raptor ingest --dataset ICEWS18`` needs no edit of
+        params.yaml (the pipeline's stages still run the listed datasets only)."""
+        from raptor.data.registry import RELEASES
+
         if name is None:
             if len(self.datasets) != 1:
                 raise ConfigError(f"datasets: {len(self.datasets)} datasets are listed "
                                   f"({', '.join(self.datasets)}): say which one (--dataset)")
             name = next(iter(self.datasets))
         if name not in self.datasets:
-            raise ConfigError(f"datasets: no dataset {name!r} (listed: {', '.join(self.datasets) or 'none'})")
+            if name in RELEASES:
+                return name, DatasetConfig(**RELEASES[name].defaults(name))
+            raise ConfigError(f"datasets: no dataset {name!r} (listed: {', '.join(self.datasets) or 'none'}; "
+                              f"registered: {', '.join(RELEASES)})")
         return name, self.datasets[name]
 
 

@@ -70,3 +70,9 @@ def seed_dir(folder, seed: int) -> str:
     """A seed's folder inside a stage output that holds one run per seed (``.../seed0``)."""
     return str(Path(folder) / f"seed{seed}")
 
+
+def arm_folder(pretrain_epochs: int) -> str:
+    """The folder of the pretraining-epochs ablation's arm with ``pretrain_epochs`` pretraining epochs,
+    inside its stage outputs (``.../p10``); it holds one ``seed<S>`` folder per seed."""
+    return f"p{int(pretrain_epochs)}"
+

@@ -165,7 +165,7 @@ def test_a_stage_defaults_to_the_paths_dvc_yaml_gives_it(tmp_path, monkeypatch):
     (["graph", "--in", "data"], "raptor graph: error: --in 'data': expected NAME=PATH"),
     (["graph"], "raptor graph: error: --in data=data/TINY/ingested: not found (run `raptor ingest --dataset TINY` first)"),
     (["finetune"], "raptor finetune: error: --variant: finetune runs one variant: give one of pure_rl, raptor, titer"),
-    (["label", "--dataset", "NOPE"], "raptor label: error: datasets: no dataset 'NOPE' (listed: TINY)"),
+    (["label", "--dataset", "NOPE"], "raptor label: error: datasets: no dataset 'NOPE' (listed: TINY; registered: "),
     (["graph", "--data", "d", "--in", "data=d"], "raptor graph: error: --data select the direct form, --in the stage "
                                                  "form: use one"),
     (["evaluate", "--variant", "nope"], "raptor evaluate: error: argument --variant: invalid choice: 'nope'"),

@@ -96,6 +96,9 @@ def test_datasets_mapping_is_validated():
         p.dataset()
     with pytest.raises(ConfigError, match="no dataset 'C'"):
         p.dataset("C")
+    # a registered name not listed: its release's defaults, as `ICEWS18: {}` in datasets would give
+    listed = params_from_dict({"datasets": {"ICEWS18": {}}}).dataset("ICEWS18")
+    assert p.dataset("ICEWS18") == listed and listed[1].raw_dir.endswith("ICEWS18")
     with pytest.raises(ConfigError, match=r"datasets\.A\.raw_dri: unknown key"):
         params_from_dict({"datasets": {"A": {"raw_dri": "x"}}})
     with pytest.raises(ConfigError, match="datasets: must be a non-empty mapping of dataset names"):

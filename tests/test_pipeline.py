@@ -460,6 +460,12 @@ def test_ablation_pipeline(project):
         assert a["test_mrr_mean"] == pytest.approx(test["mrr"]) and a["test_mrr_std"] == 0.0
     assert (proj / "reports/SYNTH/ablation/ablation_reward.png").exists()
     assert (proj / "runs/SYNTH/ablation/pretrain/seed0/pretrained-e1.pt").is_file()
+    # the results page reads the arms where the pipeline wrote them, with the report's numbers
+    from raptor.reporting.results import ablation_rows, discover
+
+    read = {int(r["pretrain epochs"]): r for r in ablation_rows(discover(proj, "smoke"))}
+    assert sorted(read) == [0, 1]
+    assert all(read[a["pretrain_epochs"]]["MRR"] == f"{100 * a['test_mrr_mean']:.2f}" for a in arms)
     import mlflow
 
     client = mlflow.MlflowClient(tracking_uri=env["MLFLOW_TRACKING_URI"])

@@ -98,7 +98,7 @@ def test_significance_and_paper_layout(workspace, long_runs):
     ours = {r["model"].split("**")[1]: r for r in rows if "(ours" in r["model"]}
     # one row per (set, system): the two sets' rows stay apart, each stating seeds, epochs and precision
     assert set(ours) == {"Pure-RL (ours, quick)", "RL-RAPTOR (ours, quick)", "RL-RAPTOR (ours, long)"}
-    assert ours["RL-RAPTOR (ours, quick)"]["ICEWS14 MRR"] == "43.00 ± 2.83"
+    assert ours["RL-RAPTOR (ours, quick)"]["ICEWS14 MRR"] == "43.00 ± 2.83 *"  # p = 0.0123 < 0.05
     assert "ICEWS18 MRR" not in ours["RL-RAPTOR (ours, quick)"]
     long = ours["RL-RAPTOR (ours, long)"]
     assert long["ICEWS18 MRR"] == "30.00" and "ICEWS14 MRR" not in long
@@ -117,7 +117,8 @@ def test_one_row_per_set_lines_datasets_up(workspace, tmp_path):
     ours = [r for r in rows if "(ours" in r["model"]]
     assert len(ours) == 2
     rap = next(r for r in ours if "RL-RAPTOR" in r["model"])
-    assert rap["ICEWS14 MRR"] == rap["ICEWS18 MRR"] == "43.00 ± 2.83"
+    # ICEWS14's t-test is significant (marked); ICEWS18 has no significance tests (not marked)
+    assert rap["ICEWS14 MRR"] == "43.00 ± 2.83 *" and rap["ICEWS18 MRR"] == "43.00 ± 2.83"
     assert "ICEWS14: 2 seeds, 10 of 10 RL epochs, float32; ICEWS18: 2 seeds" in rap["model"]
 
 
@@ -296,3 +297,82 @@ def test_the_results_page_is_made_again_from_tracked_records_alone(tmp_path):
     finally:
         os.chdir(cwd)
     assert (tmp_path / argv[argv.index("--out") + 1]).read_text() == page
+
+
+def _ablation(ws: Path, rewards: dict[int, list[float]], mrr: dict[int, float]) -> None:
+    """The ablation's arms in a pipeline workspace: per arm one seed-0 run with these per-epoch rewards,
+    validation every second epoch, tested at ``mrr``."""
+    for arm, rs in rewards.items():
+        d = ws / f"runs/ICEWS14/ablation/arms/p{arm}/seed0"
+        _write(d / "history.json", [{"epoch": e, "reward": r, "seconds": 10.0,
+                                     "val_mrr": (0.30 + 0.01 * arm - 0.001 * (e - 3) ** 2) if e % 2 else None}
+                                    for e, r in enumerate(rs)])
+        _write(d / "run_config.json", _params())
+        _write(d / "summary.json", {"rl_epochs": len(rs), "pretrain_epochs": arm, "precision": "float32"})
+        _write(ws / f"runs/ICEWS14/ablation/eval/p{arm}/seed0/metrics.json",
+               {"mrr": mrr[arm], "hits@1": mrr[arm] - 0.1, "hits@3": mrr[arm] + 0.05, "hits@10": mrr[arm] + 0.15})
+
+
+def test_the_ablation_table_states_the_papers_efficiency_measure_beside_ours(workspace):
+    from raptor.reporting.results import ablation_rows
+
+    # arm 0 never reaches the paper's 0.325; arm 10 reaches it at its 4th epoch (index 3); arm 2 at its 1st
+    _ablation(workspace, {0: [0.2, 0.3, 0.32, 0.324, 0.3249], 10: [0.3, 0.31, 0.32, 0.33, 0.34],
+                          2: [0.33, 0.2, 0.2, 0.2, 0.2]}, {0: 0.38, 2: 0.39, 10: 0.41})
+    (workspace / "runs/ICEWS14/ablation/arms/notes").mkdir()  # not an arm: ignored
+    sets = discover(workspace, "quick")
+    assert list(sets[0].ablation) == [0, 2, 10]  # in increasing pretraining epochs
+    rows = {r["pretrain epochs"]: r for r in ablation_rows(sets)}
+    assert rows["0"]["reward ≥ 0.325 at RL epoch"] == "not in 5"
+    assert rows["10"]["reward ≥ 0.325 at RL epoch"] == "4" and rows["2"]["reward ≥ 0.325 at RL epoch"] == "1"
+    # the paper: 10 pretraining epochs reach it by RL epoch 50, Pure-RL needs more than 100; nothing on arm 2
+    assert rows["10"]["paper: reward ≥ 0.325 at RL epoch"] == "50"
+    assert rows["0"]["paper: reward ≥ 0.325 at RL epoch"] == "more than 100"
+    assert rows["2"]["paper: reward ≥ 0.325 at RL epoch"] == ""
+    # validation at epochs 1 and 3 (0-based): 0.30 + 0.01 arm - 0.001 (e - 3)^2 peaks at index 3, RL epoch 4
+    assert rows["10"]["best val MRR"] == "40.00" and rows["10"]["val MRR peak at RL epoch"] == "4"
+    assert rows["10"]["final reward"] == "0.340" and rows["10"]["MRR"] == "41.00" and rows["0"]["H@10"] == "53.00"
+    assert rows["0"]["RL epochs"] == "5 of 5" and rows["0"]["seeds"] == "0"
+
+
+def test_the_page_shows_the_ablation_and_marks_significant_cells(workspace, tmp_path):
+    from raptor.reporting.results import write_results_page
+
+    _ablation(workspace, {0: [0.2, 0.3], 5: [0.3, 0.33]}, {0: 0.38, 5: 0.41})
+    out = tmp_path / "docs/results.md"
+    write_results_page(discover(workspace, "quick"), out)
+    page = out.read_text()
+    assert "## Pretraining-epochs ablation" in page and "| quick | ICEWS14 | 5 | 0 | 2 of 2 |" in page
+    for name in ("reward", "best-val-mrr", "val-mrr"):
+        png = out.parent / f"figures/results/quick-icews14-ablation-{name}.png"
+        assert png.read_bytes()[:4] == b"\x89PNG" and f"(figures/results/{png.name})" in page
+    # the paper's RL-RAPTOR row is marked where the paper marks it: not ICEWS14's Hits@10
+    paper_row = next(line for line in page.splitlines() if line.startswith("| RL-RAPTOR (paper)"))
+    assert "| 42.86 * |" in paper_row and "| 59.49 |" in paper_row and "| 66.79 * |" in paper_row
+    # ours: the fixture's MRR t-test has p = 0.0123 < 0.05 (marked); it has no test of Hits@1 (not marked)
+    ours = next(line for line in page.splitlines() if line.startswith("| **RL-RAPTOR (ours, quick)"))
+    assert "| 43.00 ± 2.83 * | 33.00 ± 2.83 |" in ours
+
+
+def test_a_significance_test_above_the_level_is_not_marked(workspace):
+    sig = workspace / "reports/ICEWS14/significance.json"
+    obj = json.loads(sig.read_text())
+    obj["comparisons"]["raptor"]["seed_level"]["mrr"]["p_one_sided"] = 0.05  # not below the level
+    sig.write_text(json.dumps(obj))
+    rows, _ = paper_layout_rows(discover(workspace, "quick"))
+    ours = next(r for r in rows if r["model"].startswith("**RL-RAPTOR"))
+    assert ours["ICEWS14 MRR"] == "43.00 ± 2.83"
+
+
+def test_an_ablation_alone_is_a_result_set_and_collect_keeps_it(tmp_path):
+    from raptor.reporting.results import ablation_rows, collect
+
+    ws = tmp_path / "ws"
+    _ablation(ws, {0: [0.2, 0.3], 10: [0.3, 0.33]}, {0: 0.38, 10: 0.41})
+    (ws / "runs/ICEWS14/ablation/arms/p10/seed0/checkpoint.pt").write_bytes(b"\0" * 1000)
+    sets = discover(ws, "abl")
+    assert [s.runs for s in sets] == [{}] and result_rows(sets) == []
+    dest = tmp_path / "collected"
+    collect(ws, dest)
+    assert not list(dest.rglob("*.pt"))
+    assert ablation_rows(discover(dest, "abl")) == ablation_rows(sets)

@@ -8,8 +8,8 @@ NAME = "collect"
 #: One line for `raptor --help`.
 SHORT = 'copy what `raptor results` reads of a result folder into a small one, for git'
 HELP = ("copy what `raptor results` reads of a result folder (a pipeline workspace or a folder of "
-        "`raptor train --out` runs) into a small folder of the same layout: histories, fingerprints, summaries, "
-        "test metrics, significance, stage usage, and a COMMIT file naming the commit that trained them; no "
+        "`raptor train --out` runs) into a small folder of the same layout: histories, fingerprints, summaries "
+        "(the ablation's arms too), test metrics, per-query ranks, significance, stage usage, and a COMMIT file naming the commit that trained them; no "
         "checkpoints, no predictions. Keep it under version control (results/ here) so the page can be made "
         "again from a clone.")
 

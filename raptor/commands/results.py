@@ -9,8 +9,9 @@ NAME = "results"
 SHORT = 'the results page, from result folders tracked by git'
 HELP = ("write the results page from one or more result folders (a pipeline workspace: runs/ and reports/; "
         "or a folder of `raptor train --out <dataset>/<variant>/seed<S>` runs): test metrics with budget, "
-        "precision and tie rule per row, significance, the paper's layout, and learning curves with the "
-        "paper's numbers as reference lines. No number on the page is typed. The folders must be tracked by git "
+        "precision and tie rule per row, significance, the paper's layout (its * marks: better than the baseline, "
+        "one-sided t-test over seeds, p < 0.05), learning curves with the paper's numbers as reference lines, "
+        "and the pretraining-epochs ablation where the workspace has one (`dvc repro ablation/dvc.yaml`). No number on the page is typed. The folders must be tracked by git "
         "(`raptor collect` them into results/ and `git add` them), so a clone can make the page again.")
 
 

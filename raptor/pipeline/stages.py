@@ -35,6 +35,7 @@ from typing import Mapping, Optional, Sequence
 
 from raptor.agents import variants as variant_registry
 from raptor.agents import get_agent
+from raptor.constants import arm_folder
 from raptor.runs.rundir import RunDir
 from raptor.config import (LOCAL_PARAMS, AblationConfig, ConfigError, Params, TrainConfig, load_params,  # noqa: F401
                      load_resolved, params_to_dict)
@@ -112,6 +113,11 @@ def _runs(sub: str) -> str:
     return f"runs/{DATASET}/{sub}"
 
 
+#: The ablation's arms (RL-RAPTOR after N pretraining epochs) and their evaluations; one folder per arm in
+#: each (:func:`raptor.constants.arm_folder`), one ``seed<S>`` per seed in that.
+ABLATION_ARMS, ABLATION_EVAL = _runs("ablation/arms"), _runs("ablation/eval")
+
+
 def main_stages(variants: Sequence[str]) -> list[Stage]:
     """ingest -> graph -> label -> pretrain -> finetune (per variant) -> evaluate (per variant)
     -> significance -> report, per dataset; after ``params``, which resolves the params."""
@@ -186,7 +192,7 @@ def ablation_stages() -> list[Stage]:
               "raptor.pipeline.experiment,raptor.reporting.report",
               inputs={"data": _data("ingested"), "graph": _data("graph.npz"),
                       "pretrain": _runs("ablation/pretrain")},
-              outputs={"out": _runs("ablation/arms"), "eval": _runs("ablation/eval"),
+              outputs={"out": ABLATION_ARMS, "eval": ABLATION_EVAL,
                        "report": f"reports/{DATASET}/ablation"},
               params=("env", "model", "rl", "eval", "train.precision", "train.device", "ablation"),
               persist=("out",)),
@@ -411,7 +417,7 @@ def plots(params: Params, ablation: bool = False) -> list[dict]:
         if ablation:
             arms = sorted(set(paper_ablation.pretrain_epochs))
             for column, (name, label) in CURVES.items():
-                files = {f"../runs/{dataset}/ablation/arms/p{n}/seed{s}/{name}": column
+                files = {f"../{ABLATION_ARMS.format(dataset=dataset)}/{arm_folder(n)}/seed{s}/{name}": column
                          for n in arms for s in paper_ablation.seeds}
                 out.append(_curve(f"ablation-{column}-{dataset}", files, label))
             out.append({f"ablation-best-val-mrr-{dataset}": {

@@ -199,6 +199,23 @@ def plot_curves(curves: Mapping[str, Mapping[int, list[dict]]], key: str, ylabel
     _save(fig, path)
 
 
+def plot_bars(labels: Sequence[str], heights: Sequence[float], errors: Sequence[float], axes: tuple[str, str],
+              title: str, path: str | Path) -> None:
+    """A bar per label with a ±error whisker (``axes``: x and y labels), written as PNG atomically."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5.5, 3.6), dpi=120)
+    ax.bar(list(labels), list(heights), yerr=list(errors), capsize=4)
+    ax.set_xlabel(axes[0])
+    ax.set_ylabel(axes[1])
+    ax.set_title(title)
+    ax.grid(axis="y", alpha=0.3)
+    _save(fig, path)
+
+
 def plot_curve_panels(curves: Mapping[str, Mapping[int, list[dict]]], panels: Sequence[tuple[str, str]], title: str,
                       path: str | Path) -> None:
     """The same runs side by side, one panel per ``(history key, axis label)`` (validation MRR and
@@ -290,11 +307,6 @@ def write_ablation_report(dataset: str, arms: Mapping[int, str | Path], out_dir:
     ``arms`` maps pretraining epochs -> the arm's training folder (``seed<S>/history.json``);
     ``evals`` maps them to its evaluation folder (``seed<S>/metrics.json``).
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     hists = {int(n): histories(d) for n, d in sorted(arms.items())}
     rows = []
     for n, hs in hists.items():
@@ -313,17 +325,9 @@ def write_ablation_report(dataset: str, arms: Mapping[int, str | Path], out_dir:
     with atomic_dir(out) as tmp:
         plot_curves({f"{n} pretraining epochs": hs for n, hs in hists.items()}, "reward", "mean training reward",
                     f"{dataset}: RL reward by pretraining epochs", tmp / "ablation_reward.png", threshold=REWARD_THRESHOLD)
-        fig, ax = plt.subplots(figsize=(5.5, 3.6), dpi=120)
-        xs = [str(r["pretrain_epochs"]) for r in rows]
-        ax.bar(xs, [r["best_val_mrr_mean"] for r in rows], yerr=[r["best_val_mrr_std"] for r in rows], capsize=4)
-        ax.set_xlabel("pretraining epochs")
-        ax.set_ylabel("best validation MRR")
-        ax.set_title(f"{dataset}: validation MRR by pretraining epochs")
-        ax.grid(axis="y", alpha=0.3)
-        fig.tight_layout()
-        with atomic_path(tmp / "ablation_mrr.png") as f:
-            fig.savefig(f, format="png")
-        plt.close(fig)
+        plot_bars([str(r["pretrain_epochs"]) for r in rows], [r["best_val_mrr_mean"] for r in rows],
+                  [r["best_val_mrr_std"] for r in rows], ("pretraining epochs", "best validation MRR"),
+                  f"{dataset}: validation MRR by pretraining epochs", tmp / "ablation_mrr.png")
         cols = list(rows[0]) if rows else ["pretrain_epochs"]
         atomic_write_text(tmp / "ablation.csv", csv_text(rows, cols))
         atomic_write_json(tmp / "ablation.json", {"dataset": dataset, "arms": rows})

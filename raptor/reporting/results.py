@@ -9,6 +9,8 @@
       runs/<dataset>/<variant>/eval/seed<S>/    metrics.json
       reports/<dataset>/significance.json
       runs/stage-usage.jsonl                    each stage's wall time and peak memory (the pipeline flow)
+      runs/<dataset>/ablation/arms/p<N>/seed<S>/  the pretraining-epochs ablation (``ablation/dvc.yaml``):
+      runs/<dataset>/ablation/eval/p<N>/seed<S>/  RL-RAPTOR after N pretraining epochs, its test metrics
 
 * a folder of ``raptor train --out <dataset>/<variant>/seed<S>`` runs (the long paper-budget runs)::
 
@@ -36,17 +38,18 @@ from typing import Any, Mapping, Optional, Sequence
 import numpy as np
 
 from raptor.agents import variants as variant_registry
-from raptor.constants import METRIC_KEYS
+from raptor.constants import METRIC_KEYS, arm_folder
 from raptor.common.io import atomic_write_bytes, atomic_write_text
 from raptor.reporting.records import write_ranks
 from raptor.reporting.runs_reader import (COMMIT_FILE, PREDICTIONS_FILE, RANKS_FILE, read_fingerprint, read_history,
                                           read_json, read_metrics, read_summary, recorded_commit, seed_dirs)
 from raptor.runs.rundir import RunDir
-from raptor.reporting.paper import DATASETS as PAPER_DATASETS, MAIN_TABLE
+from raptor.reporting.paper import (ABLATION_REWARD_EPOCHS, DATASETS as PAPER_DATASETS, MAIN_TABLE,
+                                    MARKED as PAPER_MARKED, REWARD_THRESHOLD)
 from raptor.evaluation.ranking import TIE_RULE
-from raptor.reporting.report import _markdown_table, plot_curves
+from raptor.reporting.report import _markdown_table, epochs_to_reward, plot_bars, plot_curves
 from raptor.common.resources import read_usage
-from raptor.pipeline.stages import USAGE_LOG, main_stages
+from raptor.pipeline.stages import ABLATION_ARMS, ABLATION_EVAL, USAGE_LOG, main_stages
 
 _METRIC_NAMES = {"mrr": "MRR", "hits@1": "H@1", "hits@3": "H@3", "hits@10": "H@10"}
 
@@ -96,6 +99,8 @@ class ResultSet:
     #: The latest usage record of each of this dataset's pipeline stages (stage name -> record), in
     #: pipeline order; empty where the folder has no usage log.
     usage: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: The pretraining-epochs ablation: pretraining epochs of the arm -> seed -> run (pipeline layout only).
+    ablation: dict[int, dict[int, SeedRun]] = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------------------------------- reading
@@ -195,6 +200,29 @@ def require_tracked(folder: str | Path) -> None:
             "`raptor collect SRC results/NAME`, `git add` them and run again, or pass --untracked for a draft page")
 
 
+def _arm_paths(folder: Path, dataset: str, arm: int, seed: int) -> tuple[Path, Path]:
+    """``(training folder, evaluation folder)`` of one seed of the ablation's arm ``arm`` (pretraining
+    epochs) in the pipeline workspace ``folder``."""
+    return tuple(folder / where.format(dataset=dataset) / arm_folder(arm) / f"seed{seed}"
+                 for where in (ABLATION_ARMS, ABLATION_EVAL))
+
+
+def read_ablation(folder: Path, dataset: str) -> dict[int, dict[int, SeedRun]]:
+    """The ablation's runs of ``dataset`` in the pipeline workspace ``folder``: ``{arm: {seed: run}}``,
+    arms in increasing pretraining epochs; arms or seeds without a history yet are left out."""
+    arms_dir = folder / ABLATION_ARMS.format(dataset=dataset)
+    if not arms_dir.is_dir():
+        return {}
+    names = {p.name for p in arms_dir.iterdir() if p.is_dir()}
+    out: dict[int, dict[int, SeedRun]] = {}
+    for arm in sorted(int(n[1:]) for n in names if n[1:].isdigit() and arm_folder(int(n[1:])) == n):
+        seeds = {seed: run for seed in seed_dirs(arms_dir / arm_folder(arm))
+                 if (run := read_seed_run(seed, *_arm_paths(folder, dataset, arm, seed))) is not None}
+        if seeds:
+            out[arm] = seeds
+    return out
+
+
 def _run_paths(ds_dir: Path, variant: str, seed: int, pipeline: bool) -> tuple[Path, Path]:
     """``(training folder, evaluation folder)`` of one seed in either layout (module docstring)."""
     if pipeline:
@@ -208,8 +236,8 @@ RUN_FILES = (RunDir.HISTORY, RunDir.CONFIG, RunDir.SUMMARY)
 
 def collect(src: str | Path, dest: str | Path) -> dict[str, Any]:
     """Copy what :func:`discover` reads of the result folder ``src`` into ``dest``, in the same layout:
-    each run's history, fingerprint and summary, its test metrics, the significance tests and the stage
-    usage log, and a ``COMMIT`` file naming the commit that trained them. ``dest`` is then a result folder
+    each run's history, fingerprint and summary (the ablation's arms too), its test metrics, the
+    significance tests and the stage usage log, and a ``COMMIT`` file naming the commit that trained them. ``dest`` is then a result folder
     of its own of a few hundred kilobytes (no checkpoints; of the predictions only the per-query ranks,
     ``ranks.parquet``, about 80 KB per ICEWS14 seed, so significance can be recomputed): meant for git,
     so that the page can be made again from a clone. Unchanged files are left alone."""
@@ -224,6 +252,10 @@ def collect(src: str | Path, dest: str | Path) -> dict[str, Any]:
                 train_dir, eval_dir = _run_paths(root / rs.dataset, v, seed, pipeline)
                 files += [train_dir / f for f in RUN_FILES] + [train_dir.parent / RunDir.CONFIG,
                                                                RunDir(eval_dir).metrics]
+        for arm, seeds in rs.ablation.items():
+            for seed in seeds:
+                train_dir, eval_dir = _arm_paths(src, rs.dataset, arm, seed)
+                files += [train_dir / f for f in RUN_FILES] + [RunDir(eval_dir).metrics]
         if pipeline:
             files.append(src / "reports" / rs.dataset / "significance.json")
     copied = []
@@ -269,12 +301,14 @@ def discover(folder: str | Path, name: Optional[str] = None) -> list[ResultSet]:
                     seeds[seed] = run
             if seeds:
                 runs[v] = seeds
-        if runs:
+        ablation = read_ablation(folder, ds_dir.name) if pipeline else {}
+        if runs or ablation:
             sig = read_json(folder / "reports" / ds_dir.name / "significance.json") if pipeline else None
             mine = {stage: rec for stage, rec in usage.items() if stage.endswith(f"@{ds_dir.name}")}
-            sets.append(ResultSet(name or folder.name, ds_dir.name, source, runs, sig, mine))
+            sets.append(ResultSet(name or folder.name, ds_dir.name, source, runs, sig, mine, ablation))
     if not sets:
-        raise FileNotFoundError(f"{folder}: no runs found (expected runs/<dataset>/<variant>/train/seed<S>/history.json "
+        raise FileNotFoundError(f"{folder}: no runs found (expected runs/<dataset>/<variant>/train/seed<S>/history.json, "
+                                "runs/<dataset>/ablation/arms/p<N>/seed<S>/history.json "
                                 "or <dataset>/<variant>/seed<S>/rl/history.json)")
     return sets
 
@@ -427,8 +461,25 @@ def usage_rows(sets: Sequence[ResultSet]) -> list[dict[str, str]]:
 USAGE_COLUMNS = ("set", "dataset", "stage", "wall time", "peak RSS (GB)", "finished (UTC)", "status")
 
 
+#: The paper's significance level: a cell is marked ``*`` below it (Table 1's caption).
+ALPHA = 0.05
+
+
+def _baseline_label() -> str:
+    return "/".join(v.label for v in variant_registry.VARIANTS.values() if v.baseline)
+
+
+def better(s: ResultSet, variant: str, metric: str) -> bool:
+    """Whether ``variant`` beats the baseline of ``s``'s significance tests on ``metric`` by the paper's
+    test: the paired one-sided t-test over seeds, p < :data:`ALPHA` (``False`` without such a test)."""
+    test = ((((s.significance or {}).get("comparisons") or {}).get(variant) or {}).get("seed_level") or {}).get(metric)
+    return bool(test) and test.get("p_one_sided") is not None and test["p_one_sided"] < ALPHA
+
+
 def paper_layout_rows(sets: Sequence[ResultSet]) -> tuple[list[dict[str, str]], list[str]]:
-    """The paper's Table 1 layout: the published rows, then ours.
+    """The paper's Table 1 layout: the published rows, then ours. ``*`` marks a cell the paper marks
+    (RL-RAPTOR better than Pure-RL, p < 0.05) and, in ours, a system better than the baseline by the same
+    test over our seeds (:func:`better`).
 
     Ours: one row per (result-set name, system), in the order the sets were given, so runs of one
     budget line up across datasets (``quick`` on ICEWS14, ICEWS18 and ICEWS05-15 in one row). A
@@ -441,7 +492,7 @@ def paper_layout_rows(sets: Sequence[ResultSet]) -> tuple[list[dict[str, str]], 
         row = {"model": f"{model} (paper)"}
         for d in PAPER_DATASETS:
             for m, val in zip(METRIC_KEYS, by_ds.get(d, ())):
-                row[f"{d} {_METRIC_NAMES[m]}"] = f"{val:.2f}"
+                row[f"{d} {_METRIC_NAMES[m]}"] = f"{val:.2f}" + (" *" if (d, m) in PAPER_MARKED.get(model, ()) else "")
         rows.append(row)
     names = list(dict.fromkeys(s.name for s in sets))
     for name in names:
@@ -456,7 +507,7 @@ def paper_layout_rows(sets: Sequence[ResultSet]) -> tuple[list[dict[str, str]], 
                     continue
                 runs = list(s.runs[v].values())
                 for m in METRIC_KEYS:
-                    row[f"{d} {_METRIC_NAMES[m]}"] = _pm([r.metrics[m] for r in runs])
+                    row[f"{d} {_METRIC_NAMES[m]}"] = _pm([r.metrics[m] for r in runs]) + (" *" if better(s, v, m) else "")
                 epochs = _epochs(runs)
                 budget = "training-free" if epochs == "none" else f"{epochs} RL epochs"
                 notes.append(f"{d}: {len(runs)} seed{'s' if len(runs) > 1 else ''}, {budget}, "
@@ -465,6 +516,68 @@ def paper_layout_rows(sets: Sequence[ResultSet]) -> tuple[list[dict[str, str]], 
                 row["model"] = f"**{label} (ours, {name})** " + "; ".join(notes)
                 rows.append(row)
     return rows, cols
+
+
+def _per_seed(values: Sequence[Any]) -> str:
+    """One value per seed, in seed order (``/``-separated), or the common one."""
+    text = [str(v) for v in values]
+    return text[0] if len(set(text)) == 1 else "/".join(text)
+
+
+def _peak_epoch(history: Sequence[Mapping[str, Any]]) -> Optional[int]:
+    """The RL epoch (1-based) of the best validation MRR (the first, on a tie), or ``None``."""
+    vals = [(r["val_mrr"], -int(r["epoch"])) for r in history if r.get("val_mrr") is not None]
+    return -max(vals)[1] + 1 if vals else None
+
+
+def ablation_rows(sets: Sequence[ResultSet]) -> list[dict[str, str]]:
+    """One row per (set, dataset, arm) of the pretraining-epochs ablation: RL budget, the RL epoch by which
+    the mean training reward reached :data:`REWARD_THRESHOLD` per seed (the paper's efficiency measure,
+    beside what the paper says), final reward, best validation MRR and where it peaked, test metrics."""
+    rows = []
+    for s in sets:
+        for arm, seeds in s.ablation.items():
+            runs = list(seeds.values())
+            evaluated = [r for r in runs if r.metrics is not None]
+            reached = [epochs_to_reward(r.history) for r in runs]
+            row = {"set": s.name, "dataset": s.dataset, "pretrain epochs": str(arm),
+                   "seeds": ",".join(str(r.seed) for r in runs), "RL epochs": _epochs(runs),
+                   "precision": _one([r.precision for r in runs]),
+                   f"reward ≥ {REWARD_THRESHOLD} at RL epoch": _per_seed(
+                       [t if t is not None else f"not in {r.epochs_trained}" for t, r in zip(reached, runs)]),
+                   f"paper: reward ≥ {REWARD_THRESHOLD} at RL epoch": ABLATION_REWARD_EPOCHS.get(arm, ""),
+                   "final reward": _pm([r.history[-1]["reward"] for r in runs], scale=1.0, digits=3),
+                   "best val MRR": _pm([r.best_val_mrr for r in runs if r.best_val_mrr is not None])
+                   if any(r.best_val_mrr is not None for r in runs) else "",
+                   "val MRR peak at RL epoch": _per_seed([_peak_epoch(r.history) or "" for r in runs])}
+            for m in METRIC_KEYS:
+                row[_METRIC_NAMES[m]] = _pm([r.metrics[m] for r in evaluated]) if evaluated else "not evaluated"
+            rows.append(row)
+    return rows
+
+
+ABLATION_COLUMNS = ("set", "dataset", "pretrain epochs", "seeds", "RL epochs", "precision",
+                    f"reward ≥ {REWARD_THRESHOLD} at RL epoch", f"paper: reward ≥ {REWARD_THRESHOLD} at RL epoch",
+                    "final reward", "best val MRR", "val MRR peak at RL epoch", "MRR", "H@1", "H@3", "H@10")
+
+
+def _ablation_figures(s: ResultSet, fig_dir: Path, stem: str) -> list[str]:
+    """The ablation's figures of one set (the paper's: reward curves by arm, validation MRR by arm; and the
+    validation MRR curves), as PNGs in ``fig_dir``; returns their file names."""
+    curves = {f"{arm} pretraining epochs": {seed: r.history for seed, r in seeds.items()}
+              for arm, seeds in s.ablation.items()}
+    names = [f"{stem}-ablation-reward.png", f"{stem}-ablation-best-val-mrr.png", f"{stem}-ablation-val-mrr.png"]
+    plot_curves(curves, "reward", "mean training reward", f"{s.dataset}, {s.name}: RL reward by pretraining epochs",
+                fig_dir / names[0], threshold=REWARD_THRESHOLD)
+    best = {arm: [r.best_val_mrr for r in seeds.values() if r.best_val_mrr is not None]
+            for arm, seeds in s.ablation.items()}
+    plot_bars([str(a) for a in best], [float(np.mean(b)) if b else float("nan") for b in best.values()],
+              [float(np.std(b, ddof=1)) if len(b) > 1 else 0.0 for b in best.values()],
+              ("pretraining epochs", "best validation MRR"), f"{s.dataset}, {s.name}: best validation MRR by arm",
+              fig_dir / names[1])
+    plot_curves(curves, "val_mrr", "validation MRR", f"{s.dataset}, {s.name}: validation MRR by pretraining epochs",
+                fig_dir / names[2])
+    return names
 
 
 # ---------------------------------------------------------------------------------------- page
@@ -505,7 +618,10 @@ def write_results_page(sets: Sequence[ResultSet], out: str | Path, figures_dir: 
                   "ranks: paired bootstrap of the MRR difference and the Wilcoxon signed-rank test.", "",
                   _markdown_table(sig, SIGNIFICANCE_COLUMNS)]
     rows, cols = paper_layout_rows(sets)
-    lines += ["## In the paper's layout", "", _markdown_table(rows, cols)]
+    lines += ["## In the paper's layout", "",
+              f"`*`: better than {_baseline_label()} in the paired one-sided t-test over seeds, p < {ALPHA} (the paper's "
+              "marks on its RL-RAPTOR row; ours from each set's significance tests above).", "",
+              _markdown_table(rows, cols)]
     used = usage_rows(sets)
     if used:
         lines += ["## Stage wall time and peak memory", "",
@@ -518,10 +634,24 @@ def write_results_page(sets: Sequence[ResultSet], out: str | Path, figures_dir: 
                   "`train h/seed` above has the training's whole time. Seeds train side by side "
                   "(`train.parallel_runs`), so a fine-tuning stage's time is not the sum over its seeds.", "",
                   _markdown_table(used, USAGE_COLUMNS)]
+    rel = fig_dir.relative_to(out.parent) if fig_dir.is_relative_to(out.parent) else fig_dir
+    ablated = [s for s in sets if s.ablation]
+    if ablated:
+        lines += ["## Pretraining-epochs ablation", "",
+                  "RL-RAPTOR fine-tuned from each arm's pretraining (0 epochs: no pretraining, a random "
+                  "initialisation) with one RL budget (`ablation/dvc.yaml`). The paper measures training efficiency "
+                  f"by the RL epoch at which the average training reward exceeds {REWARD_THRESHOLD}; its figure "
+                  "has no other number, so that column is all that can be set beside ours. RL epochs count from "
+                  "1; `not in N`: not reached in the N epochs trained.", "",
+                  _markdown_table(ablation_rows(ablated), ABLATION_COLUMNS)]
+        for s in ablated:
+            names = _ablation_figures(s, fig_dir, f"{_slug(s.name)}-{_slug(s.dataset)}")
+            lines += [f"### Ablation: {s.dataset}, {s.name}", "",
+                      " ".join(f"![{n.split('-ablation-')[1][:-4]}]({rel}/{n})" for n in names), ""]
     lines += ["## Learning curves", "",
               "Validation MRR and training reward per RL epoch, mean ± 1 std over seeds, to the longest "
               "budget reached; dashed lines: the paper's test MRR of the same system (400 RL epochs).", ""]
-    for s in sets:
+    for s in (s for s in sets if s.runs):
         curves = {variant_registry.get(v).label: {seed: r.history for seed, r in seeds.items()}
                   for v, seeds in s.runs.items()}
         refs = {label: MAIN_TABLE[label][s.dataset][0] / 100 for label in curves
@@ -531,7 +661,6 @@ def write_results_page(sets: Sequence[ResultSet], out: str | Path, figures_dir: 
                     fig_dir / f"{stem}-val-mrr.png", references=refs)
         plot_curves(curves, "reward", "mean training reward", f"{s.dataset}, {s.name}: RL reward",
                     fig_dir / f"{stem}-reward.png")
-        rel = fig_dir.relative_to(out.parent) if fig_dir.is_relative_to(out.parent) else fig_dir
         lines += [f"### {s.dataset}, {s.name}", "",
                   f"![validation MRR]({rel}/{stem}-val-mrr.png) ![reward]({rel}/{stem}-reward.png)", ""]
     atomic_write_text(out, "\n".join(lines))
