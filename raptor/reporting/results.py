@@ -640,7 +640,7 @@ def write_results_page(sets: Sequence[ResultSet], out: str | Path, figures_dir: 
         lines += ["## Pretraining-epochs ablation", "",
                   "RL-RAPTOR fine-tuned from each arm's pretraining (0 epochs: no pretraining, a random "
                   "initialisation) with one RL budget (`ablation/dvc.yaml`). The paper measures training efficiency "
-                  f"by the RL epoch at which the average training reward exceeds {REWARD_THRESHOLD}; its figure "
+                  f"by the RL epoch by which the average training reward exceeds {REWARD_THRESHOLD} (here: reaches it); its figure "
                   "has no other number, so that column is all that can be set beside ours. RL epochs count from "
                   "1; `not in N`: not reached in the N epochs trained.", "",
                   _markdown_table(ablation_rows(ablated), ABLATION_COLUMNS)]
