@@ -122,7 +122,7 @@ def finetune_flow(dataset: str, params: str, inputs: dict, outputs: dict, varian
     """Train one variant for every seed (mapped tasks), each with an MLflow run under a parent run
     for this invocation."""
     from tasks import tracking
-    from raptor.agents import get_agent
+    from raptor.agents import agent_facts
     from tasks.train import parent_of, remember_parent, seed_aggregates, threads_per_run
 
     p = load_resolved(params)
@@ -142,7 +142,7 @@ def finetune_flow(dataset: str, params: str, inputs: dict, outputs: dict, varian
                          pretrain_epochs=p.pretrain.epochs if v.pretrained else 0,
                          pretrain_history=pretrain_history(inputs["pretrain"], s) if v.pretrained else None)
                 for s in p.train.seeds]
-        results = train_seeds(jobs, p.train.stacked_seeds if get_agent(v.agent).stacks_seeds else 1,
+        results = train_seeds(jobs, p.train.stacked_seeds if agent_facts(v.agent).stacks_seeds else 1,
                               p.train.parallel_runs)
         if all(r.get("mlflow_run_kept") for r in results) and parent_of(outputs["out"]):
             parent.delete()  # nothing trained: the parent of the runs kept stands

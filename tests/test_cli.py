@@ -18,6 +18,17 @@ def test_help_lists_every_stage(capsys):
         assert stage in text
 
 
+def test_help_loads_no_agent_nor_torch():
+    """`raptor --help` builds every subcommand's parser from facts: no agent's code, torch or scipy is
+    imported (they took seconds before each help text)."""
+    code = ("import sys\nfrom raptor.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+            "bad = [m for m in ('torch', 'scipy', 'raptor.agents.base', 'raptor.agents.policy') if m in sys.modules]\n"
+            "assert not bad, bad")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "ablation-pretrain" in out.stdout
+
+
 def test_ingest_and_graph_cli(params_file, tiny_raw, tmp_path, capsys):
     assert main(["ingest", "--raw", str(tiny_raw), "--out", str(tmp_path / "d"), "--params", str(params_file)]) == 0
     assert main(["graph", "--data", str(tmp_path / "d"), "--out", str(tmp_path / "g.npz")]) == 0

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, ContextManager, Optional
 from raptor.runs import checkpoints
 from raptor.runs.rundir import RunOptions  # noqa: F401 (the agents take it from here)
 from raptor.common.runtime import resolve_precision
-from raptor.agents import AGENT_KEY, AGENTS, agent_of, get_agent
+from raptor.agents import AGENT_KEY, AGENTS, agent_facts, agent_of, get_agent
 
 if TYPE_CHECKING:  # (not imported at run time: the registry's imports stay below the config and the loop)
     from torch import nn
@@ -26,28 +26,28 @@ if TYPE_CHECKING:  # (not imported at run time: the registry's imports stay belo
     from raptor.mdp.env import TemporalEnv
 
 class Agent(ABC):
-    """One kind of policy and its training; subclasses set the class attributes below."""
+    """One kind of policy and its training; subclasses set :attr:`name` and :attr:`checkpoint_format`,
+    and get the facts the registry holds of them (:class:`raptor.agents.AgentFacts`: ``sections``,
+    ``precision_key``, ``fixed_precision``, ``code``, ``training``, ``iterates``, ``stacks_seeds``)
+    as class attributes."""
 
     #: Registry key (:data:`raptor.agents.AGENTS`), recorded in its model files' ``meta["agent"]``.
     name: str
-    #: The params sections its training reads (besides env, eval, train and the budget ``rl.epochs``).
-    sections: tuple[str, ...]
-    #: Dotted params key of the autocast precision its runs use (``train.precision``); ``None`` for an
-    #: agent without a network (its :attr:`fixed_precision` is what its numbers are computed in).
-    precision_key: Optional[str]
-    fixed_precision: str = "float32"
-    #: The modules that implement it: code hashes of its runs and DVC code dependencies of its stages.
-    code: tuple[str, ...]
-    #: Its training, in words (a finetune stage's description).
-    training: str
-    #: Trains for an epoch budget (``rl.epochs``); false: one pass with nothing to iterate or resume
-    #: (a selection), so its runs have no budget (``rl_epochs`` 0) and its stages do not read ``rl.epochs``.
-    iterates: bool = True
     #: ``format`` of its training checkpoints (``checkpoint.pt``); a model can be taken from one.
     checkpoint_format: str
-    #: :meth:`train_many` trains several seeds at once, as one batched step (``train.stacked_seeds``
-    #: groups a stage's seeds for it); false: one after the other.
-    stacks_seeds: bool = False
+    sections: tuple[str, ...]
+    precision_key: Optional[str]
+    fixed_precision: str
+    code: tuple[str, ...]
+    training: str
+    iterates: bool
+    stacks_seeds: bool
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        facts = agent_facts(cls.name)
+        for key in ("sections", "precision_key", "fixed_precision", "code", "training", "iterates", "stacks_seeds"):
+            setattr(cls, key, getattr(facts, key))
 
     @abstractmethod
     def build(self, ctx, seed: int) -> "nn.Module":

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from raptor.agents import AGENTS, get_agent
+from raptor.agents import AGENTS, agent_facts
 
 
 @dataclass(frozen=True)
@@ -37,18 +37,18 @@ class Variant:
     def params(self) -> tuple[str, ...]:
         """The params sections its agent's training reads (besides env, eval, train and the epoch
         budget ``rl.epochs``): its finetune stage lists them, its runs' fingerprint holds them."""
-        return get_agent(self.agent).sections
+        return agent_facts(self.agent).sections
 
     @property
     def unread_params(self) -> tuple[str, ...]:
         """The other agents' sections: a change there neither re-runs nor restarts its training."""
-        return tuple(s for name in AGENTS if name != self.agent for s in get_agent(name).sections
+        return tuple(s for name in AGENTS if name != self.agent for s in agent_facts(name).sections
                      if s not in self.params)
 
     @property
     def training(self) -> str:
         """What its finetune stage does, in words."""
-        return get_agent(self.agent).training
+        return agent_facts(self.agent).training
 
 
 VARIANTS: dict[str, Variant] = {

@@ -6,7 +6,6 @@ import argparse
 import math
 from pathlib import Path
 
-from raptor.evaluation.stats import format_probability
 
 NAME = "explain"
 #: One line for `raptor --help`.
@@ -82,6 +81,8 @@ def run(args: argparse.Namespace) -> int:
     if t <= 0:
         raise ValueError(f"{args.date}: no history before it (the data starts at "
                          f"{step_to_date(0, start_date, granularity)}, step 0)")
+    from raptor.evaluation.stats import format_probability
+
     policy, _ = load_model(paths["model"])
     policy.eval()
     answers = explain(policy, ctx.env, (s, r, t), params.eval, top_k=args.top, paths_per_entity=args.paths)

@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 
 from raptor.config import load_params
-from raptor.labeling.stage import label_dataset, label_part, merge_parts
-from raptor.labeling.store import staging_dir_of
 
 NAME = "label"
 HELP = (
@@ -41,6 +39,9 @@ def register(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from raptor.labeling.stage import label_dataset, label_part, merge_parts  # numba: not for --help
+    from raptor.labeling.store import staging_dir_of
+
     overrides = {}
     if args.exact:
         overrides["labeling.max_in_edges"] = None

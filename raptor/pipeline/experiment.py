@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from raptor.agents import variants
-from raptor.agents import PAPER_AGENT, agent_of, get_agent
+from raptor.agents import PAPER_AGENT, agent_facts, agent_of, get_agent
 from raptor.agents.base import load_model
 from raptor.agents.beam import beam_search
 from raptor.config import Params, params_to_dict
@@ -69,7 +69,7 @@ def effective_epochs(params: Params, variant: str, pretrain_epochs: int, rl_epoc
     """RL epochs a run of ``variant`` trains: ``rl.epochs`` (or ``rl_epochs``), plus
     ``pretrain.epochs`` for a variant without pretraining under ``train.equal_total_epochs`` (the
     same total budget as pretraining + RL)."""
-    if not get_agent(variants.get(variant).agent).iterates:
+    if not agent_facts(variants.get(variant).agent).iterates:
         return 0  # a training-free agent (the recurrency baseline) has no epoch budget
     n_rl = params.rl.epochs if rl_epochs is None else rl_epochs
     if not variants.get(variant).pretrained and rl_epochs is None and params.train.equal_total_epochs:
@@ -84,7 +84,7 @@ def variant_precision(params: Params, variant: str, device) -> str:
 
 def run_code(variant: str) -> list[str]:
     """The modules a run of ``variant`` runs (its code hash): this one and its agent's."""
-    return [__name__, *get_agent(variants.get(variant).agent).code]
+    return [__name__, *agent_facts(variants.get(variant).agent).code]
 
 
 def run_variant(ctx: Context, variant: str, run: RunOptions, *, init_model: Optional[str | Path] = None,

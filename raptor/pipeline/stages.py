@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Mapping, Optional, Sequence
 
 from raptor.agents import variants as variant_registry
-from raptor.agents import get_agent
+from raptor.agents import agent_facts
 from raptor.constants import arm_folder
 from raptor.runs.rundir import RunDir
 from raptor.config import (LOCAL_PARAMS, AblationConfig, ConfigError, Params, TrainConfig, load_params,  # noqa: F401
@@ -141,7 +141,7 @@ def main_stages(variants: Sequence[str]) -> list[Stage]:
             inputs={"data": _data("ingested"), "graph": _data("graph.npz"), "labels": _data("labels")},
             outputs={"out": _runs("pretrain")}, params=run_params + ("model", "pretrain"), persist=("out",)))
     for v in vs:
-        agent_impl = get_agent(v.agent)
+        agent_impl = agent_facts(v.agent)
         code = ",".join(agent_impl.code)
         inputs = {"data": _data("ingested"), "graph": _data("graph.npz")}
         extra: tuple[str, ...] = ("pretrain.epochs",) if agent_impl.iterates else ()  # the budget's parts
@@ -429,7 +429,7 @@ def plots(params: Params, ablation: bool = False) -> list[dict]:
             # a training-free agent (recurrency: a one-row history of its selection) has no reward column,
             # and one file without the field makes DVC drop the whole plot
             drawn = [v for v in params.train.variants
-                     if column != "reward" or get_agent(variant_registry.VARIANTS[v].agent).iterates]
+                     if column != "reward" or agent_facts(variant_registry.VARIANTS[v].agent).iterates]
             files = {f"runs/{dataset}/{v}/train/seed{s}/{name}": column for v in drawn for s in paper_seeds}
             out.append(_curve(f"learning-{column}-{dataset}", files, label))
     return out

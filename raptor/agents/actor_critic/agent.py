@@ -16,12 +16,7 @@ from raptor.agents.base import AGENT_KEY, Agent, RunOptions
 
 class ActorCritic(Agent):
     name = "actor_critic"
-    sections = ("model", "rl")
-    precision_key = "train.precision"
-    code = ("raptor.agents.actor_critic.agent",)
-    training = "actor-critic RL"
     checkpoint_format = CHECKPOINT_FORMAT
-    stacks_seeds = True
 
     def build(self, ctx, seed: int) -> Policy:
         p = ctx.params

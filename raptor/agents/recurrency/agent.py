@@ -69,12 +69,6 @@ class RecurrencyTables(nn.Module):
 
 class Recurrency(Agent):
     name = "recurrency"
-    sections = ("recurrency",)
-    precision_key = None  # no network: NumPy in float64
-    fixed_precision = "float64"
-    code = ("raptor.agents.recurrency.agent",)
-    training = "no training: (lambda, alpha) per relation chosen on the valid split"
-    iterates = False
     checkpoint_format = "raptor.agents.recurrency.method-checkpoint/v1"  # never written: a selection has no epochs to resume
 
     def build(self, ctx, seed: int) -> RecurrencyTables:

@@ -19,10 +19,6 @@ WALK_OF_ENVIRONMENT = {"raptor": "forward", "titer": "backward"}
 
 class TITer(Agent):
     name = "titer"
-    sections = ("titer",)
-    precision_key = "titer.precision"
-    code = ("raptor.agents.titer.agent",)
-    training = "TITer's REINFORCE"
     checkpoint_format = TITER_CHECKPOINT_FORMAT
 
     def build(self, ctx, seed: int) -> TITerPolicy:
