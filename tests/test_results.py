@@ -373,6 +373,6 @@ def test_an_ablation_alone_is_a_result_set_and_collect_keeps_it(tmp_path):
     sets = discover(ws, "abl")
     assert [s.runs for s in sets] == [{}] and result_rows(sets) == []
     dest = tmp_path / "collected"
-    collect(ws, dest)
+    assert collect(ws, dest)["sets"] == [("ICEWS14", ["ablation p0", "ablation p10"])]
     assert not list(dest.rglob("*.pt"))
     assert ablation_rows(discover(dest, "abl")) == ablation_rows(sets)

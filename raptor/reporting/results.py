@@ -274,7 +274,7 @@ def collect(src: str | Path, dest: str | Path) -> dict[str, Any]:
     if commit and _commit(dest) != commit[:12]:
         atomic_write_text(dest / COMMIT_FILE, commit + "\n")
     return {"dest": str(dest), "files": copied, "commit": commit,
-            "sets": [(rs.dataset, sorted(rs.runs)) for rs in sets]}
+            "sets": [(rs.dataset, sorted(rs.runs) + [f"ablation {arm_folder(a)}" for a in rs.ablation]) for rs in sets]}
 
 
 def discover(folder: str | Path, name: Optional[str] = None) -> list[ResultSet]:
