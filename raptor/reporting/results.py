@@ -693,4 +693,5 @@ def write_from_sources(specs: Sequence[str], out: str | Path, figures_dir: Optio
                 require_tracked(folder)
     sets = parse_sources(specs)
     page = write_results_page(sets, out, figures_dir, command or "raptor results " + " ".join(specs), draft=untracked)
-    return {"out": str(page), "sets": [(s.name, s.dataset, sorted(s.runs)) for s in sets]}
+    return {"out": str(page), "sets": [(s.name, s.dataset, sorted(s.runs) + [f"ablation {arm_folder(a)}" for a in s.ablation])
+                                       for s in sets]}
