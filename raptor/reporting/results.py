@@ -102,6 +102,10 @@ class ResultSet:
     #: The pretraining-epochs ablation: pretraining epochs of the arm -> seed -> run (pipeline layout only).
     ablation: dict[int, dict[int, SeedRun]] = field(default_factory=dict)
 
+    def contents(self) -> list[str]:
+        """Its variants, then its ablation's arms (``ablation p<N>``): what a command's summary names."""
+        return sorted(self.runs) + [f"ablation {arm_folder(a)}" for a in self.ablation]
+
 
 # ---------------------------------------------------------------------------------------- reading
 
@@ -274,7 +278,7 @@ def collect(src: str | Path, dest: str | Path) -> dict[str, Any]:
     if commit and _commit(dest) != commit[:12]:
         atomic_write_text(dest / COMMIT_FILE, commit + "\n")
     return {"dest": str(dest), "files": copied, "commit": commit,
-            "sets": [(rs.dataset, sorted(rs.runs) + [f"ablation {arm_folder(a)}" for a in rs.ablation]) for rs in sets]}
+            "sets": [(rs.dataset, rs.contents()) for rs in sets]}
 
 
 def discover(folder: str | Path, name: Optional[str] = None) -> list[ResultSet]:
@@ -693,5 +697,4 @@ def write_from_sources(specs: Sequence[str], out: str | Path, figures_dir: Optio
                 require_tracked(folder)
     sets = parse_sources(specs)
     page = write_results_page(sets, out, figures_dir, command or "raptor results " + " ".join(specs), draft=untracked)
-    return {"out": str(page), "sets": [(s.name, s.dataset, sorted(s.runs) + [f"ablation {arm_folder(a)}" for a in s.ablation])
-                                       for s in sets]}
+    return {"out": str(page), "sets": [(s.name, s.dataset, s.contents()) for s in sets]}
