@@ -37,13 +37,20 @@ def epochs_to_reward(history: Sequence[Mapping[str, Any]], threshold: float = RE
 def compare_variants(eval_dirs: Mapping[str, str | Path], n_resamples: int = 10_000, seed: int = 0) -> dict:
     """Every variant against the baseline of :mod:`raptor.agents.variants` (:func:`significance` each):
     ``{"baseline": name, "comparisons": {treatment: result}}``."""
-    base = [v for v in eval_dirs if variants.get(v).baseline]
+    base = baseline_of(eval_dirs)
+    comparisons = {t: significance(eval_dirs, t, base, n_resamples=n_resamples, seed=seed)
+                   for t in eval_dirs if t != base}
+    return {"baseline": base, "comparisons": comparisons}
+
+
+def baseline_of(names: Sequence[str]) -> str:
+    """The one baseline variant among ``names`` (:mod:`raptor.agents.variants`); :class:`ValueError` if
+    there is none or more than one."""
+    base = [v for v in names if variants.get(v).baseline]
     if len(base) != 1:
-        raise ValueError(f"significance needs exactly one baseline variant among {sorted(eval_dirs)} "
+        raise ValueError(f"significance needs exactly one baseline variant among {sorted(names)} "
                          f"(baselines: {', '.join(n for n, v in variants.VARIANTS.items() if v.baseline)})")
-    comparisons = {t: significance(eval_dirs, t, base[0], n_resamples=n_resamples, seed=seed)
-                   for t in eval_dirs if t != base[0]}
-    return {"baseline": base[0], "comparisons": comparisons}
+    return base[0]
 
 
 def significance(
@@ -53,13 +60,31 @@ def significance(
     n_resamples: int = 10_000,
     seed: int = 0,
 ) -> dict:
-    """``treatment`` vs ``baseline`` (e.g. RL-RAPTOR vs Pure-RL): paired t-tests over seeds (per
-    metric) and per-query tests on reciprocal ranks (averaged over seeds per query): Wilcoxon
-    signed-rank and a paired bootstrap."""
+    """``treatment`` vs ``baseline`` (e.g. RL-RAPTOR vs Pure-RL) from their evaluation folders
+    (``seed<S>/metrics.json`` and per-query ranks): :func:`significance_of_seeds`."""
     for v in (treatment, baseline):
         if v not in eval_dirs:
             raise ValueError(f"no evaluation of variant {v!r} (have {sorted(eval_dirs)})")
-    ma, mb = seed_metrics(eval_dirs[treatment]), seed_metrics(eval_dirs[baseline])
+    return significance_of_seeds(
+        {v: seed_metrics(eval_dirs[v]) for v in (treatment, baseline)},
+        {v: seed_ranks(eval_dirs[v]) for v in (treatment, baseline)},
+        treatment, baseline, n_resamples=n_resamples, seed=seed)
+
+
+def significance_of_seeds(
+    metrics: Mapping[str, Mapping[int, Mapping[str, Any]]],
+    ranks: Mapping[str, Mapping[int, np.ndarray]],
+    treatment: str,
+    baseline: str,
+    n_resamples: int = 10_000,
+    seed: int = 0,
+) -> dict:
+    """``treatment`` vs ``baseline``: paired t-tests over the seeds both have (per metric) and per-query
+    tests on reciprocal ranks (averaged over seeds per query): Wilcoxon signed-rank and a paired bootstrap.
+
+    ``metrics``: variant -> seed -> test metrics (fractions); ``ranks``: variant -> seed -> ``[Q]`` ranks
+    of the same ``Q`` queries in the same order (the caller checks the queries)."""
+    ma, mb = metrics[treatment], metrics[baseline]
     common = sorted(set(ma) & set(mb))
     out: dict[str, Any] = {"treatment": treatment, "baseline": baseline, "seeds": common,
                            "summary": {treatment: summarize(ma, METRICS), baseline: summarize(mb, METRICS)}}
@@ -69,7 +94,7 @@ def significance(
     else:
         out["seed_level"] = None
         out["seed_level_note"] = f"{len(common)} common seed(s): a paired t-test needs at least 2"
-    ra, rb = seed_ranks(eval_dirs[treatment]), seed_ranks(eval_dirs[baseline])
+    ra, rb = ranks.get(treatment, {}), ranks.get(baseline, {})
     common_r = sorted(set(ra) & set(rb))
     if common_r:
         a = np.stack([1.0 / ra[s] for s in common_r])

@@ -73,6 +73,10 @@ class SeedRun:
     stopped_early: bool
     #: Test metrics (fractions) of its best-validation model, once evaluated.
     metrics: Optional[dict[str, Any]]
+    #: ``run_config.json``'s input hashes (``data``, ``graph``, ``init_model``): what the run trained on.
+    inputs: dict[str, Any] = field(default_factory=dict)
+    #: Its evaluation folder (test metrics and per-query ranks).
+    eval_dir: Optional[Path] = None
 
     @property
     def epochs_trained(self) -> int:
@@ -101,6 +105,9 @@ class ResultSet:
     usage: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: The pretraining-epochs ablation: pretraining epochs of the arm -> seed -> run (pipeline layout only).
     ablation: dict[int, dict[int, SeedRun]] = field(default_factory=dict)
+    #: The sets it pools (:func:`pool`: one per folder, each with its own source and usage); empty for a
+    #: set read from one folder.
+    parts: list["ResultSet"] = field(default_factory=list)
 
     def contents(self) -> list[str]:
         """Its variants, then its ablation's arms (``ablation p<N>``): what a command's summary names."""
@@ -146,7 +153,8 @@ def read_seed_run(seed: int, train_dir: Path, eval_dir: Path) -> Optional[SeedRu
     metrics = read_metrics(eval_dir)
     return SeedRun(seed=seed, history=history, params=params, budget=budget, pretrain_epochs=int(pre or 0),
                    precision=str(precision), finished=summary is not None,
-                   stopped_early=bool(summary and summary.get("stopped_early")), metrics=metrics)
+                   stopped_early=bool(summary and summary.get("stopped_early")), metrics=metrics,
+                   inputs=config.get("inputs", {}), eval_dir=eval_dir)
 
 
 def _commit(folder: Path, full: bool = False) -> Optional[str]:
@@ -317,6 +325,79 @@ def discover(folder: str | Path, name: Optional[str] = None) -> list[ResultSet]:
     return sets
 
 
+#: What the pooled runs of one variant (or ablation arm) must share besides their params (``run_config.json``'s
+#: ``inputs``): the data and the graph they trained on. The code may differ: each part names its commit.
+POOLED_INPUTS = ("data", "graph")
+
+#: Joins the folders of one result set in a source spec: ``NAME=FOLDER+FOLDER``.
+POOL_SEPARATOR = "+"
+
+
+def _pool_runs(what: str, groups: Sequence[tuple[ResultSet, Mapping[int, SeedRun]]]) -> dict[int, SeedRun]:
+    """The seeds of ``what`` (a variant or an ablation arm) in every part, by seed; :class:`ValueError` naming
+    both folders when two of its runs share a seed or differ in a param or an input (:data:`POOLED_INPUTS`)."""
+    (ref_set, ref), out, where = (groups[0][0], next(iter(groups[0][1].values()))), {}, {}
+    for part, seeds in groups:
+        for run in seeds.values():
+            if run.seed in out:
+                raise ValueError(f"{what} seed {run.seed} is in both {where[run.seed]} and {part.source}: "
+                                 "pooled result sets must have disjoint seeds")
+            diffs = [f"params {k}: {ref.params.get(k)!r} vs {run.params.get(k)!r}"
+                     for k in sorted(set(ref.params) | set(run.params)) if ref.params.get(k) != run.params.get(k)]
+            diffs += [f"inputs {k}: {ref.inputs.get(k)} vs {run.inputs.get(k)}"
+                      for k in POOLED_INPUTS if ref.inputs.get(k) != run.inputs.get(k)]
+            if diffs:
+                raise ValueError(f"cannot pool {what} seed {ref.seed} of {ref_set.source} with seed {run.seed} of "
+                                 f"{part.source}: they differ in {'; '.join(diffs)}")
+            out[run.seed], where[run.seed] = run, part.source
+    return dict(sorted(out.items()))
+
+
+def _pooled_significance(runs: Mapping[str, Mapping[int, SeedRun]]) -> Optional[dict[str, Any]]:
+    """:func:`raptor.reporting.report.compare_variants` over the pooled seeds, from the runs' test metrics and
+    per-query ranks (``None`` when the baseline or its evaluations are missing). Every evaluation must rank
+    the same queries in the same order (:class:`ValueError` naming the folder otherwise)."""
+    from raptor.reporting.report import baseline_of, significance_of_seeds
+    from raptor.reporting.runs_reader import ranks_source, read_ranks
+
+    evaluated = {v: {s: r for s, r in seeds.items() if r.metrics is not None} for v, seeds in runs.items()}
+    evaluated = {v: seeds for v, seeds in evaluated.items() if seeds}
+    if not any(variant_registry.get(v).baseline for v in evaluated):
+        return None
+    base = baseline_of(list(evaluated))
+    ranks: dict[str, dict[int, np.ndarray]] = {}
+    keys = None
+    for v, seeds in evaluated.items():
+        ranks[v] = {}
+        for seed, run in seeds.items():
+            path = ranks_source(run.eval_dir)
+            queries, ranks[v][seed] = read_ranks(path)
+            if keys is None:
+                keys = queries
+            elif queries.shape != keys.shape or not np.array_equal(queries, keys):
+                raise ValueError(f"{path}: not over the same queries as the other pooled evaluations")
+    metrics = {v: {s: r.metrics for s, r in seeds.items()} for v, seeds in evaluated.items()}
+    return {"baseline": base, "comparisons": {t: significance_of_seeds(metrics, ranks, t, base)
+                                              for t in evaluated if t != base}}
+
+
+def pool(name: str, parts: Sequence[ResultSet]) -> ResultSet:
+    """One result set of the runs of ``parts`` (sets of one dataset read from different folders: say seeds
+    0-1 trained in one session and 2-4 in another): every variant's and ablation arm's seeds together, the
+    significance tests recomputed over the pooled seeds from the records' per-query ranks as the pipeline's
+    significance stage computes them. :class:`ValueError` naming the folders when the parts are of different
+    datasets, share a seed, or hold runs of one variant (or arm) trained with other params or data."""
+    if len({p.dataset for p in parts}) != 1:
+        raise ValueError(f"cannot pool result sets of different datasets: "
+                         f"{', '.join(f'{p.source} ({p.dataset})' for p in parts)}")
+    runs = {v: _pool_runs(v, [(p, p.runs[v]) for p in parts if v in p.runs])
+            for v in variant_registry.VARIANTS if any(v in p.runs for p in parts)}
+    ablation = {a: _pool_runs(f"ablation {arm_folder(a)}", [(p, p.ablation[a]) for p in parts if a in p.ablation])
+                for a in sorted({a for p in parts for a in p.ablation})}
+    return ResultSet(name, parts[0].dataset, " + ".join(p.source for p in parts), runs,
+                     _pooled_significance(runs), {}, ablation, list(parts))
+
+
 # ---------------------------------------------------------------------------------------- tables
 
 
@@ -445,14 +526,14 @@ def usage_rows(sets: Sequence[ResultSet]) -> list[dict[str, str]]:
         first.setdefault(st.flow, i)
     order = {st.name: (first[st.flow], i) for i, st in enumerate(stages)}
     rows, seen = [], set()
-    for s in sets:
+    for s, label in ((part, f"{s.name}: {part.source}" if s.parts else s.name) for s in sets for part in s.parts or [s]):
         if (s.source, s.dataset) in seen:  # two sets read from one folder share its log
             continue
         seen.add((s.source, s.dataset))
         ranked = sorted(s.usage.items(), key=lambda item: order.get(item[0].rsplit("@", 1)[0], (len(order), 0)))
         for stage, rec in ranked:
             rows.append({
-                "set": s.name, "dataset": s.dataset, "stage": stage.rsplit("@", 1)[0],
+                "set": label, "dataset": s.dataset, "stage": stage.rsplit("@", 1)[0],
                 "wall time": _duration(float(rec["seconds"])),
                 "peak RSS (GB)": f"{float(rec['peak_rss_gb']):.2f}" + ("" if rec.get("peak_is_per_stage") else " *")
                                  + ("" if rec.get("released_before") else " †"),
@@ -672,19 +753,29 @@ def write_results_page(sets: Sequence[ResultSet], out: str | Path, figures_dir: 
 
 
 def parse_sources(specs: Sequence[str]) -> list[ResultSet]:
-    """``NAME=FOLDER`` (or ``FOLDER``, named after it) -> the result sets, in the order given."""
+    """``NAME=FOLDER`` (or ``FOLDER``, named after it) -> the result sets, in the order given.
+    ``NAME=FOLDER+FOLDER...`` pools each dataset's runs of those folders into one set (:func:`pool`)."""
     sets: list[ResultSet] = []
     for spec in specs:
         name, sep, folder = spec.partition("=")
         if not sep:
             name, folder = None, spec
-        sets += discover(folder, name)
+        folders = folder.split(POOL_SEPARATOR)
+        if len(folders) == 1:
+            sets += discover(folder, name)
+            continue
+        name = name or folder
+        by_dataset: dict[str, list[ResultSet]] = {}
+        for f in folders:
+            for s in discover(f, name):
+                by_dataset.setdefault(s.dataset, []).append(s)
+        sets += [pool(name, parts) if len(parts) > 1 else parts[0] for parts in by_dataset.values()]
     return sets
 
 
 def source_folders(specs: Sequence[str]) -> list[str]:
-    """The folders of ``NAME=FOLDER`` / ``FOLDER`` specs, in order."""
-    return [spec.partition("=")[2] if "=" in spec else spec for spec in specs]
+    """The folders of ``NAME=FOLDER`` / ``FOLDER`` / ``NAME=FOLDER+FOLDER`` specs, in order."""
+    return [f for spec in specs for f in (spec.partition("=")[2] if "=" in spec else spec).split(POOL_SEPARATOR)]
 
 
 def write_from_sources(specs: Sequence[str], out: str | Path, figures_dir: Optional[str | Path] = None,
