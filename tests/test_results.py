@@ -450,6 +450,10 @@ def test_pooling_refuses_shared_seeds_other_params_and_other_data(tmp_path, caps
     out = tmp_path / "results.md"
     assert cli(["results", f"q={a}+{tmp_path / 'c'}", "--out", str(out), "--untracked"]) == 1
     assert "seed 1 is in both" in capsys.readouterr().err and not out.exists()
+    with pytest.raises(ValueError, match="an empty folder name"):
+        parse_sources([f"q={a}+"])
+    (unnamed,) = parse_sources([f"{a}+{_pipeline_workspace(tmp_path / 'f', [5])}"])
+    assert unnamed.name == "a+f" and list(unnamed.runs["raptor"]) == [0, 1, 5]
 
 
 def test_a_pooled_page_names_every_folder_and_checks_each_is_tracked(tmp_path, capsys):

@@ -761,10 +761,12 @@ def parse_sources(specs: Sequence[str]) -> list[ResultSet]:
         if not sep:
             name, folder = None, spec
         folders = folder.split(POOL_SEPARATOR)
+        if not all(folders):
+            raise ValueError(f"{spec!r}: an empty folder name (expected [NAME=]FOLDER[{POOL_SEPARATOR}FOLDER...])")
         if len(folders) == 1:
             sets += discover(folder, name)
             continue
-        name = name or folder
+        name = name or POOL_SEPARATOR.join(Path(f).name for f in folders)
         by_dataset: dict[str, list[ResultSet]] = {}
         for f in folders:
             for s in discover(f, name):
