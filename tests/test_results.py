@@ -437,6 +437,20 @@ def test_folders_pooled_are_the_set_of_all_their_seeds(tmp_path):
     assert discover(a)[0].significance != pooled.significance
 
 
+
+def test_a_pooled_set_keeps_each_parts_stage_times(tmp_path):
+    from raptor.common.resources import append_usage
+    from raptor.reporting.results import parse_sources, usage_rows
+
+    a, b = _pipeline_workspace(tmp_path / "a", [0, 1]), _pipeline_workspace(tmp_path / "b", [2])
+    for ws, seconds in ((a, 600.0), (b, 300.0)):
+        append_usage(ws / "runs/stage-usage.jsonl", {"stage": "finetune-raptor@ICEWS14", "ok": True, "seconds": seconds,
+                                                      "peak_rss_gb": 2.0, "peak_is_per_stage": True,
+                                                      "released_before": True, "finished": "2026-11-27T06:00:00+00:00"})
+    rows = usage_rows(parse_sources([f"q={a}+{b}"]))
+    assert [(r["set"], r["wall time"]) for r in rows] == [(f"q: `{a}`", "10.0 min"), (f"q: `{b}`", "5.0 min")]
+
+
 def test_pooling_refuses_shared_seeds_other_params_and_other_data(tmp_path, capsys):
     from raptor.reporting.results import parse_sources
 
