@@ -313,6 +313,19 @@ class TITerConfig:
     im_mu: float = 0.1
 
 
+#: The actor-critic agents' settings that the paper does not state and TITer's code (JHL-HUST/TITer) sets, the
+#: code whose defaults the paper's stated settings are: dotted param -> (TITer's value, where in its code).
+#: Each is a param whose default keeps this project's behaviour until issue 39's sweep decides (docs/agent.md,
+#: "Inherited from TITer's code"); the results page shows them beside the values each result set used.
+INHERITED_FROM_TITER: dict[str, tuple[Any, str]] = {
+    "rl.weight_decay": (TITerConfig.weight_decay, "main.py: Adam's weight_decay"),
+    "rl.clip_gradient": (TITerConfig.clip_gradient, "main.py --clip_gradient, utils/trainer.py"),
+    "rl.entropy_decay_per": (TITerConfig.entropy_decay_per, "utils/trainer.py: now_epoch counts batches"),
+    "model.embedding_init": ("normal", "model/agent.py: nn.Embedding's N(0, 1)"),
+    "eval.rank_last_expansions": (True, "model/episode.py beam_search, ranked by utils/tester.py"),
+}
+
+
 @dataclass(frozen=True)
 class RecurrencyConfig:
     """The recurrency baseline (Gastinger et al., IJCAI 2024; nec-research/recurrency_baseline_tkg at

@@ -482,3 +482,31 @@ def test_a_pooled_page_names_every_folder_and_checks_each_is_tracked(tmp_path, c
     page = out.read_text()
     assert f"- **q** / ICEWS14: `{a}` + `{b}`" in page and "| q | ICEWS14 | RL-RAPTOR | 0,1,2 |" in page
     assert "(n = 3)" in page
+
+
+def test_the_page_sets_what_titers_code_does_beside_what_each_set_used(tmp_path):
+    """Every setting the paper leaves to TITer's code, with TITer's value and the values the set's runs used."""
+    import dataclasses
+
+    from raptor.config import INHERITED_FROM_TITER, Params, flatten
+    from raptor.reporting.results import inherited_rows, parse_sources
+
+    a = _pipeline_workspace(tmp_path / "a", [0, 1])
+    for v, decay in (("pure_rl", 0.0), ("raptor", 1.0e-5)):
+        cfg = a / f"runs/ICEWS14/{v}/train/seed0/run_config.json"
+        obj = json.loads(cfg.read_text())
+        obj["params"].update({"rl.weight_decay": decay, "eval.rank_last_expansions": False})
+        cfg.write_text(json.dumps(obj))
+    rows, cols = inherited_rows(parse_sources([f"q={a}"]))
+    assert cols[-1] == "q" and [r["param"] for r in rows] == [f"`{k}`" for k in INHERITED_FROM_TITER]
+    by = {r["param"]: r for r in rows}
+    assert by["`rl.weight_decay`"]["TITer's code"] == "1e-05" and by["`rl.weight_decay`"]["q"] == "0.0/1e-05"
+    assert by["`eval.rank_last_expansions`"]["TITer's code"] == "true" and by["`eval.rank_last_expansions`"]["q"] == "false"
+    assert by["`rl.clip_gradient`"]["q"] == ""  # no run of the set has it
+    # every key is a param, whose default keeps this project's behaviour (not TITer's value) until issue 39 decides
+    defaults = flatten(dataclasses.asdict(Params()))
+    for key, (titer, _) in INHERITED_FROM_TITER.items():
+        assert key in defaults and defaults[key] != titer, key
+    # docs/agent.md's table of them names each
+    agent_doc = (REPO / "docs/agent.md").read_text()
+    assert all(f"| `{key}` |" in agent_doc for key in INHERITED_FROM_TITER)

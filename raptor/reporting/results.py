@@ -38,6 +38,7 @@ from typing import Any, Mapping, Optional, Sequence
 import numpy as np
 
 from raptor.agents import variants as variant_registry
+from raptor.config import INHERITED_FROM_TITER
 from raptor.constants import METRIC_KEYS, arm_folder
 from raptor.common.io import atomic_write_bytes, atomic_write_text
 from raptor.reporting.records import write_ranks
@@ -603,6 +604,27 @@ def paper_layout_rows(sets: Sequence[ResultSet]) -> tuple[list[dict[str, str]], 
     return rows, cols
 
 
+def _param_text(value: Any) -> str:
+    """A param's value as params.yaml writes it (``true``, ``1e-05``, ``batch``)."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def inherited_rows(sets: Sequence[ResultSet]) -> tuple[list[dict[str, str]], list[str]]:
+    """The settings the paper leaves to TITer's code (:data:`raptor.config.INHERITED_FROM_TITER`): TITer's
+    value and where its code sets it, then one column per result-set name with the values its runs were
+    trained and evaluated with (``/``-joined when they differ; empty where no run has the param)."""
+    names = list(dict.fromkeys(s.name for s in sets if s.runs))
+    rows = []
+    for key, (value, where) in INHERITED_FROM_TITER.items():
+        row = {"param": f"`{key}`", "TITer's code": _param_text(value), "where in TITer's code": where}
+        for name in names:
+            used = dict.fromkeys(_param_text(r.params[key]) for s in sets if s.name == name
+                                 for seeds in s.runs.values() for r in seeds.values() if key in r.params)
+            row[name] = "/".join(used)
+        rows.append(row)
+    return rows, ["param", "TITer's code", "where in TITer's code", *names]
+
+
 def _per_seed(values: Sequence[Any]) -> str:
     """One value per seed, in seed order (``/``-separated), or the common one."""
     text = [str(v) for v in values]
@@ -707,6 +729,13 @@ def write_results_page(sets: Sequence[ResultSet], out: str | Path, figures_dir: 
               f"`*`: better than {_baseline_label()} in the paired one-sided t-test over seeds, p < {ALPHA} (the paper's "
               "marks on its RL-RAPTOR row; ours from each set's significance tests above).", "",
               _markdown_table(rows, cols)]
+    inherited, inherited_cols = inherited_rows(sets)
+    lines += ["## Settings inherited from TITer's code", "",
+              "The paper's stated training settings are the defaults of TITer's code (JHL-HUST/TITer); these "
+              "settings the paper does not state. TITer's value and where its code sets it, beside the value "
+              "each result set's runs used (empty: no run of the set has the param). `docs/agent.md` explains "
+              "each; issue 39's sweep decides which become defaults.", "",
+              _markdown_table(inherited, inherited_cols)]
     used = usage_rows(sets)
     if used:
         lines += ["## Stage wall time and peak memory", "",
