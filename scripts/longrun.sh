@@ -6,10 +6,13 @@
 #   data/DS/     ingested data, graph and label tables, made from src/ when missing
 #   runs/DS/VARIANT/seedS/  `raptor train` outputs (pretrain/, rl/), resumed from their checkpoints, then
 #                           eval/: `raptor evaluate` of rl/best.pt on test; train.log beside them
+#   runs/DS/ablation/pN/seedS/  the same for an arm of the pretraining-epochs ablation: RL-RAPTOR with N
+#                           pretraining epochs (raptor:S:pN); the results page reads the arms with the set's
+#                           Pure-RL runs as arm p0 and its RL-RAPTOR runs as the arm of their pretraining budget
 # `raptor collect .longruns/runs results/paper-budget`, `git add results/paper-budget`, then
 # `raptor results "paper budget=results/paper-budget" ...` puts them on the results page.
 #
-#   scripts/longrun.sh start [--commit REV] [--dataset DS] [--set KEY=VALUE]... VARIANT:SEED...
+#   scripts/longrun.sh start [--commit REV] [--dataset DS] [--set KEY=VALUE]... VARIANT:SEED... [raptor:SEED:pN]...
 #   scripts/longrun.sh status       one line per run: epochs done, best validation MRR, alive or not
 #   scripts/longrun.sh stop         SIGTERM to the runs' process groups (each resumes from its last checkpoint)
 #
@@ -47,7 +50,7 @@ params="$dir/params.yaml"
 if [ "$cmd" = status ]; then
   [ -d "$dir/runs" ] || { echo "no long runs under $dir"; exit 0; }
   echo "source: $(git -C "$dir/src" rev-parse --short HEAD 2>/dev/null || echo '?') ($dir/src)"
-  for out in "$dir"/runs/*/*/seed*; do
+  for out in "$dir"/runs/*/*/seed* "$dir"/runs/*/ablation/p*/seed*; do
     [ -d "$out" ] || continue
     pid=$(cat "$out/pid" 2>/dev/null || true)
     alive=stopped; [ -n "$pid" ] && kill -0 -- "-$pid" 2>/dev/null && alive="running (pid $pid)"
@@ -65,7 +68,7 @@ def last(path):
 pre, _ = last(out / "pretrain" / "history.json")
 rl, best = last(out / "rl" / "history.json")
 done = (out / "rl" / "summary.json").exists()
-parts = [f"{'/'.join(out.parts[-3:])}:"]
+parts = [f"{'/'.join(out.parts[-4 if out.parts[-3] == 'ablation' else -3:])}:"]
 if pre is not None:
     parts.append(f"pretraining {pre} epochs,")
 parts.append(f"RL {rl or 0} epochs" + (" (finished)" if done else "") + ",")
@@ -78,7 +81,7 @@ PY
 fi
 
 if [ "$cmd" = stop ]; then
-  for f in "$dir"/runs/*/*/seed*/pid; do
+  for f in "$dir"/runs/*/*/seed*/pid "$dir"/runs/*/ablation/p*/seed*/pid; do
     [ -f "$f" ] || continue
     # the whole process group (setsid made the job's shell its leader): the shell and its python
     pid=$(cat "$f"); kill -0 -- "-$pid" 2>/dev/null && { kill -TERM -- "-$pid"; echo "stopped pid $pid ($(dirname "$f"))"; }
@@ -87,6 +90,11 @@ if [ "$cmd" = stop ]; then
 fi
 
 [ ${#runs[@]} -gt 0 ] || { echo "longrun.sh start: name at least one VARIANT:SEED (e.g. raptor:0)" >&2; exit 2; }
+for spec in "${runs[@]}"; do  # before anything is made
+  [[ "$spec" =~ ^[a-z_]+:[0-9]+$ || "$spec" =~ ^raptor:[0-9]+:p[0-9]+$ ]] || {
+    echo "longrun.sh: '$spec': expected VARIANT:SEED (e.g. pure_rl:0), or raptor:SEED:pN for the ablation's arm" \
+         "with N pretraining epochs" >&2; exit 2; }
+done
 mkdir -p "$dir"
 if [ ! -d "$dir/src" ]; then
   git worktree add --detach "$dir/src" "$commit" >/dev/null
@@ -130,27 +138,29 @@ guard=--resume-only
 grep -q -- "--resume-only" "$dir/src/raptor/commands/train.py" || {
   guard=""; echo "longrun.sh: warning: the pinned source predates --resume-only; a run whose code or params changed restarts" >&2; }
 for spec in "${runs[@]}"; do
-  variant="${spec%%:*}"; seed="${spec#*:}"
-  [ "$variant" != "$spec" ] || { echo "longrun.sh: '$spec': expected VARIANT:SEED" >&2; exit 2; }
+  IFS=: read -r variant seed arm <<< "$spec"
   labels=()
   if [ "$variant" = raptor ]; then
     [ -f "$data/labels/summary.json" ] || raptor label --data "$data/ingested" --params "$params" --out "$data/labels"
     labels=(--labels "$data/labels")
   fi
-  out="$dir/runs/$dataset/$variant/seed$seed"
+  out="$dir/runs/$dataset/$variant/seed$seed"; name="$variant seed $seed"; extra="$guard"
+  if [ -n "$arm" ]; then
+    out="$dir/runs/$dataset/ablation/$arm/seed$seed"; name="ablation $arm seed $seed"; extra="--pretrain-epochs ${arm#p} $guard"
+  fi
   mkdir -p "$out"
   if [ -f "$out/pid" ] && kill -0 -- "-$(cat "$out/pid")" 2>/dev/null; then
-    echo "$variant seed $seed: already running (pid $(cat "$out/pid"))"; continue
+    echo "$name: already running (pid $(cat "$out/pid"))"; continue
   fi
-  if [ -f "$out/eval/metrics.json" ]; then echo "$variant seed $seed: finished and evaluated"; continue; fi
+  if [ -f "$out/eval/metrics.json" ]; then echo "$name: finished and evaluated"; continue; fi
   # train (resuming from the checkpoint), then test the best-validation model: one background job
   (PYTHONPATH="$dir/src" nohup setsid nice -n 19 sh -c 'echo 19 > /proc/$$/autogroup 2>/dev/null || true; "$0" -P -m raptor.cli train --data "$1" --graph "$2" --out "$3" \
        --variant "$4" --seed "$5" --params "$6" $7 --no-progress && "$0" -P -m raptor.cli evaluate \
        --model "$3/rl/best.pt" --data "$1" --graph "$2" --params "$6" --split test --out "$3/eval"' \
-     "$py" "$data/ingested" "$data/graph.npz" "$out" "$variant" "$seed" "$params" "${labels[*]+${labels[*]}} $guard" \
+     "$py" "$data/ingested" "$data/graph.npz" "$out" "$variant" "$seed" "$params" "${labels[*]+${labels[*]}} $extra" \
      >> "$out/train.log" 2>&1 & echo $! > "$out/pid")
   pid=$(cat "$out/pid")
   # (the job's shell lowers its own autogroup, after setsid made it one: writing it from here raced
   # with setsid and once lowered the caller's group to 19 and left the run's at 0)
-  echo "$variant seed $seed: started (pid $pid), log $out/train.log"
+  echo "$name: started (pid $pid), log $out/train.log"
 done

@@ -23,6 +23,9 @@ def _run(*args: str, tmp_path: Path) -> subprocess.CompletedProcess:
     (("bogus",), 2, "unknown command 'bogus'"),
     (("start",), 2, "name at least one VARIANT:SEED"),
     (("start", "--frobnicate", "raptor:0"), 2, "unknown option --frobnicate"),
+    (("start", "pure_rl:0:p10"), 2, "raptor:SEED:pN for the ablation's arm"),  # only RL-RAPTOR pretrains
+    (("start", "raptor:0:10"), 2, "expected VARIANT:SEED"),
+    (("start", "raptor:x"), 2, "expected VARIANT:SEED"),
 ])
 def test_bad_commands_are_refused_and_create_nothing(tmp_path, args, code, message):
     r = _run(*args, tmp_path=tmp_path)

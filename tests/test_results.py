@@ -510,3 +510,39 @@ def test_the_page_sets_what_titers_code_does_beside_what_each_set_used(tmp_path)
     # docs/agent.md's table of them names each
     agent_doc = (REPO / "docs/agent.md").read_text()
     assert all(f"| `{key}` |" in agent_doc for key in INHERITED_FROM_TITER)
+
+
+def test_long_runs_ablation_arms_borrow_the_sets_own_runs_for_the_arms_they_are(tmp_path):
+    """`longrun.sh start raptor:S:pN` arms, read with the set's Pure-RL runs as arm 0 and its RL-RAPTOR runs
+    as the arm of their pretraining epochs (same params; an arm's own folder wins), and collected as such."""
+    from raptor.reporting.results import ablation_rows, collect
+
+    root = tmp_path / "long"
+
+    def run(where: str, pre: int, mrr: float, beam: int = 100) -> None:
+        d = root / "ICEWS14" / where
+        _write(d / "rl/history.json", _history(6, 2, mrr))
+        _write(d / "rl/summary.json", {"rl_epochs": 6, "pretrain_epochs": pre, "precision": "float32"})
+        _write(d / "run_config.json", {"params": {"eval.beam_size": beam, "train.precision": "float32"}})
+        _write(d / "eval/metrics.json", {"mrr": mrr, "hits@1": mrr - 0.1, "hits@3": mrr, "hits@10": mrr + 0.1})
+
+    run("pure_rl/seed0", 0, 0.30)
+    run("pure_rl/seed2", 0, 0.31, beam=50)  # other params: not an arm
+    run("raptor/seed0", 4, 0.34)
+    run("raptor/seed1", 4, 0.35)
+    run("titer/seed0", 0, 0.33)  # another agent: not an arm
+    run("ablation/p2/seed0", 2, 0.32)
+    run("ablation/p4/seed1", 4, 0.36)  # its own folder wins over raptor seed 1
+    (s,) = discover(root, "long")
+    mrr = {arm: {seed: r.metrics["mrr"] for seed, r in seeds.items()} for arm, seeds in s.ablation.items()}
+    assert mrr == {0: {0: 0.30}, 2: {0: 0.32}, 4: {0: 0.34, 1: 0.36}}
+    assert set(s.runs) == {"pure_rl", "raptor", "titer"}  # the main table is unchanged by the arms
+    rows = ablation_rows([s])
+    assert [(r["pretrain epochs"], r["seeds"]) for r in rows] == [("0", "0"), ("2", "0"), ("4", "0,1")]
+    collect(root, tmp_path / "kept")
+    assert ablation_rows(discover(tmp_path / "kept", "long")) == rows
+    # no arm folder: no ablation, even with Pure-RL and RL-RAPTOR runs
+    import shutil
+
+    shutil.rmtree(root / "ICEWS14/ablation")
+    assert discover(root, "long")[0].ablation == {}

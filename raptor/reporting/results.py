@@ -226,14 +226,52 @@ def read_ablation(folder: Path, dataset: str) -> dict[int, dict[int, SeedRun]]:
     arms_dir = folder / ABLATION_ARMS.format(dataset=dataset)
     if not arms_dir.is_dir():
         return {}
-    names = {p.name for p in arms_dir.iterdir() if p.is_dir()}
     out: dict[int, dict[int, SeedRun]] = {}
-    for arm in sorted(int(n[1:]) for n in names if n[1:].isdigit() and arm_folder(int(n[1:])) == n):
+    for arm in sorted(a for p in arms_dir.iterdir() if p.is_dir() and (a := _arm_of(p.name)) is not None):
         seeds = {seed: run for seed in seed_dirs(arms_dir / arm_folder(arm))
                  if (run := read_seed_run(seed, *_arm_paths(folder, dataset, arm, seed))) is not None}
         if seeds:
             out[arm] = seeds
     return out
+
+
+#: Folder of the pretraining-epochs ablation's arms in a folder of ``raptor train --out`` runs
+#: (``scripts/longrun.sh start raptor:S:pN``): ``<dataset>/ablation/p<N>/seed<S>/{rl,eval}``.
+RUN_ABLATION = "ablation"
+
+
+def _arm_of(name: str) -> Optional[int]:
+    """The pretraining epochs of an arm's folder name (``p10`` -> 10), ``None`` for any other name."""
+    return int(name[1:]) if name[1:].isdigit() and arm_folder(int(name[1:])) == name else None
+
+
+def read_run_ablation(ds_dir: Path, runs: Mapping[str, Mapping[int, SeedRun]]) -> dict[int, dict[int, SeedRun]]:
+    """The ablation's arms in a folder of single runs (:data:`RUN_ABLATION`), ``{arm: {seed: run}}`` in
+    increasing pretraining epochs; ``{}`` when it has no arm. An arm is RL-RAPTOR with that many pretraining
+    epochs, so the set's own runs fill the arms they are, where no arm folder holds that seed: its Pure-RL
+    runs (the same agent unpretrained) arm 0, its RL-RAPTOR runs the arm of their pretraining epochs, each
+    only with the same params as the arm runs."""
+    arms_dir = ds_dir / RUN_ABLATION
+    if not arms_dir.is_dir():
+        return {}
+    out: dict[int, dict[int, SeedRun]] = {}
+    for arm in sorted(a for p in arms_dir.iterdir() if p.is_dir() and (a := _arm_of(p.name)) is not None):
+        seeds = {seed: run for seed in seed_dirs(arms_dir / arm_folder(arm))
+                 if (run := read_seed_run(seed, *_run_paths(arms_dir, arm_folder(arm), seed, False))) is not None}
+        if seeds:
+            out[arm] = seeds
+    if not out:
+        return {}
+    params = next(iter(next(iter(out.values())).values())).params
+    pretrained = variant_registry.get(variant_registry.PRETRAINED_VARIANT)
+    unpretrained = next(v.name for v in variant_registry.VARIANTS.values()
+                        if v.agent == pretrained.agent and not v.pretrained)
+    for v in (unpretrained, pretrained.name):
+        for seed, run in runs.get(v, {}).items():
+            arm = run.pretrain_epochs if v == pretrained.name else 0
+            if run.params == params and seed not in out.get(arm, {}):
+                out.setdefault(arm, {})[seed] = run
+    return {arm: dict(sorted(seeds.items())) for arm, seeds in sorted(out.items())}
 
 
 def _run_paths(ds_dir: Path, variant: str, seed: int, pipeline: bool) -> tuple[Path, Path]:
@@ -267,7 +305,11 @@ def collect(src: str | Path, dest: str | Path) -> dict[str, Any]:
                                                                RunDir(eval_dir).metrics]
         for arm, seeds in rs.ablation.items():
             for seed in seeds:
-                train_dir, eval_dir = _arm_paths(src, rs.dataset, arm, seed)
+                if pipeline:
+                    train_dir, eval_dir = _arm_paths(src, rs.dataset, arm, seed)
+                else:  # a run of the set standing for an arm (no such folder) is collected with the set's runs
+                    train_dir, eval_dir = _run_paths(root / rs.dataset / RUN_ABLATION, arm_folder(arm), seed, False)
+                    files.append(train_dir.parent / RunDir.CONFIG)
                 files += [train_dir / f for f in RUN_FILES] + [RunDir(eval_dir).metrics]
         if pipeline:
             files.append(src / "reports" / rs.dataset / "significance.json")
@@ -314,7 +356,7 @@ def discover(folder: str | Path, name: Optional[str] = None) -> list[ResultSet]:
                     seeds[seed] = run
             if seeds:
                 runs[v] = seeds
-        ablation = read_ablation(folder, ds_dir.name) if pipeline else {}
+        ablation = read_ablation(folder, ds_dir.name) if pipeline else read_run_ablation(ds_dir, runs)
         if runs or ablation:
             sig = read_json(folder / "reports" / ds_dir.name / "significance.json") if pipeline else None
             mine = {stage: rec for stage, rec in usage.items() if stage.endswith(f"@{ds_dir.name}")}
@@ -753,7 +795,9 @@ def write_results_page(sets: Sequence[ResultSet], out: str | Path, figures_dir: 
     if ablated:
         lines += ["## Pretraining-epochs ablation", "",
                   "RL-RAPTOR fine-tuned from each arm's pretraining (0 epochs: no pretraining, a random "
-                  "initialisation) with one RL budget (`ablation/dvc.yaml`). The paper measures training efficiency "
+                  "initialisation) with one RL budget (`ablation/dvc.yaml`; in a folder of long runs, "
+                  "`scripts/longrun.sh start raptor:S:pN`, with the set's Pure-RL and RL-RAPTOR runs as the arms "
+                  "they are). The paper measures training efficiency "
                   f"by the RL epoch by which the average training reward exceeds {REWARD_THRESHOLD} (here: reaches it); its figure "
                   "has no other number, so that column is all that can be set beside ours. RL epochs count from "
                   "1; `not in N`: not reached in the N epochs trained.", "",
