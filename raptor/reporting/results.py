@@ -104,7 +104,8 @@ class ResultSet:
     #: The latest usage record of each of this dataset's pipeline stages (stage name -> record), in
     #: pipeline order; empty where the folder has no usage log.
     usage: dict[str, dict[str, Any]] = field(default_factory=dict)
-    #: The pretraining-epochs ablation: pretraining epochs of the arm -> seed -> run (pipeline layout only).
+    #: The pretraining-epochs ablation: pretraining epochs of the arm -> seed -> run (:func:`read_ablation`,
+    #: :func:`read_run_ablation`).
     ablation: dict[int, dict[int, SeedRun]] = field(default_factory=dict)
     #: The sets it pools (:func:`pool`: one per folder, each with its own source and usage); empty for a
     #: set read from one folder.
