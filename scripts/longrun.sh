@@ -13,6 +13,8 @@
 # `raptor results "paper budget=results/paper-budget" ...` puts them on the results page.
 #
 #   scripts/longrun.sh start [--commit REV] [--dataset DS] [--set KEY=VALUE]... VARIANT:SEED... [raptor:SEED:pN]...
+#   scripts/longrun.sh resume       start again every run of every dataset that is neither alive nor tested
+#                                   (after a reboot or a session that ended: the same as naming them to start)
 #   scripts/longrun.sh status       one line per run: epochs done, best validation MRR, alive or not
 #   scripts/longrun.sh stop         SIGTERM to the runs' process groups (each resumes from its last checkpoint)
 #
@@ -38,8 +40,28 @@ while [ $# -gt 0 ]; do
     *) runs+=("$1"); shift ;;
   esac
 done
-case "$cmd" in start|status|stop) ;; -h|--help|"") awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
-  *) echo "longrun.sh: unknown command '$cmd' (start, status, stop)" >&2; exit 2 ;; esac
+case "$cmd" in start|resume|status|stop) ;; -h|--help|"") awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+  *) echo "longrun.sh: unknown command '$cmd' (start, resume, status, stop)" >&2; exit 2 ;; esac
+
+if [ "$cmd" = resume ]; then
+  [ ${#runs[@]} -eq 0 ] && [ ${#sets[@]} -eq 0 ] || { echo "longrun.sh resume: takes no arguments (it resumes every run under $dir/runs)" >&2; exit 2; }
+  found=0
+  for ds_dir in "$dir"/runs/*/; do
+    [ -d "$ds_dir" ] || continue
+    specs=()
+    for out in "$ds_dir"*/seed* "$ds_dir"ablation/p*/seed*; do
+      [ -d "$out" ] || continue
+      parent="$(basename "$(dirname "$out")")"; seed="${out##*/seed}"
+      if [ "$(basename "$(dirname "$(dirname "$out")")")" = ablation ]; then specs+=("raptor:$seed:$parent")
+      elif [ "$parent" != ablation ]; then specs+=("$parent:$seed"); fi
+    done
+    [ ${#specs[@]} -gt 0 ] || continue
+    found=1
+    "$0" start --dataset "$(basename "$ds_dir")" "${specs[@]}"
+  done
+  [ "$found" = 1 ] || echo "no long runs under $dir to resume"
+  exit 0
+fi
 
 py="$root/.venv/bin/python"
 [ -x "$py" ] || { echo "longrun.sh: no .venv: run scripts/setup.sh first" >&2; exit 1; }

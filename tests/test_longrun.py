@@ -39,6 +39,11 @@ def test_help_and_status_of_an_empty_folder(tmp_path):
     assert r.returncode == 0 and "scripts/longrun.sh start" in r.stdout and "set -euo" not in r.stdout
     r = _run("status", tmp_path=tmp_path)
     assert r.returncode == 0 and "no long runs under" in r.stdout
+    r = _run("resume", tmp_path=tmp_path)
+    assert r.returncode == 0 and "no long runs under" in r.stdout and "to resume" in r.stdout
+    assert not (tmp_path / "lr").exists()
+    r = _run("resume", "raptor:0", tmp_path=tmp_path)
+    assert r.returncode == 2 and "takes no arguments" in r.stderr
 
 
 def test_stop_ends_the_whole_process_group(tmp_path):
