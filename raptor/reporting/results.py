@@ -42,13 +42,15 @@ from raptor.config import INHERITED_FROM_TITER
 from raptor.constants import METRIC_KEYS, arm_folder
 from raptor.common.io import atomic_write_bytes, atomic_write_text
 from raptor.reporting.records import write_ranks
-from raptor.reporting.runs_reader import (COMMIT_FILE, PREDICTIONS_FILE, RANKS_FILE, read_fingerprint, read_history,
+from raptor.reporting.runs_reader import (COMMIT_FILE, PREDICTIONS_FILE, RANKS_FILE, ranks_source, read_fingerprint,
+                                          read_history, read_ranks,
                                           read_json, read_metrics, read_summary, recorded_commit, seed_dirs)
 from raptor.runs.rundir import RunDir
 from raptor.reporting.paper import (ABLATION_REWARD_EPOCHS, DATASETS as PAPER_DATASETS, MAIN_TABLE,
                                     MARKED as PAPER_MARKED, REWARD_THRESHOLD)
 from raptor.evaluation.ranking import TIE_RULE
-from raptor.reporting.report import _markdown_table, epochs_to_reward, plot_bars, plot_curves
+from raptor.reporting.report import (_markdown_table, baseline_of, epochs_to_reward, plot_bars, plot_curves,
+                                     significance_of_seeds)
 from raptor.common.resources import read_usage
 from raptor.pipeline.stages import ABLATION_ARMS, ABLATION_EVAL, USAGE_LOG, main_stages
 
@@ -401,9 +403,6 @@ def _pooled_significance(runs: Mapping[str, Mapping[int, SeedRun]]) -> Optional[
     """:func:`raptor.reporting.report.compare_variants` over the pooled seeds, from the runs' test metrics and
     per-query ranks (``None`` when the baseline or its evaluations are missing). Every evaluation must rank
     the same queries in the same order (:class:`ValueError` naming the folder otherwise)."""
-    from raptor.reporting.report import baseline_of, significance_of_seeds
-    from raptor.reporting.runs_reader import ranks_source, read_ranks
-
     evaluated = {v: {s: r for s, r in seeds.items() if r.metrics is not None} for v, seeds in runs.items()}
     evaluated = {v: seeds for v, seeds in evaluated.items() if seeds}
     if not any(variant_registry.get(v).baseline for v in evaluated):
