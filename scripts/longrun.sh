@@ -12,9 +12,9 @@
 # `raptor collect .longruns/runs results/paper-budget`, `git add results/paper-budget`, then
 # `raptor results "paper budget=results/paper-budget" ...` puts them on the results page.
 #
-#   scripts/longrun.sh start [--commit REV] [--dataset DS] [--set KEY=VALUE]... VARIANT:SEED... [raptor:SEED:pN]...
-#   scripts/longrun.sh resume       start again every run of every dataset that is neither alive nor tested
-#                                   (after a reboot or a session that ended: the same as naming them to start)
+#   scripts/longrun.sh start [--commit REV] [--dataset DS] [--set KEY=VALUE]... [--threads N] VARIANT:SEED... [raptor:SEED:pN]...
+#   scripts/longrun.sh resume [--threads N]  start again every run of every dataset that is neither alive nor
+#                                   tested (after a reboot or a session that ended: the same as naming them to start)
 #   scripts/longrun.sh status       one line per run: epochs done, best validation MRR, alive or not
 #   scripts/longrun.sh stop         SIGTERM to the runs' process groups (each resumes from its last checkpoint)
 #
@@ -22,19 +22,25 @@
 # and its scheduler autogroup too, so work started from a shell is not slowed), one job per VARIANT:SEED:
 # train, resuming from the checkpoint, then test. Starting a run that is alive, or finished and tested,
 # does nothing. A run whose checkpoints another configuration or code wrote is never deleted: it fails
-# (train --resume-only), and its log says why; move its folder away to start it anew. Example, the paper's budget in bfloat16 with one thread per run:
-#   scripts/longrun.sh start --set train.precision=bfloat16 --set train.num_threads=1 raptor:0 pure_rl:0
+# (train --resume-only), and its log says why; move its folder away to start it anew.
+# --threads N sets train.num_threads (torch threads per run; it changes no result, so runs continue under
+# another value) in .longruns/params.yaml for the runs this call starts: one run on 2 cores, --threads 2;
+# two at once, --threads 1 (a run already alive keeps its threads: stop it and start it again).
+# Example, the paper's budget in float32, two runs at once with one thread each:
+#   scripts/longrun.sh start --set train.precision=float32 --threads 1 raptor:0 pure_rl:0
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 dir="${LONGRUN_DIR:-$root/.longruns}"
 cmd="${1:-}"; [ $# -gt 0 ] && shift
-commit=HEAD; dataset=ICEWS14; sets=(); runs=()
+commit=HEAD; dataset=ICEWS14; sets=(); runs=(); threads=
 while [ $# -gt 0 ]; do
   case "$1" in
     --commit) commit="$2"; shift 2 ;;
     --dataset) dataset="$2"; shift 2 ;;
     --set) sets+=("$2"); shift 2 ;;
+    --threads) threads="$2"; shift 2
+      [[ "$threads" =~ ^[0-9]+$ ]] || { echo "longrun.sh: --threads '$threads': expected a number of threads (0 = all cores)" >&2; exit 2; } ;;
     -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     -*) echo "longrun.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) runs+=("$1"); shift ;;
@@ -44,7 +50,7 @@ case "$cmd" in start|resume|status|stop) ;; -h|--help|"") awk 'NR > 1 && /^#/ { 
   *) echo "longrun.sh: unknown command '$cmd' (start, resume, status, stop)" >&2; exit 2 ;; esac
 
 if [ "$cmd" = resume ]; then
-  [ ${#runs[@]} -eq 0 ] && [ ${#sets[@]} -eq 0 ] || { echo "longrun.sh resume: takes no arguments (it resumes every run under $dir/runs)" >&2; exit 2; }
+  [ ${#runs[@]} -eq 0 ] && [ ${#sets[@]} -eq 0 ] || { echo "longrun.sh resume: takes no runs and no --set (it resumes every run under $dir/runs)" >&2; exit 2; }
   found=0
   for ds_dir in "$dir"/runs/*/; do
     [ -d "$ds_dir" ] || continue
@@ -57,7 +63,7 @@ if [ "$cmd" = resume ]; then
     done
     [ ${#specs[@]} -gt 0 ] || continue
     found=1
-    "$0" start --dataset "$(basename "$ds_dir")" "${specs[@]}"
+    "$0" start --dataset "$(basename "$ds_dir")" ${threads:+--threads "$threads"} "${specs[@]}"
   done
   [ "$found" = 1 ] || echo "no long runs under $dir to resume"
   exit 0
@@ -146,6 +152,23 @@ PY
 elif [ ${#sets[@]} -gt 0 ]; then
   echo "longrun.sh: $dir/params.yaml exists; --set is only read by the first start (edit it, or remove it and the runs)" >&2
   exit 1
+fi
+if [ -n "$threads" ]; then  # a no-effect key: rewritten in place, so the runs' fingerprints stay as they were
+  "$py" - "$params" "$threads" <<'PY'
+import re
+import sys
+path, n = sys.argv[1], sys.argv[2]
+lines = open(path).read().splitlines()
+key = re.compile(r"^  train\.num_threads:")
+if any(key.match(x) for x in lines):
+    lines = [f"  train.num_threads: {n}" if key.match(x) else x for x in lines]
+elif "overrides:" in lines:
+    lines.insert(lines.index("overrides:") + 1, f"  train.num_threads: {n}")
+else:
+    lines += ["", "# longrun.sh --set", "overrides:", f"  train.num_threads: {n}"]
+open(path, "w").write("\n".join(lines) + "\n")
+PY
+  echo "train.num_threads: $threads in $params"
 fi
 # Fail here, with the key named, rather than in every background run.
 PYTHONPATH="$dir/src" "$py" -c "import sys; from raptor.config import load_params; load_params(sys.argv[1])" "$params"

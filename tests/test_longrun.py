@@ -43,7 +43,7 @@ def test_help_and_status_of_an_empty_folder(tmp_path):
     assert r.returncode == 0 and "no long runs under" in r.stdout and "to resume" in r.stdout
     assert not (tmp_path / "lr").exists()
     r = _run("resume", "raptor:0", tmp_path=tmp_path)
-    assert r.returncode == 2 and "takes no arguments" in r.stderr
+    assert r.returncode == 2 and "takes no runs and no --set" in r.stderr
 
 
 def test_stop_ends_the_whole_process_group(tmp_path):
@@ -68,3 +68,46 @@ def test_stop_ends_the_whole_process_group(tmp_path):
             os.killpg(job.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+
+def test_bad_thread_count_is_refused_and_creates_nothing(tmp_path):
+    r = _run("start", "--threads", "two", "pure_rl:0", tmp_path=tmp_path)
+    assert r.returncode == 2 and "--threads 'two'" in r.stderr
+    assert not (tmp_path / "lr").exists()
+
+
+def test_threads_rewrite_the_no_effect_key_only(tmp_path):
+    """`--threads N` sets `train.num_threads` in the long runs' params file, in place and once, whether or
+    not the file has an overrides block; the other overrides stay, and the file still loads."""
+    from raptor.config import load_params
+
+    lr = tmp_path / "lr"
+    src = lr / "src"  # a pinned source stand-in: any git work tree
+    src.mkdir(parents=True)
+    git = ["git", "-C", str(src), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q", str(src)], check=True)
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "pin"], check=True)
+    data = lr / "data" / "ICEWS14"
+    (data / "ingested").mkdir(parents=True)
+    (data / "ingested" / "meta.json").write_text("{}")
+    (data / "graph.npz").write_text("")
+    done = lr / "runs" / "ICEWS14" / "pure_rl" / "seed0"
+    (done / "eval").mkdir(parents=True)
+    (done / "eval" / "metrics.json").write_text('{"mrr": 0.4}')
+    params = lr / "params.yaml"
+    params.write_text("rl:\n  epochs: 7\n")
+    r = _run("resume", "--threads", "1", tmp_path=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "finished and evaluated" in r.stdout and "train.num_threads: 1" in r.stdout
+    assert params.read_text().endswith("overrides:\n  train.num_threads: 1\n")
+    assert load_params(params).train.num_threads == 1 and load_params(params).rl.epochs == 7
+    params.write_text("rl:\n  epochs: 7\n\n# longrun.sh --set\noverrides:\n  train.precision: float32\n")
+    r = _run("start", "--threads", "2", "pure_rl:0", tmp_path=tmp_path)
+    assert r.returncode == 0, r.stderr
+    r = _run("start", "--threads", "0", "pure_rl:0", tmp_path=tmp_path)
+    assert r.returncode == 0, r.stderr
+    text = params.read_text()
+    assert text.count("num_threads") == 1 and "  train.precision: float32\n" in text
+    p = load_params(params)
+    assert p.train.num_threads == 0 and p.train.precision == "float32"
+    assert (done / "eval" / "metrics.json").read_text() == '{"mrr": 0.4}'
