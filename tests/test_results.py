@@ -546,3 +546,24 @@ def test_long_runs_ablation_arms_borrow_the_sets_own_runs_for_the_arms_they_are(
 
     shutil.rmtree(root / "ICEWS14/ablation")
     assert discover(root, "long")[0].ablation == {}
+
+
+def test_a_wildcard_pools_every_folder_it_matches_and_refuses_matching_none(tmp_path):
+    """`NAME=CAMPAIGN/*` is the pool of the campaign's sittings (one records folder each), in sorted order:
+    the same set as naming them with `+`; a pattern that matches no folder is an error, not an empty set."""
+    from raptor.reporting.results import parse_sources
+
+    camp = tmp_path / "campaign"
+    _pipeline_workspace(camp / "2026-11-27", [0, 1])
+    _pipeline_workspace(camp / "2026-11-28", [2])
+    (camp / "NOTES.md").write_text("not a folder: not matched")
+    assert source_folders([f"q={camp}/*"]) == [str(camp / "2026-11-27"), str(camp / "2026-11-28")]
+    (globbed,) = parse_sources([f"q={camp}/*"])
+    (named,) = parse_sources([f"q={camp}/2026-11-27+{camp}/2026-11-28"])
+    assert list(globbed.runs["raptor"]) == [0, 1, 2]
+    assert result_rows([globbed]) == result_rows([named]) and globbed.source == named.source
+    assert significance_rows([globbed]) == significance_rows([named])
+    with pytest.raises(ValueError, match=r"matches no folder"):
+        parse_sources([f"q={camp}/2025-*"])
+    with pytest.raises(ValueError, match=r"matches no folder"):
+        source_folders([f"q={camp}/2026-11-27+{tmp_path}/nothing-*"])

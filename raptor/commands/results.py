@@ -19,7 +19,8 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("sources", nargs="+", metavar="[NAME=]FOLDER[+FOLDER...]",
                    help="result folders, in the page's order; NAME labels its rows (default: the folder's name). "
                    "FOLDER+FOLDER pools their runs into one set per dataset (seeds trained in different sessions: "
-                   "disjoint seeds, the same params and data), its significance tests recomputed over all the seeds")
+                   "disjoint seeds, the same params and data), its significance tests recomputed over all the seeds; a FOLDER "
+                   "with a wildcard, quoted (\"paper=results/paper-budget-ICEWS14/*\"), stands for the folders it matches")
     p.add_argument("--out", default="results.md", help="the Markdown page (default: %(default)s)")
     p.add_argument("--figures", help="figure folder (default: figures/results beside --out)")
     p.add_argument("--untracked", action="store_true", help="accept folders git does not track: a draft page, "

@@ -29,6 +29,7 @@ ignored folder is gone; ``--untracked`` writes a draft page, marked as such, fro
 
 from __future__ import annotations
 
+import glob
 import re
 import subprocess
 from dataclasses import dataclass, field
@@ -825,19 +826,38 @@ def write_results_page(sets: Sequence[ResultSet], out: str | Path, figures_dir: 
     return out
 
 
+def expand_folder(folder: str) -> list[str]:
+    """The folders a source part names: itself, or with a wildcard (``results/paper-ICEWS14/*``: every
+    sitting's records of a campaign, pooled) the folders it matches, sorted. :class:`ValueError` when a
+    pattern matches no folder (a typo would otherwise drop runs from the page without a word)."""
+    if not glob.has_magic(folder):
+        return [folder]
+    found = sorted(f for f in glob.glob(folder) if Path(f).is_dir())
+    if not found:
+        raise ValueError(f"{folder!r}: matches no folder")
+    return found
+
+
+def _source_parts(spec: str) -> tuple[Optional[str], list[str]]:
+    """``(NAME or None, [FOLDER, ...])`` of one ``[NAME=]FOLDER[+FOLDER...]`` spec, wildcards expanded."""
+    name, sep, folder = spec.partition("=")
+    if not sep:
+        name, folder = None, spec
+    parts = folder.split(POOL_SEPARATOR)
+    if not all(parts):
+        raise ValueError(f"{spec!r}: an empty folder name (expected [NAME=]FOLDER[{POOL_SEPARATOR}FOLDER...])")
+    return name, [f for part in parts for f in expand_folder(part)]
+
+
 def parse_sources(specs: Sequence[str]) -> list[ResultSet]:
     """``NAME=FOLDER`` (or ``FOLDER``, named after it) -> the result sets, in the order given.
-    ``NAME=FOLDER+FOLDER...`` pools each dataset's runs of those folders into one set (:func:`pool`)."""
+    ``NAME=FOLDER+FOLDER...`` pools each dataset's runs of those folders into one set (:func:`pool`); a
+    folder with a wildcard (``NAME=results/paper-ICEWS14/*``) stands for the folders it matches."""
     sets: list[ResultSet] = []
     for spec in specs:
-        name, sep, folder = spec.partition("=")
-        if not sep:
-            name, folder = None, spec
-        folders = folder.split(POOL_SEPARATOR)
-        if not all(folders):
-            raise ValueError(f"{spec!r}: an empty folder name (expected [NAME=]FOLDER[{POOL_SEPARATOR}FOLDER...])")
+        name, folders = _source_parts(spec)
         if len(folders) == 1:
-            sets += discover(folder, name)
+            sets += discover(folders[0], name)
             continue
         name = name or POOL_SEPARATOR.join(Path(f).name for f in folders)
         by_dataset: dict[str, list[ResultSet]] = {}
@@ -849,8 +869,8 @@ def parse_sources(specs: Sequence[str]) -> list[ResultSet]:
 
 
 def source_folders(specs: Sequence[str]) -> list[str]:
-    """The folders of ``NAME=FOLDER`` / ``FOLDER`` / ``NAME=FOLDER+FOLDER`` specs, in order."""
-    return [f for spec in specs for f in (spec.partition("=")[2] if "=" in spec else spec).split(POOL_SEPARATOR)]
+    """The folders of ``NAME=FOLDER`` / ``FOLDER`` / ``NAME=FOLDER+FOLDER`` specs, in order, wildcards expanded."""
+    return [f for spec in specs for f in _source_parts(spec)[1]]
 
 
 def write_from_sources(specs: Sequence[str], out: str | Path, figures_dir: Optional[str | Path] = None,
