@@ -31,8 +31,8 @@ is written every epoch) when S seconds have passed, and the files of what was tr
 
 Run: ``python benchmarks/gpu_paper_seeds.py --variant pure_rl --out $OUT --commit REV --set
 train.precision=float32`` with ``../shared/data/ICEWS14`` there (on a lent machine, which has no
-``../shared``: ``mkdir -p ../shared && cp -r .gpu/shared/data ../shared/`` first, from a carried copy
-of ``../shared/data/ICEWS14`` and ``../shared/data/SHA256SUMS``).
+``../shared``: ``mkdir -p ../shared/data && cp -r .gpu/ICEWS14 .gpu/SHA256SUMS ../shared/data/`` first,
+from the carried copy ``.gpu`` of ``../shared/data/ICEWS14`` and ``../shared/data/SHA256SUMS``).
 (a CPU try: ``--device cpu --epochs 1 --seeds 0 1 --train-queries 512 --valid-queries 64 --test-queries 64``;
 for RL-RAPTOR add ``--variant raptor --set pretrain.epochs=1 --set train.stacked_seeds=2``: tried so on 2026-11-27)
 """
