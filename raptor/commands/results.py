@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 
 NAME = "results"
 #: One line for `raptor --help`.
@@ -30,7 +31,7 @@ def register(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from raptor.reporting.results import write_from_sources
 
-    command = "raptor results " + " ".join(args.sources) + f" --out {args.out}"
+    command = "raptor results " + " ".join(shlex.quote(s) for s in args.sources) + f" --out {shlex.quote(args.out)}"
     summary = write_from_sources(args.sources, args.out, args.figures, command=command, untracked=args.untracked)
     for name, dataset, vs in summary["sets"]:
         print(f"{name} / {dataset}: {', '.join(vs)}")

@@ -362,7 +362,8 @@ def discover(folder: str | Path, name: Optional[str] = None) -> list[ResultSet]:
                 runs[v] = seeds
         ablation = read_ablation(folder, ds_dir.name) if pipeline else read_run_ablation(ds_dir, runs)
         if runs or ablation:
-            sig = read_json(folder / "reports" / ds_dir.name / "significance.json") if pipeline else None
+            # a folder of long runs has no significance stage: the same tests from its records' ranks
+            sig = read_json(folder / "reports" / ds_dir.name / "significance.json") if pipeline else _ranked_significance(runs)
             mine = {stage: rec for stage, rec in usage.items() if stage.endswith(f"@{ds_dir.name}")}
             sets.append(ResultSet(name or folder.name, ds_dir.name, source, runs, sig, mine, ablation))
     if not sets:
@@ -423,6 +424,15 @@ def _pooled_significance(runs: Mapping[str, Mapping[int, SeedRun]]) -> Optional[
     metrics = {v: {s: r.metrics for s, r in seeds.items()} for v, seeds in evaluated.items()}
     return {"baseline": base, "comparisons": {t: significance_of_seeds(metrics, ranks, t, base)
                                               for t in evaluated if t != base}}
+
+
+def _ranked_significance(runs: Mapping[str, Mapping[int, SeedRun]]) -> Optional[dict[str, Any]]:
+    """:func:`_pooled_significance` of one folder of long runs, or ``None`` when one of its evaluations kept no
+    per-query ranks (neither predictions nor ``ranks.parquet``: the tests need them)."""
+    try:
+        return _pooled_significance(runs)
+    except FileNotFoundError:
+        return None
 
 
 def pool(name: str, parts: Sequence[ResultSet]) -> ResultSet:
