@@ -133,6 +133,7 @@ elif [ "$commit" != HEAD ] && [ "$(git rev-parse "$commit")" != "$(git -C "$dir/
 fi
 if [ ! -f "$dir/params.yaml" ]; then
   "$py" - "$dir/src/params.yaml" "$dir/params.yaml" "${sets[@]+"${sets[@]}"}" <<'PY'
+import os
 import sys
 import yaml
 src, dst, sets = sys.argv[1], sys.argv[2], sys.argv[3:]
@@ -146,7 +147,9 @@ text = open(src).read()
 if over:
     text += "\n# longrun.sh --set\noverrides:\n" + "".join(f"  {k}: {yaml.safe_dump(v, default_flow_style=True).strip().removesuffix('...').strip()}\n"
                                                           for k, v in over.items())
-open(dst, "w").write(text)
+with open(dst + ".tmp", "w") as fh:  # atomically: a half-written file is never read as the runs' params
+    fh.write(text)
+os.replace(dst + ".tmp", dst)
 PY
   echo "wrote $dir/params.yaml (overrides: ${sets[*]:-none})"
 elif [ ${#sets[@]} -gt 0 ]; then
@@ -155,6 +158,7 @@ elif [ ${#sets[@]} -gt 0 ]; then
 fi
 if [ -n "$threads" ]; then  # a no-effect key: rewritten in place, so the runs' fingerprints stay as they were
   "$py" - "$params" "$threads" <<'PY'
+import os
 import re
 import sys
 path, n = sys.argv[1], sys.argv[2]
@@ -166,7 +170,9 @@ elif "overrides:" in lines:
     lines.insert(lines.index("overrides:") + 1, f"  train.num_threads: {n}")
 else:
     lines += ["", "# longrun.sh --set", "overrides:", f"  train.num_threads: {n}"]
-open(path, "w").write("\n".join(lines) + "\n")
+with open(path + ".tmp", "w") as fh:  # atomically: the runs read this file
+    fh.write("\n".join(lines) + "\n")
+os.replace(path + ".tmp", path)
 PY
   echo "train.num_threads: $threads in $params"
 fi
