@@ -369,6 +369,13 @@ class TrainConfig:
     #: the same candidates and labels (tests/test_device_env.py, tests/test_device_labels.py), so the same
     #: training on the CPU and the same up to floating-point rounding on a GPU.
     env_backend: Literal["auto", "numpy", "torch"] = field(default="auto", metadata=NO_EFFECT)
+    #: auto: the actor-critic RL step replayed from a CUDA graph on a CUDA device with the device
+    #: environment (:mod:`raptor.agents.actor_critic.graph_step`); off: eager. The same batches, uniforms
+    #: and updates (tests/test_graph_step.py), so the same training up to floating-point order.
+    cuda_graph: Literal["auto", "off"] = field(default="auto", metadata=NO_EFFECT)
+    #: The captured step's fixed scan: edges to visited entities it may pass beyond the action cap; a
+    #: batch with a row that needs more is redone exactly (uncaptured).
+    graph_scan_pad: int = field(default=256, metadata=NO_EFFECT)
     #: Torch intra-op threads; 0 = all cores (divided among the runs that train at once).
     num_threads: int = field(default=0, metadata=NO_EFFECT)
     #: (variant, seed) runs trained at the same time by a stage (mapped Prefect tasks).
@@ -499,6 +506,7 @@ _CHECKS: dict[str, tuple[Any, str]] = {
     "train.num_threads": (lambda v: v >= 0, ">= 0"),
     "train.parallel_runs": (lambda v: v >= 1, ">= 1"),
     "train.stacked_seeds": (lambda v: v >= 1, ">= 1 (1 = each seed alone)"),
+    "train.graph_scan_pad": (lambda v: v >= 0, ">= 0"),
     "recurrency.lambda_grid": (lambda v: len(v) >= 1 and min(v) >= 0, "a non-empty list of decays >= 0"),
     "recurrency.alpha_grid": (lambda v: len(v) >= 1 and 0 <= min(v) and max(v) <= 1,
                               "a non-empty list of weights in [0, 1]"),

@@ -149,7 +149,7 @@ def run_variants(ctx: Context, variant: str, runs: Sequence[RunOptions], *,
         train_runs.append(RunOptions(
             seed=run.seed, epochs=n_rl, out_dir=Path(run.out_dir), device=device, precision=precision, resume=run.resume,
             progress=run.progress, evaluate_fn=validator, on_epoch_end=_rl_hook(hook), meta=meta,
-            env_backend=p.train.env_backend))
+            env_backend=p.train.env_backend, cuda_graph=p.train.cuda_graph, graph_scan_pad=p.train.graph_scan_pad))
     results = agent.train_many(ctx, policies, train_runs)
     return [_finish_run(Path(run.out_dir), variant, run.seed, pretrain_epochs, n_rl, precision, device, result,
                         restarted, started)

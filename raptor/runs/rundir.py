@@ -232,3 +232,7 @@ class RunOptions:
     #: Where rollouts (and pretraining's walks and labels) build their candidates: ``auto`` (on the
     #: device for CUDA), ``numpy`` (host) or ``torch`` (:func:`raptor.mdp.device_env.on_device`).
     env_backend: str = "auto"
+    #: ``auto``: the RL step replayed from a CUDA graph where it can be (``off``: never;
+    #: :mod:`raptor.agents.actor_critic.graph_step`); ``graph_scan_pad``: its fixed scan's slack.
+    cuda_graph: str = "auto"
+    graph_scan_pad: int = 256

@@ -44,6 +44,7 @@ from raptor.runs.checkpoints import model_meta
 from raptor.config import EvalConfig, RLConfig
 from raptor.mdp.env import TemporalEnv
 from raptor.runs.loop import Phase, Selection, TrainResult, rl_postfix, run_epochs, write_history
+from raptor.agents.actor_critic.graph_step import GraphStep, draw_uniforms, graph_step
 from raptor.agents.policy import Policy
 from raptor.mdp.device_env import on_device
 from raptor.agents.rollout import Rollout, rollout
@@ -109,7 +110,9 @@ def entropy_coefficient(rl: RLConfig, epoch: int, batch: int, batches_per_epoch:
 def train_epoch(policy: Policy, optimizer: torch.optim.Optimizer, env: TemporalEnv, queries: np.ndarray,
                 epoch: int, rl: RLConfig, run: RunOptions = RunOptions(progress=False)) -> dict[str, float]:
     """One pass over ``queries`` (shuffled by ``(run.seed, epoch)``); returns epoch means (``run``: its
-    seed, precision, device and progress bar)."""
+    seed, precision, device and progress bar). ``env``: the environment, or a
+    :class:`raptor.agents.actor_critic.graph_step.GraphStep` that runs each batch's rollout, loss and
+    backward (the same step, replayed from a CUDA graph)."""
     from raptor.common.progress import progress_bar
 
     seed, precision, device, progress = run.seed, run.precision, run.device, run.progress
@@ -125,14 +128,18 @@ def train_epoch(policy: Policy, optimizer: torch.optim.Optimizer, env: TemporalE
     bar = progress_bar(range(n_batches), desc=f"epoch {epoch}", enabled=progress, nested=True, mininterval=1.0)
     for i in bar:
         batch = queries[order[i * bs:(i + 1) * bs]]
-        with autocast(precision, device):
-            ro = rollout(policy, env, batch, gen, device)
         beta = beta0 if rl.entropy_decay_per == "epoch" else entropy_coefficient(rl, epoch, i, n_batches)
-        loss, parts = actor_critic_loss(ro, rl.gamma, beta)
-        # Keep the gradient buffers (zeroed in place): re-allocating the [E, d] entity gradient each
-        # batch cost more than the rest of its backward (page faults on fresh memory).
-        optimizer.zero_grad(set_to_none=False)
-        loss.backward()
+        if isinstance(env, GraphStep):  # the same step replayed from a CUDA graph (graph_step.py)
+            parts = dict(zip(LOSS_PARTS, env(batch, draw_uniforms([gen], len(batch), env.fixed.K, device),
+                                             beta)[0].tolist()))
+        else:
+            with autocast(precision, device):
+                ro = rollout(policy, env, batch, gen, device)
+            loss, parts = actor_critic_loss(ro, rl.gamma, beta)
+            # Keep the gradient buffers (zeroed in place): re-allocating the [E, d] entity gradient each
+            # batch cost more than the rest of its backward (page faults on fresh memory).
+            optimizer.zero_grad(set_to_none=False)
+            loss.backward()
         if rl.clip_gradient:  # the norm before clipping goes to the history
             parts["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(policy.parameters(), rl.clip_gradient))
         optimizer.step()
@@ -188,7 +195,8 @@ def train(policy: Policy, env: TemporalEnv, train_queries: np.ndarray, rl: RLCon
     policy.to(run.device)
     optimizer = make_optimizer(policy, rl)
     queries = np.ascontiguousarray(train_queries, dtype=np.int64)
-    env = on_device(env, run.device, run.env_backend)
+    env = graph_step(policy, on_device(env, run.device, run.env_backend), env, rl.batch_size, 1,
+                     lambda ro, beta: actor_critic_terms(ro, rl.gamma, beta), run)
     selection = Selection(policy, run.evaluate_fn, eval_cfg.valid_every, eval_cfg.patience, out, meta,
                           early=(eval_cfg.valid_every_early, eval_cfg.valid_early_epochs))
 

@@ -35,6 +35,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
+from raptor.agents.actor_critic.graph_step import GraphStep, draw_uniforms, graph_step
 from raptor.agents.actor_critic.rl import (CHECKPOINT_FORMAT, _write_history, entropy_coefficient,
                                            grouped_actor_critic_terms, make_optimizer, train)
 from raptor.agents.actor_critic.stack import (SeedUniforms, StackedPolicy, check_stackable, clip_per_seed,  # noqa: F401
@@ -75,12 +76,15 @@ def train_epoch(stack: StackedPolicy, optimizer: torch.optim.Optimizer, env: Tem
     for i in bar:
         rows = [queries[order[i * bs:(i + 1) * bs]] for order in orders]
         n = len(rows[0])
-        with autocast(run.precision, device):
-            ro = rollout(stack, env, np.concatenate(rows), device=device, uniforms=SeedUniforms(gens, n, device))
         beta = beta0 if rl.entropy_decay_per == "epoch" else entropy_coefficient(rl, epoch, i, n_batches)
-        loss, parts = grouped_actor_critic_terms(ro, rl.gamma, beta, S)
-        optimizer.zero_grad(set_to_none=False)
-        loss.backward()
+        if isinstance(env, GraphStep):  # the same step replayed from a CUDA graph (graph_step.py)
+            parts = env(np.concatenate(rows), draw_uniforms(gens, n, env.fixed.K, device), beta)
+        else:
+            with autocast(run.precision, device):
+                ro = rollout(stack, env, np.concatenate(rows), device=device, uniforms=SeedUniforms(gens, n, device))
+            loss, parts = grouped_actor_critic_terms(ro, rl.gamma, beta, S)
+            optimizer.zero_grad(set_to_none=False)
+            loss.backward()
         norms = clip_per_seed(stack, rl.clip_gradient) if rl.clip_gradient else torch.zeros(S, device=parts.device)
         optimizer.step()
         # one device-to-host copy per batch for every seed's numbers
@@ -124,9 +128,10 @@ def train_seeds(policies: Sequence[Policy], env: TemporalEnv, train_queries: np.
     starts = {start for _, start in resumed}
     histories = [h for h, _ in resumed]
     queries = np.ascontiguousarray(train_queries, dtype=np.int64)
-    env = on_device(env, device, runs[0].env_backend)
+    host_env, env = env, on_device(env, device, runs[0].env_backend)
     active = [s for s in range(len(runs)) if not selections[s].done()]
     stack, optimizer = _stack(policies, alone, active, rl)
+    step = _graph_step(stack, env, host_env, rl, runs[0])
     start = starts.pop()
     bar = progress_bar(range(start, n_epochs), desc=f"train {len(runs)} seeds", enabled=runs[0].progress,
                        initial=start, total=n_epochs)
@@ -134,7 +139,7 @@ def train_seeds(policies: Sequence[Policy], env: TemporalEnv, train_queries: np.
         if not active:
             break
         t0 = time.perf_counter()
-        rows = train_epoch(stack, optimizer, env, queries, epoch, rl, [runs[s] for s in active])
+        rows = train_epoch(stack, optimizer, step, queries, epoch, rl, [runs[s] for s in active])
         seconds = time.perf_counter() - t0
         stack.unstack_into([policies[s] for s in active])
         opt_state = optimizer.state_dict()
@@ -150,9 +155,16 @@ def train_seeds(policies: Sequence[Policy], env: TemporalEnv, train_queries: np.
             active = still
             if active:
                 stack, optimizer = _stack(policies, alone, active, rl)
+                step = _graph_step(stack, env, host_env, rl, runs[0])
     bar.close()
     return [replace(sel.finish(h, n_epochs), stacked_seeds=max([row.get("stacked_seeds", 1) for row in h] or [1]))
             for sel, h in zip(selections, histories)]
+
+
+def _graph_step(stack: StackedPolicy, env, host_env: TemporalEnv, rl: RLConfig, run: RunOptions):
+    """What :func:`train_epoch` steps through for ``stack``: ``env``, or its CUDA-graph step."""
+    return graph_step(stack, env, host_env, stack.seeds * rl.batch_size, stack.seeds,
+                      lambda ro, beta: grouped_actor_critic_terms(ro, rl.gamma, beta, stack.seeds), run)
 
 
 def _stack(policies: Sequence[Policy], optimizers: Sequence[torch.optim.Optimizer], active: Sequence[int],

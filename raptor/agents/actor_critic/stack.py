@@ -282,10 +282,11 @@ def check_stackable(what: str, policies: Sequence[Policy], runs: Sequence[RunOpt
     of different shapes. ``what``: the caller, named in the errors."""
     if len(policies) != len(runs) or not runs:
         raise ValueError(f"{what}: {len(policies)} policies for {len(runs)} runs")
-    shared = {(r.epochs, str(r.device), r.precision, r.resume, r.env_backend, r.checkpoint_every) for r in runs}
+    shared = {(r.epochs, str(r.device), r.precision, r.resume, r.env_backend, r.checkpoint_every, r.cuda_graph,
+               r.graph_scan_pad) for r in runs}
     if len(shared) > 1:
-        raise ValueError(f"{what}: the runs differ in epochs, device, precision, resume, env_backend or "
-                         "checkpoint_every; only their seed, folder, hooks and meta may differ")
+        raise ValueError(f"{what}: the runs differ in epochs, device, precision, resume, env_backend, "
+                         "checkpoint_every, cuda_graph or graph_scan_pad; only their seed, folder, hooks and meta may differ")
     if len({r.seed for r in runs}) != len(runs):
         raise ValueError(f"{what}: repeated seeds {[r.seed for r in runs]}")
     first = policies[0]

@@ -1,0 +1,114 @@
+"""Issue 37, item 2 on a GPU: the library's RL epoch with ``train.cuda_graph: auto`` (the step replayed
+from a CUDA graph, :mod:`raptor.agents.actor_critic.graph_step`) against ``off`` (eager), for one seed
+(:func:`raptor.agents.actor_critic.rl.train_epoch`) and ``S`` seeds stacked
+(:func:`raptor.agents.actor_critic.seeds.train_epoch`), on ICEWS14 at the paper's configuration.
+
+Per mode and ``S``: seconds of each of ``--epochs`` epochs (the first includes the capture), the epochs'
+mean rewards, batches redone exactly (a row overflowed the fixed scan), and after the last epoch the
+largest weight difference between the two modes (the same batches and uniforms; the eager step's
+candidate tensors are narrower, so sums may round differently, and a GPU's scatter-adds are not
+ordered).
+
+Run: ``python benchmarks/gpu_graph_check.py --raw .gpu/ICEWS14 --out $OUT/graph_check.json`` (about a
+minute on one H200; ``--device cpu --epochs 1 --batches-only 3`` is a CPU try of the script).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_gpu_env import setup, sync  # noqa: E402
+
+from raptor.agents.actor_critic import rl as rl_mod  # noqa: E402
+from raptor.agents.actor_critic import seeds as seeds_mod  # noqa: E402
+from raptor.agents.actor_critic.graph_step import GraphStep, graph_step  # noqa: E402
+from raptor.agents.actor_critic.stack import StackedPolicy  # noqa: E402
+from raptor.agents.policy import Policy  # noqa: E402
+from raptor.common.io import atomic_write_json  # noqa: E402
+from raptor.config import ModelConfig, RLConfig  # noqa: E402
+from raptor.mdp.device_env import on_device  # noqa: E402
+from raptor.runs.rundir import RunOptions  # noqa: E402
+
+
+def run_mode(env, queries, E, R, S, mode, args, device):
+    rl = RLConfig()
+    pols = []
+    for s in range(S):
+        torch.manual_seed(s)
+        pols.append(Policy(E, R, ModelConfig(), env.K).to(device))
+    model = pols[0] if S == 1 else StackedPolicy(pols).to(device)
+    opt = rl_mod.make_optimizer(model, rl)
+    runs = [RunOptions(seed=s, device=device, precision=args.precision, progress=False, cuda_graph=mode,
+                       env_backend="torch") for s in range(S)]
+    env_dev = on_device(env, device, "torch")
+    if S == 1:
+        terms = lambda ro, beta: rl_mod.actor_critic_terms(ro, rl.gamma, beta)  # noqa: E731
+    else:
+        terms = lambda ro, beta: rl_mod.grouped_actor_critic_terms(ro, rl.gamma, beta, S)  # noqa: E731
+    step = graph_step(model, env_dev, env, S * rl.batch_size, S, terms, runs[0])
+    if args.force_step and mode == "auto" and not isinstance(step, GraphStep):  # a CPU try of the step's path
+        from raptor.mdp.device_env import DeviceEnv
+        step = GraphStep(model, DeviceEnv(env, device, scan_pad=256), env_dev, S * rl.batch_size, S, terms,
+                         args.precision, capture=False)
+    seconds, rewards = [], []
+    for epoch in range(args.epochs):
+        sync(device)
+        t = time.perf_counter()
+        if S == 1:
+            row = rl_mod.train_epoch(model, opt, step, queries, epoch, rl, runs[0])
+            rewards.append(row["reward"])
+        else:
+            rows = seeds_mod.train_epoch(model, opt, step, queries, epoch, rl, runs)
+            rewards.append(float(np.mean([r["reward"] for r in rows])))
+        sync(device)
+        seconds.append(time.perf_counter() - t)
+        print(f"S={S} {mode} epoch {epoch}: {seconds[-1]:.2f} s, reward {rewards[-1]:.4f}", flush=True)
+    out = {"seconds_per_epoch": seconds, "mean_reward": rewards, "graph": isinstance(step, GraphStep),
+           "batches_redone_exactly": getattr(step, "redone", None)}
+    return out, [p.detach().float().cpu() for p in model.parameters()]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--raw", required=True)
+    ap.add_argument("--out", default="/tmp/graph_check.json")
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--precision", default="float32", choices=["float32", "bfloat16"])
+    ap.add_argument("--seeds", nargs="+", type=int, default=[1, 5], help="seeds at once (one value per case)")
+    ap.add_argument("--epochs", type=int, default=2)
+    ap.add_argument("--train-queries", type=int, default=0, help="(a try) the first N training queries only")
+    ap.add_argument("--force-step", action="store_true", help="(a CPU try) the uncaptured step for auto")
+    args = ap.parse_args()
+    device = torch.device(args.device)
+    env, queries, E, R = setup(Path(args.raw))
+    if args.train_queries:
+        queries = queries[:args.train_queries]
+    out = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+           "torch": torch.__version__, "precision": args.precision, "train_queries": len(queries), "cases": {}}
+    for S in args.seeds:
+        case = {}
+        weights = {}
+        for mode in ("auto", "off"):
+            case[mode], weights[mode] = run_mode(env, queries, E, R, S, mode, args, device)
+            out["cases"][str(S)] = case
+            atomic_write_json(args.out, out)
+        diffs = [float((a - b).abs().max()) for a, b in zip(weights["auto"], weights["off"])]
+        scale = max(float(b.abs().max()) for b in weights["off"])
+        case["max_weight_diff"] = max(diffs)
+        case["max_weight_abs"] = scale
+        case["speedup_after_first_epoch"] = (float(np.mean(case["off"]["seconds_per_epoch"][1:] or [np.nan]))
+                                             / float(np.mean(case["auto"]["seconds_per_epoch"][1:] or [np.nan])))
+        print(f"S={S}: max weight diff {max(diffs):.3g} (max |w| {scale:.3g}); "
+              f"speed-up {case['speedup_after_first_epoch']:.2f}x", flush=True)
+        atomic_write_json(args.out, out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,142 @@
+"""The RL step a CUDA graph replays (raptor/agents/actor_critic/graph_step.py), run uncaptured on the CPU:
+an epoch through it trains exactly what the eager epoch trains (same batches, uniforms, gradients and
+updates, bit for bit), whether rows overflow the fixed scan or not, for one seed and for stacked seeds."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from helpers import synthetic_env
+
+from raptor.agents.actor_critic import rl as rl_mod
+from raptor.agents.actor_critic import seeds as seeds_mod
+from raptor.agents.actor_critic.graph_step import GraphStep, draw_uniforms, graph_step, use_cuda_graph
+from raptor.agents.actor_critic.stack import SeedUniforms, StackedPolicy
+from raptor.agents.policy import Policy
+from raptor.config import ModelConfig, RLConfig
+from raptor.mdp.device_env import DeviceEnv, on_device
+from raptor.runs.rundir import RunOptions
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+SMALL = ModelConfig(entity_dim=16, relation_dim=16, time_dim=4, step_dim=4, mlp_hidden_dim=24)
+#: a batch size that leaves an odd-sized last batch (redone exactly, as on the GPU)
+RL = RLConfig(batch_size=96)
+
+
+@pytest.fixture(scope="module")
+def synthetic():
+    env, q, E, R, _ = synthetic_env(max_actions=6)
+    assert len(q["train"]) % RL.batch_size, "the fixture must leave a smaller last batch"
+    return env, q["train"], E, R
+
+
+def policy(E, R, seed):
+    torch.manual_seed(seed)
+    return Policy(E, R, SMALL, 3)
+
+
+def weights(module):
+    return [p.detach().clone() for p in module.parameters()]
+
+
+def one_seed_epochs(env, queries, E, R, step_env, epochs=2):
+    pol = policy(E, R, 7)
+    opt = rl_mod.make_optimizer(pol, RL)
+    env_dev = on_device(env, "cpu", "torch")
+    run = RunOptions(seed=7, progress=False)
+    rows = []
+    for epoch in range(epochs):
+        target = step_env(pol, env_dev) if step_env else env_dev
+        rows.append(rl_mod.train_epoch(pol, opt, target, queries, epoch, RL, run))
+    return rows, weights(pol), target
+
+
+def uncaptured(scan_pad, groups=1, rows=RL.batch_size):
+    def make(model, env_dev):
+        fixed = DeviceEnv(env_dev.host, "cpu", scan_pad=scan_pad)
+        if groups == 1:
+            terms = lambda ro, beta: rl_mod.actor_critic_terms(ro, RL.gamma, beta)  # noqa: E731
+        else:
+            terms = lambda ro, beta: rl_mod.grouped_actor_critic_terms(ro, RL.gamma, beta, groups)  # noqa: E731
+        return GraphStep(model, fixed, env_dev, rows * groups, groups, terms, "float32", capture=False)
+    return make
+
+
+@pytest.mark.parametrize("scan_pad", [256, 0])
+def test_an_epoch_through_the_step_is_the_eager_epoch(synthetic, scan_pad):
+    env, queries, E, R = synthetic
+    eager_rows, eager_w, _ = one_seed_epochs(env, queries, E, R, None)
+    step_rows, step_w, step = one_seed_epochs(env, queries, E, R, uncaptured(scan_pad))
+    assert step_rows == eager_rows
+    for a, b in zip(eager_w, step_w):
+        assert torch.equal(a, b)
+    # scan_pad 0 makes rows overflow (then redone exactly); 256 leaves none on this graph
+    assert (step.redone > 0) == (scan_pad == 0)
+
+
+def test_stacked_seeds_through_the_step_are_the_eager_stacked_epoch(synthetic):
+    env, queries, E, R = synthetic
+    env_dev = on_device(env, "cpu", "torch")
+    runs = [RunOptions(seed=s, progress=False) for s in (3, 5)]
+    out = []
+    for make in (None, uncaptured(0, groups=2)):
+        stack = StackedPolicy([policy(E, R, s) for s in (3, 5)])
+        opt = rl_mod.make_optimizer(stack, RL)
+        target = make(stack, env_dev) if make else env_dev
+        rows = [seeds_mod.train_epoch(stack, opt, target, queries, e, RL, runs) for e in range(2)]
+        out.append((rows, weights(stack)))
+    assert out[0][0] == out[1][0]
+    for a, b in zip(out[0][1], out[1][1]):
+        assert torch.equal(a, b)
+    assert target.redone > 0
+
+
+def test_the_uniforms_drawn_before_are_those_the_eager_rollout_draws():
+    gens = [torch.Generator().manual_seed(s) for s in (1, 2)]
+    drawn = draw_uniforms(gens, 5, 3, "cpu")
+    again = [torch.Generator().manual_seed(s) for s in (1, 2)]
+    eager = SeedUniforms(again, 5, "cpu")
+    for k in range(3):
+        assert torch.equal(drawn[k], eager[k])
+
+
+def test_the_graph_is_used_only_on_cuda_with_the_device_environment(synthetic):
+    env, queries, E, R = synthetic
+    env_dev = on_device(env, "cpu", "torch")
+    assert not use_cuda_graph("auto", "cpu", env_dev)
+    assert not use_cuda_graph("off", "cuda", env_dev)
+    assert not use_cuda_graph("auto", "cuda", env)  # host candidates cannot be captured
+    assert use_cuda_graph("auto", "cuda", env_dev)
+    with pytest.raises(ValueError, match="cuda_graph"):
+        use_cuda_graph("on", "cpu", env_dev)
+    pol = policy(E, R, 0)
+    assert graph_step(pol, env_dev, env, 8, 1, None, RunOptions()) is env_dev
+
+
+def test_a_step_needs_the_fixed_shape_environment(synthetic):
+    env, queries, E, R = synthetic
+    env_dev = on_device(env, "cpu", "torch")
+    with pytest.raises(ValueError, match="scan_pad"):
+        GraphStep(policy(E, R, 0), env_dev, env_dev, 8, 1, None, "float32", capture=False)
+
+
+def test_stacked_runs_must_agree_on_the_graph(synthetic):
+    env, queries, E, R = synthetic
+    runs = [RunOptions(seed=0, progress=False), RunOptions(seed=1, progress=False, cuda_graph="off")]
+    with pytest.raises(ValueError, match="cuda_graph"):
+        seeds_mod.train_seeds([policy(E, R, 0), policy(E, R, 1)], env, queries, RL, runs=runs)
+
+
+def test_every_row_counts_once(synthetic):
+    """The step's parts are per group, in LOSS_PARTS order, and the flag is not among them."""
+    env, queries, E, R = synthetic
+    env_dev = on_device(env, "cpu", "torch")
+    stack = StackedPolicy([policy(E, R, s) for s in (3, 5)])
+    step = uncaptured(256, groups=2, rows=8)(stack, env_dev)
+    batch = np.concatenate([queries[:8], queries[8:16]])
+    parts = step(batch, draw_uniforms([torch.Generator().manual_seed(0)] * 2, 8, env.K, "cpu"), 0.01)
+    assert parts.shape == (2, len(rl_mod.LOSS_PARTS))
+    assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in stack.parameters())
