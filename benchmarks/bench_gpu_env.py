@@ -127,6 +127,12 @@ def profile(env, policy, queries, device, batches):
     train_batches(env, policy, queries, device, "float32", 512, 2, 0)  # warm
     with tprofile(activities=acts) as prof:
         wall, _, _ = train_batches(env, policy, queries, device, "float32", 512, batches, 0, seed=1)
+    return summarize_profile(prof, wall, batches)
+
+
+def summarize_profile(prof, wall: float, batches: int) -> dict:
+    """Device-busy share, launches and host-device copies per batch, and the top kernels of a
+    torch.profiler run over ``batches`` batches that took ``wall`` seconds."""
     events = prof.key_averages()
     kernel_us, launches, copies, top = 0.0, 0, 0, []
     for ev in events:

@@ -9,7 +9,7 @@ warn_only=True)``, one eager batch lists the ops PyTorch names as nondeterminist
 the eager and the replayed pairs are repeated under that mode (``CUBLAS_WORKSPACE_CONFIG`` set before CUDA starts).
 
 Run: ``python benchmarks/gpu_determinism.py --raw .gpu/ICEWS14 --out $OUT/determinism.json``
-(``--device cpu`` is a try of the script).
+(``--device cpu`` is a try of the script; ``--table FILE``: the docs' table).
 """
 
 from __future__ import annotations
@@ -60,7 +60,30 @@ def pair(env, queries, E, R, mode, device):
             "rows_equal": r1 == r2, "seconds": [s1, s2], "reward": [r1["reward"], r2["reward"]]}
 
 
+def table(path: str) -> str:
+    """The docs' table of a result file."""
+    import json
+
+    d = json.loads(Path(path).read_text())
+    rows = [f"Device: {d['device']}, PyTorch {d['torch']}; {d['batches']} RL batches of 512, float32, trained twice.", "",
+            "| step | deterministic algorithms | weights equal | largest weight difference | seconds (first / second run) |",
+            "|---|---|---|---|---|"]
+    for key, step, det in (("auto", "replayed (CUDA graph)", "no"), ("off", "eager", "no"),
+                           ("auto_deterministic_algorithms", "replayed (CUDA graph)", "yes"),
+                           ("off_deterministic_algorithms", "eager", "yes")):
+        r = d.get(key)
+        if r is None or "error" in r:
+            rows.append(f"| {step} | {det} | {r['error'][:80] if r else 'not run'} | | |")
+            continue
+        rows.append(f"| {step} | {det} | {'yes' if r['weights_equal'] else 'no'} | {r['max_weight_diff']:.3g} "
+                    f"| {r['seconds'][0]:.2f} / {r['seconds'][1]:.2f} |")
+    return "\n".join(rows)
+
+
 def main():
+    if sys.argv[1:2] == ["--table"]:
+        print(table(sys.argv[2]))
+        return
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--raw", required=True)
     ap.add_argument("--out", default="/tmp/determinism.json")

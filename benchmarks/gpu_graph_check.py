@@ -10,7 +10,8 @@ candidate tensors are narrower, so sums may round differently, and a GPU's scatt
 ordered).
 
 Run: ``python benchmarks/gpu_graph_check.py --raw .gpu/ICEWS14 --out $OUT/graph_check.json`` (about a
-minute on one H200; ``--device cpu --epochs 1 --batches-only 3`` is a CPU try of the script).
+minute on one H200; ``--device cpu --epochs 2 --train-queries 2000 --force-step`` is a CPU try of the
+script). ``python benchmarks/gpu_graph_check.py --table FILE``: the docs' table.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_gpu_env import setup, sync  # noqa: E402
+from bench_gpu_env import setup, summarize_profile, sync  # noqa: E402
 
 from raptor.agents.actor_critic import rl as rl_mod  # noqa: E402
 from raptor.agents.actor_critic import seeds as seeds_mod  # noqa: E402
@@ -37,7 +38,9 @@ from raptor.mdp.device_env import on_device  # noqa: E402
 from raptor.runs.rundir import RunOptions  # noqa: E402
 
 
-def run_mode(env, queries, E, R, S, mode, args, device):
+def run_mode(env, queries, E, R, S, mode, args, device, profiler=None):
+    """``args.epochs`` epochs of ``S`` seeds in ``mode``; ``profiler``: a torch.profiler that runs over
+    the last epoch only (the first captures the graph)."""
     rl = RLConfig()
     pols = []
     for s in range(S):
@@ -59,6 +62,8 @@ def run_mode(env, queries, E, R, S, mode, args, device):
                          args.precision, capture=False)
     seconds, rewards = [], []
     for epoch in range(args.epochs):
+        if profiler is not None and epoch == args.epochs - 1:
+            profiler.start()
         sync(device)
         t = time.perf_counter()
         if S == 1:
@@ -69,13 +74,47 @@ def run_mode(env, queries, E, R, S, mode, args, device):
             rewards.append(float(np.mean([r["reward"] for r in rows])))
         sync(device)
         seconds.append(time.perf_counter() - t)
+        if profiler is not None and epoch == args.epochs - 1:
+            profiler.stop()
         print(f"S={S} {mode} epoch {epoch}: {seconds[-1]:.2f} s, reward {rewards[-1]:.4f}", flush=True)
     out = {"seconds_per_epoch": seconds, "mean_reward": rewards, "graph": isinstance(step, GraphStep),
            "batches_redone_exactly": getattr(step, "redone", None)}
     return out, [p.detach().float().cpu() for p in model.parameters()]
 
 
+def profile_step(env, queries, E, R, S, args, device) -> dict:
+    """torch.profiler over an epoch of ``args.profile_batches`` replayed batches of ``S`` stacked seeds
+    (after a warm-up epoch of as many batches that captures the graph): what bounds the replayed step."""
+    from torch.profiler import ProfilerActivity, profile as tprofile
+
+    part = queries[:args.profile_batches * RLConfig().batch_size]
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    prof = tprofile(activities=acts)
+    res, _ = run_mode(env, part, E, R, S, "auto", argparse.Namespace(**{**vars(args), "epochs": 2}), device, prof)
+    return {"seeds": S, **summarize_profile(prof, res["seconds_per_epoch"][-1], args.profile_batches)}
+
+
+def table(path: str) -> str:
+    """The docs' table of a result file: per ``S``, seconds per epoch after the first, both modes."""
+    import json
+
+    d = json.loads(Path(path).read_text())
+    rows = [f"Device: {d['device']}, PyTorch {d['torch']}, {d['precision']}, {d['train_queries']:,} training "
+            "queries (both directions), batch 512 per seed; epochs after the first (which captures the graph).", "",
+            "| seeds at once | replayed (s/epoch) | eager (s/epoch) | speed-up | replayed, per seed-epoch (s) "
+            "| batches redone exactly | mean reward, last epoch (replayed / eager) |", "|---|---|---|---|---|---|---|"]
+    for S, c in sorted(d["cases"].items(), key=lambda kv: int(kv[0])):
+        a, o = c["auto"], c["off"]
+        ta, to = np.mean(a["seconds_per_epoch"][1:]), np.mean(o["seconds_per_epoch"][1:])
+        rows.append(f"| {S} | {ta:.2f} | {to:.2f} | {to / ta:.2f}x | {ta / int(S):.2f} | {a['batches_redone_exactly']} "
+                    f"| {a['mean_reward'][-1]:.4f} / {o['mean_reward'][-1]:.4f} |")
+    return "\n".join(rows)
+
+
 def main():
+    if sys.argv[1:2] == ["--table"]:
+        print(table(sys.argv[2]))
+        return
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--raw", required=True)
     ap.add_argument("--out", default="/tmp/graph_check.json")
@@ -85,6 +124,9 @@ def main():
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--train-queries", type=int, default=0, help="(a try) the first N training queries only")
     ap.add_argument("--force-step", action="store_true", help="(a CPU try) the uncaptured step for auto")
+    ap.add_argument("--profile-seeds", type=int, nargs="*", default=[], help="then profile the replayed step of "
+                    "these many seeds at once (one profile each)")
+    ap.add_argument("--profile-batches", type=int, default=20)
     args = ap.parse_args()
     device = torch.device(args.device)
     env, queries, E, R = setup(Path(args.raw))
@@ -107,6 +149,10 @@ def main():
                                              / float(np.mean(case["auto"]["seconds_per_epoch"][1:] or [np.nan])))
         print(f"S={S}: max weight diff {max(diffs):.3g} (max |w| {scale:.3g}); "
               f"speed-up {case['speedup_after_first_epoch']:.2f}x", flush=True)
+        atomic_write_json(args.out, out)
+    for S in args.profile_seeds:  # includes the build, the warm-up epoch's capture is outside it
+        out.setdefault("profile", {})[str(S)] = profile_step(env, queries, E, R, S, args, device)
+        print("profile", S, out["profile"][str(S)], flush=True)
         atomic_write_json(args.out, out)
 
 

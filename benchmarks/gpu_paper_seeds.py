@@ -26,7 +26,8 @@ What comes back (``--out``, small files only: a checkpoint of the paper's model 
 a lent machine returns per file): ``records/`` as above (``try-records/`` after a try on a subset of the
 queries, which no page should read), per seed ``history.json``, ``summary.json``,
 the test ``metrics.json``, and ``run.json`` (the command's arguments, the device, the commit if given,
-and the seconds of each part). ``--deadline S``: the training stops cleanly (a run folder's checkpoint
+and the seconds of each part). ``--pack``: all of it as one file, ``--out``/paper_seeds.tgz (a lent machine sends back at most 8 files; on
+2026-11-27 five seeds' files were left out). ``--deadline S``: the training stops cleanly (a run folder's checkpoint
 is written every epoch) when S seconds have passed, and the files of what was trained come back.
 
 Run: ``python benchmarks/gpu_paper_seeds.py --variant pure_rl --out $OUT --commit REV --set
@@ -34,7 +35,8 @@ train.precision=float32`` with ``../shared/data/ICEWS14`` there (on a lent machi
 ``../shared``: ``mkdir -p ../shared/data && cp -r .gpu/ICEWS14 .gpu/SHA256SUMS ../shared/data/`` first,
 from the carried copy ``.gpu`` of ``../shared/data/ICEWS14`` and ``../shared/data/SHA256SUMS``).
 (a CPU try: ``--device cpu --epochs 1 --seeds 0 1 --train-queries 512 --valid-queries 64 --test-queries 64``;
-for RL-RAPTOR add ``--variant raptor --set pretrain.epochs=1 --set train.stacked_seeds=2``: tried so on 2026-11-27)
+for RL-RAPTOR add ``--variant raptor --set pretrain.epochs=1 --set train.stacked_seeds=2``: tried so on 2026-11-27).
+``python benchmarks/gpu_paper_seeds.py --table FOLDER``: the docs' table of a returned folder.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ import argparse
 import json
 import shutil
 import sys
+import tarfile
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -77,6 +80,9 @@ def parse_value(text: str):
 
 
 def main():
+    if sys.argv[1:2] == ["--table"]:
+        print(table(sys.argv[2]))
+        return
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--dataset", default="ICEWS14", help="a dataset of the registry, ingested from its raw folder "
                     "as `raptor ingest --dataset NAME` does (default: %(default)s)")
@@ -92,12 +98,18 @@ def main():
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a params override")
     ap.add_argument("--deadline", type=float, default=0, help="stop training after this many seconds (0: none)")
     ap.add_argument("--commit", default="", help="the commit the working tree is (recorded)")
+    ap.add_argument("--pack", action="store_true", help="return everything as one file, --out/paper_seeds.tgz "
+                    "(a lent machine sends back at most 8 files)")
     ap.add_argument("--train-queries", type=int, default=0, help="(a try) train on the first N queries only")
     ap.add_argument("--valid-queries", type=int, default=0, help="(a try) validate on the first N queries only")
     ap.add_argument("--test-queries", type=int, default=0, help="(a try) test on the first N queries only")
     args = ap.parse_args()
     started = time.perf_counter()
     out, work = Path(args.out), Path(args.work)
+    packed = out
+    if args.pack:  # everything into one file: a lent machine sends back at most 8 files, 16 MiB each
+        out = work / "out"
+        shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True, exist_ok=True)
     record = {"args": vars(args), "torch": torch.__version__,
               "device": torch.cuda.get_device_name(0) if args.device == "cuda" else "cpu", "seconds": {}}
@@ -176,7 +188,41 @@ def main():
         collect(work / "runs", out / ("try-records" if tried else "records"))
     record["seconds"]["total"] = time.perf_counter() - started
     atomic_write_json(out / "run.json", record)
+    if args.pack:
+        packed.mkdir(parents=True, exist_ok=True)
+        with tarfile.open(packed / "paper_seeds.tgz.tmp", "w:gz") as tar:
+            tar.add(out, arcname=".")
+        (packed / "paper_seeds.tgz.tmp").replace(packed / "paper_seeds.tgz")
     print(json.dumps(record["seconds"]), record.get("stopped") or "", flush=True)
+
+
+def table(folder: str, budget: int = 400, rounds: int = 20) -> str:
+    """The docs' table of a returned ``--out`` folder: per seed, epochs, median seconds per epoch and per
+    validation, best validation and test MRR; then the paper budget estimated from the medians (``budget``
+    RL epochs, ``rounds`` validations of every seed, the test as measured)."""
+    root = Path(folder)
+    run = json.loads((root / "run.json").read_text())
+    rows = [f"Device: {run['device']}, PyTorch {run['torch']}, {run['args']['variant']}, seeds "
+            f"{run['args']['seeds']}, overrides {run['args']['set']}, commit {run['args']['commit'][:7] or 'not given'}.", "",
+            "| seed | epochs | s/epoch (median) | validation (s, median) | best validation MRR | test MRR |",
+            "|---|---|---|---|---|---|"]
+    epoch_s, val_s = [], []
+    for seed in run["args"]["seeds"]:
+        d = root / f"seed{seed}"
+        hist = json.loads((d / "history.json").read_text())
+        rl = hist["history"] if isinstance(hist, dict) else hist
+        e = [r["seconds"] for r in rl]
+        v = [r["val_seconds"] for r in rl if r.get("val_seconds") is not None]
+        summary = json.loads((d / "summary.json").read_text())
+        test = json.loads((d / "metrics.json").read_text())["mrr"] if (d / "metrics.json").exists() else float("nan")
+        epoch_s.append(np.median(e))
+        val_s.append(np.median(v) if v else float("nan"))
+        rows.append(f"| {seed} | {len(e)} | {np.median(e):.2f} | {val_s[-1]:.2f} | {100 * summary['best_val_mrr']:.2f} "
+                    f"| {100 * test:.2f} |")
+    est = budget * np.median(epoch_s) + rounds * float(np.nansum(val_s)) + run["seconds"].get("test", 0.0)
+    rows += ["", f"The paper's budget ({budget} RL epochs, {rounds} validations of every seed, the test) at these "
+             f"times: about {est / 60:.0f} minutes."]
+    return "\n".join(rows)
 
 
 if __name__ == "__main__":

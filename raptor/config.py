@@ -376,6 +376,9 @@ class TrainConfig:
     #: The captured step's fixed scan: edges to visited entities it may pass beyond the action cap; a
     #: batch with a row that needs more is redone exactly (uncaptured).
     graph_scan_pad: int = field(default=256, metadata=NO_EFFECT)
+    #: On a CUDA device, deterministic kernels (:func:`raptor.common.runtime.deterministic_algorithms`):
+    #: the same run twice gives the same weights; false trades that for speed (the CPU is deterministic).
+    deterministic: bool = field(default=True, metadata=NO_EFFECT)
     #: Torch intra-op threads; 0 = all cores (divided among the runs that train at once).
     num_threads: int = field(default=0, metadata=NO_EFFECT)
     #: (variant, seed) runs trained at the same time by a stage (mapped Prefect tasks).

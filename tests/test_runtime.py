@@ -87,3 +87,27 @@ def test_configure_runtime_flushes_denormals():
     finally:
         torch.set_flush_denormal(False)
         torch.set_num_threads(n)
+
+
+def test_configure_runtime_turns_deterministic_algorithms_on_and_off(monkeypatch):
+    """train.deterministic on a CUDA device: PyTorch's deterministic kernels and cuBLAS's fixed workspace
+    (set before cuBLAS starts); a later configuration without it turns them off again."""
+    import os
+
+    import torch
+
+    from raptor.common.runtime import configure_runtime
+
+    n = torch.get_num_threads()
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
+    try:
+        configure_runtime(n, deterministic=True)
+        assert torch.are_deterministic_algorithms_enabled()
+        assert torch.is_deterministic_algorithms_warn_only_enabled()  # an op without a deterministic kernel warns
+        assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"
+        configure_runtime(n)
+        assert not torch.are_deterministic_algorithms_enabled()
+    finally:
+        torch.use_deterministic_algorithms(False)
+        torch.set_flush_denormal(False)
+        torch.set_num_threads(n)

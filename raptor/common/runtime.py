@@ -125,17 +125,34 @@ def tune_malloc() -> bool:
     return ok
 
 
-def configure_runtime(num_threads: int = 0) -> None:
+def deterministic_algorithms(enabled: bool) -> None:
+    """``train.deterministic`` on a CUDA device: ``torch.use_deterministic_algorithms`` (ops that have a
+    deterministic kernel use it, e.g. scatter-adds sorted instead of atomic; ops without one warn) and
+    cuBLAS's fixed workspace (``CUBLAS_WORKSPACE_CONFIG``, read when cuBLAS starts: the first product
+    on the device). On one H200 the same RL batches trained twice gave different weights without it
+    and equal weights with it, eager and replayed alike, the replayed epoch 1.4x slower
+    (benchmarks/results/gpu_h200/2026-11-27/determinism.json). Process-wide; ``False`` turns it off."""
+    import os
+
+    if enabled:
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.use_deterministic_algorithms(enabled, warn_only=True)
+
+
+def configure_runtime(num_threads: int = 0, deterministic: bool = False) -> None:
     """Threads, allocator and denormal settings for the CPU hot paths (training and beam search).
 
     Denormal floats are flushed to zero: float32 training on the CPU slowed from 33-38 s to 120-160 s
     per RL epoch (ICEWS14, one thread) once denormals appeared around epoch 10, and a model of that run
     trained 6x faster per batch with flushing on (455 vs 76 ms, docs/agent.md). Values under
     1.2e-38 change nothing a float32 model can resolve; bfloat16 GEMMs flush them anyway.
+    ``deterministic``: :func:`deterministic_algorithms` (for a CUDA device; the CPU paths are
+    deterministic without it, and it would fill every new CPU tensor with NaN first).
     """
     set_threads(num_threads)
     tune_malloc()
     torch.set_flush_denormal(True)  # False where the CPU cannot (non-x86): then nothing changes
+    deterministic_algorithms(deterministic)
 
 
 def epoch_seed(seed: int, epoch: int, stream: int) -> int:

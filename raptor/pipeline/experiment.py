@@ -130,8 +130,9 @@ def run_variants(ctx: Context, variant: str, runs: Sequence[RunOptions], *,
         raise ValueError(f"variant {variant!r} starts from a pretrained checkpoint: give init_model "
                          "(the pretrain stage writes it)")
     num_threads = runs[0].num_threads
-    configure_runtime(p.train.num_threads if num_threads is None else num_threads)
     device = resolve_device(p.train.device)
+    configure_runtime(p.train.num_threads if num_threads is None else num_threads,
+                      p.train.deterministic and device.type == "cuda")
     precision = variant_precision(p, variant, device)
     n_rl = effective_epochs(p, variant, pretrain_epochs, runs[0].epochs)
     validator = make_validator(ctx, "valid", precision, device, v.agent)
@@ -213,8 +214,9 @@ def evaluate_model(
     """Beam-search evaluation of a saved model on ``split``: writes ``metrics.json`` and
     ``predictions.parquet`` to ``out_dir``; returns the metrics."""
     p = ctx.params
-    configure_runtime(p.train.num_threads if num_threads is None else num_threads)
     device = resolve_device(p.train.device)
+    configure_runtime(p.train.num_threads if num_threads is None else num_threads,
+                      p.train.deterministic and device.type == "cuda")
     model_path = Path(model_path)
     if not model_path.exists():
         raise FileNotFoundError(f"model not found: {model_path} (train it first)")

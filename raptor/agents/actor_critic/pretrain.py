@@ -292,11 +292,12 @@ def prepare_pretrain_runs(ctx, labels: LabelTable | str | Path, wanted: Sequence
     and the label table loaded once and checked against the params; returns the table."""
     from raptor.labeling.store import label_table_hash, load_label_table
     from raptor.common.provenance import code_hash
-    from raptor.common.runtime import configure_runtime
+    from raptor.common.runtime import configure_runtime, resolve_device
 
     p = ctx.params
     num_threads = runs[0].num_threads
-    configure_runtime(p.train.num_threads if num_threads is None else num_threads)
+    configure_runtime(p.train.num_threads if num_threads is None else num_threads,
+                      p.train.deterministic and resolve_device(p.train.device).type == "cuda")
     label_hash = label_table_hash(labels) if not isinstance(labels, LabelTable) else None
 
     def past_a_snapshot(run: Path) -> Optional[str]:
