@@ -33,6 +33,7 @@ from raptor.agents.actor_critic.graph_step import GraphStep, graph_step  # noqa:
 from raptor.agents.actor_critic.stack import StackedPolicy  # noqa: E402
 from raptor.agents.policy import Policy  # noqa: E402
 from raptor.common.io import atomic_write_json  # noqa: E402
+from raptor.common.runtime import deterministic_algorithms  # noqa: E402
 from raptor.config import ModelConfig, RLConfig  # noqa: E402
 from raptor.mdp.device_env import on_device  # noqa: E402
 from raptor.runs.rundir import RunOptions  # noqa: E402
@@ -99,7 +100,8 @@ def table(path: str) -> str:
     import json
 
     d = json.loads(Path(path).read_text())
-    rows = [f"Device: {d['device']}, PyTorch {d['torch']}, {d['precision']}, {d['train_queries']:,} training "
+    det = "deterministic kernels" if d.get("deterministic") else "non-deterministic kernels"
+    rows = [f"Device: {d['device']}, PyTorch {d['torch']}, {d['precision']}, {det}, {d['train_queries']:,} training "
             "queries (both directions), batch 512 per seed; epochs after the first (which captures the graph).", "",
             "| seeds at once | replayed (s/epoch) | eager (s/epoch) | speed-up | replayed, per seed-epoch (s) "
             "| batches redone exactly | mean reward, last epoch (replayed / eager) |", "|---|---|---|---|---|---|---|"]
@@ -127,13 +129,16 @@ def main():
     ap.add_argument("--profile-seeds", type=int, nargs="*", default=[], help="then profile the replayed step of "
                     "these many seeds at once (one profile each)")
     ap.add_argument("--profile-batches", type=int, default=20)
+    ap.add_argument("--deterministic", action="store_true", help="deterministic kernels (train.deterministic)")
     args = ap.parse_args()
+    deterministic_algorithms(args.deterministic)  # before the first CUDA product (cuBLAS's workspace)
     device = torch.device(args.device)
     env, queries, E, R = setup(Path(args.raw))
     if args.train_queries:
         queries = queries[:args.train_queries]
     out = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
-           "torch": torch.__version__, "precision": args.precision, "train_queries": len(queries), "cases": {}}
+           "torch": torch.__version__, "precision": args.precision, "train_queries": len(queries),
+           "deterministic": args.deterministic, "cases": {}}
     for S in args.seeds:
         case = {}
         weights = {}

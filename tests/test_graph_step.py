@@ -140,3 +140,24 @@ def test_every_row_counts_once(synthetic):
     parts = step(batch, draw_uniforms([torch.Generator().manual_seed(0)] * 2, 8, env.K, "cpu"), 0.01)
     assert parts.shape == (2, len(rl_mod.LOSS_PARTS))
     assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in stack.parameters())
+
+
+def test_a_step_that_cannot_be_captured_warns_and_trains_the_same(synthetic, monkeypatch):
+    """A capture that fails (an op that synchronises) must not end the run: the step goes on uncaptured."""
+    env, queries, E, R = synthetic
+    eager_rows, eager_w, _ = one_seed_epochs(env, queries, E, R, None, epochs=1)
+
+    def failing_capture(self, warmup=3):
+        raise RuntimeError("operation not permitted when stream is capturing")
+
+    monkeypatch.setattr(GraphStep, "_capture", failing_capture)
+
+    def capturing(model, env_dev):
+        step = uncaptured(256)(model, env_dev)
+        step.capture = True
+        return step
+
+    with pytest.warns(RuntimeWarning, match="could not be captured"):
+        rows, w, step = one_seed_epochs(env, queries, E, R, capturing, epochs=1)
+    assert rows == eager_rows and all(torch.equal(a, b) for a, b in zip(eager_w, w))
+    assert step.graph is None and not step.capture

@@ -14,7 +14,8 @@ is a step with fixed shapes that reads nothing back:
   the overflow flag as one tensor, read once after the replay.
 
 The graph holds zeroing the gradients, the rollout, the loss and the backward; gradient clipping and
-Adam run after it, outside. A batch with a flagged row is redone exactly, uncaptured (the exact
+Adam run after it, outside. A step that cannot be captured (an op that synchronises, on some other
+version of PyTorch) warns and runs uncaptured. A batch with a flagged row is redone exactly, uncaptured (the exact
 device environment, the same uniforms); so is a batch of another size (an epoch's last). Each batch
 therefore trains what the eager step trains, up to floating-point order (the fixed widths pad the
 candidate tensors): ``tests/test_graph_step.py`` checks on the CPU, without capturing, that an epoch
@@ -23,6 +24,7 @@ through this step equals the eager epoch bit for bit, overflowing rows included.
 
 from __future__ import annotations
 
+import warnings
 from typing import Callable, Optional, Sequence
 
 import numpy as np
@@ -100,7 +102,12 @@ class GraphStep:
         self.uniforms.copy_(u)
         self.beta.fill_(beta)
         if self.capture and self.graph is None:
-            self._capture()
+            try:
+                self._capture()
+            except RuntimeError as exc:  # an op that cannot be captured: train on, uncaptured
+                self.capture, self.graph = False, None
+                warnings.warn(f"train.cuda_graph: the RL step could not be captured ({exc}); it runs eagerly "
+                              "(the same training, slower)", RuntimeWarning, stacklevel=2)
         if self.graph is not None:
             self.graph.replay()
             out = self.out
