@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_gpu_env import setup, sync  # noqa: E402
 
 from raptor.agents.actor_critic import rl as rl_mod  # noqa: E402
-from raptor.agents.actor_critic.graph_step import graph_step  # noqa: E402
+from raptor.agents.actor_critic.graph_step import graph_step, rl_forward  # noqa: E402
 from raptor.agents.policy import Policy  # noqa: E402
 from raptor.common.io import atomic_write_json  # noqa: E402
 from raptor.config import ModelConfig, RLConfig  # noqa: E402
@@ -44,8 +44,9 @@ def train_once(env, queries, E, R, mode, device):
     pol = Policy(E, R, ModelConfig(), env.K).to(device)
     opt = rl_mod.make_optimizer(pol, rl)
     run = RunOptions(seed=0, device=device, precision="float32", progress=False, cuda_graph=mode, env_backend="torch")
-    step = graph_step(pol, on_device(env, device, "torch"), env, rl.batch_size, 1,
-                      lambda ro, beta: rl_mod.actor_critic_terms(ro, rl.gamma, beta), run)
+    step = graph_step(pol, on_device(env, device, "torch"), env, rl.batch_size,
+                      rl_forward(pol, lambda ro, beta: rl_mod.actor_critic_terms(ro, rl.gamma, beta), "float32", device),
+                      run)
     sync(device)
     t = time.perf_counter()
     row = rl_mod.train_epoch(pol, opt, step, queries, 0, rl, run)

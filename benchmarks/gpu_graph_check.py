@@ -29,7 +29,7 @@ from bench_gpu_env import setup, summarize_profile, sync  # noqa: E402
 
 from raptor.agents.actor_critic import rl as rl_mod  # noqa: E402
 from raptor.agents.actor_critic import seeds as seeds_mod  # noqa: E402
-from raptor.agents.actor_critic.graph_step import GraphStep, graph_step  # noqa: E402
+from raptor.agents.actor_critic.graph_step import GraphStep, graph_step, rl_forward  # noqa: E402
 from raptor.agents.actor_critic.stack import StackedPolicy  # noqa: E402
 from raptor.agents.policy import Policy  # noqa: E402
 from raptor.common.io import atomic_write_json  # noqa: E402
@@ -56,11 +56,12 @@ def run_mode(env, queries, E, R, S, mode, args, device, profiler=None):
         terms = lambda ro, beta: rl_mod.actor_critic_terms(ro, rl.gamma, beta)  # noqa: E731
     else:
         terms = lambda ro, beta: rl_mod.grouped_actor_critic_terms(ro, rl.gamma, beta, S)  # noqa: E731
-    step = graph_step(model, env_dev, env, S * rl.batch_size, S, terms, runs[0])
+    forward = rl_forward(model, terms, args.precision, device)
+    step = graph_step(model, env_dev, env, S * rl.batch_size, forward, runs[0])
     if args.force_step and mode == "auto" and not isinstance(step, GraphStep):  # a CPU try of the step's path
         from raptor.mdp.device_env import DeviceEnv
-        step = GraphStep(model, DeviceEnv(env, device, scan_pad=256), env_dev, S * rl.batch_size, S, terms,
-                         args.precision, capture=False)
+        step = GraphStep(model, DeviceEnv(env, device, scan_pad=256), env_dev, S * rl.batch_size, forward,
+                         capture=False)
     seconds, rewards = [], []
     for epoch in range(args.epochs):
         if profiler is not None and epoch == args.epochs - 1:

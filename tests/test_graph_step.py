@@ -12,7 +12,7 @@ from helpers import synthetic_env
 
 from raptor.agents.actor_critic import rl as rl_mod
 from raptor.agents.actor_critic import seeds as seeds_mod
-from raptor.agents.actor_critic.graph_step import GraphStep, draw_uniforms, graph_step, use_cuda_graph
+from raptor.agents.actor_critic.graph_step import GraphStep, draw_uniforms, graph_step, rl_forward, use_cuda_graph
 from raptor.agents.actor_critic.stack import SeedUniforms, StackedPolicy
 from raptor.agents.policy import Policy
 from raptor.config import ModelConfig, RLConfig
@@ -61,7 +61,8 @@ def uncaptured(scan_pad, groups=1, rows=RL.batch_size):
             terms = lambda ro, beta: rl_mod.actor_critic_terms(ro, RL.gamma, beta)  # noqa: E731
         else:
             terms = lambda ro, beta: rl_mod.grouped_actor_critic_terms(ro, RL.gamma, beta, groups)  # noqa: E731
-        return GraphStep(model, fixed, env_dev, rows * groups, groups, terms, "float32", capture=False)
+        return GraphStep(model, fixed, env_dev, rows * groups, rl_forward(model, terms, "float32", "cpu"),
+                         capture=False)
     return make
 
 
@@ -113,14 +114,14 @@ def test_the_graph_is_used_only_on_cuda_with_the_device_environment(synthetic):
     with pytest.raises(ValueError, match="cuda_graph"):
         use_cuda_graph("on", "cpu", env_dev)
     pol = policy(E, R, 0)
-    assert graph_step(pol, env_dev, env, 8, 1, None, RunOptions()) is env_dev
+    assert graph_step(pol, env_dev, env, 8, None, RunOptions()) is env_dev
 
 
 def test_a_step_needs_the_fixed_shape_environment(synthetic):
     env, queries, E, R = synthetic
     env_dev = on_device(env, "cpu", "torch")
     with pytest.raises(ValueError, match="scan_pad"):
-        GraphStep(policy(E, R, 0), env_dev, env_dev, 8, 1, None, "float32", capture=False)
+        GraphStep(policy(E, R, 0), env_dev, env_dev, 8, None, capture=False)
 
 
 def test_stacked_runs_must_agree_on_the_graph(synthetic):
@@ -161,3 +162,139 @@ def test_a_step_that_cannot_be_captured_warns_and_trains_the_same(synthetic, mon
         rows, w, step = one_seed_epochs(env, queries, E, R, capturing, epochs=1)
     assert rows == eager_rows and all(torch.equal(a, b) for a, b in zip(eager_w, w))
     assert step.graph is None and not step.capture
+
+
+# ------------------------------------------------------------------------------------------------
+# The trainers' own wiring (rl.train, seeds.train_seeds, pretrain.pretrain, pretrain_seeds.pretrain_seeds):
+# with the graph's condition forced true and the capture off, a run goes through GraphStep and must
+# train exactly what it trains eagerly.
+# ------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def forced_steps(monkeypatch):
+    """Every trainer's ``graph_step`` returns an uncaptured GraphStep (on the CPU); the steps made are listed."""
+    from raptor.agents.actor_critic import graph_step as gs
+
+    made = []
+    real_init = GraphStep.__init__
+
+    def init(self, *args, **kwargs):
+        kwargs["capture"] = False
+        real_init(self, *args, **kwargs)
+        made.append(self)
+
+    monkeypatch.setattr(gs, "use_cuda_graph", lambda mode, device, env: mode == "auto" and isinstance(env, DeviceEnv))
+    monkeypatch.setattr(GraphStep, "__init__", init)
+    return made
+
+
+def run_weights(policies):
+    return [w for p in policies for w in weights(p)]
+
+
+@pytest.mark.parametrize("scan_pad", [256, 0])
+def test_rl_train_through_the_step_equals_eager(synthetic, forced_steps, scan_pad):
+    env, queries, E, R = synthetic
+    out = []
+    for mode in ("off", "auto"):
+        pol = policy(E, R, 7)
+        run = RunOptions(seed=7, epochs=2, progress=False, resume=False, env_backend="torch", cuda_graph=mode,
+                         graph_scan_pad=scan_pad)
+        res = rl_mod.train(pol, env, queries, RL, run=run)
+        out.append(([{k: v for k, v in row.items() if k != "seconds"} for row in res.history], weights(pol)))
+    assert len(forced_steps) == 1 and (forced_steps[0].redone > 0) == (scan_pad == 0)
+    assert out[0][0] == out[1][0]
+    assert all(torch.equal(a, b) for a, b in zip(out[0][1], out[1][1]))
+
+
+def test_stacked_rl_through_the_step_equals_eager(synthetic, forced_steps):
+    env, queries, E, R = synthetic
+    out = []
+    for mode in ("off", "auto"):
+        pols = [policy(E, R, s) for s in (3, 5)]
+        runs = [RunOptions(seed=s, epochs=2, progress=False, resume=False, env_backend="torch", cuda_graph=mode,
+                           graph_scan_pad=0) for s in (3, 5)]
+        results = seeds_mod.train_seeds(pols, env, queries, RL, runs=runs)
+        out.append(([[{k: v for k, v in row.items() if k != "seconds"} for row in r.history] for r in results],
+                    run_weights(pols)))
+    assert len(forced_steps) == 1 and forced_steps[0].parts_shape[0] == 2 and forced_steps[0].redone > 0
+    assert out[0][0] == out[1][0]
+    assert all(torch.equal(a, b) for a, b in zip(out[0][1], out[1][1]))
+
+
+@pytest.fixture(scope="module")
+def labeled():
+    from raptor.config import EnvConfig, LabelingConfig
+    from raptor.data.dataset import with_inverse_queries
+    from raptor.data.graph import TemporalGraph
+    from raptor.data.synthetic import SyntheticSpec, generate
+    from raptor.labeling.compute import compute_labels, label_pairs
+    from raptor.mdp.env import TemporalEnv
+
+    spec = SyntheticSpec(seed=1)
+    splits = generate(spec)
+    graph = TemporalGraph.from_quadruples(np.concatenate(list(splits.values())), spec.num_entities, spec.num_relations)
+    env = TemporalEnv(graph, EnvConfig(max_actions=6))
+    train = with_inverse_queries(splits["train"], spec.num_relations).astype(np.int64)
+    targets, times = label_pairs(splits["train"])
+    table = compute_labels(graph, targets, times, max_path_length=3, config=LabelingConfig(max_in_edges=200))
+    return spec, env, train, table
+
+
+def pretrain_config():
+    from raptor.config import PretrainConfig
+
+    return PretrainConfig(batch_size=96)
+
+
+@pytest.mark.parametrize("no_reachable", ["policy", "stop"])
+def test_pretraining_through_the_step_equals_eager(labeled, forced_steps, no_reachable):
+    from dataclasses import replace
+
+    from raptor.agents.actor_critic.pretrain import pretrain
+
+    spec, env, train, table = labeled
+    cfg = replace(pretrain_config(), no_reachable=no_reachable)
+    assert len(train) % cfg.batch_size, "the fixture must leave a smaller last batch"
+    out = []
+    for mode in ("off", "auto"):
+        pol = policy(spec.num_entities, spec.num_relations, 2)
+        run = RunOptions(seed=2, epochs=2, progress=False, resume=False, env_backend="torch", cuda_graph=mode,
+                         graph_scan_pad=0)
+        history = pretrain(pol, env, table, train, cfg, run)
+        out.append(([{k: v for k, v in row.items() if k != "seconds"} for row in history], weights(pol)))
+    assert len(forced_steps) == 1 and forced_steps[0].redone > 0
+    assert out[0][0] == out[1][0]
+    assert all(torch.equal(a, b) for a, b in zip(out[0][1], out[1][1]))
+
+
+def test_stacked_pretraining_through_the_step_equals_eager(labeled, forced_steps):
+    from raptor.agents.actor_critic.pretrain_seeds import pretrain_seeds
+
+    spec, env, train, table = labeled
+    out = []
+    for mode in ("off", "auto"):
+        pols = [policy(spec.num_entities, spec.num_relations, s) for s in (3, 5)]
+        runs = [RunOptions(seed=s, epochs=2, progress=False, resume=False, env_backend="torch", cuda_graph=mode,
+                           graph_scan_pad=256) for s in (3, 5)]
+        histories = pretrain_seeds(pols, env, table, train, pretrain_config(), runs)
+        out.append(([[{k: v for k, v in row.items() if k != "seconds"} for row in h] for h in histories],
+                    run_weights(pols)))
+    assert len(forced_steps) == 1 and forced_steps[0].parts_shape[0] == 2
+    assert out[0][0] == out[1][0]
+    assert all(torch.equal(a, b) for a, b in zip(out[0][1], out[1][1]))
+
+
+def test_a_partitioned_table_pretrains_without_the_step(labeled, forced_steps, tmp_path):
+    """Its parts change between batches (a graph holds one table's tensors): eager, and says nothing."""
+    from raptor.agents.actor_critic.pretrain import pretrain_step
+    from raptor.labeling.store import PartitionedLabels
+
+    spec, env, train, table = labeled
+    env_dev = on_device(env, "cpu", "torch")
+    fake = PartitionedLabels.__new__(PartitionedLabels)
+    assert pretrain_step(policy(spec.num_entities, spec.num_relations, 0), env_dev, env, fake, 1, pretrain_config(),
+                         RunOptions(env_backend="torch")) is env_dev
+    assert isinstance(pretrain_step(policy(spec.num_entities, spec.num_relations, 0), env_dev, env, table, 1,
+                                    pretrain_config(), RunOptions(env_backend="torch")), GraphStep)

@@ -269,10 +269,12 @@ def test_a_stacked_batch_has_each_seeds_walks_and_gradients(synthetic, monkeypat
     stack = StackedPolicy(pols)
     B, S = 96, len(STACK_SEEDS)
     batches = [train[i * B:(i + 1) * B] for i in range(S)]  # a different batch per seed
-    stacked_choices = _choices(monkeypatch, seeds_mod)
+    taken = _choices(monkeypatch, pretrain_mod)  # both walk through pretrain.pretrain_terms
     pb = seeds_mod.pretrain_batch_seeds(stack, env, table, np.concatenate(batches),
                                         [torch.Generator().manual_seed(100 + s) for s in STACK_SEEDS],
                                         no_reachable=no_reachable)
+    stacked_choices = list(taken)
+    assert len(stacked_choices) == env.K
     pb.loss.backward()
     alone_choices = _choices(monkeypatch, pretrain_mod)
     for i, (p, seed) in enumerate(zip(pols, STACK_SEEDS)):

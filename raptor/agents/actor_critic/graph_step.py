@@ -35,6 +35,17 @@ from raptor.common.runtime import autocast
 from raptor.mdp.device_env import DeviceEnv
 
 
+def rl_forward(model: torch.nn.Module, loss_terms: Callable, precision: str, device) -> Callable:
+    """:class:`GraphStep`'s ``forward`` for actor-critic RL: the rollout (under ``precision``'s autocast)
+    and ``loss_terms(rollout, beta) -> (loss, parts [G, P] or [P])``."""
+    def forward(env, queries, uniforms, beta):
+        with autocast(precision, device):
+            ro = rollout(model, env, queries, device=device, uniforms=uniforms)
+        loss, parts = loss_terms(ro, beta)
+        return loss, parts.reshape(parts.shape[0] if parts.dim() > 1 else 1, -1), ro.overflow
+    return forward
+
+
 def use_cuda_graph(mode: str, device, env) -> bool:
     """Whether ``train.cuda_graph = mode`` captures the step: ``auto`` on a CUDA device whose rollouts
     run in the device environment (``env`` a :class:`DeviceEnv`), ``off`` never."""
@@ -44,23 +55,28 @@ def use_cuda_graph(mode: str, device, env) -> bool:
 
 
 class GraphStep:
-    """Zero grads, rollout, loss and backward of a batch of ``rows`` queries (``groups`` seeds of
-    ``rows / groups`` each, seed-major), over static buffers, captured as a CUDA graph on first use
-    (``capture=True``) or run uncaptured (``capture=False``: the same computation, e.g. on the CPU).
+    """Zero grads, forward and backward of a batch of ``rows`` queries (``G`` seeds' batches stacked,
+    seed-major), over static buffers, captured as a CUDA graph on first use (``capture=True``) or run
+    uncaptured (``capture=False``: the same computation, e.g. on the CPU).
 
-    ``loss_terms(rollout, beta) -> (loss, parts [groups, P])``; ``exact`` is the environment a flagged
-    or odd-sized batch is redone in; ``fixed`` the fixed-shape one the step runs in."""
+    ``forward(env, queries, uniforms, beta) -> (loss, parts [G, P], overflow or None)`` is the
+    phase's batch (RL: rollout and actor-critic loss; pretraining: the labeled walk and its BCE) with
+    ``uniforms[k]`` the draws of step ``k``; ``exact`` is the environment a flagged or odd-sized batch
+    is redone in; ``fixed`` the fixed-shape one the step runs in; ``uniform_dtype`` the dtype the
+    phase's sampler draws (float64 RL, float32 pretraining)."""
 
-    def __init__(self, model: torch.nn.Module, fixed: DeviceEnv, exact, rows: int, groups: int,
-                 loss_terms: Callable, precision: str, capture: bool):
+    def __init__(self, model: torch.nn.Module, fixed: DeviceEnv, exact, rows: int, forward: Callable,
+                 capture: bool, uniform_dtype: torch.dtype = torch.float64):
         if fixed.scan_pad is None:
             raise ValueError("GraphStep needs a fixed-shape environment (DeviceEnv(scan_pad=...))")
-        self.model, self.fixed, self.exact, self.groups = model, fixed, exact, groups
-        self.loss_terms, self.precision, self.capture = loss_terms, precision, capture
+        self.model, self.fixed, self.exact = model, fixed, exact
+        #: the shape of ``forward``'s parts (``[G, P]``), known after the first batch
+        self.parts_shape: Optional[torch.Size] = None
+        self.forward, self.capture, self.uniform_dtype = forward, capture, uniform_dtype
         self.device = fixed.device
         self.rows = rows
         self.queries = torch.zeros((rows, 4), dtype=torch.int64, device=self.device)
-        self.uniforms = torch.zeros((fixed.K, rows), dtype=torch.float64, device=self.device)
+        self.uniforms = torch.zeros((fixed.K, rows), dtype=uniform_dtype, device=self.device)
         self.beta = torch.zeros((), dtype=torch.float32, device=self.device)
         self.graph: Optional[torch.cuda.CUDAGraph] = None
         self.out: Optional[torch.Tensor] = None
@@ -68,16 +84,15 @@ class GraphStep:
         self.redone = 0
 
     def _forward_backward(self, env, queries, uniforms, beta) -> torch.Tensor:
-        """``[groups * P + 1]``: each group's loss parts, then the overflow flag (0 or 1)."""
+        """``[G P + 1]``: each seed's parts, then the overflow flag (0 or 1)."""
         for p in self.model.parameters():
             if p.grad is not None:
                 p.grad.zero_()
-        with autocast(self.precision, self.device):
-            ro = rollout(self.model, env, queries, device=self.device, uniforms=uniforms)
-        loss, parts = self.loss_terms(ro, beta)
+        loss, parts, overflow = self.forward(env, queries, uniforms, beta)
+        self.parts_shape = parts.shape
         loss.backward()
-        flag = ro.overflow if ro.overflow is not None else torch.zeros((), dtype=torch.bool, device=self.device)
-        return torch.cat([parts.float().reshape(-1), flag.float().reshape(1)])
+        flag = overflow if overflow is not None else torch.zeros((), dtype=torch.bool, device=self.device)
+        return torch.cat([parts.double().reshape(-1), flag.double().reshape(1)])
 
     def _capture(self, warmup: int = 3) -> None:
         side = torch.cuda.Stream(self.device)
@@ -90,14 +105,14 @@ class GraphStep:
         with torch.cuda.graph(self.graph):
             self.out = self._forward_backward(self.fixed, self.queries, self.uniforms, self.beta)
 
-    def __call__(self, batch: np.ndarray, uniforms: Sequence[torch.Tensor], beta: float) -> torch.Tensor:
+    def __call__(self, batch: np.ndarray, uniforms: Sequence[torch.Tensor], beta: float = 0.0) -> torch.Tensor:
         """Run the step for ``batch`` (int ``[n, 4]``, seed-major) with the per-step uniforms
-        ``uniforms[k]`` (float64 ``[n]``, already drawn) and entropy coefficient ``beta``: the gradients
-        are left in the parameters; returns each group's loss parts ``[groups, P]`` (on the device)."""
-        u = torch.stack([uk.to(torch.float64) for uk in uniforms])
+        ``uniforms[k]`` (``[n]``, already drawn) and entropy coefficient ``beta`` (RL): the gradients
+        are left in the parameters; returns each seed's parts ``[G, P]`` (float64, on the device)."""
+        u = torch.stack([uk.to(self.uniform_dtype) for uk in uniforms])
         if len(batch) != self.rows:  # an epoch's last, smaller batch: exactly, uncaptured
             out = self._forward_backward(self.exact, batch, u, beta)
-            return out[:-1].reshape(self.groups, -1)
+            return out[:-1].reshape(self.parts_shape)
         self.queries.copy_(torch.from_numpy(np.ascontiguousarray(batch, dtype=np.int64)))
         self.uniforms.copy_(u)
         self.beta.fill_(beta)
@@ -106,8 +121,8 @@ class GraphStep:
                 self._capture()
             except RuntimeError as exc:  # an op that cannot be captured: train on, uncaptured
                 self.capture, self.graph = False, None
-                warnings.warn(f"train.cuda_graph: the RL step could not be captured ({exc}); it runs eagerly "
-                              "(the same training, slower)", RuntimeWarning, stacklevel=2)
+                warnings.warn(f"train.cuda_graph: the training step could not be captured ({exc}); it runs "
+                              "eagerly (the same training, slower)", RuntimeWarning, stacklevel=2)
         if self.graph is not None:
             self.graph.replay()
             out = self.out
@@ -116,22 +131,25 @@ class GraphStep:
         if bool(out[-1]):  # a row's candidates were cut short: redo the batch exactly, same uniforms
             self.redone += 1
             out = self._forward_backward(self.exact, batch, u, beta)
-        return out[:-1].reshape(self.groups, -1).clone()
+        return out[:-1].reshape(self.parts_shape).clone()
 
 
-def graph_step(model: torch.nn.Module, env, host_env, rows: int, groups: int, loss_terms: Callable, run):
+def graph_step(model: torch.nn.Module, env, host_env, rows: int, forward: Callable, run,
+               uniform_dtype: torch.dtype = torch.float64):
     """The environment a training epoch steps through: ``env`` itself, or (``run.cuda_graph`` and
-    :func:`use_cuda_graph`) a :class:`GraphStep` over the fixed-shape twin of ``host_env``
-    (``run.graph_scan_pad``) that redoes flagged and odd-sized batches in ``env``."""
+    :func:`use_cuda_graph`) a :class:`GraphStep` running ``forward`` over the fixed-shape twin of
+    ``host_env`` (``run.graph_scan_pad``) that redoes flagged and odd-sized batches in ``env``."""
     if not use_cuda_graph(run.cuda_graph, run.device, env):
         return env
     fixed = DeviceEnv(host_env, run.device, scan_pad=run.graph_scan_pad)
-    return GraphStep(model, fixed, env, rows, groups, loss_terms, run.precision, capture=True)
+    return GraphStep(model, fixed, env, rows, forward, capture=True, uniform_dtype=uniform_dtype)
 
 
-def draw_uniforms(generators: Sequence[torch.Generator], rows_per_seed: int, K: int, device) -> list[torch.Tensor]:
-    """The ``K`` steps' float64 uniforms ``[S rows_per_seed]`` of a rollout: per step, each seed's
-    ``rows_per_seed`` from its own generator, in the calls :func:`raptor.agents.sampling.sample_step`
-    (one seed) or :class:`raptor.agents.actor_critic.stack.SeedUniforms` (stacked) makes eagerly."""
-    return [torch.cat([torch.rand(rows_per_seed, generator=g, device=device, dtype=torch.float64)
+def draw_uniforms(generators: Sequence[torch.Generator], rows_per_seed: int, K: int, device,
+                  dtype: torch.dtype = torch.float64) -> list[torch.Tensor]:
+    """The ``K`` steps' uniforms ``[S rows_per_seed]`` of a walk: per step, each seed's ``rows_per_seed``
+    from its own generator, in the calls the eager step makes (:func:`raptor.agents.sampling.sample_step`,
+    float64, one seed; :class:`raptor.agents.actor_critic.stack.SeedUniforms` stacked; pretraining's
+    :func:`raptor.agents.sampling.sample_actions`, float32)."""
+    return [torch.cat([torch.rand(rows_per_seed, generator=g, device=device, dtype=dtype)
                        for g in generators]) for _ in range(K)]

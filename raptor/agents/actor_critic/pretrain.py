@@ -56,6 +56,8 @@ from raptor.agents.policy import Policy
 from raptor.runs.checkpoints import model_meta, save_model
 from raptor.agents.rollout import advance, as_tensor, candidate_tensors, query_context, score_candidates
 from raptor.runs.rundir import RunDir, RunOptions
+from raptor.agents.actor_critic.graph_step import GraphStep, draw_uniforms, graph_step
+from raptor.agents.actor_critic.stack import SeedUniforms
 from raptor.common.runtime import adam, autocast, epoch_seed, seeded_init
 from raptor.agents.sampling import sample_actions
 from raptor.agents.variants import PRETRAINED_VARIANT
@@ -98,8 +100,73 @@ def step_labels(labels: LabelTable | DeviceLabels, env: TemporalEnv | DeviceEnv,
     return torch.from_numpy(y).to(device)
 
 
-#: What :func:`pretrain_batch` reads back from the device, once per batch, in this order.
+#: What :func:`pretrain_terms` returns per seed (and :func:`pretrain_batch` reads back once per batch), in this order.
 _READ = ("bce", "valid", "positive", "correct", "any_reachable", "reached", "unlabeled")
+
+
+def pretrain_terms(policy, env: TemporalEnv | DeviceEnv, labels: LabelTable | DeviceLabels, queries,
+                   uniforms, no_reachable: str = "policy", device="cpu"):
+    """The pretraining loss of ``G`` seeds' batches stacked in the rows of ``queries`` (int ``[G B, 4]``,
+    seed-major; ``policy`` a :class:`~raptor.agents.actor_critic.stack.StackedPolicy` of ``G`` seeds, or a
+    :class:`Policy`: ``G = 1``), reading nothing back.
+
+    Per step ``k``: the candidates, the policy's logits, the labels (``labels`` on the host or the
+    device, as the environment), the per-row BCE averaged within each seed's rows, and the draw among
+    the reachable actions with the uniforms ``uniforms[k]`` (float32 ``[G B]``, each seed's from its own
+    generator). Returns ``(loss, seed_loss [G], read [G, 7] float64 in _READ order, overflow)``: the sum of
+    the seeds' losses (each the sum over steps of its mean BCE), each seed's loss, each seed's
+    statistics (the ``unlabeled`` column counts the whole batch's rows whose pair is not in a device
+    table), and the fixed-shape environment's overflow flag (``None`` for the others)."""
+    labels_on_device = isinstance(labels, DeviceLabels)
+    state = env.reset(queries)
+    G = getattr(policy, "seeds", 1)
+    B = state.batch_size // G
+    q = query_context(policy, state, device)
+    hc = policy.initial_path_state(G * B)
+    total = torch.zeros(G, device=device)
+    counts = torch.zeros(G, 3, dtype=torch.int64, device=device)  # valid, positive, correct candidates
+    any_reachable = torch.zeros(G, dtype=torch.float64, device=device)  # sum over steps of a row mean
+    unlabeled = (labels.missing(state.answer, state.query_time).sum() if labels_on_device
+                 else torch.zeros((), dtype=torch.int64, device=device))
+    overflow = None
+    for k in range(env.K):
+        cands = env.candidates(state)
+        flags = getattr(cands, "overflow", None)
+        if flags is not None:
+            overflow = flags.any() if overflow is None else overflow | flags.any()
+        ct = candidate_tensors(state, cands, device)
+        z, _ = score_candidates(policy, state, ct, hc[0], q, critic=False)
+        y = step_labels(labels, env, state, cands, device)
+        # each seed's mean over its own B rows: its gradient is the one of its batch alone
+        total = total + reachability_bce(z, y, ct.mask).view(G, B).mean(1)
+        with torch.no_grad():
+            m = ct.mask
+            allowed = y.bool() & m
+            per_row = torch.stack([m.sum(1), allowed.sum(1), (((z.float() > 0) == y.bool()) & m).sum(1)], 1)
+            counts += per_row.view(G, B, 3).sum(1)
+            any_reachable += allowed.any(1).float().view(G, B).mean(1).double()
+        if no_reachable == "stop":
+            allowed = allowed.clone()
+            allowed[:, 0] |= ~allowed.any(1)  # slot 0 is STOP
+        choice = sample_actions(z, allowed=allowed, u=uniforms[k])
+        state, hc = advance(policy, env, state, cands, choice, hc, need_path=k < env.K - 1)
+    reached = as_tensor(env.reward(state), device).float().view(G, B).mean(1)
+    read = torch.cat([total.detach().double()[:, None], counts.double(), any_reachable[:, None],
+                      reached.double()[:, None], unlabeled.double().expand(G)[:, None]], 1)
+    return total.sum(), total, read, overflow
+
+
+def read_stats(read: Sequence[float], K: int) -> dict[str, float]:
+    """A seed's statistics of a batch from its row of :func:`pretrain_terms`' ``read``."""
+    r = dict(zip(_READ, read))
+    n_valid = max(r["valid"], 1.0)
+    return {
+        "bce": r["bce"],
+        "label_positive_rate": r["positive"] / n_valid,
+        "label_accuracy": r["correct"] / n_valid,
+        "steps_with_reachable": r["any_reachable"] / K,
+        "walk_reaches_answer": r["reached"],
+    }
 
 
 def pretrain_batch(
@@ -111,7 +178,8 @@ def pretrain_batch(
     device="cpu",
     no_reachable: str = "policy",
 ) -> PretrainBatch:
-    """Pretraining loss of one batch of ``[B, 4]`` training queries (one labeled walk each).
+    """Pretraining loss of one batch of ``[B, 4]`` training queries (one labeled walk each):
+    :func:`pretrain_terms` of one seed, drawing from ``generator``, and its statistics read once.
 
     On the host environment the labels are looked up on the host; on a
     :class:`raptor.mdp.device_env.DeviceEnv` on its device (``table``'s device copy, made once:
@@ -121,46 +189,49 @@ def pretrain_batch(
     Same candidates, labels and draws on both, so the same loss and statistics (on the CPU bit for bit).
     """
     labels = device_labels(table, env.device) if isinstance(env, DeviceEnv) else table
-    labels_on_device = isinstance(labels, DeviceLabels)
+    uniforms = SeedUniforms([generator], len(queries), device, torch.float32)  # what sample_actions draws
+    loss, _, read, _ = pretrain_terms(policy, env, labels, queries, uniforms, no_reachable, device)
+    row = read[0].tolist()  # the batch's one read
+    if row[_READ.index("unlabeled")]:
+        raise_unlabeled(labels, env, queries)
+    return PretrainBatch(loss=loss, stats=read_stats(row, env.K))
+
+
+def raise_unlabeled(labels, env, queries) -> None:
+    """The ``ValueError`` naming a batch's queries whose pair a device table does not hold."""
     state = env.reset(queries)
-    B = state.batch_size
-    q = query_context(policy, state, device)
-    hc = policy.initial_path_state(B)
-    total = torch.zeros((), device=device)
-    counts = torch.zeros(3, dtype=torch.int64, device=device)  # valid, positive, correct candidates
-    any_reachable = torch.zeros((), dtype=torch.float64, device=device)  # sum over steps of a row mean
-    unlabeled = (labels.missing(state.answer, state.query_time).sum() if labels_on_device
-                 else torch.zeros((), dtype=torch.int64, device=device))
-    for k in range(env.K):
-        cands = env.candidates(state)
-        ct = candidate_tensors(state, cands, device)
-        z, _ = score_candidates(policy, state, ct, hc[0], q, critic=False)
-        y = step_labels(labels, env, state, cands, device)
-        total = total + reachability_bce(z, y, ct.mask).mean()
-        with torch.no_grad():
-            m = ct.mask
-            allowed = y.bool() & m
-            counts += torch.stack([m.sum(), allowed.sum(), (((z.float() > 0) == y.bool()) & m).sum()])
-            any_reachable += allowed.any(1).float().mean().double()
-        if no_reachable == "stop":
-            allowed = allowed.clone()
-            allowed[:, 0] |= ~allowed.any(1)  # slot 0 is STOP
-        choice = sample_actions(z, generator, allowed=allowed)
-        state, hc = advance(policy, env, state, cands, choice, hc, need_path=k < env.K - 1)
-    reached = as_tensor(env.reward(state), device).mean()
-    read = dict(zip(_READ, torch.stack([total.detach().double(), *counts.double(), any_reachable, reached.double(),
-                                        unlabeled.double()]).tolist()))  # the batch's one read
-    if read["unlabeled"]:
-        labels.raise_missing(state.answer, state.query_time)
-    n_valid = max(read["valid"], 1.0)
-    stats = {
-        "bce": read["bce"],
-        "label_positive_rate": read["positive"] / n_valid,
-        "label_accuracy": read["correct"] / n_valid,
-        "steps_with_reachable": read["any_reachable"] / env.K,
-        "walk_reaches_answer": read["reached"],
-    }
-    return PretrainBatch(loss=total, stats=stats)
+    labels.raise_missing(state.answer, state.query_time)
+
+
+def pretrain_step(model, env, host_env: TemporalEnv, table, groups: int, cfg: PretrainConfig, run: RunOptions):
+    """What a pretraining epoch steps through: ``env``, or (``run.cuda_graph`` on a CUDA device with the
+    device environment, a label table in memory) a
+    :class:`~raptor.agents.actor_critic.graph_step.GraphStep` replaying :func:`pretrain_terms` of
+    ``groups`` seeds' batches of ``cfg.batch_size`` rows each (:func:`graph_batch` runs a batch through it)."""
+    if not isinstance(table, LabelTable) or not isinstance(env, DeviceEnv):
+        return env
+    labels = device_labels(table, env.device)
+    precision, device = run.precision, run.device
+
+    def forward(env_, queries, uniforms, beta):
+        with autocast(precision, device):
+            loss, _, read, overflow = pretrain_terms(model, env_, labels, queries, uniforms, cfg.no_reachable,
+                                                     device)
+        return loss, read, overflow
+
+    return graph_step(model, env, host_env, groups * cfg.batch_size, forward, run, torch.float32)
+
+
+def graph_batch(step: GraphStep, table: LabelTable, batch: np.ndarray, generators: Sequence[torch.Generator],
+                device) -> list[dict[str, float]]:
+    """One pretraining batch (``len(generators)`` seeds' rows, seed-major) through ``step``: the gradients
+    are left in the parameters; returns each seed's statistics, as :func:`pretrain_batch` alone."""
+    K = step.fixed.K
+    read = step(batch, draw_uniforms(generators, len(batch) // len(generators), K, device, torch.float32))
+    rows = read.tolist()  # the batch's one read
+    if rows[0][_READ.index("unlabeled")]:
+        raise_unlabeled(device_labels(table, step.exact.device), step.exact, batch)
+    return [read_stats(r, K) for r in rows]
 
 
 def epoch_blocks(queries: np.ndarray, table, rng: np.random.Generator) -> list[tuple[Optional[int], np.ndarray]]:
@@ -202,7 +273,8 @@ def pretrain(policy: Policy, env: TemporalEnv, table: LabelTable | PartitionedLa
     optimizer = adam(policy.parameters(), cfg.learning_rate)
     queries = np.ascontiguousarray(train_queries, dtype=np.int64)
     bs = cfg.batch_size
-    env = on_device(env, device, run.env_backend)  # the device environment labels on the device too
+    host_env, env = env, on_device(env, device, run.env_backend)  # the device environment labels on the device too
+    step = pretrain_step(policy, env, host_env, table, 1, cfg, run)  # or a CUDA-graph step
 
     trained: list[int] = []
 
@@ -223,14 +295,18 @@ def pretrain(policy: Policy, env: TemporalEnv, table: LabelTable | PartitionedLa
             for i in range(math.ceil(len(order) / bs)):
                 next(ticks, None)
                 batch = queries[order[i * bs:(i + 1) * bs]]
-                with autocast(precision, device):
-                    pb = pretrain_batch(policy, env, block_table, batch, gen, device, cfg.no_reachable)
-                optimizer.zero_grad(set_to_none=False)  # keep the .grad buffers the fused kernels add into
-                pb.loss.backward()
+                if isinstance(step, GraphStep):  # the same batch replayed from a CUDA graph
+                    stats = graph_batch(step, block_table, batch, [gen], device)[0]
+                else:
+                    with autocast(precision, device):
+                        pb = pretrain_batch(policy, env, block_table, batch, gen, device, cfg.no_reachable)
+                    optimizer.zero_grad(set_to_none=False)  # keep the .grad buffers the fused kernels add into
+                    pb.loss.backward()
+                    stats = pb.stats
                 optimizer.step()
                 n = len(batch)
                 n_total += n
-                for key, val in pb.stats.items():
+                for key, val in stats.items():
                     sums[key] = sums.get(key, 0.0) + val * n
         next(ticks, None)
         return {k: v / max(n_total, 1) for k, v in sums.items()}
@@ -347,4 +423,5 @@ def pretrain_options(ctx, run: RunOptions, wanted: Sequence[int],
             "dataset": ctx.dataset.meta.get("dataset")}
     return policy, RunOptions(seed=run.seed, epochs=wanted[-1], out_dir=Path(run.out_dir), device=device,
                               precision=precision, resume=True, progress=run.progress, on_epoch_end=hook, meta=meta,
-                              env_backend=p.train.env_backend)
+                              env_backend=p.train.env_backend, cuda_graph=p.train.cuda_graph,
+                              graph_scan_pad=p.train.graph_scan_pad)

@@ -39,12 +39,12 @@ import numpy as np
 import torch
 
 from raptor.agents.actor_critic.pretrain import (PRETRAIN_CHECKPOINT_FORMAT, _READ, prepare_pretrain_runs, pretrain,
-                                                 pretrain_options, reachability_bce, step_labels, wanted_snapshots)
+                                                 graph_batch, pretrain_options, pretrain_step, pretrain_terms,
+                                                 raise_unlabeled, read_stats, wanted_snapshots)
+from raptor.agents.actor_critic.graph_step import GraphStep
 from raptor.agents.actor_critic.stack import (SeedUniforms, StackedPolicy, check_stackable, not_alone, resume_epoch,
                                               seed_optimizer_state, stack_optimizer_states)
 from raptor.agents.policy import Policy
-from raptor.agents.rollout import advance, as_tensor, candidate_tensors, query_context, score_candidates
-from raptor.agents.sampling import sample_actions
 from raptor.common.io import atomic_write_json
 from raptor.common.runtime import adam, autocast, epoch_seed
 from raptor.config import PretrainConfig
@@ -87,53 +87,13 @@ def pretrain_batch_seeds(stack: StackedPolicy, env: TemporalEnv | DeviceEnv, tab
     if len(generators) != S or len(queries) % S:
         raise ValueError(f"pretrain_batch_seeds: {len(queries)} rows and {len(generators)} generators "
                          f"for {S} seeds")
-    B = len(queries) // S
     labels = device_labels(table, env.device) if isinstance(env, DeviceEnv) else table
-    labels_on_device = isinstance(labels, DeviceLabels)
-    state = env.reset(queries)
-    q = query_context(stack, state, device)
-    hc = stack.initial_path_state(S * B)
-    uniforms = SeedUniforms(generators, B, device, torch.float32)  # float32: what sample_actions draws alone
-    total = torch.zeros(S, device=device)
-    counts = torch.zeros(S, 3, dtype=torch.int64, device=device)  # valid, positive, correct candidates
-    any_reachable = torch.zeros(S, dtype=torch.float64, device=device)  # sum over steps of a row mean
-    unlabeled = (labels.missing(state.answer, state.query_time).sum() if labels_on_device
-                 else torch.zeros((), dtype=torch.int64, device=device))
-    for k in range(env.K):
-        cands = env.candidates(state)
-        ct = candidate_tensors(state, cands, device)
-        z, _ = score_candidates(stack, state, ct, hc[0], q, critic=False)
-        y = step_labels(labels, env, state, cands, device)
-        # each seed's mean over its own B rows: its gradient is the one of its batch alone
-        total = total + reachability_bce(z, y, ct.mask).view(S, B).mean(1)
-        with torch.no_grad():
-            m = ct.mask
-            allowed = y.bool() & m
-            per_row = torch.stack([m.sum(1), allowed.sum(1), (((z.float() > 0) == y.bool()) & m).sum(1)], 1)
-            counts += per_row.view(S, B, 3).sum(1)
-            any_reachable += allowed.any(1).float().view(S, B).mean(1).double()
-        if no_reachable == "stop":
-            allowed = allowed.clone()
-            allowed[:, 0] |= ~allowed.any(1)  # slot 0 is STOP
-        choice = sample_actions(z, allowed=allowed, u=uniforms[k])
-        state, hc = advance(stack, env, state, cands, choice, hc, need_path=k < env.K - 1)
-    reached = as_tensor(env.reward(state), device).float().view(S, B).mean(1)
-    table_read = torch.cat([total.detach().double()[:, None], counts.double(), any_reachable[:, None],
-                            reached.double()[:, None], unlabeled.double().expand(S)[:, None]], 1)
-    rows = [dict(zip(_READ, r)) for r in table_read.tolist()]  # the batch's one read, [S, 7]
-    if rows[0]["unlabeled"]:
-        labels.raise_missing(state.answer, state.query_time)
-    stats = []
-    for read in rows:
-        n_valid = max(read["valid"], 1.0)
-        stats.append({
-            "bce": read["bce"],
-            "label_positive_rate": read["positive"] / n_valid,
-            "label_accuracy": read["correct"] / n_valid,
-            "steps_with_reachable": read["any_reachable"] / env.K,
-            "walk_reaches_answer": read["reached"],
-        })
-    return StackedPretrainBatch(loss=total.sum(), seed_loss=total, stats=stats)
+    uniforms = SeedUniforms(generators, len(queries) // S, device, torch.float32)  # as sample_actions draws alone
+    loss, seed_loss, read, _ = pretrain_terms(stack, env, labels, queries, uniforms, no_reachable, device)
+    rows = read.tolist()  # the batch's one read, [S, 7]
+    if rows[0][_READ.index("unlabeled")]:
+        raise_unlabeled(labels, env, queries)
+    return StackedPretrainBatch(loss=loss, seed_loss=seed_loss, stats=[read_stats(r, env.K) for r in rows])
 
 
 def _pretrain_epoch_seeds(stack: StackedPolicy, optimizer: torch.optim.Optimizer, env: TemporalEnv | DeviceEnv,
@@ -142,7 +102,8 @@ def _pretrain_epoch_seeds(stack: StackedPolicy, optimizer: torch.optim.Optimizer
     """One pretraining pass over ``queries`` (``[Q, 4]``) for each run's seed at once, each shuffled
     and sampled by ``(seed, epoch)`` as :func:`raptor.agents.actor_critic.pretrain.pretrain` alone;
     returns each seed's epoch means (``S`` rows). The device, precision and progress bar are the
-    first run's (the same for all). ``table``: a label table in memory (not partitioned)."""
+    first run's (the same for all). ``table``: a label table in memory (not partitioned). ``env``: the
+    environment, or a :class:`~raptor.agents.actor_critic.graph_step.GraphStep` (:func:`pretrain_step`)."""
     from raptor.common.progress import progress_bar
 
     run, seeds = runs[0], [r.seed for r in runs]
@@ -159,14 +120,18 @@ def _pretrain_epoch_seeds(stack: StackedPolicy, optimizer: torch.optim.Optimizer
                           mininterval=1.0):
         rows = [queries[order[i * bs:(i + 1) * bs]] for order in orders]
         n = len(rows[0])
-        with autocast(run.precision, device):
-            pb = pretrain_batch_seeds(stack, env, table, np.concatenate(rows), gens, device, cfg.no_reachable)
-        optimizer.zero_grad(set_to_none=False)
-        pb.loss.backward()
+        if isinstance(env, GraphStep):  # the same batch replayed from a CUDA graph
+            stats = graph_batch(env, table, np.concatenate(rows), gens, device)
+        else:
+            with autocast(run.precision, device):
+                pb = pretrain_batch_seeds(stack, env, table, np.concatenate(rows), gens, device, cfg.no_reachable)
+            optimizer.zero_grad(set_to_none=False)
+            pb.loss.backward()
+            stats = pb.stats
         optimizer.step()
-        keys = tuple(pb.stats[0])
+        keys = tuple(stats[0])
         # summed in the order alone sums them (a float per key, times n), so the means match
-        sums += np.array([[st[k] for k in keys] for st in pb.stats]) * n
+        sums += np.array([[st[k] for k in keys] for st in stats]) * n
         n_total += n
     return [dict(zip(keys, (row / max(n_total, 1)).tolist())) for row in sums]
 
@@ -222,8 +187,9 @@ def pretrain_seeds(policies: Sequence[Policy], env: TemporalEnv, table: LabelTab
     histories = [h for h, _ in resumed]
     start = resumed[0][1]
     queries = np.ascontiguousarray(train_queries, dtype=np.int64)
-    env = on_device(env, device, runs[0].env_backend)
+    host_env, env = env, on_device(env, device, runs[0].env_backend)
     stack = StackedPolicy(policies).to(device)
+    env = pretrain_step(stack, env, host_env, table, len(runs), cfg, runs[0])
     optimizer = adam(stack.parameters(), cfg.learning_rate)
     states = [opt.state_dict() for opt in optimizers]
     if states[0]["state"]:  # resumed: Adam's moments and step count, each seed's own

@@ -44,7 +44,7 @@ from raptor.runs.checkpoints import model_meta
 from raptor.config import EvalConfig, RLConfig
 from raptor.mdp.env import TemporalEnv
 from raptor.runs.loop import Phase, Selection, TrainResult, rl_postfix, run_epochs, write_history
-from raptor.agents.actor_critic.graph_step import GraphStep, draw_uniforms, graph_step
+from raptor.agents.actor_critic.graph_step import GraphStep, draw_uniforms, graph_step, rl_forward
 from raptor.agents.policy import Policy
 from raptor.mdp.device_env import on_device
 from raptor.agents.rollout import Rollout, rollout
@@ -195,8 +195,9 @@ def train(policy: Policy, env: TemporalEnv, train_queries: np.ndarray, rl: RLCon
     policy.to(run.device)
     optimizer = make_optimizer(policy, rl)
     queries = np.ascontiguousarray(train_queries, dtype=np.int64)
-    env = graph_step(policy, on_device(env, run.device, run.env_backend), env, rl.batch_size, 1,
-                     lambda ro, beta: actor_critic_terms(ro, rl.gamma, beta), run)
+    env = graph_step(policy, on_device(env, run.device, run.env_backend), env, rl.batch_size,
+                     rl_forward(policy, lambda ro, beta: actor_critic_terms(ro, rl.gamma, beta), run.precision,
+                                run.device), run)
     selection = Selection(policy, run.evaluate_fn, eval_cfg.valid_every, eval_cfg.patience, out, meta,
                           early=(eval_cfg.valid_every_early, eval_cfg.valid_early_epochs))
 

@@ -35,7 +35,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from raptor.agents.actor_critic.graph_step import GraphStep, draw_uniforms, graph_step
+from raptor.agents.actor_critic.graph_step import GraphStep, draw_uniforms, graph_step, rl_forward
 from raptor.agents.actor_critic.rl import (CHECKPOINT_FORMAT, _write_history, entropy_coefficient,
                                            grouped_actor_critic_terms, make_optimizer, train)
 from raptor.agents.actor_critic.stack import (SeedUniforms, StackedPolicy, check_stackable, clip_per_seed,  # noqa: F401
@@ -163,8 +163,9 @@ def train_seeds(policies: Sequence[Policy], env: TemporalEnv, train_queries: np.
 
 def _graph_step(stack: StackedPolicy, env, host_env: TemporalEnv, rl: RLConfig, run: RunOptions):
     """What :func:`train_epoch` steps through for ``stack``: ``env``, or its CUDA-graph step."""
-    return graph_step(stack, env, host_env, stack.seeds * rl.batch_size, stack.seeds,
-                      lambda ro, beta: grouped_actor_critic_terms(ro, rl.gamma, beta, stack.seeds), run)
+    terms = lambda ro, beta: grouped_actor_critic_terms(ro, rl.gamma, beta, stack.seeds)  # noqa: E731
+    return graph_step(stack, env, host_env, stack.seeds * rl.batch_size, rl_forward(stack, terms, run.precision,
+                                                                                   run.device), run)
 
 
 def _stack(policies: Sequence[Policy], optimizers: Sequence[torch.optim.Optimizer], active: Sequence[int],
