@@ -11,7 +11,8 @@ ordered).
 
 Run: ``python benchmarks/gpu_graph_check.py --raw .gpu/ICEWS14 --out $OUT/graph_check.json`` (about a
 minute on one H200; ``--device cpu --epochs 2 --train-queries 2000 --force-step`` is a CPU try of the
-script). ``python benchmarks/gpu_graph_check.py --table FILE``: the docs' table.
+script). ``--pretrain-seeds 1 5``: pretraining epochs too (the labels of the training pairs first).
+``python benchmarks/gpu_graph_check.py --table FILE``: the docs' table.
 """
 
 from __future__ import annotations
@@ -96,6 +97,34 @@ def profile_step(env, queries, E, R, S, args, device) -> dict:
     return {"seeds": S, **summarize_profile(prof, res["seconds_per_epoch"][-1], args.profile_batches)}
 
 
+def pretrain_case(env, queries, E, R, table, S, args, device) -> dict:
+    """``args.epochs`` pretraining epochs of ``S`` seeds (alone when ``S = 1``, else stacked) through the
+    library (:func:`raptor.agents.actor_critic.pretrain.pretrain` / ``pretrain_seeds``), replayed and
+    eager: seconds per epoch from each history, the mean BCE, and the largest weight difference."""
+    from raptor.agents.actor_critic.pretrain import pretrain
+    from raptor.agents.actor_critic.pretrain_seeds import pretrain_seeds
+    from raptor.config import PretrainConfig
+
+    case, weights = {}, {}
+    for mode in ("auto", "off"):
+        pols = []
+        for s in range(S):
+            torch.manual_seed(s)
+            pols.append(Policy(E, R, ModelConfig(), env.K).to(device))
+        runs = [RunOptions(seed=s, epochs=args.epochs, device=device, precision=args.precision, progress=False,
+                           resume=False, cuda_graph=mode, env_backend="torch") for s in range(S)]
+        if S == 1:
+            histories = [pretrain(pols[0], env, table, queries, PretrainConfig(), runs[0])]
+        else:
+            histories = pretrain_seeds(pols, env, table, queries, PretrainConfig(), runs)
+        case[mode] = {"seconds_per_epoch": [row["seconds"] for row in histories[0]],
+                      "bce": [float(np.mean([h[e]["bce"] for h in histories])) for e in range(args.epochs)]}
+        weights[mode] = [p.detach().float().cpu() for pol in pols for p in pol.parameters()]
+        print(f"pretrain S={S} {mode}: {case[mode]}", flush=True)
+    case["max_weight_diff"] = max(float((a - b).abs().max()) for a, b in zip(weights["auto"], weights["off"]))
+    return case
+
+
 def table(path: str) -> str:
     """The docs' table of a result file: per ``S``, seconds per epoch after the first, both modes."""
     import json
@@ -111,6 +140,13 @@ def table(path: str) -> str:
         ta, to = np.mean(a["seconds_per_epoch"][1:]), np.mean(o["seconds_per_epoch"][1:])
         rows.append(f"| {S} | {ta:.2f} | {to:.2f} | {to / ta:.2f}x | {ta / int(S):.2f} | {a['batches_redone_exactly']} "
                     f"| {a['mean_reward'][-1]:.4f} / {o['mean_reward'][-1]:.4f} |")
+    if d.get("pretrain"):
+        rows += ["", "| pretraining, seeds at once | replayed (s/epoch) | eager (s/epoch) | speed-up | largest weight "
+                 "difference |", "|---|---|---|---|---|"]
+        for S, c in sorted(d["pretrain"].items(), key=lambda kv: int(kv[0])):
+            ta = np.mean(c["auto"]["seconds_per_epoch"][1:] or [np.nan])
+            to = np.mean(c["off"]["seconds_per_epoch"][1:] or [np.nan])
+            rows.append(f"| {S} | {ta:.2f} | {to:.2f} | {to / ta:.2f}x | {c['max_weight_diff']:.3g} |")
     return "\n".join(rows)
 
 
@@ -131,6 +167,8 @@ def main():
                     "these many seeds at once (one profile each)")
     ap.add_argument("--profile-batches", type=int, default=20)
     ap.add_argument("--deterministic", action="store_true", help="deterministic kernels (train.deterministic)")
+    ap.add_argument("--pretrain-seeds", type=int, nargs="*", default=[], help="then pretraining epochs of these "
+                    "many seeds at once, replayed and eager (labels of the training pairs computed first)")
     args = ap.parse_args()
     deterministic_algorithms(args.deterministic)  # before the first CUDA product (cuBLAS's workspace)
     device = torch.device(args.device)
@@ -156,6 +194,20 @@ def main():
         print(f"S={S}: max weight diff {max(diffs):.3g} (max |w| {scale:.3g}); "
               f"speed-up {case['speedup_after_first_epoch']:.2f}x", flush=True)
         atomic_write_json(args.out, out)
+    if args.pretrain_seeds:
+        from bench_agent import load_raw
+
+        from raptor.config import LabelingConfig
+        from raptor.labeling.compute import compute_labels, label_pairs
+
+        t = time.perf_counter()
+        splits, _, _ = load_raw(Path(args.raw))
+        targets, times = label_pairs(splits["train"])
+        labels = compute_labels(env.graph, targets, times, max_path_length=env.K, config=LabelingConfig())
+        out["labels_seconds"] = time.perf_counter() - t
+        for S in args.pretrain_seeds:
+            out.setdefault("pretrain", {})[str(S)] = pretrain_case(env, queries, E, R, labels, S, args, device)
+            atomic_write_json(args.out, out)
     for S in args.profile_seeds:  # includes the build, the warm-up epoch's capture is outside it
         out.setdefault("profile", {})[str(S)] = profile_step(env, queries, E, R, S, args, device)
         print("profile", S, out["profile"][str(S)], flush=True)
