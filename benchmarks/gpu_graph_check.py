@@ -58,6 +58,11 @@ def run_mode(env, queries, E, R, S, mode, args, device, profiler=None):
     else:
         terms = lambda ro, beta: rl_mod.grouped_actor_critic_terms(ro, rl.gamma, beta, S)  # noqa: E731
     forward = rl_forward(model, terms, args.precision, device)
+    if args.compile and mode == "auto":  # issue 37, item 2's other option: Inductor's fused kernels in the graph
+        compiled, plain = torch.compile(forward, dynamic=False), forward
+
+        def forward(env_, queries, uniforms, beta):  # the fixed-shape step compiled; a redone batch as it is
+            return (compiled if getattr(env_, "scan_pad", None) is not None else plain)(env_, queries, uniforms, beta)
     step = graph_step(model, env_dev, env, S * rl.batch_size, forward, runs[0])
     if args.force_step and mode == "auto" and not isinstance(step, GraphStep):  # a CPU try of the step's path
         from raptor.mdp.device_env import DeviceEnv
@@ -167,6 +172,8 @@ def main():
                     "these many seeds at once (one profile each)")
     ap.add_argument("--profile-batches", type=int, default=20)
     ap.add_argument("--deterministic", action="store_true", help="deterministic kernels (train.deterministic)")
+    ap.add_argument("--compile", action="store_true", help="torch.compile the replayed step's forward (and so its "
+                    "backward) before capturing it")
     ap.add_argument("--pretrain-seeds", type=int, nargs="*", default=[], help="then pretraining epochs of these "
                     "many seeds at once, replayed and eager (labels of the training pairs computed first)")
     args = ap.parse_args()
@@ -177,7 +184,7 @@ def main():
         queries = queries[:args.train_queries]
     out = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
            "torch": torch.__version__, "precision": args.precision, "train_queries": len(queries),
-           "deterministic": args.deterministic, "cases": {}}
+           "deterministic": args.deterministic, "compile": args.compile, "cases": {}}
     for S in args.seeds:
         case = {}
         weights = {}
