@@ -145,6 +145,13 @@ def table(path: str) -> str:
         ta, to = np.mean(a["seconds_per_epoch"][1:]), np.mean(o["seconds_per_epoch"][1:])
         rows.append(f"| {S} | {ta:.2f} | {to:.2f} | {to / ta:.2f}x | {ta / int(S):.2f} | {a['batches_redone_exactly']} "
                     f"| {a['mean_reward'][-1]:.4f} / {o['mean_reward'][-1]:.4f} |")
+    for S, prof in sorted(d.get("profile", {}).items(), key=lambda kv: int(kv[0])):
+        if prof.get("busy_share") is None:
+            continue
+        top = "; ".join(f"{k['name'][:60]} {100 * k['share']:.0f}%" for k in prof["top_kernels"][:4] if k["share"])
+        rows += ["", f"Profile of {prof['batches']} replayed batches of {S} seed(s): the device busy "
+                 f"{100 * prof['busy_share']:.0f}% of the wall time, {prof['launches_per_batch']:.0f} launches and "
+                 f"{prof['host_device_copies_per_batch']:.0f} host-device copies per batch; top kernels: {top or 'none'}."]
     if d.get("pretrain"):
         rows += ["", "| pretraining, seeds at once | replayed (s/epoch) | eager (s/epoch) | speed-up | largest weight "
                  "difference |", "|---|---|---|---|---|"]
