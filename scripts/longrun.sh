@@ -17,6 +17,10 @@
 #                                   tested (after a reboot or a session that ended: the same as naming them to start)
 #   scripts/longrun.sh status       one line per run: epochs done, best validation MRR, alive or not
 #   scripts/longrun.sh stop         SIGTERM to the runs' process groups (each resumes from its last checkpoint)
+#   scripts/longrun.sh rebalance [--plan]  when exactly one run is alive and it has fewer threads than the
+#                                   machine has cores: stop it and start it again on all cores (it resumes from
+#                                   its last checkpoint); --plan only says what it would do. A run that
+#                                   finishes and is tested calls it, so the run left alone gets the freed core.
 #
 # Runs start in the background with nohup, each in its own session at the lowest CPU priority (nice 19,
 # and its scheduler autogroup too, so work started from a shell is not slowed), one job per VARIANT:SEED:
@@ -33,12 +37,13 @@ cd "$(dirname "$0")/.."
 root=$PWD
 dir="${LONGRUN_DIR:-$root/.longruns}"
 cmd="${1:-}"; [ $# -gt 0 ] && shift
-commit=HEAD; dataset=ICEWS14; sets=(); runs=(); threads=
+commit=HEAD; dataset=ICEWS14; sets=(); runs=(); threads=; plan=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --commit) commit="$2"; shift 2 ;;
     --dataset) dataset="$2"; shift 2 ;;
     --set) sets+=("$2"); shift 2 ;;
+    --plan) plan=1; shift ;;
     --threads) threads="$2"; shift 2
       [[ "$threads" =~ ^[0-9]+$ ]] || { echo "longrun.sh: --threads '$threads': expected a number of threads (0 = all cores)" >&2; exit 2; } ;;
     -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
@@ -46,8 +51,8 @@ while [ $# -gt 0 ]; do
     *) runs+=("$1"); shift ;;
   esac
 done
-case "$cmd" in start|resume|status|stop) ;; -h|--help|"") awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
-  *) echo "longrun.sh: unknown command '$cmd' (start, resume, status, stop)" >&2; exit 2 ;; esac
+case "$cmd" in start|resume|status|stop|rebalance) ;; -h|--help|"") awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+  *) echo "longrun.sh: unknown command '$cmd' (start, resume, status, stop, rebalance)" >&2; exit 2 ;; esac
 
 if [ "$cmd" = resume ]; then
   [ ${#runs[@]} -eq 0 ] && [ ${#sets[@]} -eq 0 ] || { echo "longrun.sh resume: takes no runs and no --set (it resumes every run under $dir/runs)" >&2; exit 2; }
@@ -106,6 +111,30 @@ print(" ".join(parts))
 PY
   done
   exit 0
+fi
+
+if [ "$cmd" = rebalance ]; then
+  cores=$(nproc)
+  alive=()
+  for out in "$dir"/runs/*/*/seed* "$dir"/runs/*/ablation/p*/seed*; do
+    [ -f "$out/pid" ] && [ ! -f "$out/eval/metrics.json" ] || continue  # a tested run is done, even while its job ends
+    kill -0 -- "-$(cat "$out/pid")" 2>/dev/null && alive+=("$out")
+  done
+  if [ ${#alive[@]} -ne 1 ]; then echo "rebalance: ${#alive[@]} runs alive, nothing to do"; exit 0; fi
+  out="${alive[0]}"; seed="${out##*/seed}"; parent="$(basename "$(dirname "$out")")"
+  if [ "$(basename "$(dirname "$(dirname "$out")")")" = ablation ]; then
+    spec="raptor:$seed:$parent"; ds="$(basename "$(dirname "$(dirname "$(dirname "$out")")")")"
+  else
+    spec="$parent:$seed"; ds="$(basename "$(dirname "$(dirname "$out")")")"
+  fi
+  t=$(cat "$out/threads" 2>/dev/null || echo 0)
+  if [ "$t" = 0 ] || [ "$t" -ge "$cores" ]; then echo "rebalance: $ds $spec has all $cores cores"; exit 0; fi
+  echo "rebalance: restart $ds $spec with $cores threads (it has $t)"
+  [ "$plan" = 1 ] && exit 0
+  pid=$(cat "$out/pid"); kill -TERM -- "-$pid" 2>/dev/null || true
+  for _ in $(seq 600); do kill -0 -- "-$pid" 2>/dev/null || break; sleep 0.5; done
+  if kill -0 -- "-$pid" 2>/dev/null; then echo "rebalance: pid $pid did not stop in 300 s; left as it is" >&2; exit 1; fi
+  exec "$0" start --dataset "$ds" --threads 0 "$spec"
 fi
 
 if [ "$cmd" = stop ]; then
@@ -176,8 +205,8 @@ os.replace(path + ".tmp", path)
 PY
   echo "train.num_threads: $threads in $params"
 fi
-# Fail here, with the key named, rather than in every background run.
-PYTHONPATH="$dir/src" "$py" -c "import sys; from raptor.config import load_params; load_params(sys.argv[1])" "$params"
+# Fail here, with the key named, rather than in every background run; the runs' thread count (rebalance reads it).
+run_threads=$(PYTHONPATH="$dir/src" "$py" -c "import sys; from raptor.config import load_params; print(load_params(sys.argv[1]).train.num_threads)" "$params")
 
 data="$dir/data/$dataset"
 mkdir -p "$data" "$dir/runs"
@@ -204,12 +233,14 @@ for spec in "${runs[@]}"; do
     echo "$name: already running (pid $(cat "$out/pid"))"; continue
   fi
   if [ -f "$out/eval/metrics.json" ]; then echo "$name: finished and evaluated"; continue; fi
-  # train (resuming from the checkpoint), then test the best-validation model: one background job
+  # train (resuming from the checkpoint), then test the best-validation model, then give the freed core to
+  # a run left alone (rebalance): one background job
+  echo "$run_threads" > "$out/threads"
   (PYTHONPATH="$dir/src" nohup setsid nice -n 19 sh -c 'echo 19 > /proc/$$/autogroup 2>/dev/null || true; "$0" -P -m raptor.cli train --data "$1" --graph "$2" --out "$3" \
        --variant "$4" --seed "$5" --params "$6" $7 --no-progress && "$0" -P -m raptor.cli evaluate \
-       --model "$3/rl/best.pt" --data "$1" --graph "$2" --params "$6" --split test --out "$3/eval"' \
+       --model "$3/rl/best.pt" --data "$1" --graph "$2" --params "$6" --split test --out "$3/eval" && "$8" rebalance' \
      "$py" "$data/ingested" "$data/graph.npz" "$out" "$variant" "$seed" "$params" "${labels[*]+${labels[*]}} $extra" \
-     >> "$out/train.log" 2>&1 & echo $! > "$out/pid")
+     "$root/scripts/longrun.sh" >> "$out/train.log" 2>&1 & echo $! > "$out/pid")
   pid=$(cat "$out/pid")
   # (the job's shell lowers its own autogroup, after setsid made it one: writing it from here raced
   # with setsid and once lowered the caller's group to 19 and left the run's at 0)

@@ -111,3 +111,49 @@ def test_threads_rewrite_the_no_effect_key_only(tmp_path):
     p = load_params(params)
     assert p.train.num_threads == 0 and p.train.precision == "float32"
     assert (done / "eval" / "metrics.json").read_text() == '{"mrr": 0.4}'
+
+
+def test_rebalance_plans_to_give_all_cores_to_the_one_run_left(tmp_path):
+    """`rebalance` restarts a run with all cores only when it is the one run alive and has fewer threads
+    than the machine has cores; a tested run whose job is still ending does not count as alive."""
+    import signal
+
+    runs = tmp_path / "lr" / "runs" / "ICEWS14"
+    a, b, arm = runs / "raptor" / "seed0", runs / "titer" / "seed1", runs / "ablation" / "p10" / "seed2"
+    jobs, children = [], []
+    try:
+        for run, threads in ((a, "1"), (b, "1")):
+            run.mkdir(parents=True)
+            job, child = session_with_child(run)
+            jobs.append(job)
+            children.append(child)
+            (run / "pid").write_text(f"{job.pid}\n")
+            (run / "threads").write_text(threads + "\n")
+        r = _run("rebalance", "--plan", tmp_path=tmp_path)
+        assert r.returncode == 0 and "2 runs alive, nothing to do" in r.stdout, r.stderr
+        (b / "eval").mkdir()
+        (b / "eval" / "metrics.json").write_text('{"mrr": 0.4}')  # b tested, its job still ending
+        r = _run("rebalance", "--plan", tmp_path=tmp_path)
+        cores = os.cpu_count() if not hasattr(os, "sched_getaffinity") else len(os.sched_getaffinity(0))
+        if cores > 1:
+            assert f"restart ICEWS14 raptor:0 with {cores} threads (it has 1)" in r.stdout, r.stdout
+        (a / "threads").write_text("0\n")  # 0 = all cores
+        assert "raptor:0 has all" in _run("rebalance", "--plan", tmp_path=tmp_path).stdout
+        os.killpg(jobs[0].pid, signal.SIGKILL)
+        jobs[0].wait(timeout=10)
+        wait_gone(children[0], "the stopped run's child process")
+        arm.mkdir(parents=True)
+        job, _ = session_with_child(arm)
+        jobs.append(job)
+        (arm / "pid").write_text(f"{job.pid}\n")
+        (arm / "threads").write_text("1\n")
+        r = _run("rebalance", "--plan", tmp_path=tmp_path)
+        if cores > 1:
+            assert "restart ICEWS14 raptor:2:p10 with" in r.stdout, r.stdout  # an ablation arm's spec
+        assert not (tmp_path / "lr" / "params.yaml").exists()  # a plan starts nothing
+    finally:
+        for job in jobs:
+            try:
+                os.killpg(job.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
