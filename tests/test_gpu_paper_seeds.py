@@ -60,10 +60,21 @@ def test_its_records_pool_with_a_cpu_runs_records(tmp_path):
     (pooled,) = parse_sources([f"x={records}+{tmp_path / 'sittings' / 'cpu'}"])
     assert list(pooled.runs["pure_rl"]) == [0, 1, 2]
     assert all(r.metrics is not None for r in pooled.runs["pure_rl"].values())
-    # a run whose params differ (another precision) is refused, naming the param
+    # a run whose params differ (another learning rate) is refused, naming the param; this one comes back
+    # packed (--pack: one file, as a lent machine returns at most 8), and --table reads the unpacked folder
     r = subprocess.run([sys.executable, str(SCRIPT), "--params", str(params), "--dataset", "SYN", "--device", "cpu",
                         "--seeds", "3", "--out", str(tmp_path / "other"), "--work", str(tmp_path / "other-work"),
-                        "--set", "rl.learning_rate=0.01"], capture_output=True, text=True, timeout=600)
+                        "--set", "rl.learning_rate=0.01", "--pack"], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
+    assert [p.name for p in (tmp_path / "other").iterdir()] == ["paper_seeds.tgz"]
+    import tarfile
+
+    with tarfile.open(tmp_path / "other" / "paper_seeds.tgz") as tar:
+        tar.extractall(tmp_path / "unpacked", filter="data")
     with pytest.raises(ValueError, match=r"rl.learning_rate: 0.001 vs 0.01"):
-        parse_sources([f"x={records}+{tmp_path / 'other' / 'records'}"])
+        parse_sources([f"x={records}+{tmp_path / 'unpacked' / 'records'}"])
+    r = subprocess.run([sys.executable, str(SCRIPT), "--table", str(tmp_path / "unpacked")],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr[-3000:]
+    test_mrr = json.loads((tmp_path / "unpacked" / "seed3" / "metrics.json").read_text())["mrr"]
+    assert "| 3 | 1 |" in r.stdout and f"{100 * test_mrr:.2f} |" in r.stdout
