@@ -260,3 +260,17 @@ def test_stacked_seeds_must_be_at_least_one():
     with pytest.raises(ConfigError, match=r"train\.stacked_seeds: must be >= 1"):
         params_from_dict({"train": {"stacked_seeds": 0}})
     assert params_from_dict({"train": {"stacked_seeds": 5}}).train.stacked_seeds == 5
+
+
+def test_the_gpu_step_keys_are_checked_and_change_no_result():
+    """train.cuda_graph, train.graph_scan_pad and train.deterministic: bad values named; none is part of a
+    run's fingerprint (GPU seeds pool with CPU seeds)."""
+    with pytest.raises(ConfigError, match=r"train\.cuda_graph: expected one of"):
+        params_from_dict({"train": {"cuda_graph": "on"}})
+    with pytest.raises(ConfigError, match=r"train\.graph_scan_pad: must be >= 0"):
+        params_from_dict({"train": {"graph_scan_pad": -1}})
+    with pytest.raises(ConfigError, match=r"train\.deterministic: expected true or false"):
+        params_from_dict({"train": {"deterministic": "yes"}})
+    p = params_from_dict({"train": {"cuda_graph": "off", "graph_scan_pad": 64, "deterministic": False}})
+    assert (p.train.cuda_graph, p.train.graph_scan_pad, p.train.deterministic) == ("off", 64, False)
+    assert result_params(p) == result_params(Params())
