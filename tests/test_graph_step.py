@@ -24,6 +24,8 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 SMALL = ModelConfig(entity_dim=16, relation_dim=16, time_dim=4, step_dim=4, mlp_hidden_dim=24)
 #: a batch size that leaves an odd-sized last batch (redone exactly, as on the GPU)
 RL = RLConfig(batch_size=96)
+#: TITer's clipping (and decay per batch): the gradient norms are summed on the device, read once an epoch
+RL_CLIP = RLConfig(batch_size=96, clip_gradient=0.5, weight_decay=1e-3, entropy_decay_per="batch")
 
 
 @pytest.fixture(scope="module")
@@ -42,15 +44,15 @@ def weights(module):
     return [p.detach().clone() for p in module.parameters()]
 
 
-def one_seed_epochs(env, queries, E, R, step_env, epochs=2):
+def one_seed_epochs(env, queries, E, R, step_env, epochs=2, rl=RL):
     pol = policy(E, R, 7)
-    opt = rl_mod.make_optimizer(pol, RL)
+    opt = rl_mod.make_optimizer(pol, rl)
     env_dev = on_device(env, "cpu", "torch")
     run = RunOptions(seed=7, progress=False)
     rows = []
     for epoch in range(epochs):
         target = step_env(pol, env_dev) if step_env else env_dev
-        rows.append(rl_mod.train_epoch(pol, opt, target, queries, epoch, RL, run))
+        rows.append(rl_mod.train_epoch(pol, opt, target, queries, epoch, rl, run))
     return rows, weights(pol), target
 
 
@@ -66,30 +68,34 @@ def uncaptured(scan_pad, groups=1, rows=RL.batch_size):
     return make
 
 
+@pytest.mark.parametrize("rl", [RL, RL_CLIP], ids=["paper", "titer-defaults"])
 @pytest.mark.parametrize("scan_pad", [256, 0])
-def test_an_epoch_through_the_step_is_the_eager_epoch(synthetic, scan_pad):
+def test_an_epoch_through_the_step_is_the_eager_epoch(synthetic, scan_pad, rl):
     env, queries, E, R = synthetic
-    eager_rows, eager_w, _ = one_seed_epochs(env, queries, E, R, None)
-    step_rows, step_w, step = one_seed_epochs(env, queries, E, R, uncaptured(scan_pad))
+    eager_rows, eager_w, _ = one_seed_epochs(env, queries, E, R, None, rl=rl)
+    step_rows, step_w, step = one_seed_epochs(env, queries, E, R, uncaptured(scan_pad), rl=rl)
     assert step_rows == eager_rows
+    assert ("grad_norm" in step_rows[0]) == bool(rl.clip_gradient)
     for a, b in zip(eager_w, step_w):
         assert torch.equal(a, b)
     # scan_pad 0 makes rows overflow (then redone exactly); 256 leaves none on this graph
     assert (step.redone > 0) == (scan_pad == 0)
 
 
-def test_stacked_seeds_through_the_step_are_the_eager_stacked_epoch(synthetic):
+@pytest.mark.parametrize("rl", [RL, RL_CLIP], ids=["paper", "titer-defaults"])
+def test_stacked_seeds_through_the_step_are_the_eager_stacked_epoch(synthetic, rl):
     env, queries, E, R = synthetic
     env_dev = on_device(env, "cpu", "torch")
     runs = [RunOptions(seed=s, progress=False) for s in (3, 5)]
     out = []
     for make in (None, uncaptured(0, groups=2)):
         stack = StackedPolicy([policy(E, R, s) for s in (3, 5)])
-        opt = rl_mod.make_optimizer(stack, RL)
+        opt = rl_mod.make_optimizer(stack, rl)
         target = make(stack, env_dev) if make else env_dev
-        rows = [seeds_mod.train_epoch(stack, opt, target, queries, e, RL, runs) for e in range(2)]
+        rows = [seeds_mod.train_epoch(stack, opt, target, queries, e, rl, runs) for e in range(2)]
         out.append((rows, weights(stack)))
     assert out[0][0] == out[1][0]
+    assert all(("grad_norm" in row) == bool(rl.clip_gradient) for row in out[0][0][0])
     for a, b in zip(out[0][1], out[1][1]):
         assert torch.equal(a, b)
     assert target.redone > 0

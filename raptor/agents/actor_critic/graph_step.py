@@ -76,6 +76,9 @@ class GraphStep:
         self.device = fixed.device
         self.rows = rows
         self.queries = torch.zeros((rows, 4), dtype=torch.int64, device=self.device)
+        # A batch reaches the device through pinned memory: a copy from pageable memory would wait for
+        # everything queued before it (the last batch's optimizer step) and so add a host sync.
+        self.staging = torch.zeros((rows, 4), dtype=torch.int64, pin_memory=self.device.type == "cuda")
         self.uniforms = torch.zeros((fixed.K, rows), dtype=uniform_dtype, device=self.device)
         self.beta = torch.zeros((), dtype=torch.float32, device=self.device)
         self.graph: Optional[torch.cuda.CUDAGraph] = None
@@ -108,12 +111,17 @@ class GraphStep:
     def __call__(self, batch: np.ndarray, uniforms: Sequence[torch.Tensor], beta: float = 0.0) -> torch.Tensor:
         """Run the step for ``batch`` (int ``[n, 4]``, seed-major) with the per-step uniforms
         ``uniforms[k]`` (``[n]``, already drawn) and entropy coefficient ``beta`` (RL): the gradients
-        are left in the parameters; returns each seed's parts ``[G, P]`` (float64, on the device)."""
+        are left in the parameters; returns each seed's parts ``[G, P]`` (float64, on the host).
+
+        The batch's one wait for the device is the read of its parts and overflow flag together (one
+        copy): the staging of the next batch and the optimizer step queue behind it without another."""
         u = torch.stack([uk.to(self.uniform_dtype) for uk in uniforms])
         if len(batch) != self.rows:  # an epoch's last, smaller batch: exactly, uncaptured
-            out = self._forward_backward(self.exact, batch, u, beta)
+            out = self._forward_backward(self.exact, batch, u, beta).cpu()
             return out[:-1].reshape(self.parts_shape)
-        self.queries.copy_(torch.from_numpy(np.ascontiguousarray(batch, dtype=np.int64)))
+        # The staging buffer is free: the last copy out of it finished before the last batch's read.
+        self.staging.numpy()[:] = batch
+        self.queries.copy_(self.staging, non_blocking=True)
         self.uniforms.copy_(u)
         self.beta.fill_(beta)
         if self.capture and self.graph is None:
@@ -128,10 +136,12 @@ class GraphStep:
             out = self.out
         else:
             out = self._forward_backward(self.fixed, self.queries, self.uniforms, self.beta)
-        if bool(out[-1]):  # a row's candidates were cut short: redo the batch exactly, same uniforms
+        # a copy on the CPU too: the next batch overwrites ``out`` (.cpu() of a CPU tensor is itself)
+        host = out.clone() if out.device.type == "cpu" else out.cpu()
+        if bool(host[-1]):  # a row's candidates were cut short: redo the batch exactly, same uniforms
             self.redone += 1
-            out = self._forward_backward(self.exact, batch, u, beta)
-        return out[:-1].reshape(self.parts_shape).clone()
+            host = self._forward_backward(self.exact, batch, u, beta).cpu()
+        return host[:-1].reshape(self.parts_shape)
 
 
 def graph_step(model: torch.nn.Module, env, host_env, rows: int, forward: Callable, run,

@@ -121,6 +121,7 @@ def train_epoch(policy: Policy, optimizer: torch.optim.Optimizer, env: TemporalE
     order = np.random.default_rng(epoch_seed(seed, epoch, 0)).permutation(len(queries))
     gen = torch.Generator(device=device).manual_seed(epoch_seed(seed, epoch, 1))
     sums: dict[str, float] = {}
+    norm_sum: Optional[torch.Tensor] = None
     n_total = 0
     bs = rl.batch_size
     n_batches = math.ceil(len(queries) / bs)
@@ -140,15 +141,18 @@ def train_epoch(policy: Policy, optimizer: torch.optim.Optimizer, env: TemporalE
             # batch cost more than the rest of its backward (page faults on fresh memory).
             optimizer.zero_grad(set_to_none=False)
             loss.backward()
-        if rl.clip_gradient:  # the norm before clipping goes to the history
-            parts["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(policy.parameters(), rl.clip_gradient))
-        optimizer.step()
         n = len(batch)
+        if rl.clip_gradient:  # the norm before clipping goes to the history, summed on the device (no sync)
+            norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), rl.clip_gradient).double() * n
+            norm_sum = norm if norm_sum is None else norm_sum + norm
+        optimizer.step()
         n_total += n
         for key, val in parts.items():
             sums[key] = sums.get(key, 0.0) + val * n
         if progress and i % 20 == 0:
             bar.set_postfix(reward=f"{sums['reward'] / n_total:.3f}")
+    if norm_sum is not None:
+        sums["grad_norm"] = float(norm_sum)
     out = {key: val / max(n_total, 1) for key, val in sums.items()}
     out["entropy_beta"] = beta0
     return out

@@ -30,13 +30,13 @@ import math
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Sequence
+from typing import Optional, Sequence
 
 import numpy as np
 import torch
 
 from raptor.agents.actor_critic.graph_step import GraphStep, draw_uniforms, graph_step, rl_forward
-from raptor.agents.actor_critic.rl import (CHECKPOINT_FORMAT, _write_history, entropy_coefficient,
+from raptor.agents.actor_critic.rl import (CHECKPOINT_FORMAT, LOSS_PARTS, _write_history, entropy_coefficient,
                                            grouped_actor_critic_terms, make_optimizer, train)
 from raptor.agents.actor_critic.stack import (SeedUniforms, StackedPolicy, check_stackable, clip_per_seed,  # noqa: F401
                                               not_alone, resume_epoch, seed_optimizer_state, stack_optimizer_states)
@@ -67,7 +67,10 @@ def train_epoch(stack: StackedPolicy, optimizer: torch.optim.Optimizer, env: Tem
     stack.train()
     orders = [np.random.default_rng(epoch_seed(seed, epoch, 0)).permutation(len(queries)) for seed in seeds]
     gens = [torch.Generator(device=device).manual_seed(epoch_seed(seed, epoch, 1)) for seed in seeds]
-    sums = torch.zeros(S, 5, dtype=torch.float64)  # the LOSS_PARTS, then grad_norm
+    # Summed where they are made (parts: on the host from a GraphStep, else on the device; the norms on
+    # the device) and read once, after the epoch: no device sync per batch for the history.
+    part_sums: Optional[torch.Tensor] = None  # [S, 4] float64, the LOSS_PARTS
+    norm_sums = torch.zeros(S, dtype=torch.float64, device=device)
     n_total = 0
     bs = rl.batch_size
     n_batches = math.ceil(len(queries) / bs)
@@ -87,11 +90,14 @@ def train_epoch(stack: StackedPolicy, optimizer: torch.optim.Optimizer, env: Tem
             loss.backward()
         norms = clip_per_seed(stack, rl.clip_gradient) if rl.clip_gradient else torch.zeros(S, device=parts.device)
         optimizer.step()
-        # one device-to-host copy per batch for every seed's numbers
-        sums += torch.cat([parts.double(), norms.double()[:, None]], 1).cpu() * n
+        part_sums = parts.double() * n if part_sums is None else part_sums + parts.double() * n
+        norm_sums += norms.double() * n
         n_total += n
+    if part_sums is None:  # no queries
+        part_sums = torch.zeros(S, len(LOSS_PARTS), dtype=torch.float64)
+    sums = torch.cat([part_sums.cpu(), norm_sums.cpu()[:, None]], 1)
     means = (sums / max(n_total, 1)).tolist()
-    keys = ("actor_loss", "critic_loss", "entropy", "reward") + (("grad_norm",) if rl.clip_gradient else ())
+    keys = LOSS_PARTS + (("grad_norm",) if rl.clip_gradient else ())
     return [{**dict(zip(keys, row)), "entropy_beta": beta0} for row in means]
 
 
