@@ -199,7 +199,7 @@ def test_collect_keeps_what_the_page_reads_and_nothing_heavy(workspace, long_run
     (workspace / "COMMIT").write_text("fedcba9876543210fedcba9876543210fedcba98\n")
     for src, name in ((workspace, "quick"), (long_runs, "long")):
         dest = tmp_path / "collected" / name
-        assert cli(["collect", str(src), str(dest)]) == 0
+        assert cli(["collect", str(src), str(dest), "--unfinished"]) == 0  # long_runs has a run in training
         assert not list(dest.rglob("*.pt"))
         assert result_rows(discover(dest, name)) == result_rows(discover(src, name))
         assert (dest / "COMMIT").read_text().strip() == (src / "COMMIT").read_text().strip()
@@ -567,3 +567,51 @@ def test_a_wildcard_pools_every_folder_it_matches_and_refuses_matching_none(tmp_
         parse_sources([f"q={camp}/2025-*"])
     with pytest.raises(ValueError, match=r"matches no folder"):
         source_folders([f"q={camp}/2026-11-27+{tmp_path}/nothing-*"])
+
+
+def test_collect_leaves_out_runs_not_yet_tested_unless_asked(tmp_path):
+    """A sitting's workspace holds finished runs beside runs still training: `raptor collect` copies the
+    tested ones only and names the rest, so the seed finished in a later sitting's folder still pools; with
+    ``unfinished`` the partial records come too (a pool of both folders then refuses the shared seed)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from raptor.reporting.results import collect, pool
+
+    root = tmp_path / "long"
+
+    def run(where: str, tested: bool, mrr: float = 0.3) -> None:
+        d = root / "ICEWS14" / where
+        _write(d / "rl/history.json", _history(6, 2, mrr))
+        _write(d / "run_config.json", {"params": {"eval.beam_size": 100, "train.precision": "float32"}})
+        if tested:
+            _write(d / "rl/summary.json", {"rl_epochs": 6, "pretrain_epochs": 0, "precision": "float32"})
+            _write(d / "eval/metrics.json", {"mrr": mrr, "hits@1": mrr - 0.1, "hits@3": mrr, "hits@10": mrr + 0.1})
+            q = np.arange(20)  # the per-query ranks pooling recomputes significance from
+            pq.write_table(pa.table({"subject": q, "relation": q % 3, "object": q % 5, "time": q // 4,
+                                     "rank": 1.0 + q % 4}), d / "eval/ranks.parquet")
+
+    run("pure_rl/seed0", True)
+    run("pure_rl/seed1", False)  # still training
+    run("raptor/seed1", False)  # a variant with no tested run at all
+    run("ablation/p10/seed0", False)
+    out = collect(root, tmp_path / "sitting1")
+    assert out["sets"] == [("ICEWS14", ["pure_rl", "ablation p0"])]  # with an arm folder, Pure-RL is arm 0
+    assert out["skipped"] == ["ICEWS14 pure_rl seed 1", "ICEWS14 raptor seed 1", "ICEWS14 ablation p10 seed 0"]
+    assert not (tmp_path / "sitting1/ICEWS14/pure_rl/seed1").exists()
+    assert not (tmp_path / "sitting1/ICEWS14/raptor").exists()
+    # the later sitting finishes seed 1: the two folders pool
+    later = tmp_path / "later"
+    shutil.copytree(root / "ICEWS14/pure_rl/seed1", later / "ICEWS14/pure_rl/seed1")
+    root = later
+    run("pure_rl/seed1", True, 0.32)
+    collect(later, tmp_path / "sitting2")
+    pooled = pool("p", [discover(tmp_path / "sitting1", "p")[0], discover(tmp_path / "sitting2", "p")[0]])
+    assert sorted(pooled.runs["pure_rl"]) == [0, 1]
+    # asked for, the partial records come too, and that folder no longer pools with the later one
+    root = tmp_path / "long"
+    out = collect(root, tmp_path / "all", unfinished=True)
+    assert out["skipped"] == [] and (tmp_path / "all/ICEWS14/pure_rl/seed1/rl/history.json").is_file()
+    with pytest.raises(ValueError, match="seed 1 is in both"):
+        pool("p", [discover(tmp_path / "all", "p")[0], discover(tmp_path / "sitting2", "p")[0]])

@@ -17,13 +17,19 @@ HELP = ("copy what `raptor results` reads of a result folder (a pipeline workspa
 def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("source", help="the result folder (e.g. a clone where `scripts/run.sh` ran)")
     p.add_argument("dest", help="the folder to copy into (e.g. results/quick-ICEWS14)")
+    p.add_argument("--unfinished", action="store_true",
+                   help="also copy runs not yet tested (still training, or not evaluated); by default they "
+                        "are left out and named, since a partial record keeps the same seed, finished in a "
+                        "later sitting's folder, from pooling with this one")
 
 
 def run(args: argparse.Namespace) -> int:
     from raptor.reporting.results import collect
 
-    out = collect(args.source, args.dest)
+    out = collect(args.source, args.dest, unfinished=args.unfinished)
     for dataset, vs in out["sets"]:
         print(f"{dataset}: {', '.join(vs)}")
+    if out["skipped"]:
+        print(f"left out, not yet tested (--unfinished copies them): {', '.join(out['skipped'])}")
     print(f"{len(out['files'])} files -> {out['dest']}" + (f" (commit {out['commit'][:12]})" if out["commit"] else ""))
     return 0

@@ -32,7 +32,7 @@ from __future__ import annotations
 import glob
 import re
 import subprocess
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
@@ -289,15 +289,23 @@ def _run_paths(ds_dir: Path, variant: str, seed: int, pipeline: bool) -> tuple[P
 RUN_FILES = (RunDir.HISTORY, RunDir.CONFIG, RunDir.SUMMARY)
 
 
-def collect(src: str | Path, dest: str | Path) -> dict[str, Any]:
+def collect(src: str | Path, dest: str | Path, unfinished: bool = False) -> dict[str, Any]:
     """Copy what :func:`discover` reads of the result folder ``src`` into ``dest``, in the same layout:
     each run's history, fingerprint and summary (the ablation's arms too), its test metrics, the
     significance tests and the stage usage log, and a ``COMMIT`` file naming the commit that trained them. ``dest`` is then a result folder
     of its own of a few hundred kilobytes (no checkpoints; of the predictions only the per-query ranks,
     ``ranks.parquet``, about 80 KB per ICEWS14 seed, so significance can be recomputed): meant for git,
-    so that the page can be made again from a clone. Unchanged files are left alone."""
+    so that the page can be made again from a clone. Unchanged files are left alone.
+
+    Runs not yet tested (no test metrics: still training, or trained and not evaluated) are left out
+    and named in ``skipped`` (``"<dataset> <variant or ablation arm> seed <S>"``) unless ``unfinished``:
+    a partial record would block the same seed, finished in a later sitting's folder, from pooling
+    with this one (:func:`pool` refuses a seed found in two folders)."""
     src, dest = Path(src), Path(dest)
     sets = discover(src)
+    skipped: list[str] = []
+    if not unfinished:
+        sets = [_tested_only(rs, skipped) for rs in sets]
     pipeline = (src / "runs").is_dir()
     root = src / "runs" if pipeline else src
     files: list[Path] = [src / USAGE_LOG] if pipeline else []
@@ -329,11 +337,31 @@ def collect(src: str | Path, dest: str | Path) -> dict[str, Any]:
             if not ranks.is_file() or ranks.stat().st_mtime_ns < (f.parent / PREDICTIONS_FILE).stat().st_mtime_ns:
                 write_ranks(f.parent / PREDICTIONS_FILE, ranks)
             copied.append(str(ranks.relative_to(dest)))
+        elif f.name == RunDir.METRICS and (f.parent / RANKS_FILE).is_file():  # a collected folder collected again
+            ranks, data = dest / f.parent.relative_to(src) / RANKS_FILE, (f.parent / RANKS_FILE).read_bytes()
+            if not ranks.is_file() or ranks.read_bytes() != data:
+                atomic_write_bytes(ranks, data)
+            copied.append(str(ranks.relative_to(dest)))
     commit = _commit(src, full=True)
     if commit and _commit(dest) != commit[:12]:
         atomic_write_text(dest / COMMIT_FILE, commit + "\n")
     return {"dest": str(dest), "files": copied, "commit": commit,
-            "sets": [(rs.dataset, rs.contents()) for rs in sets]}
+            "sets": [(rs.dataset, rs.contents()) for rs in sets if rs.contents()], "skipped": skipped}
+
+
+def _tested_only(rs: ResultSet, skipped: list[str]) -> ResultSet:
+    """``rs`` with only its runs (and ablation arms' runs) that have test metrics; the others are
+    appended to ``skipped``."""
+    own = {id(r) for seeds in rs.runs.values() for r in seeds.values()}  # an arm may be a run of the set's
+
+    def keep(label: str, seeds: Mapping[int, SeedRun]) -> dict[int, SeedRun]:
+        skipped.extend(f"{rs.dataset} {label} seed {s}" for s, r in seeds.items()
+                       if r.metrics is None and not (label.startswith("ablation") and id(r) in own))
+        return {s: r for s, r in seeds.items() if r.metrics is not None}
+
+    runs = {v: kept for v, seeds in rs.runs.items() if (kept := keep(v, seeds))}
+    ablation = {a: kept for a, seeds in rs.ablation.items() if (kept := keep(f"ablation {arm_folder(a)}", seeds))}
+    return replace(rs, runs=runs, ablation=ablation)
 
 
 def discover(folder: str | Path, name: Optional[str] = None) -> list[ResultSet]:
