@@ -15,7 +15,8 @@
 #   scripts/longrun.sh start [--commit REV] [--dataset DS] [--set KEY=VALUE]... [--threads N] VARIANT:SEED... [raptor:SEED:pN]...
 #   scripts/longrun.sh resume [--threads N]  start again every run of every dataset that is neither alive nor
 #                                   tested (after a reboot or a session that ended: the same as naming them to start)
-#   scripts/longrun.sh status       one line per run: epochs done, best validation MRR, alive or not
+#   scripts/longrun.sh status       one line per run: epochs done, best validation MRR, alive or not, and the
+#                                   training time left at its recent pace (the test evaluation not included)
 #   scripts/longrun.sh stop         SIGTERM to the runs' process groups (each resumes from its last checkpoint)
 #   scripts/longrun.sh rebalance [--plan]  when exactly one run is alive and it has fewer threads than the
 #                                   machine has cores: stop it and start it again on all cores (it resumes from
@@ -87,26 +88,46 @@ if [ "$cmd" = status ]; then
     [ -d "$out" ] || continue
     pid=$(cat "$out/pid" 2>/dev/null || true)
     alive=stopped; [ -n "$pid" ] && kill -0 -- "-$pid" 2>/dev/null && alive="running (pid $pid)"
-    "$py" - "$out" "$alive" <<'PY'
-import json, sys
+    "$py" - "$out" "$alive" "$params" <<'PY'
+import datetime, json, sys
 from pathlib import Path
-out, alive = Path(sys.argv[1]), sys.argv[2]
-def last(path):
+out, alive, params_file = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+def history(path):
     try:
-        h = json.loads(path.read_text())
+        return json.loads(path.read_text())
     except (OSError, ValueError):
-        return None, None
-    vals = [r["val_mrr"] for r in h if r.get("val_mrr") is not None]
-    return (h[-1]["epoch"] + 1 if h else 0), (max(vals) if vals else None)
-pre, _ = last(out / "pretrain" / "history.json")
-rl, best = last(out / "rl" / "history.json")
+        return None
+pre_h, rl_h = history(out / "pretrain" / "history.json"), history(out / "rl" / "history.json")
+vals = [r["val_mrr"] for r in rl_h or [] if r.get("val_mrr") is not None]
+best = max(vals) if vals else None
 done = (out / "rl" / "summary.json").exists()
-parts = [f"{'/'.join(out.parts[-4 if out.parts[-3] == 'ablation' else -3:])}:"]
-if pre is not None:
-    parts.append(f"pretraining {pre} epochs,")
-parts.append(f"RL {rl or 0} epochs" + (" (finished)" if done else "") + ",")
+arm = out.parts[-3] == "ablation"
+parts = [f"{'/'.join(out.parts[-4 if arm else -3:])}:"]
+if pre_h is not None:
+    parts.append(f"pretraining {len(pre_h)} epochs,")
+parts.append(f"RL {len(rl_h or [])} epochs" + (" (finished)" if done else "") + ",")
 parts.append(f"best val MRR {best:.4f}," if best is not None else "no validation yet,")
 parts.append(alive)
+left = None
+if not done:  # time left at the run's recent pace (raptor.runs.loop.remaining_seconds); test not included
+    try:
+        from raptor.config import load_params
+        from raptor.runs.loop import remaining_seconds
+        p = load_params(params_file)
+        n_pre = int(out.parts[-2][1:]) if arm else (p.pretrain.epochs if pre_h is not None else 0)
+        rl_left = remaining_seconds(rl_h or [], p.rl.epochs, p.eval.valid_every,
+                                    (p.eval.valid_every_early, p.eval.valid_early_epochs))
+        pre_left = remaining_seconds(pre_h or [], n_pre) if n_pre else 0.0
+        if rl_left is not None and pre_left is not None:
+            left = rl_left + pre_left
+        elif pre_left is not None:
+            parts.append(f"| pretraining about {pre_left / 60:.0f} min left, RL not yet timed")
+    except Exception as exc:  # a status line, never an error: say why there is no estimate
+        parts.append(f"| no estimate ({type(exc).__name__}: {exc})")
+if left is not None:
+    end = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=left)
+    parts.append(f"| about {int(left // 3600)} h {int(left % 3600 // 60):02d} min of training left"
+                 + (f", ends about {end:%H:%M} UTC" if alive.startswith("running") else ""))
 print(" ".join(parts))
 PY
   done

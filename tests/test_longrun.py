@@ -157,3 +157,28 @@ def test_rebalance_plans_to_give_all_cores_to_the_one_run_left(tmp_path):
                 os.killpg(job.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+
+def test_status_estimates_the_training_left_at_the_recent_pace(tmp_path):
+    """A stopped run 10 of 40 RL epochs in (20 s each, one 30 s validation round, every 10th epoch):
+    30 x 20 s + 3 rounds x 30 s = 11.5 min left (no end time: it is not running). A run still in
+    pretraining has no RL pace yet: only its pretraining's time left is said."""
+    import json
+
+    lr = tmp_path / "lr"
+    lr.mkdir()
+    (lr / "params.yaml").write_text("rl: {epochs: 40}\neval: {valid_every: 10}\npretrain: {epochs: 5}\n")
+    run = lr / "runs" / "ICEWS14" / "pure_rl" / "seed0" / "rl"
+    run.mkdir(parents=True)
+    history = [{"epoch": e, "seconds": 20.0, "val_mrr": None} for e in range(10)]
+    history[9].update(val_mrr=0.3, val_seconds=30.0)
+    (run / "history.json").write_text(json.dumps(history))
+    pre = lr / "runs" / "ICEWS14" / "raptor" / "seed0" / "pretrain"
+    pre.mkdir(parents=True)
+    (pre / "history.json").write_text(json.dumps([{"epoch": e, "seconds": 60.0} for e in range(2)]))
+    out = _run("status", tmp_path=tmp_path).stdout
+    line = next(x for x in out.splitlines() if "pure_rl/seed0" in x)
+    assert "RL 10 epochs, best val MRR 0.3000, stopped | about 0 h 11 min of training left" in line, out
+    assert "ends about" not in line
+    line = next(x for x in out.splitlines() if "raptor/seed0" in x)
+    assert "pretraining 2 epochs" in line and "pretraining about 3 min left, RL not yet timed" in line, out

@@ -9,7 +9,7 @@ import torch
 
 from helpers import synthetic_env
 from raptor.config import EvalConfig, ModelConfig, RLConfig
-from raptor.runs.loop import validation_due
+from raptor.runs.loop import remaining_seconds, validation_due
 from raptor.agents.policy import Policy
 from raptor.agents.actor_critic.rl import train
 
@@ -56,3 +56,20 @@ def test_history_files_hold_every_epoch_and_the_validated_ones(tmp_path):
     valid = list(csv.DictReader(open(RunDir(tmp_path).validation_csv)))
     assert valid == [{"epoch": "1", "val_mrr": "0.3", "val_seconds": "2.0"},
                      {"epoch": "3", "val_mrr": "0.35", "val_seconds": "2.5"}]
+
+
+def test_remaining_seconds_by_hand():
+    """10 of 40 epochs done, the last ones at 20 s (an older, slower one outside the recent window), one
+    validation round of 30 s so far: 30 epochs x 20 s, plus the rounds after epochs 20, 30 and 40 (every
+    10th, counted from 1) x 30 s; the early schedule adds its own rounds; pretraining has none."""
+    history = [{"epoch": 0, "seconds": 99.0}] + [{"epoch": e, "seconds": 20.0} for e in range(1, 10)]
+    history[9]["val_seconds"] = 30.0
+    assert remaining_seconds(history, 40, 10, recent=9) == 30 * 20 + 3 * 30
+    assert remaining_seconds(history, 40, 10, recent=10) == 30 * (99 + 9 * 20) / 10 + 3 * 30
+    # every 5th epoch while epoch <= 20, every 10th after: rounds after epochs 15, 20, 30, 40
+    assert remaining_seconds(history, 40, 10, early=(5, 20), recent=9) == 30 * 20 + 4 * 30
+    # the last epoch is always validated, on the schedule or not: rounds after 20, 30 and 35
+    assert remaining_seconds(history, 35, 10, recent=9) == 25 * 20 + 3 * 30
+    assert remaining_seconds(history, 40, 0, recent=9) == 30 * 20  # no validation (pretraining)
+    assert remaining_seconds(history, 10, 10) == 0.0  # the budget reached
+    assert remaining_seconds([], 40, 10) is None  # nothing timed yet

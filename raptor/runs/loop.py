@@ -288,3 +288,26 @@ class Selection:
 def rl_postfix(row: dict[str, Any]) -> dict[str, Any]:
     """The epoch bar's postfix of an RL phase (a :class:`Selection`'s rows carry ``val_mrr``)."""
     return {"reward": f"{row['reward']:.3f}", "mrr": row["val_mrr"] if row["val_mrr"] is not None else "-"}
+
+
+def remaining_seconds(history: Sequence[dict[str, Any]], n_epochs: int, valid_every: int = 0,
+                      early: tuple[int, int] = (0, 0), recent: int = 10) -> Optional[float]:
+    """Seconds a phase still needs to reach ``n_epochs`` at its recent pace (an estimate for a
+    status line, not a promise): the mean training ``seconds`` of its last ``recent`` history rows
+    times the epochs left, plus one validation round (the last round's ``val_seconds``) for each
+    epoch left that ends with one (:func:`validation_due` with ``valid_every`` and ``early``, and the
+    last epoch; none when ``valid_every`` is 0, as in pretraining). ``0.0`` when the budget is
+    reached; ``None`` for a phase with no epoch timed yet."""
+    done = len(history)
+    if done >= n_epochs:
+        return 0.0
+    times = [float(r["seconds"]) for r in history[-recent:] if r.get("seconds") is not None]
+    if not times:
+        return None
+    left = n_epochs - done
+    total = left * sum(times) / len(times)
+    rounds = [float(r["val_seconds"]) for r in history if r.get("val_seconds") is not None]
+    if valid_every > 0 and rounds:
+        due = sum(1 for e in range(done, n_epochs) if e == n_epochs - 1 or validation_due(e, valid_every, *early))
+        total += due * rounds[-1]
+    return total
