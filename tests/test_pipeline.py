@@ -160,7 +160,7 @@ def test_dvc_repro_end_to_end(project):
         assert f"Running stage '{stage}'" in out, stage
     # Prefect: the stages of this `dvc repro` are subflows of one parent run, `pipeline-SYNTH`.
     new_runs = [r for r in _flow_runs(api) if r["id"] not in before]
-    assert len(new_runs) == len(MAIN)  # 10 stage flows (params is no flow) and their parent
+    assert len(new_runs) == len(MAIN)  # 14 stage flows (params is no flow) and their parent
     invocation = _invocation(api, new_runs)
 
     # Data stages.
@@ -487,8 +487,8 @@ def test_ablation_pipeline(project):
     assert all(r.data.params["pretrain.epochs"] == r.data.tags["pretrain_epochs"]
                == r.data.params["ablation.pretrain_epochs"] and "pretrain_epochs" not in r.data.params for r in runs)
     assert all(min(r.data.params) == "ablation.pretrain_epochs" for r in runs)
-    # Each arm carries its pretraining curve (the pretraining run's first n epochs, at steps 0..n-1 of
-    # the total-epoch axis); its RL epochs follow at n, n+1.
+    # Each arm carries its pretraining curve (the pretraining run's first n epochs, at steps 1..n of
+    # the total-epoch axis); its RL epochs follow at n+1, n+2.
     history = json.loads((proj / "runs/SYNTH/ablation/pretrain/seed0/history.json").read_text())
     for r in runs:
         n = int(r.data.tags["pretrain_epochs"])
