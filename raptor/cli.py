@@ -40,6 +40,7 @@ LIBRARY_MODULES: list[str] = [
     "raptor.commands.train",
     "raptor.commands.sweep",
     "raptor.commands.sweeps",
+    "raptor.commands.rescore",
     "raptor.commands.collect",
     "raptor.commands.results",
     "raptor.commands.explain",

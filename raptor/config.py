@@ -226,6 +226,12 @@ class EvalConfig:
     rank_last_expansions: bool = False
 
 
+#: The evaluation params that act at test time only (the others schedule validation, which picks the
+#: checkpoint): what the evaluate stage depends on and what a finished run can be re-scored with
+#: (:mod:`raptor.pipeline.rescore`).
+TEST_TIME_EVAL_KEYS = ("eval.beam_size", "eval.score_rule", "eval.rank_last_expansions")
+
+
 @dataclass(frozen=True)
 class TITerConfig:
     """TITer's published defaults (``main.py`` argparse defaults unless said otherwise).

@@ -266,7 +266,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("reporting", {"reporting.report"}),
     ("experiment, stages, sweeps", {"pipeline.experiment", "agents.actor_critic.pretrain",
                                     "agents.actor_critic.pretrain_seeds", "pipeline.stages",
-                                    "pipeline.sweep", "reporting.sweep_page", "pipeline.local_sweep"}),
+                                    "pipeline.sweep", "reporting.sweep_page", "pipeline.local_sweep", "pipeline.rescore"}),
     ("results page", {"reporting.results"}),
     ("command line", {"cli", "commands", "commands.*"}),
 ]

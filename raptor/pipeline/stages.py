@@ -37,7 +37,7 @@ from raptor.agents import variants as variant_registry
 from raptor.agents import agent_facts
 from raptor.constants import arm_folder
 from raptor.runs.rundir import RunDir
-from raptor.config import (LOCAL_PARAMS, AblationConfig, ConfigError, Params, TrainConfig, load_params,  # noqa: F401
+from raptor.config import (LOCAL_PARAMS, TEST_TIME_EVAL_KEYS, AblationConfig, ConfigError, Params, TrainConfig, load_params,  # noqa: F401
                      load_resolved, params_to_dict)
 
 #: Resolved params (profile and local overrides applied), written by the ``params`` stage.
@@ -161,8 +161,7 @@ def main_stages(variants: Sequence[str]) -> list[Stage]:
             f"raptor.pipeline.experiment,{code},raptor.reporting.report",  # the agent loads its models and may act at test time
             inputs={"data": _data("ingested"), "graph": _data("graph.npz"), "train": _runs(f"{v.name}/train")},
             outputs={"out": _runs(f"{v.name}/eval"), "metrics": _runs(f"{v.name}/{RunDir.METRICS}")},
-            params=tuple(dict.fromkeys(("eval.beam_size", "eval.score_rule", "eval.rank_last_expansions",
-                                        "train.precision", "train.device", "train.seeds")
+            params=tuple(dict.fromkeys(TEST_TIME_EVAL_KEYS + ("train.precision", "train.device", "train.seeds")
                                        + ((agent_impl.precision_key,) if agent_impl.precision_key else ()))),
             kind="evaluate", variant=v.name, uncached=("metrics",), metrics=("metrics",)))
     evals = {f"eval_{v.name}": _runs(f"{v.name}/eval") for v in vs}

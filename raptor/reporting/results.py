@@ -43,8 +43,8 @@ from raptor.config import INHERITED_FROM_TITER
 from raptor.constants import METRIC_KEYS, arm_folder
 from raptor.common.io import atomic_write_bytes, atomic_write_text
 from raptor.reporting.records import write_ranks
-from raptor.reporting.runs_reader import (COMMIT_FILE, PREDICTIONS_FILE, RANKS_FILE, ranks_source, read_fingerprint,
-                                          read_history, read_ranks,
+from raptor.reporting.runs_reader import (COMMIT_FILE, PREDICTIONS_FILE, RANKS_FILE, READING_FILE, ranks_source,
+                                          read_fingerprint, read_history, read_ranks, read_readings,
                                           read_json, read_metrics, read_summary, recorded_commit, seed_dirs)
 from raptor.runs.rundir import RunDir
 from raptor.reporting.paper import (ABLATION_REWARD_EPOCHS, DATASETS as PAPER_DATASETS, MAIN_TABLE,
@@ -81,6 +81,8 @@ class SeedRun:
     inputs: dict[str, Any] = field(default_factory=dict)
     #: Its evaluation folder (test metrics and per-query ranks).
     eval_dir: Optional[Path] = None
+    #: Its re-scored evaluations (:mod:`raptor.pipeline.rescore`): reading name -> evaluation folder.
+    readings: dict[str, Path] = field(default_factory=dict)
 
     @property
     def epochs_trained(self) -> int:
@@ -159,7 +161,7 @@ def read_seed_run(seed: int, train_dir: Path, eval_dir: Path) -> Optional[SeedRu
     return SeedRun(seed=seed, history=history, params=params, budget=budget, pretrain_epochs=int(pre or 0),
                    precision=str(precision), finished=summary is not None,
                    stopped_early=bool(summary and summary.get("stopped_early")), metrics=metrics,
-                   inputs=config.get("inputs", {}), eval_dir=eval_dir)
+                   inputs=config.get("inputs", {}), eval_dir=eval_dir, readings=read_readings(train_dir.parent))
 
 
 def _commit(folder: Path, full: bool = False) -> Optional[str]:
@@ -315,6 +317,8 @@ def collect(src: str | Path, dest: str | Path, unfinished: bool = False) -> dict
                 train_dir, eval_dir = _run_paths(root / rs.dataset, v, seed, pipeline)
                 files += [train_dir / f for f in RUN_FILES] + [train_dir.parent / RunDir.CONFIG,
                                                                RunDir(eval_dir).metrics]
+                for reading in seeds[seed].readings.values():  # its description last: it marks the copy whole
+                    files += [RunDir(reading).metrics, reading / READING_FILE]
         for arm, seeds in rs.ablation.items():
             for seed in seeds:
                 if pipeline:
@@ -588,6 +592,71 @@ SIGNIFICANCE_COLUMNS = ("set", "dataset", "comparison", "MRR diff (points)", "t-
                         "per-query bootstrap 95% CI", "Wilcoxon p (two-sided)")
 
 
+def _reading_view(runs: Mapping[str, Mapping[int, SeedRun]], reading: str) -> dict[str, dict[int, SeedRun]]:
+    """``runs`` as if evaluated under ``reading``: the seeds re-scored with it, their metrics and evaluation
+    folder the reading's (:func:`raptor.reporting.runs_reader.read_readings`)."""
+    view = {v: {s: replace(r, metrics=read_metrics(r.readings[reading]), eval_dir=r.readings[reading])
+                for s, r in seeds.items() if reading in r.readings and r.metrics is not None}
+            for v, seeds in runs.items()}
+    return {v: seeds for v, seeds in view.items() if seeds}
+
+
+def _readings(s: ResultSet) -> list[str]:
+    return sorted({name for seeds in s.runs.values() for r in seeds.values() for name in r.readings})
+
+
+def reading_rows(sets: Sequence[ResultSet]) -> list[dict[str, str]]:
+    """Per set, system and evaluation-only reading (:mod:`raptor.pipeline.rescore`): the same checkpoints'
+    test metrics under the default evaluation and under the reading, over the seeds re-scored with it, and
+    the paired tests of reading vs default (t-test over seeds, two-sided; per-query bootstrap of MRR)."""
+    rows = []
+    for s in sets:
+        for reading in _readings(s):
+            view = _reading_view(s.runs, reading)
+            for v, seeds in view.items():
+                default = {seed: s.runs[v][seed] for seed in seeds}
+                metrics = {"reading": {seed: r.metrics for seed, r in seeds.items()},
+                           "default": {seed: r.metrics for seed, r in default.items()}}
+                ranks = {"reading": {seed: read_ranks(ranks_source(r.eval_dir))[1] for seed, r in seeds.items()},
+                         "default": {seed: read_ranks(ranks_source(r.eval_dir))[1] for seed, r in default.items()}}
+                sig = significance_of_seeds(metrics, ranks, "reading", "default")
+                row = {"set": s.name, "dataset": s.dataset, "system": variant_registry.get(v).label,
+                       "reading": f"`{reading}`", "seeds": ",".join(map(str, seeds))}
+                for key, label in _METRIC_NAMES.items():
+                    a = [r.metrics[key] for r in seeds.values()]
+                    b = [r.metrics[key] for r in default.values()]
+                    if key == "mrr":
+                        row["MRR default"], row["MRR reading"] = _pm(b), _pm(a)
+                    row[f"{label} diff"] = f"{100 * (float(np.mean(a)) - float(np.mean(b))):+.2f}"
+                t = (sig.get("seed_level") or {}).get("mrr")
+                row["MRR diff t-test p (two-sided)"] = f"{format_p(t['p_two_sided'])} (n = {t['n']})" if t else "n/a (1 seed)"
+                b = ((sig.get("per_query") or {}).get("bootstrap")) or {}
+                if b:
+                    row["MRR diff per-query bootstrap 95% CI"] = f"[{100 * b['ci_low']:+.2f}, {100 * b['ci_high']:+.2f}]"
+                rows.append(row)
+    return rows
+
+
+READING_COLUMNS = ("set", "dataset", "system", "reading", "seeds", "MRR default", "MRR reading", "MRR diff",
+                   "H@1 diff", "H@3 diff", "H@10 diff", "MRR diff t-test p (two-sided)",
+                   "MRR diff per-query bootstrap 95% CI")
+
+
+def reading_significance_rows(sets: Sequence[ResultSet]) -> list[dict[str, str]]:
+    """:func:`significance_rows` again with every system evaluated under each reading (over the seeds
+    re-scored with it), with a ``reading`` column."""
+    rows = []
+    for s in sets:
+        for reading in _readings(s):
+            view = replace(s, name=s.name, runs=_reading_view(s.runs, reading))
+            view.significance = _ranked_significance(view.runs)
+            rows += [{**r, "reading": f"`{reading}`"} for r in significance_rows([view])]
+    return rows
+
+
+READING_SIGNIFICANCE_COLUMNS = SIGNIFICANCE_COLUMNS[:2] + ("reading",) + SIGNIFICANCE_COLUMNS[2:]
+
+
 def _duration(seconds: float) -> str:
     return f"{seconds:.1f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
 
@@ -805,6 +874,17 @@ def write_results_page(sets: Sequence[ResultSet], out: str | Path, figures_dir: 
                   "Paired one-sided t-test over seeds (as the paper marks its table), and per query on reciprocal "
                   "ranks: paired bootstrap of the MRR difference and the Wilcoxon signed-rank test.", "",
                   _markdown_table(sig, SIGNIFICANCE_COLUMNS)]
+    readings = reading_rows(sets)
+    if readings:
+        lines += ["## Evaluation-only readings: the same checkpoints re-scored", "",
+                  "Each run's best-validation model evaluated again on the test split with one evaluation param "
+                  "changed (`raptor rescore`, `docs/evaluation.md`): the checkpoints are the ones validation picked "
+                  "under the default evaluation, so the difference is the evaluation's alone. Means over the "
+                  "seeds re-scored; `diff`: reading minus default, in points; the t-test pairs the seeds "
+                  "(two-sided), the bootstrap the queries.", "",
+                  _markdown_table(readings, READING_COLUMNS)]
+        lines += ["The systems compared under each reading (as in Significance above, over the seeds re-scored):", "",
+                  _markdown_table(reading_significance_rows(sets), READING_SIGNIFICANCE_COLUMNS)]
     rows, cols = paper_layout_rows(sets)
     lines += ["## In the paper's layout", "",
               f"`*`: better than {_baseline_label()} in the paired one-sided t-test over seeds, p < {ALPHA} (the paper's "

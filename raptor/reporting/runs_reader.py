@@ -37,6 +37,12 @@ RANKS_FILE = "ranks.parquet"
 RANK_COLUMNS = ("subject", "relation", "object", "time", "rank")
 #: A result folder's file naming the commit that trained its runs (``raptor collect`` writes it).
 COMMIT_FILE = "COMMIT"
+#: A run's folder of re-scored evaluations (``raptor rescore``): ``<seed folder>/rescore/<reading>/``, each an
+#: evaluation folder of the run's ``best.pt`` under other evaluation params, with a :data:`READING_FILE`.
+RESCORE_DIR = "rescore"
+#: A re-scored evaluation's description (``overrides``, ``split``, ``model_hash``), written last: a folder
+#: without it is unfinished and is not read.
+READING_FILE = "reading.json"
 
 
 # ------------------------------------------------------------------------------------------ one file
@@ -85,6 +91,17 @@ def ranks_source(eval_dir: str | Path) -> Path:
         if (d / name).is_file():
             return d / name
     raise FileNotFoundError(f"{d}: neither {PREDICTIONS_FILE} nor {RANKS_FILE} (the evaluation did not finish)")
+
+
+def read_readings(seed_dir: str | Path, lenient: bool = False) -> dict[str, Path]:
+    """``{reading name: evaluation folder}`` of a run's finished re-scored evaluations
+    (``<seed_dir>/rescore/<name>/`` with its :data:`READING_FILE` and ``metrics.json``), by name; empty when
+    there are none."""
+    root = Path(seed_dir) / RESCORE_DIR
+    if not root.is_dir():
+        return {}
+    return {d.name: d for d in sorted(root.iterdir())
+            if d.is_dir() and read_json(d / READING_FILE, lenient) is not None and read_metrics(d, lenient) is not None}
 
 
 def read_ranks(path: str | Path) -> tuple[np.ndarray, np.ndarray]:

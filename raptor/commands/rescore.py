@@ -1,0 +1,42 @@
+"""`raptor rescore`: evaluate finished runs' best models again under other evaluation params."""
+
+from __future__ import annotations
+
+import argparse
+
+NAME = "rescore"
+#: One line for `raptor --help`.
+SHORT = "evaluate finished runs' best models again under other evaluation params (an evaluation-only reading)"
+HELP = ("Evaluate again, on the test split, the best-validation model (rl/best.pt) of every evaluated run in a "
+        "dataset's folder of long runs (<variant>/seed<S>/, as scripts/longrun.sh lays them out), with the "
+        "runs' own params and the --set overrides: an evaluation-only reading, measured on the same checkpoints "
+        "without training again. Each goes to seed<S>/rescore/<reading>/ (metrics.json, predictions.parquet, "
+        "reading.json); `raptor collect` keeps it and `raptor results` sets it beside the default evaluation. "
+        "A reading already scored for the same model is kept. "
+        "Example: raptor rescore .longruns/runs/ICEWS14 --data .longruns/data/ICEWS14/ingested "
+        "--graph .longruns/data/ICEWS14/graph.npz --params .longruns/params.yaml --set eval.rank_last_expansions=true")
+
+
+def register(p: argparse.ArgumentParser) -> None:
+    p.add_argument("runs", help="one dataset's folder of long runs (e.g. .longruns/runs/ICEWS14)")
+    p.add_argument("--data", required=True, help="the ingested dataset folder the runs trained on")
+    p.add_argument("--graph", required=True, help="the graph file the runs trained on")
+    p.add_argument("--params", required=True, help="the params file the runs trained with (e.g. .longruns/params.yaml)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", required=True,
+                   help="an evaluation param of the reading (repeatable): eval.beam_size, eval.score_rule or "
+                        "eval.rank_last_expansions")
+    p.add_argument("--threads", type=int, default=None, help="torch threads (default: the params' train.num_threads)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from raptor.pipeline.rescore import parse_overrides, rescore_runs
+
+    done = rescore_runs(args.runs, args.data, args.graph, args.params, parse_overrides(args.overrides),
+                        num_threads=args.threads)
+    for r in done:
+        m = r["metrics"]
+        print(f"{r['run']}: {r['status']} {r['reading']}: MRR {m['mrr']:.4f}  Hits@1 {m['hits@1']:.4f}  "
+              f"Hits@3 {m['hits@3']:.4f}  Hits@10 {m['hits@10']:.4f}")
+    if not done:
+        print(f"{args.runs}: no evaluated run to re-score")
+    return 0

@@ -1,0 +1,128 @@
+"""Re-scoring: the test evaluation of finished runs' checkpoints again, under other evaluation params.
+
+An evaluation-only reading of the method (which beam paths are ranked, how an entity's paths merge, the
+beam width) changes no training: the runs need not be trained again to measure it, only their
+best-validation models (``rl/best.pt``) evaluated again with the reading's ``eval.*`` params. The
+checkpoints stay the ones validation picked under the runs' own params (so a reading that would have
+changed validation is measured at the checkpoint the default picked: issue 39's evaluation-only arms).
+
+Layout, in a folder of long runs (``<dataset>/<variant>/seed<S>/`` with ``rl/`` and ``eval/``, as
+``scripts/longrun.sh`` and ``raptor train --out`` lay runs out)::
+
+    seed<S>/rescore/<reading>/metrics.json         test metrics, as eval/metrics.json
+    seed<S>/rescore/<reading>/predictions.parquet  per-query candidates and ranks
+    seed<S>/rescore/<reading>/reading.json         overrides, split, the model's content hash (written last)
+
+``<reading>`` is :func:`reading_name` of the overrides (``eval.rank_last_expansions=true``). A reading
+whose ``reading.json`` names another model hash (the run was trained further) is evaluated again.
+``raptor collect`` keeps them (ranks instead of predictions) and ``raptor results`` sets them beside the
+default evaluation of the same checkpoints.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from pathlib import Path
+from typing import Any, Mapping, Optional, Sequence
+
+import yaml
+
+from raptor.agents import variants as variant_registry
+from raptor.common.io import atomic_write_json
+from raptor.common.provenance import content_hash
+from raptor.config import ConfigError, TEST_TIME_EVAL_KEYS, load_params, result_params
+from raptor.pipeline.experiment import evaluate_model, load_context
+from raptor.reporting.runs_reader import READING_FILE, RESCORE_DIR, read_fingerprint, read_json, seed_dirs
+from raptor.runs.rundir import RunDir
+
+log = logging.getLogger("raptor")
+
+
+def parse_overrides(items: Sequence[str]) -> dict[str, Any]:
+    """``["eval.rank_last_expansions=true", ...]`` -> ``{"eval.rank_last_expansions": True, ...}`` (values
+    read as YAML scalars). :class:`ConfigError` naming the item when it is not ``KEY=VALUE``, when ``KEY``
+    is not an evaluation param that acts at test time (:data:`raptor.config.TEST_TIME_EVAL_KEYS`: the
+    others would need the runs trained again), or when there is none."""
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ConfigError(f"{item!r}: expected KEY=VALUE (e.g. eval.rank_last_expansions=true)")
+        if key not in TEST_TIME_EVAL_KEYS:
+            raise ConfigError(f"{key}: not an evaluation param a finished run can be re-scored with; "
+                              f"one of {', '.join(TEST_TIME_EVAL_KEYS)}")
+        out[key] = yaml.safe_load(value) if value.strip() else value
+    if not out:
+        raise ConfigError("no override given: a reading is the default evaluation with at least one param changed")
+    return out
+
+
+def reading_name(overrides: Mapping[str, Any]) -> str:
+    """The folder name of a reading: ``key=value`` per override, sorted by key, joined by ``,``; values as
+    YAML writes them (``true``, ``logsumexp``, ``50``)."""
+    def text(v: Any) -> str:
+        return yaml.safe_dump(v, default_flow_style=True).strip().removesuffix("...").strip()
+
+    return ",".join(f"{k}={text(v)}" for k, v in sorted(overrides.items()))
+
+
+def _differences(run_params: Mapping[str, Any], params: Mapping[str, Any]) -> list[str]:
+    missing = object()
+    return [f"{k}: run {v!r}, params file {params.get(k, missing)!r}"
+            for k, v in sorted(run_params.items()) if params.get(k, missing) != v]
+
+
+def rescore_runs(runs_dir: str | Path, data: str | Path, graph: str | Path, params_path: str | Path,
+                 overrides: Mapping[str, Any], num_threads: Optional[int] = None) -> list[dict[str, Any]]:
+    """Evaluate again on the test split, under ``overrides``, the best model of every evaluated run in ``runs_dir`` (one
+    dataset's folder of long runs: ``<variant>/seed<S>/{rl,eval}``), into ``seed<S>/rescore/<reading>/``
+    (module docstring). A run not yet evaluated (no ``eval/metrics.json``) is left out: its best model may
+    still change. A reading already there for the same model is kept.
+
+    ``params_path`` must be the params the runs trained with (their fingerprints' params; params a later
+    commit added are not compared): :class:`ConfigError` naming the run and the keys otherwise, and
+    :class:`ValueError` when ``data`` or ``graph`` is not the data the run trained on. The evaluation
+    folder is written as ``raptor evaluate`` writes it, its :data:`READING_FILE` last, so an interrupted
+    re-score leaves a folder that is neither read nor kept.
+
+    Returns one ``{"run", "reading", "status" ("scored" | "kept"), "metrics"}`` per run."""
+    runs_dir = Path(runs_dir)
+    if not runs_dir.is_dir():
+        raise FileNotFoundError(f"runs folder not found: {runs_dir}")
+    name = reading_name(overrides)
+    base = result_params(load_params(params_path))
+    params = load_params(params_path, dict(overrides))
+    ctx = load_context(data, graph, params)
+    out = []
+    for v in variant_registry.VARIANTS:
+        if not (runs_dir / v).is_dir():
+            continue
+        for seed, seed_dir in seed_dirs(runs_dir / v).items():
+            model, default_eval = RunDir(seed_dir / "rl").best, RunDir(seed_dir / "eval").metrics
+            if not (model.is_file() and default_eval.is_file()):
+                continue
+            fingerprint = read_fingerprint(seed_dir / "rl") or read_fingerprint(seed_dir) or {}
+            diffs = _differences(fingerprint.get("params", {}), base)
+            if diffs:
+                raise ConfigError(f"{seed_dir}: {params_path} is not the params this run trained with "
+                                  f"({'; '.join(diffs)})")
+            for key in ("data", "graph"):
+                if fingerprint.get("inputs", {}).get(key) != ctx.input_hashes()[key]:
+                    raise ValueError(f"{seed_dir}: trained on other {key} than {data if key == 'data' else graph}")
+            target = seed_dir / RESCORE_DIR / name
+            model_hash = content_hash(model)
+            reading = {"overrides": dict(overrides), "split": "test", "model": "rl/best.pt", "model_hash": model_hash}
+            done = read_json(target / READING_FILE, lenient=True)
+            if done == reading and RunDir(target).metrics.is_file():
+                out.append({"run": str(seed_dir), "reading": name, "status": "kept",
+                            "metrics": read_json(RunDir(target).metrics)})
+                continue
+            if target.exists():
+                shutil.rmtree(target)
+            log.info("re-scoring %s (%s)", seed_dir, name)
+            metrics = evaluate_model(ctx, model, target, split="test", num_threads=num_threads)
+            atomic_write_json(target / READING_FILE, reading)
+            out.append({"run": str(seed_dir), "reading": name, "status": "scored", "metrics": metrics})
+    return out

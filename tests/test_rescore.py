@@ -1,0 +1,224 @@
+"""Re-scoring finished runs under an evaluation-only reading: what it writes, keeps, refuses, and how the
+results page sets it beside the default evaluation."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from raptor.cli import main as cli
+from raptor.config import ConfigError, EvalConfig, TEST_TIME_EVAL_KEYS, params_from_dict
+from raptor.evaluation.ranking import read_predictions
+from raptor.pipeline.experiment import evaluate_model, load_context, run_variant
+from raptor.pipeline.rescore import parse_overrides, reading_name, rescore_runs
+from raptor.reporting.results import (READING_COLUMNS, collect, discover, reading_rows, reading_significance_rows,
+                                      write_results_page)
+from raptor.runs.rundir import RunOptions
+
+from helpers import synthetic_dataset
+
+PARAMS = {
+    "model": {"entity_dim": 16, "relation_dim": 16, "time_dim": 4, "step_dim": 4, "mlp_hidden_dim": 32},
+    "env": {"max_actions": 20},
+    "rl": {"epochs": 2, "batch_size": 256},
+    "eval": {"beam_size": 4, "valid_every": 1},
+    "train": {"seeds": [0], "num_threads": 1},
+}
+READING = {"eval.rank_last_expansions": True}
+
+
+def test_overrides_are_test_time_eval_params_only():
+    assert parse_overrides(["eval.rank_last_expansions=true", "eval.beam_size=50"]) == {
+        "eval.rank_last_expansions": True, "eval.beam_size": 50}
+    assert parse_overrides(["eval.score_rule=logsumexp"]) == {"eval.score_rule": "logsumexp"}
+    # validation's schedule picks the checkpoint: changing it needs the runs trained again
+    with pytest.raises(ConfigError, match="eval.valid_every: not an evaluation param"):
+        parse_overrides(["eval.valid_every=5"])
+    with pytest.raises(ConfigError, match="rl.gamma: not an evaluation param"):
+        parse_overrides(["rl.gamma=0.9"])
+    with pytest.raises(ConfigError, match="expected KEY=VALUE"):
+        parse_overrides(["eval.beam_size"])
+    with pytest.raises(ConfigError, match="no override"):
+        parse_overrides([])
+    # every re-scorable key is a field of the evaluation's params, and none schedules validation
+    fields = {f"eval.{f.name}" for f in dataclasses.fields(EvalConfig)}
+    assert set(TEST_TIME_EVAL_KEYS) <= fields and not any("valid" in k or "patience" in k for k in TEST_TIME_EVAL_KEYS)
+
+
+def test_reading_names_are_sorted_key_value_pairs():
+    assert reading_name({"eval.rank_last_expansions": True}) == "eval.rank_last_expansions=true"
+    assert reading_name({"eval.score_rule": "logsumexp", "eval.beam_size": 50}) == \
+        "eval.beam_size=50,eval.score_rule=logsumexp"
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, one_torch_thread):
+    """A folder of long runs on a tiny synthetic dataset: Pure-RL seeds 0 and 1 trained and evaluated, seed 2
+    trained and not evaluated; the params file they trained with."""
+    root = synthetic_dataset(tmp_path_factory.mktemp("rescore"), seed=3)
+    params_file = root / "params.yaml"
+    params_file.write_text(yaml.safe_dump(PARAMS))
+    ctx = load_context(root / "data", root / "graph.npz", params_from_dict(PARAMS))
+    for seed in (0, 1, 2):
+        seed_dir = root / f"runs/TINY/pure_rl/seed{seed}"
+        summary = run_variant(ctx, "pure_rl", RunOptions(seed=seed, out_dir=seed_dir / "rl", progress=False))
+        if seed < 2:
+            evaluate_model(ctx, summary["model"], seed_dir / "eval")
+    return root, params_file
+
+
+def _rescore(root: Path, params_file: Path, overrides=READING, runs_dir=None):
+    return rescore_runs(runs_dir or root / "runs/TINY", root / "data", root / "graph.npz", params_file, overrides)
+
+
+def test_rescore_writes_the_readings_evaluation_of_each_evaluated_run_and_keeps_it(runs, tmp_path):
+    root, params_file = runs
+    work = tmp_path / "runs"
+    shutil.copytree(root / "runs/TINY", work)
+    done = _rescore(root, params_file, runs_dir=work)
+    assert [(Path(r["run"]).name, r["status"]) for r in done] == [("seed0", "scored"), ("seed1", "scored")]
+    name = "eval.rank_last_expansions=true"
+    assert not (work / "pure_rl/seed2/rescore").exists()  # not evaluated: its best model may still change
+    # the same as evaluating the model by hand with the reading's params
+    ctx = load_context(root / "data", root / "graph.npz", params_from_dict(PARAMS, READING))
+    by_hand = evaluate_model(ctx, work / "pure_rl/seed0/rl/best.pt", tmp_path / "by-hand")
+    reading_dir = work / "pure_rl/seed0/rescore" / name
+    written = json.loads((reading_dir / "metrics.json").read_text())
+    assert written["mrr"] == pytest.approx(by_hand["mrr"])
+    np.testing.assert_array_equal(read_predictions(reading_dir / "predictions.parquet").rank,
+                                  read_predictions(tmp_path / "by-hand/predictions.parquet").rank)
+    reading = json.loads((reading_dir / "reading.json").read_text())
+    assert reading["overrides"] == READING and reading["split"] == "test" and len(reading["model_hash"]) > 8
+    # every expansion ranked: each query has at least the candidates of the surviving paths alone, and the
+    # beam of 4 paths leaves out expansions somewhere
+    n_default = np.diff(read_predictions(work / "pure_rl/seed0/eval/predictions.parquet").cand_offsets)
+    n_reading = np.diff(read_predictions(reading_dir / "predictions.parquet").cand_offsets)
+    assert (n_reading >= n_default).all() and n_reading.sum() > n_default.sum()
+
+    # a second call keeps it; a model trained further (another hash) is scored again
+    assert [r["status"] for r in _rescore(root, params_file, runs_dir=work)] == ["kept", "kept"]
+    (work / "pure_rl/seed1/rescore" / name / "reading.json").write_text(
+        json.dumps({**reading, "model_hash": "0" * 16}))
+    assert [r["status"] for r in _rescore(root, params_file, runs_dir=work)] == ["kept", "scored"]
+
+
+def test_an_interrupted_reading_is_neither_read_nor_kept(runs, tmp_path):
+    root, params_file = runs
+    work = tmp_path / "runs"
+    shutil.copytree(root / "runs/TINY", work)
+    half = work / "pure_rl/seed0/rescore/eval.rank_last_expansions=true"
+    half.mkdir(parents=True)
+    (half / "metrics.json").write_text('{"mrr": 0.99}')  # no reading.json: the write did not finish
+    shutil.copytree(work, tmp_path / "results/TINY")
+    assert all(not r.readings for seeds in discover(tmp_path / "results")[0].runs.values() for r in seeds.values())
+    assert [r["status"] for r in _rescore(root, params_file, runs_dir=work)] == ["scored", "scored"]
+    assert json.loads((half / "metrics.json").read_text())["mrr"] != 0.99
+
+
+def test_rescore_refuses_other_params_or_data(runs, tmp_path):
+    root, params_file = runs
+    other = tmp_path / "other.yaml"
+    other.write_text(yaml.safe_dump({**PARAMS, "rl": {**PARAMS["rl"], "gamma": 0.5}}))
+    with pytest.raises(ConfigError, match=r"seed0: .*not the params this run trained with \(rl.gamma: run 0.95"):
+        _rescore(root, other)
+    other_data = synthetic_dataset(tmp_path / "other", seed=4)
+    with pytest.raises(ValueError, match="seed0: trained on other data"):
+        rescore_runs(root / "runs/TINY", other_data / "data", other_data / "graph.npz", params_file, READING)
+    with pytest.raises(FileNotFoundError, match="runs folder not found"):
+        _rescore(root, params_file, runs_dir=tmp_path / "missing")
+
+
+def test_rescore_cli_names_a_bad_key_in_one_line(runs, capsys):
+    root, params_file = runs
+    code = cli(["rescore", str(root / "runs/TINY"), "--data", str(root / "data"), "--graph", str(root / "graph.npz"),
+                "--params", str(params_file), "--set", "eval.valid_every=5"])
+    err = capsys.readouterr().err
+    assert code != 0 and "eval.valid_every: not an evaluation param" in err
+
+
+# ------------------------------------------------------------------------------ collect and the page
+
+
+def _ranks(path: Path, ranks) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    n = len(ranks)
+    pq.write_table(pa.table({"subject": np.arange(n), "relation": np.zeros(n, int), "object": np.ones(n, int),
+                             "time": np.zeros(n, int), "rank": np.asarray(ranks, float)}), path)
+
+
+def _eval(folder: Path, ranks, reading=None) -> None:
+    r = np.asarray(ranks, float)
+    m = {"mrr": float(np.mean(1 / r)), "hits@1": float(np.mean(r <= 1)), "hits@3": float(np.mean(r <= 3)),
+         "hits@10": float(np.mean(r <= 10))}
+    _ranks(folder / "ranks.parquet", r)
+    (folder / "metrics.json").write_text(json.dumps(m))
+    if reading is not None:
+        (folder / "reading.json").write_text(json.dumps({"overrides": reading, "split": "test", "model_hash": "x"}))
+
+
+@pytest.fixture
+def records(tmp_path):
+    """Hand-made records: Pure-RL and RL-RAPTOR seeds 0 and 1, each re-scored with one reading that turns
+    its last query's rank 4 (default) into 2 (seed 0) or 1 (seed 1)."""
+    root = tmp_path / "rec"
+    for v, base in (("pure_rl", [1, 2, 4]), ("raptor", [1, 1, 4])):
+        for seed in (0, 1):
+            d = root / f"ICEWS14/{v}/seed{seed}"
+            (d / "rl").mkdir(parents=True)
+            (d / "rl/history.json").write_text(json.dumps([{"epoch": 0, "reward": 0.3, "val_mrr": 0.4}]))
+            (d / "rl/summary.json").write_text(json.dumps({"rl_epochs": 1, "precision": "float32"}))
+            (d / "rl/run_config.json").write_text(json.dumps({"params": {"eval.beam_size": 100}}))
+            ranks = [r + seed for r in base[:2]] + [base[2]]
+            _eval(d / "eval", ranks)
+            _eval(d / "rescore/eval.rank_last_expansions=true", ranks[:2] + [2 if seed == 0 else 1], READING)
+    (root / "COMMIT").write_text("0123456789abcdef\n")
+    return root
+
+
+def test_reading_rows_are_hand_computed_and_pair_seeds_and_queries(records):
+    rows = reading_rows(discover(records, "long"))
+    pure = next(r for r in rows if r["system"] == "Pure-RL")
+    assert pure["reading"] == "`eval.rank_last_expansions=true`" and pure["seeds"] == "0,1"
+    # seed 0: ranks 1, 2, 4 -> 1, 2, 2; seed 1: 2, 3, 4 -> 2, 3, 1: MRR gains (1/2 - 1/4) / 3 and (1 - 1/4) / 3
+    d0, d1 = (0.5 - 0.25) / 3, (1 - 0.25) / 3
+    assert pure["MRR diff"] == f"{100 * (d0 + d1) / 2:+.2f}"
+    default0, default1 = (1 + 1 / 2 + 1 / 4) / 3, (1 / 2 + 1 / 3 + 1 / 4) / 3
+    assert pure["MRR default"] == f"{100 * (default0 + default1) / 2:.2f} ± {100 * abs(default0 - default1) / 2 ** 0.5:.2f}"
+    assert pure["H@1 diff"] == f"{100 / 6:+.2f}" and pure["H@3 diff"] == f"{100 / 3:+.2f}"
+    # paired t over two seeds: t = mean / (sd / sqrt 2) = (d0 + d1) / |d1 - d0| = 2, one degree of freedom
+    # (Cauchy): p two-sided = 1 - 2 atan(t) / pi
+    assert pure["MRR diff t-test p (two-sided)"] == f"{1 - 2 * math.atan(2) / math.pi:.3g} (n = 2)"
+    assert pure["MRR diff per-query bootstrap 95% CI"].startswith("[+0.00, ")
+    assert set(pure) <= set(READING_COLUMNS)
+    sig = reading_significance_rows(discover(records, "long"))
+    assert [(r["reading"], r["comparison"]) for r in sig] == [("`eval.rank_last_expansions=true`", "RL-RAPTOR vs Pure-RL")]
+    # under the reading: raptor [1,1,2]/[2,2,2] vs pure [1,2,2]/[2,3,2] -> +(1 - 1/2) / 3 and +(1/2 - 1/3) / 3
+    assert sig[0]["MRR diff (points)"] == f"{100 * ((0.5 / 3) + (1 / 6 / 3)) / 2:+.2f}"
+
+
+def test_collect_keeps_readings_and_the_page_shows_them(records, tmp_path):
+    out = collect(records, tmp_path / "kept")
+    kept = tmp_path / "kept/ICEWS14/raptor/seed1/rescore/eval.rank_last_expansions=true"
+    assert (kept / "reading.json").is_file() and (kept / "metrics.json").is_file() and (kept / "ranks.parquet").is_file()
+    assert any("rescore" in f for f in out["files"])
+    assert reading_rows(discover(tmp_path / "kept", "long")) == reading_rows(discover(records, "long"))
+    page = write_results_page(discover(tmp_path / "kept", "long"), tmp_path / "page/results.md")
+    text = page.read_text()
+    assert "## Evaluation-only readings: the same checkpoints re-scored" in text
+    assert "`eval.rank_last_expansions=true`" in text
+
+
+def test_a_page_without_readings_has_no_readings_section(records, tmp_path):
+    for d in records.glob("ICEWS14/*/seed*/rescore"):
+        shutil.rmtree(d)
+    text = write_results_page(discover(records, "long"), tmp_path / "results.md").read_text()
+    assert "Evaluation-only readings" not in text
