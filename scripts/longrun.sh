@@ -18,6 +18,10 @@
 #   scripts/longrun.sh status       one line per run: epochs done, best validation MRR, alive or not, and the
 #                                   training time left at its recent pace (the test evaluation not included)
 #   scripts/longrun.sh stop         SIGTERM to the runs' process groups (each resumes from its last checkpoint)
+#   scripts/longrun.sh rescore [--threads N] --set KEY=VALUE...  evaluate every tested run's best model again
+#                                   under an evaluation-only reading (`raptor rescore`, docs/evaluation.md) into
+#                                   runs/DS/VARIANT/seedS/rescore/KEY=VALUE/, in the foreground, by this working
+#                                   tree's code (the pinned commit may predate the command); `raptor collect` keeps it
 #   scripts/longrun.sh rebalance [--plan]  when exactly one run is alive and it has fewer threads than the
 #                                   machine has cores: stop it and start it again on all cores (it resumes from
 #                                   its last checkpoint); --plan only says what it would do. A run that
@@ -52,8 +56,8 @@ while [ $# -gt 0 ]; do
     *) runs+=("$1"); shift ;;
   esac
 done
-case "$cmd" in start|resume|status|stop|rebalance) ;; -h|--help|"") awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
-  *) echo "longrun.sh: unknown command '$cmd' (start, resume, status, stop, rebalance)" >&2; exit 2 ;; esac
+case "$cmd" in start|resume|status|stop|rebalance|rescore) ;; -h|--help|"") awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+  *) echo "longrun.sh: unknown command '$cmd' (start, resume, status, stop, rebalance, rescore)" >&2; exit 2 ;; esac
 
 if [ "$cmd" = resume ]; then
   [ ${#runs[@]} -eq 0 ] && [ ${#sets[@]} -eq 0 ] || { echo "longrun.sh resume: takes no runs and no --set (it resumes every run under $dir/runs)" >&2; exit 2; }
@@ -77,6 +81,21 @@ fi
 
 py="$root/.venv/bin/python"
 [ -x "$py" ] || { echo "longrun.sh: no .venv: run scripts/setup.sh first" >&2; exit 1; }
+
+if [ "$cmd" = rescore ]; then
+  [ ${#runs[@]} -eq 0 ] || { echo "longrun.sh rescore: takes no runs (it re-scores every tested run under $dir/runs)" >&2; exit 2; }
+  [ ${#sets[@]} -gt 0 ] || { echo "longrun.sh rescore: give the reading with --set KEY=VALUE (e.g. --set eval.rank_last_expansions=true)" >&2; exit 2; }
+  found=0
+  for ds_dir in "$dir"/runs/*/; do
+    [ -d "$ds_dir" ] || continue
+    found=1; name="$(basename "$ds_dir")"
+    args=(); for kv in "${sets[@]}"; do args+=(--set "$kv"); done
+    nice -n 10 "$py" -m raptor.cli rescore "${ds_dir%/}" --data "$dir/data/$name/ingested" --graph "$dir/data/$name/graph.npz" \
+      --params "$dir/params.yaml" --threads "${threads:-1}" "${args[@]}"
+  done
+  [ "$found" = 1 ] || echo "no long runs under $dir to re-score"
+  exit 0
+fi
 # Relative paths in params (a dataset's raw_dir) are read from the repository root, as in the pipeline.
 raptor() { PYTHONPATH="$dir/src" "$py" -P -m raptor.cli "$@"; }
 params="$dir/params.yaml"

@@ -26,6 +26,8 @@ def _run(*args: str, tmp_path: Path) -> subprocess.CompletedProcess:
     (("start", "pure_rl:0:p10"), 2, "raptor:SEED:pN for the ablation's arm"),  # only RL-RAPTOR pretrains
     (("start", "raptor:0:10"), 2, "expected VARIANT:SEED"),
     (("start", "raptor:x"), 2, "expected VARIANT:SEED"),
+    (("rescore",), 2, "give the reading with --set KEY=VALUE"),
+    (("rescore", "--set", "eval.beam_size=5", "raptor:0"), 2, "rescore: takes no runs"),
 ])
 def test_bad_commands_are_refused_and_create_nothing(tmp_path, args, code, message):
     r = _run(*args, tmp_path=tmp_path)

@@ -6,7 +6,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -143,6 +145,22 @@ def test_rescore_cli_names_a_bad_key_in_one_line(runs, capsys):
                 "--params", str(params_file), "--set", "eval.valid_every=5"])
     err = capsys.readouterr().err
     assert code != 0 and "eval.valid_every: not an evaluation param" in err
+
+
+def test_longrun_rescore_scores_every_tested_run_of_the_long_runs_folder(runs, tmp_path):
+    root, params_file = runs
+    lr = tmp_path / "lr"
+    shutil.copytree(root / "runs", lr / "runs")
+    shutil.copytree(root / "data", lr / "data/TINY/ingested")
+    shutil.copy(root / "graph.npz", lr / "data/TINY/graph.npz")
+    shutil.copy(params_file, lr / "params.yaml")
+    repo = Path(__file__).resolve().parents[1]
+    r = subprocess.run(["bash", str(repo / "scripts/longrun.sh"), "rescore", "--set", "eval.rank_last_expansions=true"],
+                       cwd=repo, env={**os.environ, "LONGRUN_DIR": str(lr)}, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("scored eval.rank_last_expansions=true") == 2
+    assert sorted(p.parent.parent.parent.name for p in lr.glob("runs/TINY/pure_rl/seed*/rescore/*/reading.json")) == \
+        ["seed0", "seed1"]
 
 
 # ------------------------------------------------------------------------------ collect and the page
