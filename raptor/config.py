@@ -226,9 +226,10 @@ class EvalConfig:
     rank_last_expansions: bool = False
 
 
-#: The evaluation params that act at test time only (the others schedule validation, which picks the
-#: checkpoint): what the evaluate stage depends on and what a finished run can be re-scored with
-#: (:mod:`raptor.pipeline.rescore`).
+#: The evaluation params of the beam search itself (the other ``eval.*`` params schedule validation):
+#: what the evaluate stage depends on, and what a finished run's best model can be evaluated again with
+#: (:mod:`raptor.pipeline.rescore`; they act in validation too, so a reading is measured at the checkpoint
+#: the run's own evaluation picked).
 TEST_TIME_EVAL_KEYS = ("eval.beam_size", "eval.score_rule", "eval.rank_last_expansions")
 
 

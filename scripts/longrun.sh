@@ -18,7 +18,8 @@
 #   scripts/longrun.sh status       one line per run: epochs done, best validation MRR, alive or not, and the
 #                                   training time left at its recent pace (the test evaluation not included)
 #   scripts/longrun.sh stop         SIGTERM to the runs' process groups (each resumes from its last checkpoint)
-#   scripts/longrun.sh rescore [--threads N] --set KEY=VALUE...  evaluate every tested run's best model again
+#   scripts/longrun.sh rescore [--dataset DS] [--threads N] --set KEY=VALUE...  evaluate every tested variant run's (not the
+#                                   ablation arms') best model again
 #                                   under an evaluation-only reading (`raptor rescore`, docs/evaluation.md) into
 #                                   runs/DS/VARIANT/seedS/rescore/KEY=VALUE/, in the foreground, by this working
 #                                   tree's code (the pinned commit may predate the command); `raptor collect` keeps it
@@ -42,11 +43,11 @@ cd "$(dirname "$0")/.."
 root=$PWD
 dir="${LONGRUN_DIR:-$root/.longruns}"
 cmd="${1:-}"; [ $# -gt 0 ] && shift
-commit=HEAD; dataset=ICEWS14; sets=(); runs=(); threads=; plan=0
+commit=HEAD; dataset=ICEWS14; dataset_given=0; sets=(); runs=(); threads=; plan=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --commit) commit="$2"; shift 2 ;;
-    --dataset) dataset="$2"; shift 2 ;;
+    --dataset) dataset="$2"; dataset_given=1; shift 2 ;;
     --set) sets+=("$2"); shift 2 ;;
     --plan) plan=1; shift ;;
     --threads) threads="$2"; shift 2
@@ -85,9 +86,11 @@ py="$root/.venv/bin/python"
 if [ "$cmd" = rescore ]; then
   [ ${#runs[@]} -eq 0 ] || { echo "longrun.sh rescore: takes no runs (it re-scores every tested run under $dir/runs)" >&2; exit 2; }
   [ ${#sets[@]} -gt 0 ] || { echo "longrun.sh rescore: give the reading with --set KEY=VALUE (e.g. --set eval.rank_last_expansions=true)" >&2; exit 2; }
+  [ "$commit" = HEAD ] || { echo "longrun.sh rescore: takes no --commit (it runs this working tree's code)" >&2; exit 2; }
   found=0
   for ds_dir in "$dir"/runs/*/; do
     [ -d "$ds_dir" ] || continue
+    [ "$dataset_given" = 0 ] || [ "$(basename "$ds_dir")" = "$dataset" ] || continue
     found=1; name="$(basename "$ds_dir")"
     args=(); for kv in "${sets[@]}"; do args+=(--set "$kv"); done
     nice -n 10 "$py" -m raptor.cli rescore "${ds_dir%/}" --data "$dir/data/$name/ingested" --graph "$dir/data/$name/graph.npz" \

@@ -28,6 +28,7 @@ def _run(*args: str, tmp_path: Path) -> subprocess.CompletedProcess:
     (("start", "raptor:x"), 2, "expected VARIANT:SEED"),
     (("rescore",), 2, "give the reading with --set KEY=VALUE"),
     (("rescore", "--set", "eval.beam_size=5", "raptor:0"), 2, "rescore: takes no runs"),
+    (("rescore", "--commit", "a4a248d", "--set", "eval.beam_size=5"), 2, "rescore: takes no --commit"),
 ])
 def test_bad_commands_are_refused_and_create_nothing(tmp_path, args, code, message):
     r = _run(*args, tmp_path=tmp_path)

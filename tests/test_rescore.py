@@ -22,8 +22,8 @@ from raptor.config import ConfigError, EvalConfig, TEST_TIME_EVAL_KEYS, params_f
 from raptor.evaluation.ranking import read_predictions
 from raptor.pipeline.experiment import evaluate_model, load_context, run_variant
 from raptor.pipeline.rescore import parse_overrides, reading_name, rescore_runs
-from raptor.reporting.results import (READING_COLUMNS, collect, discover, reading_rows, reading_significance_rows,
-                                      write_results_page)
+from raptor.reporting.results import (READING_COLUMNS, collect, discover, pool, reading_rows,
+                                      reading_significance_rows, significance_rows, write_results_page)
 from raptor.runs.rundir import RunOptions
 
 from helpers import synthetic_dataset
@@ -87,9 +87,10 @@ def test_rescore_writes_the_readings_evaluation_of_each_evaluated_run_and_keeps_
     work = tmp_path / "runs"
     shutil.copytree(root / "runs/TINY", work)
     done = _rescore(root, params_file, runs_dir=work)
-    assert [(Path(r["run"]).name, r["status"]) for r in done] == [("seed0", "scored"), ("seed1", "scored")]
+    assert [(Path(r["run"]).name, r["status"]) for r in done] == [
+        ("seed0", "scored"), ("seed1", "scored"), ("seed2", "skipped: not tested yet")]
     name = "eval.rank_last_expansions=true"
-    assert not (work / "pure_rl/seed2/rescore").exists()  # not evaluated: its best model may still change
+    assert not (work / "pure_rl/seed2/rescore").exists()  # not tested: its best model may still change
     # the same as evaluating the model by hand with the reading's params
     ctx = load_context(root / "data", root / "graph.npz", params_from_dict(PARAMS, READING))
     by_hand = evaluate_model(ctx, work / "pure_rl/seed0/rl/best.pt", tmp_path / "by-hand")
@@ -99,18 +100,24 @@ def test_rescore_writes_the_readings_evaluation_of_each_evaluated_run_and_keeps_
     np.testing.assert_array_equal(read_predictions(reading_dir / "predictions.parquet").rank,
                                   read_predictions(tmp_path / "by-hand/predictions.parquet").rank)
     reading = json.loads((reading_dir / "reading.json").read_text())
-    assert reading["overrides"] == READING and reading["split"] == "test" and len(reading["model_hash"]) > 8
+    assert reading["overrides"] == READING and reading["split"] == "test"
+    assert reading["model_hash"] != json.loads((work / "pure_rl/seed1/rescore" / name / "reading.json").read_text())["model_hash"]
+    assert reading["code"]
     # every expansion ranked: each query has at least the candidates of the surviving paths alone, and the
     # beam of 4 paths leaves out expansions somewhere
     n_default = np.diff(read_predictions(work / "pure_rl/seed0/eval/predictions.parquet").cand_offsets)
     n_reading = np.diff(read_predictions(reading_dir / "predictions.parquet").cand_offsets)
     assert (n_reading >= n_default).all() and n_reading.sum() > n_default.sum()
 
-    # a second call keeps it; a model trained further (another hash) is scored again
-    assert [r["status"] for r in _rescore(root, params_file, runs_dir=work)] == ["kept", "kept"]
+    # a second call keeps it; a reading of another model (another hash) is scored again
+    assert [r["status"] for r in _rescore(root, params_file, runs_dir=work)][:2] == ["kept", "kept"]
     (work / "pure_rl/seed1/rescore" / name / "reading.json").write_text(
         json.dumps({**reading, "model_hash": "0" * 16}))
-    assert [r["status"] for r in _rescore(root, params_file, runs_dir=work)] == ["kept", "scored"]
+    assert [r["status"] for r in _rescore(root, params_file, runs_dir=work)][:2] == ["kept", "scored"]
+    # a run trained on after its test: the default evaluation is of another model, so no reading beside it
+    best = work / "pure_rl/seed0/rl/best.pt"
+    os.utime(best, (best.stat().st_atime, (work / "pure_rl/seed0/eval/metrics.json").stat().st_mtime + 10))
+    assert _rescore(root, params_file, runs_dir=work)[0]["status"] == "skipped: its test evaluation predates rl/best.pt"
 
 
 def test_an_interrupted_reading_is_neither_read_nor_kept(runs, tmp_path):
@@ -122,7 +129,7 @@ def test_an_interrupted_reading_is_neither_read_nor_kept(runs, tmp_path):
     (half / "metrics.json").write_text('{"mrr": 0.99}')  # no reading.json: the write did not finish
     shutil.copytree(work, tmp_path / "results/TINY")
     assert all(not r.readings for seeds in discover(tmp_path / "results")[0].runs.values() for r in seeds.values())
-    assert [r["status"] for r in _rescore(root, params_file, runs_dir=work)] == ["scored", "scored"]
+    assert [r["status"] for r in _rescore(root, params_file, runs_dir=work)][:2] == ["scored", "scored"]
     assert json.loads((half / "metrics.json").read_text())["mrr"] != 0.99
 
 
@@ -137,6 +144,16 @@ def test_rescore_refuses_other_params_or_data(runs, tmp_path):
         rescore_runs(root / "runs/TINY", other_data / "data", other_data / "graph.npz", params_file, READING)
     with pytest.raises(FileNotFoundError, match="runs folder not found"):
         _rescore(root, params_file, runs_dir=tmp_path / "missing")
+    # the runs' own value is the default evaluation, not a reading
+    with pytest.raises(ConfigError, match="eval.rank_last_expansions=False: the value .* already has"):
+        _rescore(root, params_file, {"eval.rank_last_expansions": False})
+    # checked before any run is scored: a run without a fingerprint after a good one leaves nothing behind
+    work = tmp_path / "runs"
+    shutil.copytree(root / "runs/TINY", work)
+    (work / "pure_rl/seed1/rl/run_config.json").unlink()
+    with pytest.raises(ValueError, match="seed1: no run_config.json"):
+        _rescore(root, params_file, runs_dir=work)
+    assert not list(work.glob("pure_rl/*/rescore"))
 
 
 def test_rescore_cli_names_a_bad_key_in_one_line(runs, capsys):
@@ -186,7 +203,7 @@ def _eval(folder: Path, ranks, reading=None) -> None:
 @pytest.fixture
 def records(tmp_path):
     """Hand-made records: Pure-RL and RL-RAPTOR seeds 0 and 1, each re-scored with one reading that turns
-    its last query's rank 4 (default) into 2 (seed 0) or 1 (seed 1)."""
+    its last query's rank 4 (default) into 1, except Pure-RL seed 0's: into 2."""
     root = tmp_path / "rec"
     for v, base in (("pure_rl", [1, 2, 4]), ("raptor", [1, 1, 4])):
         for seed in (0, 1):
@@ -197,7 +214,8 @@ def records(tmp_path):
             (d / "rl/run_config.json").write_text(json.dumps({"params": {"eval.beam_size": 100}}))
             ranks = [r + seed for r in base[:2]] + [base[2]]
             _eval(d / "eval", ranks)
-            _eval(d / "rescore/eval.rank_last_expansions=true", ranks[:2] + [2 if seed == 0 else 1], READING)
+            last = 1 if v == "raptor" or seed == 1 else 2
+            _eval(d / "rescore/eval.rank_last_expansions=true", ranks[:2] + [last], READING)
     (root / "COMMIT").write_text("0123456789abcdef\n")
     return root
 
@@ -219,11 +237,34 @@ def test_reading_rows_are_hand_computed_and_pair_seeds_and_queries(records):
     assert set(pure) <= set(READING_COLUMNS)
     sig = reading_significance_rows(discover(records, "long"))
     assert [(r["reading"], r["comparison"]) for r in sig] == [("`eval.rank_last_expansions=true`", "RL-RAPTOR vs Pure-RL")]
-    # under the reading: raptor [1,1,2]/[2,2,2] vs pure [1,2,2]/[2,3,2] -> +(1 - 1/2) / 3 and +(1/2 - 1/3) / 3
-    assert sig[0]["MRR diff (points)"] == f"{100 * ((0.5 / 3) + (1 / 6 / 3)) / 2:+.2f}"
+    # under the reading: RL-RAPTOR [1,1,1] / [2,2,1] against Pure-RL [1,2,2] / [2,3,1]: (1/2 + 1/2) / 3 and
+    # (1/2 - 1/3) / 3 (under the default: (1/2) / 3 and (1/2 - 1/3) / 3)
+    assert sig[0]["MRR diff (points)"] == f"{100 * ((1 / 3) + (1 / 6 / 3)) / 2:+.2f}"
+    assert significance_rows(discover(records, "long"))[0]["MRR diff (points)"] == f"{100 * ((0.5 / 3) + (1 / 6 / 3)) / 2:+.2f}"
+
+
+def test_readings_of_some_seeds_pair_those_seeds_and_pool_across_folders(records, tmp_path):
+    shutil.rmtree(records / "ICEWS14/pure_rl/seed1/rescore")
+    pure = next(r for r in reading_rows(discover(records, "long")) if r["system"] == "Pure-RL")
+    # seed 0 alone: its default MRR beside its reading's, no t-test over one seed
+    assert pure["seeds"] == "0" and pure["MRR default"] == f"{100 * (1 + 1 / 2 + 1 / 4) / 3:.2f}"
+    assert pure["MRR diff t-test p (two-sided)"] == "n/a (1 seed)"
+    # seeds 0 and 1 in two folders, pooled: the same rows as one folder
+    shutil.copytree(records, tmp_path / "a")
+    shutil.copytree(records, tmp_path / "b")
+    for v in ("pure_rl", "raptor"):
+        shutil.rmtree(tmp_path / f"a/ICEWS14/{v}/seed1")
+        shutil.rmtree(tmp_path / f"b/ICEWS14/{v}/seed0")
+    pooled = pool("long", discover(tmp_path / "a") + discover(tmp_path / "b"))
+    assert reading_rows([pooled]) == reading_rows(discover(records, "long"))
 
 
 def test_collect_keeps_readings_and_the_page_shows_them(records, tmp_path):
+    # a run folder's reading holds predictions (the ranks' columns and more): collect keeps the ranks
+    live = records / "ICEWS14/raptor/seed1/rescore/eval.rank_last_expansions=true"
+    table = pq.read_table(live / "ranks.parquet")
+    pq.write_table(table.append_column("candidates", pa.array([[1, 2]] * len(table))), live / "predictions.parquet")
+    (live / "ranks.parquet").unlink()
     out = collect(records, tmp_path / "kept")
     kept = tmp_path / "kept/ICEWS14/raptor/seed1/rescore/eval.rank_last_expansions=true"
     assert (kept / "reading.json").is_file() and (kept / "metrics.json").is_file() and (kept / "ranks.parquet").is_file()

@@ -7,7 +7,7 @@ import argparse
 NAME = "rescore"
 #: One line for `raptor --help`.
 SHORT = "evaluate finished runs' best models again under other evaluation params (an evaluation-only reading)"
-HELP = ("Evaluate again, on the test split, the best-validation model (rl/best.pt) of every evaluated run in a "
+HELP = ("Evaluate again, on the test split, the best-validation model (rl/best.pt) of every tested run in a "
         "dataset's folder of long runs (<variant>/seed<S>/, as scripts/longrun.sh lays them out), with the "
         "runs' own params and the --set overrides: an evaluation-only reading, measured on the same checkpoints "
         "without training again. Each goes to seed<S>/rescore/<reading>/ (metrics.json, predictions.parquet, "
@@ -34,9 +34,12 @@ def run(args: argparse.Namespace) -> int:
     done = rescore_runs(args.runs, args.data, args.graph, args.params, parse_overrides(args.overrides),
                         num_threads=args.threads)
     for r in done:
+        if "metrics" not in r:
+            print(f"{r['run']}: {r['status']}")
+            continue
         m = r["metrics"]
         print(f"{r['run']}: {r['status']} {r['reading']}: MRR {m['mrr']:.4f}  Hits@1 {m['hits@1']:.4f}  "
               f"Hits@3 {m['hits@3']:.4f}  Hits@10 {m['hits@10']:.4f}")
     if not done:
-        print(f"{args.runs}: no evaluated run to re-score")
+        print(f"{args.runs}: no run to re-score")
     return 0

@@ -11,7 +11,7 @@ Layout, in a folder of long runs (``<dataset>/<variant>/seed<S>/`` with ``rl/`` 
 
     seed<S>/rescore/<reading>/metrics.json         test metrics, as eval/metrics.json
     seed<S>/rescore/<reading>/predictions.parquet  per-query candidates and ranks
-    seed<S>/rescore/<reading>/reading.json         overrides, split, the model's content hash (written last)
+    seed<S>/rescore/<reading>/reading.json         overrides, split, the model's content hash, the code's (written last)
 
 ``<reading>`` is :func:`reading_name` of the overrides (``eval.rank_last_expansions=true``). A reading
 whose ``reading.json`` names another model hash (the run was trained further) is evaluated again.
@@ -30,7 +30,7 @@ import yaml
 
 from raptor.agents import variants as variant_registry
 from raptor.common.io import atomic_write_json
-from raptor.common.provenance import content_hash
+from raptor.common.provenance import code_hash, content_hash
 from raptor.config import ConfigError, TEST_TIME_EVAL_KEYS, load_params, result_params
 from raptor.pipeline.experiment import evaluate_model, load_context
 from raptor.reporting.runs_reader import READING_FILE, RESCORE_DIR, read_fingerprint, read_json, seed_dirs
@@ -69,60 +69,90 @@ def reading_name(overrides: Mapping[str, Any]) -> str:
 
 
 def _differences(run_params: Mapping[str, Any], params: Mapping[str, Any]) -> list[str]:
-    missing = object()
-    return [f"{k}: run {v!r}, params file {params.get(k, missing)!r}"
-            for k, v in sorted(run_params.items()) if params.get(k, missing) != v]
+    return [f"{k}: run {v!r}, params file {params[k]!r}" if k in params else f"{k}: run {v!r}, params file (absent)"
+            for k, v in sorted(run_params.items()) if k not in params or params[k] != v]
+
+
+#: What makes a reading's evaluation the one asked for (``reading.json`` also names the code that made it).
+_IDENTITY = ("overrides", "split", "model", "model_hash")
+
+
+def _plan(runs_dir: Path, params_path: str | Path, base: Mapping[str, Any], inputs: Mapping[str, Any],
+          data: str | Path, graph: str | Path) -> tuple[list[Path], list[dict[str, Any]]]:
+    """``(seed folders to re-score, skipped runs)``: every run checked before any is scored, so a refusal
+    leaves nothing half done. :class:`ConfigError` / :class:`ValueError` naming the run (module docstring)."""
+    todo, skipped = [], []
+    for v in variant_registry.VARIANTS:
+        if not (runs_dir / v).is_dir():
+            continue
+        for seed_dir in seed_dirs(runs_dir / v).values():
+            model, default_eval = RunDir(seed_dir / "rl").best, RunDir(seed_dir / "eval").metrics
+            if not (model.is_file() and default_eval.is_file()):
+                skipped.append({"run": str(seed_dir), "status": "skipped: not tested yet"})
+                continue
+            if default_eval.stat().st_mtime < model.stat().st_mtime:
+                # the run trained on (or was restarted) after its test: the default evaluation is of another model
+                skipped.append({"run": str(seed_dir), "status": "skipped: its test evaluation predates rl/best.pt"})
+                continue
+            fingerprint = read_fingerprint(seed_dir / "rl") or read_fingerprint(seed_dir)
+            if not fingerprint:
+                raise ValueError(f"{seed_dir}: no run_config.json (in rl/ or beside it): cannot tell what it trained with")
+            diffs = _differences(fingerprint.get("params", {}), base)
+            if diffs:
+                raise ConfigError(f"{seed_dir}: {params_path} is not the params this run trained with "
+                                  f"({'; '.join(diffs)})")
+            for key, path in (("data", data), ("graph", graph)):
+                if fingerprint.get("inputs", {}).get(key) != inputs[key]:
+                    raise ValueError(f"{seed_dir}: trained on other {key} than {path}")
+            todo.append(seed_dir)
+    return todo, skipped
 
 
 def rescore_runs(runs_dir: str | Path, data: str | Path, graph: str | Path, params_path: str | Path,
                  overrides: Mapping[str, Any], num_threads: Optional[int] = None) -> list[dict[str, Any]]:
-    """Evaluate again on the test split, under ``overrides``, the best model of every evaluated run in ``runs_dir`` (one
-    dataset's folder of long runs: ``<variant>/seed<S>/{rl,eval}``), into ``seed<S>/rescore/<reading>/``
-    (module docstring). A run not yet evaluated (no ``eval/metrics.json``) is left out: its best model may
-    still change. A reading already there for the same model is kept.
+    """Evaluate again on the test split, under ``overrides``, the best model of every tested run in
+    ``runs_dir`` (one dataset's folder of long runs: ``<variant>/seed<S>/{rl,eval}``; the ablation's arms
+    are not read), into ``seed<S>/rescore/<reading>/`` (module docstring). A run not yet tested (no
+    ``eval/metrics.json``), or whose test predates its ``rl/best.pt`` (it trained on since), is skipped: the
+    reading would not be of the checkpoint the default evaluation tested. A reading already there for the
+    same model is kept.
 
     ``params_path`` must be the params the runs trained with (their fingerprints' params; params a later
-    commit added are not compared): :class:`ConfigError` naming the run and the keys otherwise, and
-    :class:`ValueError` when ``data`` or ``graph`` is not the data the run trained on. The evaluation
-    folder is written as ``raptor evaluate`` writes it, its :data:`READING_FILE` last, so an interrupted
-    re-score leaves a folder that is neither read nor kept.
+    commit added are not compared): :class:`ConfigError` naming the run and the keys otherwise, or when an
+    override leaves its param as it is (no reading); :class:`ValueError` when ``data`` or ``graph`` is not
+    what the run trained on, or the run has no fingerprint. Every run is checked before any is scored. The
+    evaluation folder is written as ``raptor evaluate`` writes it, its :data:`READING_FILE` last, so an
+    interrupted re-score leaves a folder that is neither read nor kept.
 
-    Returns one ``{"run", "reading", "status" ("scored" | "kept"), "metrics"}`` per run."""
+    Returns one ``{"run", "status" ("scored" | "kept" | "skipped: why"), "reading", "metrics"}`` per run
+    (no ``reading`` and ``metrics`` for a skipped one)."""
     runs_dir = Path(runs_dir)
     if not runs_dir.is_dir():
         raise FileNotFoundError(f"runs folder not found: {runs_dir}")
     name = reading_name(overrides)
     base = result_params(load_params(params_path))
+    same = [k for k, v in overrides.items() if base.get(k) == v]
+    if same:
+        raise ConfigError(f"{', '.join(f'{k}={overrides[k]!r}' for k in same)}: the value {params_path} already "
+                          "has (the default evaluation, not a reading)")
     params = load_params(params_path, dict(overrides))
     ctx = load_context(data, graph, params)
-    out = []
-    for v in variant_registry.VARIANTS:
-        if not (runs_dir / v).is_dir():
+    todo, out = _plan(runs_dir, params_path, base, ctx.input_hashes(), data, graph)
+    code = code_hash(["raptor.pipeline.rescore"])
+    for seed_dir in todo:
+        model, target = RunDir(seed_dir / "rl").best, seed_dir / RESCORE_DIR / name
+        reading = {"overrides": dict(overrides), "split": "test", "model": "rl/best.pt",
+                   "model_hash": content_hash(model)}
+        done = read_json(target / READING_FILE, lenient=True) or {}
+        if ({k: done.get(k) for k in _IDENTITY} == reading and RunDir(target).metrics.is_file()
+                and RunDir(target).predictions.is_file()):
+            out.append({"run": str(seed_dir), "reading": name, "status": "kept",
+                        "metrics": read_json(RunDir(target).metrics)})
             continue
-        for seed, seed_dir in seed_dirs(runs_dir / v).items():
-            model, default_eval = RunDir(seed_dir / "rl").best, RunDir(seed_dir / "eval").metrics
-            if not (model.is_file() and default_eval.is_file()):
-                continue
-            fingerprint = read_fingerprint(seed_dir / "rl") or read_fingerprint(seed_dir) or {}
-            diffs = _differences(fingerprint.get("params", {}), base)
-            if diffs:
-                raise ConfigError(f"{seed_dir}: {params_path} is not the params this run trained with "
-                                  f"({'; '.join(diffs)})")
-            for key in ("data", "graph"):
-                if fingerprint.get("inputs", {}).get(key) != ctx.input_hashes()[key]:
-                    raise ValueError(f"{seed_dir}: trained on other {key} than {data if key == 'data' else graph}")
-            target = seed_dir / RESCORE_DIR / name
-            model_hash = content_hash(model)
-            reading = {"overrides": dict(overrides), "split": "test", "model": "rl/best.pt", "model_hash": model_hash}
-            done = read_json(target / READING_FILE, lenient=True)
-            if done == reading and RunDir(target).metrics.is_file():
-                out.append({"run": str(seed_dir), "reading": name, "status": "kept",
-                            "metrics": read_json(RunDir(target).metrics)})
-                continue
-            if target.exists():
-                shutil.rmtree(target)
-            log.info("re-scoring %s (%s)", seed_dir, name)
-            metrics = evaluate_model(ctx, model, target, split="test", num_threads=num_threads)
-            atomic_write_json(target / READING_FILE, reading)
-            out.append({"run": str(seed_dir), "reading": name, "status": "scored", "metrics": metrics})
-    return out
+        if target.exists():
+            shutil.rmtree(target)
+        log.info("re-scoring %s (%s)", seed_dir, name)
+        metrics = evaluate_model(ctx, model, target, split="test", num_threads=num_threads)
+        atomic_write_json(target / READING_FILE, {**reading, "code": code})
+        out.append({"run": str(seed_dir), "reading": name, "status": "scored", "metrics": metrics})
+    return sorted(out, key=lambda r: r["run"])

@@ -334,6 +334,8 @@ def collect(src: str | Path, dest: str | Path, unfinished: bool = False) -> dict
         if f.is_file():
             target, data = dest / f.relative_to(src), f.read_bytes()
             if not target.is_file() or target.read_bytes() != data:
+                if (f.parent / READING_FILE).is_file() and f.name != READING_FILE:
+                    (target.parent / READING_FILE).unlink(missing_ok=True)  # the copy is whole again only at its end
                 atomic_write_bytes(target, data)
             copied.append(str(f.relative_to(src)))
         if f.name == RunDir.METRICS and (f.parent / PREDICTIONS_FILE).is_file():
@@ -877,8 +879,8 @@ def write_results_page(sets: Sequence[ResultSet], out: str | Path, figures_dir: 
     readings = reading_rows(sets)
     if readings:
         lines += ["## Evaluation-only readings: the same checkpoints re-scored", "",
-                  "Each run's best-validation model evaluated again on the test split with one evaluation param "
-                  "changed (`raptor rescore`, `docs/evaluation.md`): the checkpoints are the ones validation picked "
+                  "Each run's best-validation model evaluated again on the test split with the reading's evaluation "
+                  "params changed (`raptor rescore`, `docs/evaluation.md`): the checkpoints are the ones validation picked "
                   "under the default evaluation, so the difference is the evaluation's alone. Means over the "
                   "seeds re-scored; `diff`: reading minus default, in points; the t-test pairs the seeds "
                   "(two-sided), the bootstrap the queries.", "",
