@@ -274,6 +274,12 @@ def test_collect_keeps_readings_and_the_page_shows_them(records, tmp_path):
     text = page.read_text()
     assert "## Evaluation-only readings: the same checkpoints re-scored" in text
     assert "`eval.rank_last_expansions=true`" in text
+    # the paper's layout has the re-scored rows beside the default ones: RL-RAPTOR's reading, ranks [1,1,1]
+    # and [2,2,1]: MRR 100 and 66.67, mean 83.33 ± 23.57
+    row = next(line for line in text.splitlines()
+               if line.startswith("| **RL-RAPTOR (ours, long, `eval.rank_last_expansions=true`)**"))
+    assert f"| {100 * (1 + 2 / 3) / 2:.2f} ± {100 * (1 / 3) / 2 ** 0.5:.2f}" in row
+    assert any(line.startswith("| **RL-RAPTOR (ours, long)**") for line in text.splitlines())
 
 
 def test_a_page_without_readings_has_no_readings_section(records, tmp_path):

@@ -659,6 +659,18 @@ def reading_significance_rows(sets: Sequence[ResultSet]) -> list[dict[str, str]]
 READING_SIGNIFICANCE_COLUMNS = SIGNIFICANCE_COLUMNS[:2] + ("reading",) + SIGNIFICANCE_COLUMNS[2:]
 
 
+def reading_sets(sets: Sequence[ResultSet]) -> list[ResultSet]:
+    """One set per (set, reading): its runs re-scored with the reading (those seeds only) under the name
+    ``<set>, `<reading>```, with significance tests over them: rows of the paper's layout beside the default."""
+    out = []
+    for s in sets:
+        for reading in _readings(s):
+            runs = _reading_view(s.runs, reading)
+            out.append(replace(s, name=f"{s.name}, `{reading}`", runs=runs, significance=_ranked_significance(runs),
+                               usage={}, ablation={}, parts=[]))
+    return out
+
+
 def _duration(seconds: float) -> str:
     return f"{seconds:.1f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
 
@@ -887,10 +899,13 @@ def write_results_page(sets: Sequence[ResultSet], out: str | Path, figures_dir: 
                   _markdown_table(readings, READING_COLUMNS)]
         lines += ["The systems compared under each reading (as in Significance above, over the seeds re-scored):", "",
                   _markdown_table(reading_significance_rows(sets), READING_SIGNIFICANCE_COLUMNS)]
-    rows, cols = paper_layout_rows(sets)
+    with_readings = [x for name in dict.fromkeys(s.name for s in sets)
+                     for x in [s for s in sets if s.name == name] + reading_sets([s for s in sets if s.name == name])]
+    rows, cols = paper_layout_rows(with_readings)
     lines += ["## In the paper's layout", "",
               f"`*`: better than {_baseline_label()} in the paired one-sided t-test over seeds, p < {ALPHA} (the paper's "
-              "marks on its RL-RAPTOR row; ours from each set's significance tests above).", "",
+              "marks on its RL-RAPTOR row; ours from each set's significance tests above). A row whose set names a "
+              "reading (`set, KEY=VALUE`) is that set's checkpoints re-scored with it (above).", "",
               _markdown_table(rows, cols)]
     inherited, inherited_cols = inherited_rows(sets)
     lines += ["## Settings inherited from TITer's code", "",
