@@ -649,10 +649,8 @@ def reading_significance_rows(sets: Sequence[ResultSet]) -> list[dict[str, str]]
     re-scored with it), with a ``reading`` column."""
     rows = []
     for s in sets:
-        for reading in _readings(s):
-            view = replace(s, name=s.name, runs=_reading_view(s.runs, reading))
-            view.significance = _ranked_significance(view.runs)
-            rows += [{**r, "reading": f"`{reading}`"} for r in significance_rows([view])]
+        for reading, view in zip(_readings(s), reading_sets([s])):  # reading_sets keeps _readings' order
+            rows += [{**r, "set": s.name, "reading": f"`{reading}`"} for r in significance_rows([view])]
     return rows
 
 
