@@ -13,8 +13,15 @@
 # `raptor results "paper budget=results/paper-budget" ...` puts them on the results page.
 #
 #   scripts/longrun.sh start [--commit REV] [--dataset DS] [--set KEY=VALUE]... [--threads N] VARIANT:SEED... [raptor:SEED:pN]...
+#   scripts/longrun.sh queue [--dataset DS] [--threads N] VARIANT:SEED... [raptor:SEED:pN]...
+#                                   runs to start later, in this order, each with N threads (default 1; 0 = all
+#                                   cores): the next one starts as soon as the alive runs leave it its cores (at
+#                                   once if they do, and whenever a run finishes and is tested), so a campaign
+#                                   runs unattended; `queue` alone lists it, `queue --clear` empties it. Takes
+#                                   --commit and --set as `start` does, for a queue made before any start
 #   scripts/longrun.sh resume [--threads N]  start again every run of every dataset that is neither alive nor
-#                                   tested (after a reboot or a session that ended: the same as naming them to start)
+#                                   tested (after a reboot or a session that ended: the same as naming them to
+#                                   start), then the queue's runs that the freed cores allow
 #   scripts/longrun.sh status       one line per run: epochs done, best validation MRR, alive or not, and the
 #                                   training time left at its recent pace (the test evaluation not included)
 #   scripts/longrun.sh stop         SIGTERM to the runs' process groups (each resumes from its last checkpoint)
@@ -23,10 +30,11 @@
 #                                   under an evaluation-only reading (`raptor rescore`, docs/evaluation.md) into
 #                                   runs/DS/VARIANT/seedS/rescore/KEY=VALUE/, in the foreground, by this working
 #                                   tree's code (the pinned commit may predate the command); `raptor collect` keeps it
-#   scripts/longrun.sh rebalance [--plan]  when exactly one run is alive and it has fewer threads than the
-#                                   machine has cores: stop it and start it again on all cores (it resumes from
-#                                   its last checkpoint); --plan only says what it would do. A run that
-#                                   finishes and is tested calls it, so the run left alone gets the freed core.
+#   scripts/longrun.sh rebalance [--plan]  the queue's next runs, if the alive runs leave them their cores;
+#                                   with nothing queued, when exactly one run is alive and it has fewer threads
+#                                   than the machine has cores: stop it and start it again on all cores (it
+#                                   resumes from its last checkpoint); --plan only says what it would do. A run
+#                                   that finishes and is tested calls it, so the freed core is not left idle.
 #
 # Runs start in the background with nohup, each in its own session at the lowest CPU priority (nice 19,
 # and its scheduler autogroup too, so work started from a shell is not slowed), one job per VARIANT:SEED:
@@ -43,13 +51,14 @@ cd "$(dirname "$0")/.."
 root=$PWD
 dir="${LONGRUN_DIR:-$root/.longruns}"
 cmd="${1:-}"; [ $# -gt 0 ] && shift
-commit=HEAD; dataset=ICEWS14; dataset_given=0; sets=(); runs=(); threads=; plan=0
+commit=HEAD; dataset=ICEWS14; dataset_given=0; sets=(); runs=(); threads=; plan=0; clear=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --commit) commit="$2"; shift 2 ;;
     --dataset) dataset="$2"; dataset_given=1; shift 2 ;;
     --set) sets+=("$2"); shift 2 ;;
     --plan) plan=1; shift ;;
+    --clear) clear=1; shift ;;
     --threads) threads="$2"; shift 2
       [[ "$threads" =~ ^[0-9]+$ ]] || { echo "longrun.sh: --threads '$threads': expected a number of threads (0 = all cores)" >&2; exit 2; } ;;
     -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
@@ -57,8 +66,124 @@ while [ $# -gt 0 ]; do
     *) runs+=("$1"); shift ;;
   esac
 done
-case "$cmd" in start|resume|status|stop|rebalance|rescore) ;; -h|--help|"") awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
-  *) echo "longrun.sh: unknown command '$cmd' (start, resume, status, stop, rebalance, rescore)" >&2; exit 2 ;; esac
+case "$cmd" in start|queue|resume|status|stop|rebalance|rescore) ;; -h|--help|"") awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+  *) echo "longrun.sh: unknown command '$cmd' (start, queue, resume, status, stop, rebalance, rescore)" >&2; exit 2 ;; esac
+
+queue_file="$dir/queue"; cores=$(nproc); py="$root/.venv/bin/python"
+check_specs() {  # before anything is made
+  local spec
+  for spec in "$@"; do
+    [[ "$spec" =~ ^[a-z_]+:[0-9]+$ || "$spec" =~ ^raptor:[0-9]+:p[0-9]+$ ]] || {
+      echo "longrun.sh: '$spec': expected VARIANT:SEED (e.g. pure_rl:0), or raptor:SEED:pN for the ablation's arm" \
+           "with N pretraining epochs" >&2; exit 2; }
+  done
+}
+run_dir() {  # the folder of run $2 (VARIANT:SEED or raptor:SEED:pN) of dataset $1
+  local variant seed arm
+  IFS=: read -r variant seed arm <<< "$2"
+  if [ -n "$arm" ]; then echo "$dir/runs/$1/ablation/$arm/seed$seed"; else echo "$dir/runs/$1/$variant/seed$seed"; fi
+}
+alive_runs() {  # one line per run alive and not yet tested: its folder (a tested run is done, even while its job ends)
+  local out
+  for out in "$dir"/runs/*/*/seed* "$dir"/runs/*/ablation/p*/seed*; do
+    [ -f "$out/pid" ] && [ ! -f "$out/eval/metrics.json" ] || continue
+    kill -0 -- "-$(cat "$out/pid")" 2>/dev/null && echo "$out"
+  done
+  return 0
+}
+cores_held() {  # the cores the alive runs hold: their threads (0 = all cores)
+  local out t sum=0
+  while read -r out; do
+    [ -n "$out" ] || continue
+    t=$(cat "$out/threads" 2>/dev/null || echo 0); { [ "$t" = 0 ] || [ "$t" -gt "$cores" ]; } && t=$cores
+    sum=$((sum + t))
+  done <<< "$(alive_runs)"
+  echo "$sum"
+}
+lock_queue() {  # one writer of the queue at a time (two runs may finish together); fd 9 is closed in every
+  mkdir -p "$dir"  # job started under it, or the job would hold the lock for hours
+  exec 9>"$dir/queue.lock"; flock 9
+}
+fill() {  # start the queue's runs, first first, while the alive runs leave each its cores; $1 = 1: only say what
+  local ds spec t need held  # would start. Returns 1 if the queue's next run failed to start (left queued).
+  while [ -s "$queue_file" ]; do
+    read -r ds spec t < "$queue_file"
+    need=$t; { [ "$need" = 0 ] || [ "$need" -gt "$cores" ]; } && need=$cores
+    held=$(cores_held)
+    if [ $((held + need)) -gt "$cores" ]; then
+      echo "queue: $ds $spec waits ($held of $cores cores held, it takes $need)"; return 0
+    fi
+    if [ "${1:-0}" = 1 ]; then echo "queue: would start $ds $spec, threads: $t"; return 0; fi
+    "$0" start --dataset "$ds" --threads "$t" "$spec" 9>&- || {
+      echo "queue: $ds $spec did not start; it stays first in $queue_file" >&2; return 1; }
+    sed -i 1d "$queue_file"
+  done
+  return 0
+}
+
+pin_source() {  # the pinned worktree and the runs' params: made by the first start, checked by the later ones
+  mkdir -p "$dir"
+  if [ ! -d "$dir/src" ]; then
+    git worktree add --detach "$dir/src" "$commit" >/dev/null
+    echo "pinned $(git -C "$dir/src" rev-parse --short HEAD) in $dir/src"
+  elif [ "$commit" != HEAD ] && [ "$(git rev-parse "$commit")" != "$(git -C "$dir/src" rev-parse HEAD)" ]; then
+    echo "longrun.sh: $dir/src is pinned at $(git -C "$dir/src" rev-parse --short HEAD), not $commit; stop the runs" \
+       "and remove it (git worktree remove $dir/src) to pin another commit" >&2; exit 1
+  fi
+  if [ ! -f "$dir/params.yaml" ]; then
+    "$py" - "$dir/src/params.yaml" "$dir/params.yaml" "${sets[@]+"${sets[@]}"}" <<'PY'
+import os
+import sys
+import yaml
+src, dst, sets = sys.argv[1], sys.argv[2], sys.argv[3:]
+over = {}
+for s in sets:
+    key, sep, value = s.partition("=")
+    if not sep:
+        sys.exit(f"longrun.sh: --set {s!r}: expected KEY=VALUE")
+    over[key] = yaml.safe_load(value)
+text = open(src).read()
+if over:
+    text += "\n# longrun.sh --set\noverrides:\n" + "".join(f"  {k}: {yaml.safe_dump(v, default_flow_style=True).strip().removesuffix('...').strip()}\n"
+                                                          for k, v in over.items())
+with open(dst + ".tmp", "w") as fh:  # atomically: a half-written file is never read as the runs' params
+    fh.write(text)
+os.replace(dst + ".tmp", dst)
+PY
+    echo "wrote $dir/params.yaml (overrides: ${sets[*]:-none})"
+  elif [ ${#sets[@]} -gt 0 ]; then
+    echo "longrun.sh: $dir/params.yaml exists; --set is only read by the first start (edit it, or remove it and the runs)" >&2
+    exit 1
+  fi
+}
+
+if [ "$cmd" = queue ]; then
+  if [ "$clear" = 1 ]; then
+    [ ${#runs[@]} -eq 0 ] || { echo "longrun.sh queue --clear: takes no runs" >&2; exit 2; }
+    lock_queue; n=0; [ -f "$queue_file" ] && n=$(wc -l < "$queue_file"); rm -f "$queue_file"
+    echo "queue: $n runs removed"; exit 0
+  fi
+  if [ ${#runs[@]} -eq 0 ]; then
+    [ -s "$queue_file" ] || { echo "queue: empty"; exit 0; }
+    echo "queue (first first; each starts when the alive runs leave it its cores):"
+    while read -r ds spec t; do echo "  $ds $spec, threads: $t"; done < "$queue_file"; exit 0
+  fi
+  check_specs "${runs[@]}"
+  # pin the source and write the params now (start's refusals, before anything is queued): the queued
+  # runs start later with neither --commit nor --set
+  [ -x "$py" ] || { echo "longrun.sh: no .venv: run scripts/setup.sh first" >&2; exit 1; }
+  pin_source
+  lock_queue
+  for spec in "${runs[@]}"; do
+    out=$(run_dir "$dataset" "$spec")
+    if [ -f "$queue_file" ] && grep -qx "$dataset $spec [0-9]*" "$queue_file"; then echo "queue: $dataset $spec is queued already"; continue; fi
+    if [ -f "$out/eval/metrics.json" ]; then echo "queue: $dataset $spec is finished and tested; not queued"; continue; fi
+    if [ -f "$out/pid" ] && kill -0 -- "-$(cat "$out/pid")" 2>/dev/null; then echo "queue: $dataset $spec is running; not queued"; continue; fi
+    echo "$dataset $spec ${threads:-1}" >> "$queue_file"; echo "queue: $dataset $spec, threads: ${threads:-1}"
+  done
+  fill
+  exit $?
+fi
 
 if [ "$cmd" = resume ]; then
   [ ${#runs[@]} -eq 0 ] && [ ${#sets[@]} -eq 0 ] || { echo "longrun.sh resume: takes no runs and no --set (it resumes every run under $dir/runs)" >&2; exit 2; }
@@ -77,10 +202,10 @@ if [ "$cmd" = resume ]; then
     "$0" start --dataset "$(basename "$ds_dir")" ${threads:+--threads "$threads"} "${specs[@]}"
   done
   [ "$found" = 1 ] || echo "no long runs under $dir to resume"
+  if [ -s "$queue_file" ]; then lock_queue; fill; exit $?; fi
   exit 0
 fi
 
-py="$root/.venv/bin/python"
 [ -x "$py" ] || { echo "longrun.sh: no .venv: run scripts/setup.sh first" >&2; exit 1; }
 
 if [ "$cmd" = rescore ]; then
@@ -153,16 +278,16 @@ if left is not None:
 print(" ".join(parts))
 PY
   done
+  if [ -s "$queue_file" ]; then
+    echo "queued, first first: $(awk '{ printf "%s%s %s (threads: %s)", (NR > 1 ? ", " : ""), $1, $2, $3 }' "$queue_file")"
+  fi
   exit 0
 fi
 
 if [ "$cmd" = rebalance ]; then
-  cores=$(nproc)
-  alive=()
-  for out in "$dir"/runs/*/*/seed* "$dir"/runs/*/ablation/p*/seed*; do
-    [ -f "$out/pid" ] && [ ! -f "$out/eval/metrics.json" ] || continue  # a tested run is done, even while its job ends
-    kill -0 -- "-$(cat "$out/pid")" 2>/dev/null && alive+=("$out")
-  done
+  lock_queue
+  if [ -s "$queue_file" ]; then fill "$plan"; exit $?; fi  # a queued run takes the freed cores
+  alive=(); while read -r out; do [ -n "$out" ] && alive+=("$out"); done <<< "$(alive_runs)"
   if [ ${#alive[@]} -ne 1 ]; then echo "rebalance: ${#alive[@]} runs alive, nothing to do"; exit 0; fi
   out="${alive[0]}"; seed="${out##*/seed}"; parent="$(basename "$(dirname "$out")")"
   if [ "$(basename "$(dirname "$(dirname "$out")")")" = ablation ]; then
@@ -177,7 +302,7 @@ if [ "$cmd" = rebalance ]; then
   pid=$(cat "$out/pid"); kill -TERM -- "-$pid" 2>/dev/null || true
   for _ in $(seq 600); do kill -0 -- "-$pid" 2>/dev/null || break; sleep 0.5; done
   if kill -0 -- "-$pid" 2>/dev/null; then echo "rebalance: pid $pid did not stop in 300 s; left as it is" >&2; exit 1; fi
-  exec "$0" start --dataset "$ds" --threads 0 "$spec"
+  exec "$0" start --dataset "$ds" --threads 0 "$spec" 9>&-
 fi
 
 if [ "$cmd" = stop ]; then
@@ -190,44 +315,8 @@ if [ "$cmd" = stop ]; then
 fi
 
 [ ${#runs[@]} -gt 0 ] || { echo "longrun.sh start: name at least one VARIANT:SEED (e.g. raptor:0)" >&2; exit 2; }
-for spec in "${runs[@]}"; do  # before anything is made
-  [[ "$spec" =~ ^[a-z_]+:[0-9]+$ || "$spec" =~ ^raptor:[0-9]+:p[0-9]+$ ]] || {
-    echo "longrun.sh: '$spec': expected VARIANT:SEED (e.g. pure_rl:0), or raptor:SEED:pN for the ablation's arm" \
-         "with N pretraining epochs" >&2; exit 2; }
-done
-mkdir -p "$dir"
-if [ ! -d "$dir/src" ]; then
-  git worktree add --detach "$dir/src" "$commit" >/dev/null
-  echo "pinned $(git -C "$dir/src" rev-parse --short HEAD) in $dir/src"
-elif [ "$commit" != HEAD ] && [ "$(git rev-parse "$commit")" != "$(git -C "$dir/src" rev-parse HEAD)" ]; then
-  echo "longrun.sh: $dir/src is pinned at $(git -C "$dir/src" rev-parse --short HEAD), not $commit; stop the runs" \
-       "and remove it (git worktree remove $dir/src) to pin another commit" >&2; exit 1
-fi
-if [ ! -f "$dir/params.yaml" ]; then
-  "$py" - "$dir/src/params.yaml" "$dir/params.yaml" "${sets[@]+"${sets[@]}"}" <<'PY'
-import os
-import sys
-import yaml
-src, dst, sets = sys.argv[1], sys.argv[2], sys.argv[3:]
-over = {}
-for s in sets:
-    key, sep, value = s.partition("=")
-    if not sep:
-        sys.exit(f"longrun.sh: --set {s!r}: expected KEY=VALUE")
-    over[key] = yaml.safe_load(value)
-text = open(src).read()
-if over:
-    text += "\n# longrun.sh --set\noverrides:\n" + "".join(f"  {k}: {yaml.safe_dump(v, default_flow_style=True).strip().removesuffix('...').strip()}\n"
-                                                          for k, v in over.items())
-with open(dst + ".tmp", "w") as fh:  # atomically: a half-written file is never read as the runs' params
-    fh.write(text)
-os.replace(dst + ".tmp", dst)
-PY
-  echo "wrote $dir/params.yaml (overrides: ${sets[*]:-none})"
-elif [ ${#sets[@]} -gt 0 ]; then
-  echo "longrun.sh: $dir/params.yaml exists; --set is only read by the first start (edit it, or remove it and the runs)" >&2
-  exit 1
-fi
+check_specs "${runs[@]}"
+pin_source
 if [ -n "$threads" ]; then  # a no-effect key: rewritten in place, so the runs' fingerprints stay as they were
   "$py" - "$params" "$threads" <<'PY'
 import os
@@ -267,10 +356,8 @@ for spec in "${runs[@]}"; do
     [ -f "$data/labels/summary.json" ] || raptor label --data "$data/ingested" --params "$params" --out "$data/labels"
     labels=(--labels "$data/labels")
   fi
-  out="$dir/runs/$dataset/$variant/seed$seed"; name="$variant seed $seed"; extra="$guard"
-  if [ -n "$arm" ]; then
-    out="$dir/runs/$dataset/ablation/$arm/seed$seed"; name="ablation $arm seed $seed"; extra="--pretrain-epochs ${arm#p} $guard"
-  fi
+  out=$(run_dir "$dataset" "$spec"); name="$variant seed $seed"; extra="$guard"
+  if [ -n "$arm" ]; then name="ablation $arm seed $seed"; extra="--pretrain-epochs ${arm#p} $guard"; fi
   mkdir -p "$out"
   if [ -f "$out/pid" ] && kill -0 -- "-$(cat "$out/pid")" 2>/dev/null; then
     echo "$name: already running (pid $(cat "$out/pid"))"; continue

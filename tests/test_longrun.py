@@ -29,6 +29,9 @@ def _run(*args: str, tmp_path: Path) -> subprocess.CompletedProcess:
     (("rescore",), 2, "give the reading with --set KEY=VALUE"),
     (("rescore", "--set", "eval.beam_size=5", "raptor:0"), 2, "rescore: takes no runs"),
     (("rescore", "--commit", "a4a248d", "--set", "eval.beam_size=5"), 2, "rescore: takes no --commit"),
+    (("queue", "pure_rl:x"), 2, "expected VARIANT:SEED"),
+    (("queue", "--threads", "two", "pure_rl:1"), 2, "--threads 'two': expected a number"),
+    (("queue", "--clear", "pure_rl:1"), 2, "queue --clear: takes no runs"),
 ])
 def test_bad_commands_are_refused_and_create_nothing(tmp_path, args, code, message):
     r = _run(*args, tmp_path=tmp_path)
@@ -185,3 +188,96 @@ def test_status_estimates_the_training_left_at_the_recent_pace(tmp_path):
     assert "ends about" not in line
     line = next(x for x in out.splitlines() if "raptor/seed0" in x)
     assert "pretraining 2 epochs" in line and "pretraining about 3 min left, RL not yet timed" in line, out
+
+
+def _pinned(tmp_path: Path) -> Path:
+    """A long-runs folder whose source is this checkout (a link: no worktree is added to the repository)
+    and whose params exist, as after a first start."""
+    lr = tmp_path / "lr"
+    lr.mkdir()
+    (lr / "src").symlink_to(ROOT)
+    (lr / "params.yaml").write_text("rl: {epochs: 1}\n")
+    return lr
+
+
+def test_queue_waits_for_free_cores_and_skips_what_is_done(tmp_path):
+    """Queued runs wait while the alive runs hold every core; a run queued twice, tested or running is not
+    queued; `rebalance --plan` names the run that a finished one would start, and starts nothing."""
+    import signal
+
+    lr = _pinned(tmp_path)
+    runs = lr / "runs" / "ICEWS14"
+    busy, tested = runs / "titer" / "seed0", runs / "titer" / "seed5"
+    busy.mkdir(parents=True)
+    (tested / "eval").mkdir(parents=True)
+    (tested / "eval" / "metrics.json").write_text('{"mrr": 0.4}')
+    job, _ = session_with_child(busy)
+    try:
+        (busy / "pid").write_text(f"{job.pid}\n")
+        (busy / "threads").write_text("0\n")  # all cores
+        r = _run("queue", "--threads", "1", "pure_rl:1", "raptor:2:p10", tmp_path=tmp_path)
+        assert r.returncode == 0, r.stderr
+        cores = os.cpu_count() if not hasattr(os, "sched_getaffinity") else len(os.sched_getaffinity(0))
+        assert f"queue: ICEWS14 pure_rl:1 waits ({cores} of {cores} cores held, it takes 1)" in r.stdout, r.stdout
+        assert (lr / "queue").read_text() == "ICEWS14 pure_rl:1 1\nICEWS14 raptor:2:p10 1\n"
+        out = _run("queue", "pure_rl:1", "titer:5", "titer:0", tmp_path=tmp_path).stdout
+        assert "pure_rl:1 is queued already" in out and "titer:5 is finished and tested; not queued" in out
+        assert "titer:0 is running; not queued" in out
+        assert (lr / "queue").read_text().count("\n") == 2
+        assert "  ICEWS14 raptor:2:p10, threads: 1" in _run("queue", tmp_path=tmp_path).stdout
+        assert "queued, first first: ICEWS14 pure_rl:1 (threads: 1), ICEWS14 raptor:2:p10 (threads: 1)" in \
+            _run("status", tmp_path=tmp_path).stdout
+        assert "pure_rl:1 waits" in _run("rebalance", "--plan", tmp_path=tmp_path).stdout
+        (busy / "eval").mkdir()
+        (busy / "eval" / "metrics.json").write_text('{"mrr": 0.4}')  # tested: its job is ending, its cores free
+        r = _run("rebalance", "--plan", tmp_path=tmp_path)
+        assert "queue: would start ICEWS14 pure_rl:1, threads: 1" in r.stdout, r.stdout
+        assert (lr / "queue").read_text().count("\n") == 2 and not (runs / "pure_rl").exists()
+        r = _run("queue", "--clear", tmp_path=tmp_path)
+        assert r.returncode == 0 and "queue: 2 runs removed" in r.stdout and not (lr / "queue").exists()
+        assert _run("queue", tmp_path=tmp_path).stdout.strip() == "queue: empty"
+    finally:
+        os.killpg(job.pid, signal.SIGKILL)
+
+
+@pytest.mark.slow
+def test_a_run_that_finishes_starts_the_next_queued_run(tmp_path):
+    """Two tiny Pure-RL runs queued with all cores each: the first starts at once, the second when the first
+    is tested (its job calls rebalance, which takes the queue's next run), and the queue ends empty."""
+    import json
+    import shutil
+    import signal
+    import time
+
+    import yaml
+    from helpers import synthetic_dataset
+
+    lr = _pinned(tmp_path)
+    ds = synthetic_dataset(tmp_path / "ds", seed=3)
+    shutil.copytree(ds / "data", lr / "data" / "TINY" / "ingested")
+    shutil.copy(ds / "graph.npz", lr / "data" / "TINY" / "graph.npz")
+    (lr / "params.yaml").write_text(yaml.safe_dump({
+        "model": {"entity_dim": 8, "relation_dim": 8, "time_dim": 4, "step_dim": 4, "mlp_hidden_dim": 16},
+        "env": {"max_actions": 10}, "rl": {"epochs": 1, "batch_size": 256},
+        "eval": {"beam_size": 4, "valid_every": 1}, "train": {"seeds": [0]}}))
+    first, second = (lr / "runs" / "TINY" / "pure_rl" / f"seed{s}" for s in (0, 1))
+    try:
+        r = _run("queue", "--dataset", "TINY", "--threads", "0", "pure_rl:0", "pure_rl:1", tmp_path=tmp_path)
+        assert r.returncode == 0, r.stderr
+        assert "pure_rl seed 0: started" in r.stdout and "queue: TINY pure_rl:1 waits" in r.stdout, r.stdout
+        assert (lr / "queue").read_text() == "TINY pure_rl:1 0\n"
+        deadline = time.monotonic() + 300
+        while not (second / "eval" / "metrics.json").exists():
+            assert time.monotonic() < deadline, (first / "train.log").read_text()[-2000:]
+            time.sleep(1)
+        assert (lr / "queue").read_text() == ""
+        assert "pure_rl seed 1: started" in (first / "train.log").read_text()
+        assert (second / "eval" / "metrics.json").stat().st_mtime > (first / "eval" / "metrics.json").stat().st_mtime
+        assert 0 < json.loads((second / "eval" / "metrics.json").read_text())["mrr"] <= 1
+    finally:
+        for run in (first, second):
+            if (run / "pid").exists():
+                try:
+                    os.killpg(int((run / "pid").read_text()), signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
