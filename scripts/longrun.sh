@@ -16,8 +16,9 @@
 #   scripts/longrun.sh queue [--dataset DS] [--threads N] VARIANT:SEED... [raptor:SEED:pN]...
 #                                   runs to start later, in this order, each with N threads (default 1; 0 = all
 #                                   cores): the next one starts as soon as the alive runs leave it its cores (at
-#                                   once if they do, and whenever a run finishes and is tested), so a campaign
-#                                   runs unattended; `queue` alone lists it, `queue --clear` empties it. Takes
+#                                   once if they do, and whenever a run ends: tested, or failed), so a campaign
+#                                   runs unattended; one thread count per queue; a run that cannot start goes to
+#                                   queue.failed; `queue` alone lists it, `queue --clear` empties it. Takes
 #                                   --commit and --set as `start` does, for a queue made before any start
 #   scripts/longrun.sh resume [--threads N]  start again every run of every dataset that is neither alive nor
 #                                   tested (after a reboot or a session that ended: the same as naming them to
@@ -33,8 +34,8 @@
 #   scripts/longrun.sh rebalance [--plan]  the queue's next runs, if the alive runs leave them their cores;
 #                                   with nothing queued, when exactly one run is alive and it has fewer threads
 #                                   than the machine has cores: stop it and start it again on all cores (it
-#                                   resumes from its last checkpoint); --plan only says what it would do. A run
-#                                   that finishes and is tested calls it, so the freed core is not left idle.
+#                                   resumes from its last checkpoint); --plan only says what it would do. The job
+#                                   of a run that ends (tested or failed) calls it, so freed cores are not left idle.
 #
 # Runs start in the background with nohup, each in its own session at the lowest CPU priority (nice 19,
 # and its scheduler autogroup too, so work started from a shell is not slowed), one job per VARIANT:SEED:
@@ -48,7 +49,7 @@
 #   scripts/longrun.sh start --set train.precision=float32 --threads 1 raptor:0 pure_rl:0
 set -euo pipefail
 cd "$(dirname "$0")/.."
-root=$PWD
+root=$PWD; self="$root/scripts/longrun.sh"  # $0 may be relative to the caller's folder
 dir="${LONGRUN_DIR:-$root/.longruns}"
 cmd="${1:-}"; [ $# -gt 0 ] && shift
 commit=HEAD; dataset=ICEWS14; dataset_given=0; sets=(); runs=(); threads=; plan=0; clear=0
@@ -60,7 +61,8 @@ while [ $# -gt 0 ]; do
     --plan) plan=1; shift ;;
     --clear) clear=1; shift ;;
     --threads) threads="$2"; shift 2
-      [[ "$threads" =~ ^[0-9]+$ ]] || { echo "longrun.sh: --threads '$threads': expected a number of threads (0 = all cores)" >&2; exit 2; } ;;
+      [[ "$threads" =~ ^[0-9]+$ ]] || { echo "longrun.sh: --threads '$threads': expected a number of threads (0 = all cores)" >&2; exit 2; }
+      threads=$((10#$threads)) ;;
     -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     -*) echo "longrun.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) runs+=("$1"); shift ;;
@@ -83,11 +85,14 @@ run_dir() {  # the folder of run $2 (VARIANT:SEED or raptor:SEED:pN) of dataset 
   IFS=: read -r variant seed arm <<< "$2"
   if [ -n "$arm" ]; then echo "$dir/runs/$1/ablation/$arm/seed$seed"; else echo "$dir/runs/$1/$variant/seed$seed"; fi
 }
-alive_runs() {  # one line per run alive and not yet tested: its folder (a tested run is done, even while its job ends)
-  local out
+is_alive() {  # the run whose job has this pid: its process group, or the job itself in the moment before its setsid
+  [ -n "$1" ] && { kill -0 -- "-$1" 2>/dev/null || kill -0 "$1" 2>/dev/null; }
+}
+alive_runs() {  # one line per run alive and not yet tested: its folder (a tested run is done, even while its job ends;
+  local out  # so is the run whose ending job calls rebalance, tested or failed: LONGRUN_ENDING)
   for out in "$dir"/runs/*/*/seed* "$dir"/runs/*/ablation/p*/seed*; do
-    [ -f "$out/pid" ] && [ ! -f "$out/eval/metrics.json" ] || continue
-    kill -0 -- "-$(cat "$out/pid")" 2>/dev/null && echo "$out"
+    [ -f "$out/pid" ] && [ ! -f "$out/eval/metrics.json" ] && [ "$out" != "${LONGRUN_ENDING:-}" ] || continue
+    is_alive "$(cat "$out/pid")" && echo "$out"
   done
   return 0
 }
@@ -105,17 +110,23 @@ lock_queue() {  # one writer of the queue at a time (two runs may finish togethe
   exec 9>"$dir/queue.lock"; flock 9
 }
 fill() {  # start the queue's runs, first first, while the alive runs leave each its cores; $1 = 1: only say what
-  local ds spec t need held  # would start. Returns 1 if the queue's next run failed to start (left queued).
+  local ds spec t need held  # would start. A run that fails to start goes to queue.failed, not back in the queue.
   while [ -s "$queue_file" ]; do
-    read -r ds spec t < "$queue_file"
+    read -r ds spec t < "$queue_file" || true
+    if ! [[ "$t" =~ ^[0-9]+$ ]] || [ -z "$spec" ]; then  # not a line `queue` wrote
+      echo "queue: first line '$(head -n 1 "$queue_file")' is not 'DATASET SPEC THREADS'; moved to $queue_file.failed" >&2
+      head -n 1 "$queue_file" >> "$queue_file.failed"; sed -i 1d "$queue_file"; continue
+    fi
     need=$t; { [ "$need" = 0 ] || [ "$need" -gt "$cores" ]; } && need=$cores
     held=$(cores_held)
     if [ $((held + need)) -gt "$cores" ]; then
       echo "queue: $ds $spec waits ($held of $cores cores held, it takes $need)"; return 0
     fi
     if [ "${1:-0}" = 1 ]; then echo "queue: would start $ds $spec, threads: $t"; return 0; fi
-    "$0" start --dataset "$ds" --threads "$t" "$spec" 9>&- || {
-      echo "queue: $ds $spec did not start; it stays first in $queue_file" >&2; return 1; }
+    if ! "$self" start --dataset "$ds" --threads "$t" "$spec" 9>&-; then  # not retried: it would block the queue
+      echo "queue: $ds $spec did not start (above); moved to $queue_file.failed, the queue goes on" >&2
+      echo "$ds $spec $t" >> "$queue_file.failed"
+    fi
     sed -i 1d "$queue_file"
   done
   return 0
@@ -169,6 +180,12 @@ if [ "$cmd" = queue ]; then
     while read -r ds spec t; do echo "  $ds $spec, threads: $t"; done < "$queue_file"; exit 0
   fi
   check_specs "${runs[@]}"
+  if [ -s "$queue_file" ] && [ "$(awk '{ print $3 }' "$queue_file" | sort -u)" != "${threads:-1}" ]; then
+    # a run reads train.num_threads from the one params file when it starts: two runs started together with
+    # different counts could both read the second's
+    echo "longrun.sh queue: the queue's runs have threads $(awk '{ print $3 }' "$queue_file" | sort -u | paste -sd,)," \
+         "not ${threads:-1}: one thread count per queue (queue --clear, then queue them all again)" >&2; exit 2
+  fi
   # pin the source and write the params now (start's refusals, before anything is queued): the queued
   # runs start later with neither --commit nor --set
   [ -x "$py" ] || { echo "longrun.sh: no .venv: run scripts/setup.sh first" >&2; exit 1; }
@@ -176,9 +193,9 @@ if [ "$cmd" = queue ]; then
   lock_queue
   for spec in "${runs[@]}"; do
     out=$(run_dir "$dataset" "$spec")
-    if [ -f "$queue_file" ] && grep -qx "$dataset $spec [0-9]*" "$queue_file"; then echo "queue: $dataset $spec is queued already"; continue; fi
+    if [ -f "$queue_file" ] && awk -v d="$dataset" -v s="$spec" '$1 == d && $2 == s { f = 1 } END { exit !f }' "$queue_file"; then echo "queue: $dataset $spec is queued already"; continue; fi
     if [ -f "$out/eval/metrics.json" ]; then echo "queue: $dataset $spec is finished and tested; not queued"; continue; fi
-    if [ -f "$out/pid" ] && kill -0 -- "-$(cat "$out/pid")" 2>/dev/null; then echo "queue: $dataset $spec is running; not queued"; continue; fi
+    if [ -f "$out/pid" ] && is_alive "$(cat "$out/pid")"; then echo "queue: $dataset $spec is running; not queued"; continue; fi
     echo "$dataset $spec ${threads:-1}" >> "$queue_file"; echo "queue: $dataset $spec, threads: ${threads:-1}"
   done
   fill
@@ -199,7 +216,7 @@ if [ "$cmd" = resume ]; then
     done
     [ ${#specs[@]} -gt 0 ] || continue
     found=1
-    "$0" start --dataset "$(basename "$ds_dir")" ${threads:+--threads "$threads"} "${specs[@]}"
+    "$self" start --dataset "$(basename "$ds_dir")" ${threads:+--threads "$threads"} "${specs[@]}"
   done
   [ "$found" = 1 ] || echo "no long runs under $dir to resume"
   if [ -s "$queue_file" ]; then lock_queue; fill; exit $?; fi
@@ -229,7 +246,13 @@ raptor() { PYTHONPATH="$dir/src" "$py" -P -m raptor.cli "$@"; }
 params="$dir/params.yaml"
 
 if [ "$cmd" = status ]; then
-  [ -d "$dir/runs" ] || { echo "no long runs under $dir"; exit 0; }
+  show_queue() {
+    if [ -s "$queue_file" ]; then
+      echo "queued, first first: $(awk '{ printf "%s%s %s (threads: %s)", (NR > 1 ? ", " : ""), $1, $2, $3 }' "$queue_file")"
+    fi
+    if [ -s "$queue_file.failed" ]; then echo "failed to start (not retried): $(tr '\n' ';' < "$queue_file.failed")"; fi
+  }
+  [ -d "$dir/runs" ] || { echo "no long runs under $dir"; show_queue; exit 0; }
   echo "source: $(git -C "$dir/src" rev-parse --short HEAD 2>/dev/null || echo '?') ($dir/src)"
   for out in "$dir"/runs/*/*/seed* "$dir"/runs/*/ablation/p*/seed*; do
     [ -d "$out" ] || continue
@@ -278,9 +301,7 @@ if left is not None:
 print(" ".join(parts))
 PY
   done
-  if [ -s "$queue_file" ]; then
-    echo "queued, first first: $(awk '{ printf "%s%s %s (threads: %s)", (NR > 1 ? ", " : ""), $1, $2, $3 }' "$queue_file")"
-  fi
+  show_queue
   exit 0
 fi
 
@@ -302,7 +323,8 @@ if [ "$cmd" = rebalance ]; then
   pid=$(cat "$out/pid"); kill -TERM -- "-$pid" 2>/dev/null || true
   for _ in $(seq 600); do kill -0 -- "-$pid" 2>/dev/null || break; sleep 0.5; done
   if kill -0 -- "-$pid" 2>/dev/null; then echo "rebalance: pid $pid did not stop in 300 s; left as it is" >&2; exit 1; fi
-  exec "$0" start --dataset "$ds" --threads 0 "$spec" 9>&-
+  "$self" start --dataset "$ds" --threads 0 "$spec" 9>&-  # not exec: the lock is held until the run exists
+  exit $?
 fi
 
 if [ "$cmd" = stop ]; then
@@ -359,16 +381,16 @@ for spec in "${runs[@]}"; do
   out=$(run_dir "$dataset" "$spec"); name="$variant seed $seed"; extra="$guard"
   if [ -n "$arm" ]; then name="ablation $arm seed $seed"; extra="--pretrain-epochs ${arm#p} $guard"; fi
   mkdir -p "$out"
-  if [ -f "$out/pid" ] && kill -0 -- "-$(cat "$out/pid")" 2>/dev/null; then
+  if [ -f "$out/pid" ] && is_alive "$(cat "$out/pid")"; then
     echo "$name: already running (pid $(cat "$out/pid"))"; continue
   fi
   if [ -f "$out/eval/metrics.json" ]; then echo "$name: finished and evaluated"; continue; fi
-  # train (resuming from the checkpoint), then test the best-validation model, then give the freed core to
-  # a run left alone (rebalance): one background job
+  # train (resuming from the checkpoint), then test the best-validation model, then give the freed cores to
+  # the queue's next run or a run left alone (rebalance, also after a failure; `stop` ends the whole job): one background job
   echo "$run_threads" > "$out/threads"
   (PYTHONPATH="$dir/src" nohup setsid nice -n 19 sh -c 'echo 19 > /proc/$$/autogroup 2>/dev/null || true; "$0" -P -m raptor.cli train --data "$1" --graph "$2" --out "$3" \
        --variant "$4" --seed "$5" --params "$6" $7 --no-progress && "$0" -P -m raptor.cli evaluate \
-       --model "$3/rl/best.pt" --data "$1" --graph "$2" --params "$6" --split test --out "$3/eval" && "$8" rebalance' \
+       --model "$3/rl/best.pt" --data "$1" --graph "$2" --params "$6" --split test --out "$3/eval"; LONGRUN_ENDING="$3" "$8" rebalance' \
      "$py" "$data/ingested" "$data/graph.npz" "$out" "$variant" "$seed" "$params" "${labels[*]+${labels[*]}} $extra" \
      "$root/scripts/longrun.sh" >> "$out/train.log" 2>&1 & echo $! > "$out/pid")
   pid=$(cat "$out/pid")

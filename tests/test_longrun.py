@@ -32,6 +32,7 @@ def _run(*args: str, tmp_path: Path) -> subprocess.CompletedProcess:
     (("queue", "pure_rl:x"), 2, "expected VARIANT:SEED"),
     (("queue", "--threads", "two", "pure_rl:1"), 2, "--threads 'two': expected a number"),
     (("queue", "--clear", "pure_rl:1"), 2, "queue --clear: takes no runs"),
+    (("queue", "--threads", "08", "raptor:0:x"), 2, "expected VARIANT:SEED"),  # 08: a number, not octal
 ])
 def test_bad_commands_are_refused_and_create_nothing(tmp_path, args, code, message):
     r = _run(*args, tmp_path=tmp_path)
@@ -233,17 +234,43 @@ def test_queue_waits_for_free_cores_and_skips_what_is_done(tmp_path):
         r = _run("rebalance", "--plan", tmp_path=tmp_path)
         assert "queue: would start ICEWS14 pure_rl:1, threads: 1" in r.stdout, r.stdout
         assert (lr / "queue").read_text().count("\n") == 2 and not (runs / "pure_rl").exists()
+        r = _run("queue", "--threads", "2", "titer:7", tmp_path=tmp_path)  # one params file: one thread count
+        assert r.returncode == 2 and "the queue's runs have threads 1, not 2" in r.stderr
         r = _run("queue", "--clear", tmp_path=tmp_path)
         assert r.returncode == 0 and "queue: 2 runs removed" in r.stdout and not (lr / "queue").exists()
         assert _run("queue", tmp_path=tmp_path).stdout.strip() == "queue: empty"
+        # the job of a run that ends, tested or failed, calls rebalance naming itself: its cores count as free
+        (busy / "eval" / "metrics.json").unlink()
+        (lr / "queue").write_text("ICEWS14 pure_rl:1 1\n")
+        assert "pure_rl:1 waits" in _run("rebalance", "--plan", tmp_path=tmp_path).stdout
+        env = {**os.environ, "LONGRUN_DIR": str(lr), "LONGRUN_ENDING": str(busy)}
+        r = subprocess.run(["bash", str(SCRIPT), "rebalance", "--plan"], cwd=ROOT, env=env, capture_output=True,
+                           text=True, timeout=60)
+        assert "would start ICEWS14 pure_rl:1" in r.stdout, r.stdout + r.stderr
     finally:
         os.killpg(job.pid, signal.SIGKILL)
 
 
+def test_a_queued_run_that_cannot_start_does_not_block_the_queue(tmp_path):
+    """Runs whose start fails (an unknown dataset) and a line `queue` did not write are moved to
+    queue.failed, each named, and the queue goes on; `status` names them, even with no runs folder."""
+    lr = _pinned(tmp_path)
+    (lr / "queue").write_text("NOPE pure_rl:1 1\ngarbage\nNOPE2 titer:0 1\n")
+    r = _run("rebalance", tmp_path=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "queue: NOPE pure_rl:1 did not start (above); moved to" in r.stderr and "no dataset 'NOPE'" in r.stderr
+    assert "first line 'garbage' is not 'DATASET SPEC THREADS'" in r.stderr
+    assert (lr / "queue").read_text() == ""
+    assert (lr / "queue.failed").read_text() == "NOPE pure_rl:1 1\ngarbage\nNOPE2 titer:0 1\n"
+    out = _run("status", tmp_path=tmp_path).stdout
+    assert "failed to start (not retried): NOPE pure_rl:1 1;garbage;NOPE2 titer:0 1;" in out, out
+
+
 @pytest.mark.slow
 def test_a_run_that_finishes_starts_the_next_queued_run(tmp_path):
-    """Two tiny Pure-RL runs queued with all cores each: the first starts at once, the second when the first
-    is tested (its job calls rebalance, which takes the queue's next run), and the queue ends empty."""
+    """Three tiny Pure-RL runs queued with all cores each: the first starts at once and fails (its folder holds
+    files of an unknown run), the second starts when it fails, the third when the second is tested (each
+    job calls rebalance, which takes the queue's next run), and the queue ends empty."""
     import json
     import shutil
     import signal
@@ -260,22 +287,28 @@ def test_a_run_that_finishes_starts_the_next_queued_run(tmp_path):
         "model": {"entity_dim": 8, "relation_dim": 8, "time_dim": 4, "step_dim": 4, "mlp_hidden_dim": 16},
         "env": {"max_actions": 10}, "rl": {"epochs": 1, "batch_size": 256},
         "eval": {"beam_size": 4, "valid_every": 1}, "train": {"seeds": [0]}}))
-    first, second = (lr / "runs" / "TINY" / "pure_rl" / f"seed{s}" for s in (0, 1))
+    failing, first, second = (lr / "runs" / "TINY" / "pure_rl" / f"seed{s}" for s in (0, 1, 2))
+    (failing / "rl").mkdir(parents=True)
+    (failing / "rl" / "stray.txt").write_text("not a run's")
     try:
-        r = _run("queue", "--dataset", "TINY", "--threads", "0", "pure_rl:0", "pure_rl:1", tmp_path=tmp_path)
+        r = _run("queue", "--dataset", "TINY", "--threads", "0", "pure_rl:0", "pure_rl:1", "pure_rl:2",
+                 tmp_path=tmp_path)
         assert r.returncode == 0, r.stderr
         assert "pure_rl seed 0: started" in r.stdout and "queue: TINY pure_rl:1 waits" in r.stdout, r.stdout
-        assert (lr / "queue").read_text() == "TINY pure_rl:1 0\n"
+        assert (lr / "queue").read_text() == "TINY pure_rl:1 0\nTINY pure_rl:2 0\n"
         deadline = time.monotonic() + 300
         while not (second / "eval" / "metrics.json").exists():
-            assert time.monotonic() < deadline, (first / "train.log").read_text()[-2000:]
+            assert time.monotonic() < deadline, (failing / "train.log").read_text()[-2000:]
             time.sleep(1)
         assert (lr / "queue").read_text() == ""
-        assert "pure_rl seed 1: started" in (first / "train.log").read_text()
+        log = (failing / "train.log").read_text()
+        assert "refusing to start afresh" in log and "pure_rl seed 1: started" in log, log
+        assert not (failing / "eval").exists()
+        assert "pure_rl seed 2: started" in (first / "train.log").read_text()
         assert (second / "eval" / "metrics.json").stat().st_mtime > (first / "eval" / "metrics.json").stat().st_mtime
         assert 0 < json.loads((second / "eval" / "metrics.json").read_text())["mrr"] <= 1
     finally:
-        for run in (first, second):
+        for run in (failing, first, second):
             if (run / "pid").exists():
                 try:
                     os.killpg(int((run / "pid").read_text()), signal.SIGKILL)
