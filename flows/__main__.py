@@ -8,7 +8,8 @@ Prefect (a plain ``dvc repro``: :mod:`flows.invocation`).
 
 ``python -m flows pipeline`` runs the whole DVC stage graph (what a scheduled deployment runs);
 ``python -m flows sweep NAME --dataset D`` runs a sweep declared in params.yaml (docs/sweeps.md), as
-``raptor sweep NAME --dataset D --prefect`` does. A stage's options are those of ``raptor STAGE``
+``raptor sweep NAME --dataset D --prefect`` does; ``python -m flows results SOURCE...`` logs the runs of result
+sets (``raptor results``' sources) to MLflow (:mod:`flows.results`). A stage's options are those of ``raptor STAGE``
 (:mod:`raptor.commands.stage`); every path defaults to the one dvc.yaml gives it.
 """
 
@@ -59,6 +60,15 @@ def build_parser() -> argparse.ArgumentParser:
                    "needed: a fresh clone shows a committed sweep in seconds)")
     p.add_argument("--dvc", action="store_true", help="print one `dvc exp run --queue` per arm (the same grid as "
                    "DVC experiments of the main pipeline; run them, then `dvc queue start`), and exit")
+    p = sub.add_parser("results", help="log the runs of result sets (the records `raptor results` reads) to MLflow: "
+                       "one comparison per set and dataset, training nothing", description="Log the runs of result "
+                       "sets to MLflow, training nothing: per set and dataset the experiment raptor/DATASET/results-SET, "
+                       "a parent run with each system's mean test metrics, and one run per (system, seed) and ablation "
+                       "arm with its params, RL curves per epoch, test metrics and re-scored readings. Runs logged "
+                       "before are left as they are, so it is run again as a campaign grows.")
+    p.add_argument("sources", nargs="+", metavar="[NAME=]FOLDER[+FOLDER...]",
+                   help="as for `raptor results`: a folder of records (a wildcard pools every sitting of a campaign: "
+                        "\"paper budget=results/paper-budget-ICEWS14/*\")")
     return parser
 
 
@@ -126,6 +136,17 @@ def main(argv: list[str] | None = None) -> int:
         except ProjectBusy as exc:
             print(f"python -m flows sweep: error: {exc}", file=sys.stderr)
             return 1
+    elif args.stage == "results":
+        from raptor.reporting.results import parse_sources
+
+        from .results import results_records_flow
+
+        try:
+            parse_sources(args.sources)  # a bad source is refused before a flow run (and Prefect's server) starts
+            result = results_records_flow(sources=args.sources)
+        except (ValueError, OSError) as exc:  # a source without runs, a pattern matching nothing, no MLflow store
+            print(f"python -m flows results: error: {exc}", file=sys.stderr)
+            return 2
     else:
         from raptor.commands.stage import StageArgumentError, execute
         from raptor.config import ConfigError

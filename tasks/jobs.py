@@ -140,6 +140,20 @@ class RecordJob:
 
 
 @dataclass(frozen=True)
+class ResultRunJob:
+    """A run of a result set (:class:`raptor.reporting.results.SeedRun`: the records `raptor results` reads),
+    to log as an MLflow run."""
+
+    run_name: str
+    experiment: str
+    dataset: str
+    variant: str
+    run: Any
+    tags: Mapping[str, Any] = field(default_factory=dict)
+    parent_run_id: Optional[str] = None
+
+
+@dataclass(frozen=True)
 class SweepRunJob:
     """One run of a sweep from start to record: ``train``, ``evaluate``, then the record of ``planned``
     (a job of the sweep's ``plan``, :mod:`raptor.pipeline.sweep`) saved to ``results``."""

@@ -26,7 +26,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Optional
+from typing import Any, Iterator, Mapping, Optional, Sequence
 
 from raptor.common.io import process_alive
 from raptor.pipeline.runenv import apply_defaults
@@ -55,6 +55,8 @@ import requests  # noqa: E402
 # MLflow caps a param value at 6000 characters and a batch at 100 params.
 _MAX_PARAM_LEN = 6000
 _BATCH = 100
+#: Metrics per ``log_batch`` call (MLflow's limit: 1000).
+_METRIC_BATCH = 1000
 #: A tracking server that is down or gone: the run's calls wait and are retried (see :class:`Run`).
 UNREACHABLE = (mlflow.exceptions.MlflowException, requests.exceptions.RequestException, OSError)
 #: Seconds between retries while the server is unreachable (training is never held up longer).
@@ -203,6 +205,15 @@ class Run:
         elif items:
             self._submit("_log_metrics", items)
 
+    def log_series(self, rows: Sequence[tuple[Mapping[str, float], int]]) -> None:
+        """Log many steps' metrics (``(metrics, step)`` pairs: a recorded run's history) in one call, sent
+        in batches of :data:`_METRIC_BATCH` (one call per step takes seconds per hundred steps on SQLite)."""
+        ts = int(time.time() * 1000)
+        items = [Metric(metric_name(k), float(v), ts, int(step)) for metrics, step in rows
+                 for k, v in metrics.items() if v is not None]
+        if items:
+            self._submit("_log_metrics", items)
+
     def log_artifact(self, path: str | Path, artifact_path: Optional[str] = None) -> None:
         self._submit("_log_artifact", str(path), artifact_path)
 
@@ -296,7 +307,8 @@ class Run:
             client().log_batch(self.run_id, tags=items[i : i + _BATCH])
 
     def _log_metrics(self, items: list) -> None:
-        client().log_batch(self.run_id, metrics=items)
+        for i in range(0, len(items), _METRIC_BATCH):
+            client().log_batch(self.run_id, metrics=items[i : i + _METRIC_BATCH])
 
     def _log_artifact(self, path: str, artifact_path: Optional[str]) -> None:
         p = Path(path)
@@ -320,6 +332,18 @@ class Run:
 
     def _set_terminated(self, status: str) -> None:
         client().set_terminated(self.run_id, status=status)
+
+
+def find_run(experiment: str, run_name: str, metric: Optional[str] = None) -> Optional[str]:
+    """The id of a run of ``experiment`` named ``run_name`` (that has logged ``metric``, if given), or ``None``;
+    raises :data:`UNREACHABLE`'s errors when the store cannot be read."""
+    exp = client().get_experiment_by_name(experiment)
+    if exp is None:
+        return None
+    for r in client().search_runs([exp.experiment_id], f"attributes.run_name = '{run_name}'"):
+        if metric is None or metric in r.data.metrics:
+            return r.info.run_id
+    return None
 
 
 def start_run(

@@ -35,7 +35,8 @@ from raptor.config import load_resolved
 
 from . import tracking
 from .lazy import NO_CACHE, in_prefect_run, task
-from .jobs import EvaluateJob, PretrainGroup, PretrainJob, RecordJob, SweepRunJob, TrainGroup, TrainJob
+from .jobs import (EvaluateJob, PretrainGroup, PretrainJob, RecordJob, ResultRunJob, SweepRunJob, TrainGroup,
+                   TrainJob)
 
 RUN_FILE = "mlflow_run.json"
 #: Where a training run's best checkpoint is in its MLflow artifacts (``checkpoint/best.pt``).
@@ -145,12 +146,19 @@ def _epoch_logger(run: tracking.Run, trained: Optional[list] = None, pretrained_
             trained.append((phase, epoch))
         if logger is not None and not replayed:
             logger.info(epoch_line(run.name, phase, epoch, metrics, total))
-        values = {k: v for k, v in _numeric(metrics).items() if k != "epoch"}
-        run.log_metrics({f"{phase}/{k}": v for k, v in values.items()}, step=epoch + 1, defer=replayed)
-        if phase == "rl":
-            run.log_metrics({f"total/{k}": v for k, v in values.items()}, step=pretrained_epochs + epoch + 1,
-                            defer=replayed)
+        for values, step in epoch_series(phase, epoch, metrics, pretrained_epochs):
+            run.log_metrics(values, step=step, defer=replayed)
     return on_epoch_end
+
+
+def epoch_series(phase: str, epoch: int, metrics: dict, pretrained_epochs: int = 0) -> list[tuple[dict, int]]:
+    """One epoch's numeric metrics as MLflow logs them (:func:`_epoch_logger`): ``(phase/name values, epoch + 1)``
+    and, for an RL epoch, ``(total/name values, pretrained_epochs + epoch + 1)``."""
+    values = {k: v for k, v in _numeric(metrics).items() if k != "epoch"}
+    out = [({f"{phase}/{k}": v for k, v in values.items()}, epoch + 1)]
+    if phase == "rl":
+        out.append(({f"total/{k}": v for k, v in values.items()}, pretrained_epochs + epoch + 1))
+    return out
 
 
 def _kept_run(out: Path, run: tracking.Run, previous: dict, trained: list) -> Optional[str]:
@@ -471,9 +479,7 @@ def log_record_task(job: RecordJob) -> Optional[str]:
     its test metrics, tagged ``from_record``. Nothing is logged where the experiment already has a run
     of this name with test metrics. Returns the MLflow run id (``None``: MLflow was unreachable)."""
     try:
-        exp = tracking.client().get_experiment_by_name(job.experiment)
-        if exp is not None and any("test/mrr" in r.data.metrics for r in tracking.client().search_runs(
-                [exp.experiment_id], f"attributes.run_name = '{job.run_name}'")):
+        if tracking.find_run(job.experiment, job.run_name, metric="test/mrr"):
             return None
     except tracking.UNREACHABLE:
         return None
@@ -492,13 +498,49 @@ def log_record_task(job: RecordJob) -> Optional[str]:
     parent = tracking.Run(job.parent_run_id) if job.parent_run_id else None
     with tracking.tracked_run(job.experiment, job.run_name, params=logged, tags=tags, parent=parent,
                               lazy=True) as run:
-        hook = _epoch_logger(run, None, job.pretrain_epochs)
-        for row in json.loads(RunDir(job.record_train).history.read_text()):
-            hook("rl", int(row["epoch"]), row)
+        run.log_series([x for row in json.loads(RunDir(job.record_train).history.read_text())
+                        for x in epoch_series("rl", int(row["epoch"]), row, job.pretrain_epochs)])
         run.log_metrics(_numeric({"best_val_mrr": summary.get("best_val_mrr"),
                                   "final_reward": summary.get("final_reward"),
                                   "train_seconds": summary.get("seconds")}), step=0)
         metrics = _read_json(RunDir(job.record_eval).metrics)
         run.log_metrics({f"{metrics.get('split', 'test')}/{k}": v for k, v in _numeric(metrics).items()}, step=0)
         run.set_tags({"precision": summary.get("precision")})
+    return run.run_id
+
+
+@task(name="log-result-run", cache_policy=NO_CACHE, task_run_name="{job.run_name}")
+def log_result_run_task(job: ResultRunJob) -> Optional[str]:
+    """A run of a tracked result set (``raptor results``' records: a long run's or a pipeline's, its folder of
+    checkpoints gone) as an MLflow run: the params it trained with (its ``run_config.json``), its per-epoch RL
+    curves, its test metrics and those of each evaluation-only reading (``rescored/<reading>/<metric>``).
+    Nothing is logged where the experiment already has a run of this name with test metrics. Returns the
+    MLflow run id (``None``: logged before, or MLflow was unreachable)."""
+    from raptor.reporting.runs_reader import read_metrics
+
+    r = job.run
+    record = os.path.relpath(r.eval_dir) if r.eval_dir is not None else ""  # its test records: one run, one place
+    try:
+        before = tracking.find_run(job.experiment, job.run_name, metric="test/mrr")
+        if before:
+            other = tracking.client().get_run(before).data.tags.get("record")
+            if other != record:
+                raise ValueError(f"MLflow experiment {job.experiment} has a run {job.run_name} logged from {other}, "
+                                 f"and this one is from {record}: give one of the result sets another name")
+            return None
+    except tracking.UNREACHABLE:
+        return None
+    logged = {**r.params, "variant": job.variant, "seed": r.seed, "pretrain.epochs": r.pretrain_epochs,
+              "epochs": r.budget, "precision": r.precision}
+    tags = {"dataset": job.dataset, "variant": job.variant, "seed": r.seed, "stage": "results", "record": record,
+            "precision": r.precision, **job.tags, **tracking.prefect_ids()}
+    parent = tracking.Run(job.parent_run_id) if job.parent_run_id else None
+    with tracking.tracked_run(job.experiment, job.run_name, params=logged, tags=tags, parent=parent,
+                              lazy=True) as run:
+        run.log_series([x for row in r.history for x in epoch_series("rl", int(row["epoch"]), row, r.pretrain_epochs)])
+        run.log_metrics(_numeric({"best_val_mrr": r.best_val_mrr, "epochs_trained": r.epochs_trained}), step=0)
+        run.log_metrics({f"test/{k}": v for k, v in _numeric(r.metrics or {}).items()}, step=0)
+        for reading, folder in sorted(r.readings.items()):
+            metrics = _numeric(read_metrics(folder, lenient=True) or {})
+            run.log_metrics({f"rescored/{reading}/{k}": v for k, v in metrics.items()}, step=0)
     return run.run_id

@@ -98,7 +98,7 @@ def _declared_kinds() -> list[str]:
 
 def test_stage_subcommands_are_the_declarations_stages_and_the_flows():
     """`raptor`'s stages are the declaration's (dvc.yaml's names; per-variant stages as one with
-    --variant), those of `python -m flows` (which runs no params stage, and has pipeline and sweep)."""
+    --variant), those of `python -m flows` (which runs no params stage, and has pipeline, sweep and results)."""
     from flows.__main__ import build_parser as flows_parser
 
     from raptor.cli import LIBRARY_MODULES
@@ -109,7 +109,7 @@ def test_stage_subcommands_are_the_declarations_stages_and_the_flows():
     assert stages == kinds  # in pipeline order
     assert {"pretrain", "finetune", "significance", "params", "ablation"} <= set(stages)
     assert set(commands) - set(stages) == {m.rsplit(".", 1)[1] for m in LIBRARY_MODULES}
-    assert set(_commands(flows_parser())) == (set(kinds) - {"params"}) | {"pipeline", "sweep"}
+    assert set(_commands(flows_parser())) == (set(kinds) - {"params"}) | {"pipeline", "sweep", "results"}
     # `raptor --help`: the stages in pipeline order, then the library commands
     text = build_parser().format_help()
     lines = [line.split()[0] for line in text.split("stages, in pipeline order")[1].splitlines()
