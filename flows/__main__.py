@@ -64,8 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
                        "one comparison per set and dataset, training nothing", description="Log the runs of result "
                        "sets to MLflow, training nothing: per set and dataset the experiment raptor/DATASET/results-SET, "
                        "a parent run with each system's mean test metrics, and one run per (system, seed) and ablation "
-                       "arm with its params, RL curves per epoch, test metrics and re-scored readings. Runs logged "
-                       "before are left as they are, so it is run again as a campaign grows.")
+                       "arm with its params, RL curves per epoch, test metrics and re-scored readings. A run logged "
+                       "before gets only the readings it lacks, and untested runs wait, so it is run again as a "
+                       "campaign grows.")
     p.add_argument("sources", nargs="+", metavar="[NAME=]FOLDER[+FOLDER...]",
                    help="as for `raptor results`: a folder of records (a wildcard pools every sitting of a campaign: "
                         "\"paper budget=results/paper-budget-ICEWS14/*\")")

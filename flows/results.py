@@ -5,7 +5,8 @@ One experiment per set and dataset, ``raptor/<dataset>/results-<set>`` (``raptor
 with one parent run holding each system's mean test metrics over its seeds, and under it one run per
 (system, seed) and per ablation arm's seed: the params it trained with, its RL curves per epoch (``rl/*``
 and ``total/*``, as the pipeline's runs log them), its test metrics and its re-scored readings. A run
-already logged with its test metrics is left as it is, so the command is run again as a campaign grows.
+already logged with its test metrics gets only the readings it lacks, and runs not yet tested are left out,
+so the command is run again as a campaign grows.
 """
 
 from __future__ import annotations
@@ -29,22 +30,25 @@ def experiment_of(s: ResultSet) -> str:
     return experiment_name(s.dataset, f"results-{artifact_key(s.name).strip('-')}")
 
 
-def set_jobs(s: ResultSet, parent_run_id: Optional[str]) -> list[ResultRunJob]:
-    """One job per (system, seed) of ``s``, then per seed of each ablation arm that is not one of those runs
-    (the set's Pure-RL and RL-RAPTOR runs stand for arm 0 and the arm of their pretraining: logged once)."""
-    exp, jobs = experiment_of(s), []
+def set_jobs(s: ResultSet, parent_run_id: Optional[str]) -> tuple[list[ResultRunJob], list[str]]:
+    """``(jobs, untested)``: one job per tested (system, seed) of ``s``, then per tested seed of each ablation arm
+    that is not one of those runs (the set's Pure-RL and RL-RAPTOR runs stand for arm 0 and the arm of their
+    pretraining: logged once, with the arm's tag); the names of the runs left out for want of test metrics."""
+    exp, jobs, untested = experiment_of(s), [], []
     tags = {"set": s.name, "source": s.source}
-    for variant, seeds in sorted(s.runs.items()):
-        for seed, run in sorted(seeds.items()):
-            jobs.append(ResultRunJob(f"{s.dataset}-{variant}-seed{seed}", exp, s.dataset, variant, run, tags,
-                                     parent_run_id))
+    arm_of = {id(run): arm for arm, seeds in s.ablation.items() for run in seeds.values()}
     own = {id(run) for seeds in s.runs.values() for run in seeds.values()}
-    for arm, seeds in sorted(s.ablation.items()):
-        for seed, run in sorted(seeds.items()):
-            if id(run) not in own:
-                jobs.append(ResultRunJob(f"{s.dataset}-ablation-p{arm}-seed{seed}", exp, s.dataset, "raptor", run,
-                                         {**tags, "arm": f"p{arm}"}, parent_run_id))
-    return jobs
+    named = [(f"{s.dataset}-{variant}-seed{seed}", variant, run) for variant, seeds in sorted(s.runs.items())
+             for seed, run in sorted(seeds.items())]
+    named += [(f"{s.dataset}-ablation-p{arm}-seed{seed}", "raptor", run) for arm, seeds in sorted(s.ablation.items())
+              for seed, run in sorted(seeds.items()) if id(run) not in own]
+    for name, variant, run in named:
+        if run.metrics is None:
+            untested.append(name)
+            continue
+        arm = {"arm": f"p{arm_of[id(run)]}"} if id(run) in arm_of else {}
+        jobs.append(ResultRunJob(name, exp, s.dataset, variant, run, {**tags, **arm}, parent_run_id))
+    return jobs, untested
 
 
 def mean_metrics(s: ResultSet) -> dict[str, float]:
@@ -61,32 +65,38 @@ def mean_metrics(s: ResultSet) -> dict[str, float]:
 
 @flow(name="results-records", flow_run_name="results-records")
 def results_records_flow(sources: Sequence[str]) -> dict[str, Any]:
-    """Log the runs of the result sets of ``sources`` (``[NAME=]FOLDER[+FOLDER...]``, wildcards allowed, as
-    ``raptor results`` reads them) to MLflow: per set and dataset, a parent run with the systems' means and
-    one run per seed. Returns, per experiment, the runs logged now and those logged before."""
+    """Log the tested runs of the result sets of ``sources`` (``[NAME=]FOLDER[+FOLDER...]``, wildcards allowed,
+    as ``raptor results`` reads them) to MLflow: per set and dataset, a parent run with the systems' means and
+    one run per seed. Returns, per experiment, the runs logged now, those logged before (``before``; with
+    readings added: ``readings``) and those left out untested."""
     sets = parse_sources(sources)
     summary: dict[str, Any] = {}
     for s in sets:
         exp, name = experiment_of(s), f"results-{artifact_key(s.name).strip('-')}-{s.dataset}"
+        done = summary.setdefault(exp, {"logged": [], "readings": [], "before": [], "untested": []})
         try:
             parent_id = tracking.find_run(exp, name)
+            created = parent_id is None
+            parent = tracking.Run(parent_id) if parent_id else tracking.start_run(
+                exp, name, params={"set": s.name}, tags={"dataset": s.dataset, "stage": "results", "set": s.name,
+                                                         "source": s.source})
+            jobs, untested = set_jobs(s, parent.run_id)
+            try:
+                outcome = {j.run_name: log_result_run_task(j) for j in jobs}
+                parent.log_metrics(mean_metrics(s), step=0)
+            except BaseException:
+                if created:  # a parent of an earlier invocation keeps its state
+                    parent.finish("FAILED")
+                raise
+            parent.finish()
         except tracking.UNREACHABLE as exc:
-            raise ConnectionError(f"MLflow store unreachable ({exc}): nothing logged") from None
-        parent = tracking.Run(parent_id) if parent_id else tracking.start_run(
-            exp, name, params={"set": s.name}, tags={"dataset": s.dataset, "stage": "results", "set": s.name,
-                                                     "source": s.source})
-        jobs = set_jobs(s, parent.run_id)
-        try:
-            logged = [j.run_name for j in jobs if log_result_run_task(j)]
-        except BaseException:
-            parent.finish("FAILED")
-            raise
-        parent.log_metrics(mean_metrics(s), step=0)
-        parent.finish()
+            raise ConnectionError(f"MLflow ({exc.__class__.__name__}: {exc}): {exp} not logged whole") from None
+        for j in jobs:
+            what = outcome[j.run_name]["logged"]
+            done["logged" if what == "run" else "readings" if what == "readings" else "before"].append(j.run_name)
+        done["untested"] += untested
         publish_runs(name, exp, [{"run": j.run_name, "variant": j.variant, "seed": j.run.seed,
-                                  "test MRR": (j.run.metrics or {}).get("mrr")} for j in jobs],
+                                  "test MRR": j.run.metrics.get("mrr"),
+                                  "mlflow_run_id": outcome[j.run_name]["run_id"]} for j in jobs],
                      ("run", "variant", "seed", "test MRR"), f"Result set {s.name} on {s.dataset}: one row per run")
-        done = summary.setdefault(exp, {"logged": [], "before": []})  # two sources may share a set's name
-        done["logged"] += logged
-        done["before"] += [j.run_name for j in jobs if j.run_name not in logged]
     return summary

@@ -109,10 +109,14 @@ def _chain(exc: Optional[BaseException]):
         exc = exc.__cause__ or exc.__context__
 
 
+#: MLflow's longest metric name (``MAX_ENTITY_KEY_LENGTH``); a longer one fails the whole batch.
+MAX_METRIC_NAME = 250
+
+
 def metric_name(key: str) -> str:
     """MLflow accepts only ``[A-Za-z0-9_-. :/]`` in metric names: ``hits@10`` -> ``hits_at_10``,
     any other character -> ``_`` (a sweep arm ``rl.gamma=0.9`` -> ``rl.gamma_0.9``)."""
-    return re.sub(r"[^A-Za-z0-9_\-. :/]", "_", key.replace("@", "_at_"))
+    return re.sub(r"[^A-Za-z0-9_\-. :/]", "_", key.replace("@", "_at_"))[:MAX_METRIC_NAME]
 
 
 def code_version(root: Path = PROJECT_ROOT) -> dict[str, str]:
@@ -334,16 +338,23 @@ class Run:
         client().set_terminated(self.run_id, status=status)
 
 
-def find_run(experiment: str, run_name: str, metric: Optional[str] = None) -> Optional[str]:
-    """The id of a run of ``experiment`` named ``run_name`` (that has logged ``metric``, if given), or ``None``;
-    raises :data:`UNREACHABLE`'s errors when the store cannot be read."""
+def find_runs(experiment: str, run_name: str) -> list:
+    """The runs (``mlflow.entities.Run``) of ``experiment`` named ``run_name``, newest first; raises
+    :data:`UNREACHABLE`'s errors when the store cannot be read."""
+    if "'" in run_name:
+        raise ValueError(f"run name {run_name!r}: a quote cannot be searched for in MLflow")
     exp = client().get_experiment_by_name(experiment)
     if exp is None:
-        return None
-    for r in client().search_runs([exp.experiment_id], f"attributes.run_name = '{run_name}'"):
-        if metric is None or metric in r.data.metrics:
-            return r.info.run_id
-    return None
+        return []
+    return list(client().search_runs([exp.experiment_id], f"attributes.run_name = '{run_name}'",
+                                     order_by=["attributes.start_time DESC"]))
+
+
+def find_run(experiment: str, run_name: str, metric: Optional[str] = None) -> Optional[str]:
+    """The id of the newest run of ``experiment`` named ``run_name`` (that has logged ``metric``, if given), or
+    ``None`` (:func:`find_runs`)."""
+    return next((r.info.run_id for r in find_runs(experiment, run_name)
+                 if metric is None or metric in r.data.metrics), None)
 
 
 def start_run(

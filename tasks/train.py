@@ -510,37 +510,48 @@ def log_record_task(job: RecordJob) -> Optional[str]:
 
 
 @task(name="log-result-run", cache_policy=NO_CACHE, task_run_name="{job.run_name}")
-def log_result_run_task(job: ResultRunJob) -> Optional[str]:
-    """A run of a tracked result set (``raptor results``' records: a long run's or a pipeline's, its folder of
+def log_result_run_task(job: ResultRunJob) -> dict[str, Any]:
+    """A tested run of a result set (``raptor results``' records: a long run's or a pipeline's, its folder of
     checkpoints gone) as an MLflow run: the params it trained with (its ``run_config.json``), its per-epoch RL
     curves, its test metrics and those of each evaluation-only reading (``rescored/<reading>/<metric>``).
-    Nothing is logged where the experiment already has a run of this name with test metrics. Returns the
-    MLflow run id (``None``: logged before, or MLflow was unreachable)."""
+
+    A run of this name that has its test metrics is kept; only the readings it lacks are added to it. One
+    without them (its logging was cut short) is deleted and logged again. One from another run's records
+    (its ``record`` tag) is an error. Returns ``{"run_id", "logged": "run" | "readings" | None}``; MLflow's
+    errors (:data:`tracking.UNREACHABLE`) go on to the caller."""
     from raptor.reporting.runs_reader import read_metrics
 
     r = job.run
+    if r.metrics is None:
+        raise ValueError(f"{job.run_name}: not tested (no test metrics in its records): nothing to compare")
     record = os.path.relpath(r.eval_dir) if r.eval_dir is not None else ""  # its test records: one run, one place
-    try:
-        before = tracking.find_run(job.experiment, job.run_name, metric="test/mrr")
-        if before:
-            other = tracking.client().get_run(before).data.tags.get("record")
-            if other != record:
-                raise ValueError(f"MLflow experiment {job.experiment} has a run {job.run_name} logged from {other}, "
-                                 f"and this one is from {record}: give one of the result sets another name")
-            return None
-    except tracking.UNREACHABLE:
-        return None
+    readings = {f"rescored/{reading}/{k}": v for reading, folder in sorted(r.readings.items())
+                for k, v in _numeric(read_metrics(folder, lenient=True) or {}).items()}
+    for found in tracking.find_runs(job.experiment, job.run_name):
+        other = found.data.tags.get("record")
+        if other != record:
+            raise ValueError(f"MLflow experiment {job.experiment} has a run {job.run_name} logged from {other}, "
+                             f"and this one is from {record}: give one of the result sets another name")
+        if "test/mrr" not in found.data.metrics:
+            tracking.client().delete_run(found.info.run_id)
+            continue
+        missing = {k: v for k, v in readings.items() if tracking.metric_name(k) not in found.data.metrics}
+        if missing:
+            tracking.Run(found.info.run_id).log_metrics(missing, step=0)
+        return {"run_id": found.info.run_id, "logged": "readings" if missing else None}
     logged = {**r.params, "variant": job.variant, "seed": r.seed, "pretrain.epochs": r.pretrain_epochs,
               "epochs": r.budget, "precision": r.precision}
     tags = {"dataset": job.dataset, "variant": job.variant, "seed": r.seed, "stage": "results", "record": record,
             "precision": r.precision, **job.tags, **tracking.prefect_ids()}
+    vals = [(row["val_mrr"], int(row["epoch"])) for row in r.history if row.get("val_mrr") is not None]
     parent = tracking.Run(job.parent_run_id) if job.parent_run_id else None
-    with tracking.tracked_run(job.experiment, job.run_name, params=logged, tags=tags, parent=parent,
-                              lazy=True) as run:
+    with tracking.tracked_run(job.experiment, job.run_name, params={k: v for k, v in logged.items() if v is not None},
+                              tags=tags, parent=parent, lazy=True) as run:
         run.log_series([x for row in r.history for x in epoch_series("rl", int(row["epoch"]), row, r.pretrain_epochs)])
-        run.log_metrics(_numeric({"best_val_mrr": r.best_val_mrr, "epochs_trained": r.epochs_trained}), step=0)
-        run.log_metrics({f"test/{k}": v for k, v in _numeric(r.metrics or {}).items()}, step=0)
-        for reading, folder in sorted(r.readings.items()):
-            metrics = _numeric(read_metrics(folder, lenient=True) or {})
-            run.log_metrics({f"rescored/{reading}/{k}": v for k, v in metrics.items()}, step=0)
-    return run.run_id
+        run.log_metrics(_numeric({  # as a pipeline run logs them: best_epoch 1-based, the first of equal bests
+            "best_val_mrr": r.best_val_mrr, "best_epoch": max(vals, key=lambda v: (v[0], -v[1]))[1] + 1 if vals else None,
+            "final_reward": r.history[-1].get("reward") if r.history else None, "epochs_trained": r.epochs_trained}),
+            step=0)
+        run.log_metrics({f"test/{k}": v for k, v in _numeric(r.metrics).items()}, step=0)
+        run.log_metrics(readings, step=0)
+    return {"run_id": run.run_id, "logged": "run"}

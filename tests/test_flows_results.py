@@ -93,13 +93,42 @@ def test_each_run_is_logged_once_with_its_curves_test_metrics_and_readings(recor
     assert arm.data.tags["arm"] == "p1" and arm.data.params["pretrain.epochs"] == "1"
     assert "rescored/eval.rank_last_expansions_true/mrr" not in runs["ICEWS14-pure_rl-seed1"].data.metrics
 
-    # run again as the campaign grows: only the new seed is logged, under the same parent
+    assert run.data.metrics["best_epoch"] == 4 and run.data.metrics["final_reward"] == pytest.approx(0.3)
+
+    # run again as the campaign grows: the new tested seed is logged under the same parent, a reading re-scored
+    # since is added to its run, a seed still training waits
     _run(Path("camp/s2"), "pure_rl", 2, 0.44)
+    _run(Path("camp/s2"), "titer", 0, 0.0)
+    Path("camp/s2/ICEWS14/titer/seed0/eval/metrics.json").unlink()
+    reading = Path("camp/s1/ICEWS14/raptor/seed0/rescore/eval.rank_last_expansions=true")
+    _write(reading / "metrics.json", {"mrr": 0.45})
+    _write(reading / "reading.json", {"overrides": {"eval.rank_last_expansions": True}, "split": "test", "model_hash": "x"})
+    _ranks(reading, 9, "raptor")
     again = results_records_flow.fn(sources=["paper budget=camp/*"])
-    assert again[exp]["logged"] == ["ICEWS14-pure_rl-seed2"] and len(again[exp]["before"]) == 5
+    assert again[exp]["logged"] == ["ICEWS14-pure_rl-seed2"] and again[exp]["readings"] == ["ICEWS14-raptor-seed0"]
+    assert len(again[exp]["before"]) == 4 and again[exp]["untested"] == ["ICEWS14-titer-seed0"]
     runs = {r.info.run_name: r for r in client.search_runs([client.get_experiment_by_name(exp).experiment_id])}
     assert len(runs) == 7
     assert runs["results-paper-budget-ICEWS14"].data.metrics["pure_rl/test_mrr_mean"] == pytest.approx(0.42)
+    assert runs["results-paper-budget-ICEWS14"].info.status == "FINISHED"
+    assert runs["ICEWS14-raptor-seed0"].data.metrics["rescored/eval.rank_last_expansions_true/mrr"] == pytest.approx(0.45)
+
+
+def test_a_run_whose_logging_was_cut_short_is_logged_again_once(records, mlflow_db, monkeypatch):
+    import mlflow
+
+    from tasks import tracking
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{mlflow_db}")
+    exp = "raptor/ICEWS14/results-x"
+    cut = tracking.start_run(exp, "ICEWS14-pure_rl-seed0",
+                             tags={"record": str(Path("camp/s1/ICEWS14/pure_rl/seed0/eval"))})
+    cut.log_metrics({"rl/reward": 0.1}, step=1)  # and then the process died: no test metrics
+    results_records_flow.fn(sources=["x=camp/s1"])
+    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{mlflow_db}")
+    named = [r for r in client.search_runs([client.get_experiment_by_name(exp).experiment_id])
+             if r.info.run_name == "ICEWS14-pure_rl-seed0"]
+    assert len(named) == 1 and named[0].info.run_id != cut.run_id and named[0].data.metrics["test/mrr"] == 0.40
 
 
 def test_another_folder_under_a_logged_sets_name_is_refused_naming_both(records, mlflow_db, monkeypatch):
@@ -108,6 +137,12 @@ def test_another_folder_under_a_logged_sets_name_is_refused_naming_both(records,
     _run(Path("other"), "pure_rl", 0, 0.30)
     with pytest.raises(ValueError, match=r"has a run ICEWS14-pure_rl-seed0 logged from camp.s1.*this one is from other"):
         results_records_flow.fn(sources=["x=other"])
+    import mlflow
+
+    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{mlflow_db}")
+    parents = [r for r in client.search_runs([client.get_experiment_by_name("raptor/ICEWS14/results-x").experiment_id])
+               if r.data.tags.get("stage") == "results" and r.info.run_name.startswith("results-")]
+    assert [p.info.status for p in parents] == ["FINISHED"]  # the earlier invocation's parent keeps its state
 
 
 def test_a_source_that_matches_nothing_is_an_error_of_the_command(records, capsys):
