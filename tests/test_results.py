@@ -80,12 +80,15 @@ def test_rows_state_budget_precision_ties_and_hand_computed_means(workspace, lon
     assert rap["vs paper"] == f"{43.0 - MAIN_TABLE['RL-RAPTOR']['ICEWS14'][0]:+.2f}"
     # best validation MRR: 0.3 + 0.001 * 9 (10 epochs) and 0.3 + 0.001 * 5 (6 epochs)
     assert pure["best val MRR"] == f"{(30.9 + 30.5) / 2:.2f} ± {abs(30.9 - 30.5) / 2 ** 0.5:.2f}"
+    # validation peaks at the last round (MRR rises every epoch): epochs 10 and 6 (1-based), one per seed
+    assert pure["val MRR peak at RL epoch"] == "10/6" and rap["val MRR peak at RL epoch"] == "10"
     # 36 s per epoch plus 72 s per validation round: 10 epochs (5 rounds) and 6 epochs (3 rounds)
     assert pure["train h/seed"] == f"{((10 * 36 + 5 * 72) + (6 * 36 + 3 * 72)) / 2 / 3600:.2f}"
     long_rap, long_pure = rows[("long", "RL-RAPTOR")], rows[("long", "Pure-RL")]
     assert long_rap["MRR"] == "30.00" and long_rap["precision"] == "bfloat16" and long_rap["RL epochs"] == "40 of 40"
     assert long_pure["MRR"] == "not evaluated" and long_pure["RL epochs"] == "7 (training)"
     assert "vs paper" not in long_pure and long_pure["best val MRR"] == ""  # no validation round yet
+    assert long_pure["val MRR peak at RL epoch"] == "" and long_rap["val MRR peak at RL epoch"] == "40"
 
 
 def test_significance_and_paper_layout(workspace, long_runs):

@@ -541,6 +541,7 @@ def result_rows(sets: Sequence[ResultSet]) -> list[dict[str, str]]:
                 "ties": TIE_RULE.split(":")[0],
                 "best val MRR": _pm([r.best_val_mrr for r in runs if r.best_val_mrr is not None])
                 if any(r.best_val_mrr is not None for r in runs) else "",
+                "val MRR peak at RL epoch": _per_seed([_peak_epoch(r.history) or "" for r in runs]),
                 "train h/seed": f"{np.mean([_hours(r.history) for r in runs]):.2f}",
             }
             for m in METRIC_KEYS:
@@ -556,7 +557,8 @@ def result_rows(sets: Sequence[ResultSet]) -> list[dict[str, str]]:
 
 
 RESULT_COLUMNS = ("set", "dataset", "system", "seeds", "pretrain epochs", "RL epochs", "precision", "beam", "ties",
-                  "MRR", "H@1", "H@3", "H@10", "paper MRR", "vs paper", "best val MRR", "train h/seed")
+                  "MRR", "H@1", "H@3", "H@10", "paper MRR", "vs paper", "best val MRR", "val MRR peak at RL epoch",
+                  "train h/seed")
 
 
 def format_p(p: Optional[float]) -> str:
@@ -874,6 +876,8 @@ def write_results_page(sets: Sequence[ResultSet], out: str | Path, figures_dir: 
         f"directions, in percent, mean ± std over seeds; ranks break ties the {TIE_RULE.split(':')[0]} way "
         f"({TIE_RULE.split(':')[1].strip()}, `docs/evaluation.md`). "
         "`RL epochs` is what the runs trained of their budget; `paper MRR` is the paper's Table 1; "
+        "`val MRR peak at RL epoch`: the RL epoch (from 1) whose validation MRR was best, whose checkpoint "
+        "was tested, one per seed; "
         "`train h/seed`: hours of RL training per seed, validation included (the machine is the source's).", "",
         "Sources:", "",
     ]
