@@ -91,6 +91,19 @@ def test_rows_state_budget_precision_ties_and_hand_computed_means(workspace, lon
     assert long_pure["val MRR peak at RL epoch"] == "" and long_rap["val MRR peak at RL epoch"] == "40"
 
 
+def test_a_training_free_system_has_no_peak_epoch(workspace):
+    """Recurrency validates once (its history's epoch 0) and trains no RL epoch: no peak to name."""
+    d = workspace / "runs/ICEWS14/recurrency/train/seed0"
+    _write(d / "history.json", [{"epoch": 0, "seconds": 40.0, "val_mrr": 0.39}])
+    _write(d / "run_config.json", _params("float64"))
+    _write(d / "summary.json", {"rl_epochs": 0, "pretrain_epochs": 0, "precision": "float64"})
+    _write(workspace / "runs/ICEWS14/recurrency/eval/seed0/metrics.json",
+           {"mrr": 0.37, "hits@1": 0.3, "hits@3": 0.41, "hits@10": 0.51})
+    rows = {r["system"]: r for r in result_rows(discover(workspace, "quick"))}
+    assert rows["Recurrency"]["RL epochs"] == "none" and rows["Recurrency"]["best val MRR"] == "39.00"
+    assert rows["Recurrency"]["val MRR peak at RL epoch"] == "" and rows["RL-RAPTOR"]["val MRR peak at RL epoch"] == "10"
+
+
 def test_significance_and_paper_layout(workspace, long_runs):
     sets = discover(workspace, "quick") + discover(long_runs, "long")
     sig = significance_rows(sets)

@@ -541,7 +541,8 @@ def result_rows(sets: Sequence[ResultSet]) -> list[dict[str, str]]:
                 "ties": TIE_RULE.split(":")[0],
                 "best val MRR": _pm([r.best_val_mrr for r in runs if r.best_val_mrr is not None])
                 if any(r.best_val_mrr is not None for r in runs) else "",
-                "val MRR peak at RL epoch": _per_seed([_peak_epoch(r.history) or "" for r in runs]),
+                "val MRR peak at RL epoch": "" if all(r.budget == 0 for r in runs)  # training-free: no RL epochs
+                else _per_seed([_peak_epoch(r.history) or "" for r in runs]),
                 "train h/seed": f"{np.mean([_hours(r.history) for r in runs]):.2f}",
             }
             for m in METRIC_KEYS:
