@@ -109,7 +109,7 @@ lock_queue() {  # one writer of the queue at a time (two runs may finish togethe
   mkdir -p "$dir"  # job started under it, or the job would hold the lock for hours
   exec 9>"$dir/queue.lock"; flock 9
 }
-fill() {  # start the queue's runs, first first, while the alive runs leave each its cores; $1 = 1: only say what
+fill() {  # start the queue's runs in order, while the alive runs leave each its cores; $1 = 1: only say what
   local ds spec t need held  # would start. A run that fails to start goes to queue.failed, not back in the queue.
   while [ -s "$queue_file" ]; do
     read -r ds spec t < "$queue_file" || true
@@ -176,7 +176,7 @@ if [ "$cmd" = queue ]; then
   fi
   if [ ${#runs[@]} -eq 0 ]; then
     [ -s "$queue_file" ] || { echo "queue: empty"; exit 0; }
-    echo "queue (first first; each starts when the alive runs leave it its cores):"
+    echo "queue (in order; each starts when the alive runs leave it its cores):"
     while read -r ds spec t; do echo "  $ds $spec, threads: $t"; done < "$queue_file"; exit 0
   fi
   check_specs "${runs[@]}"
@@ -248,60 +248,52 @@ params="$dir/params.yaml"
 if [ "$cmd" = status ]; then
   show_queue() {
     if [ -s "$queue_file" ]; then
-      echo "queued, first first: $(awk '{ printf "%s%s %s (threads: %s)", (NR > 1 ? ", " : ""), $1, $2, $3 }' "$queue_file")"
+      echo "queued, in order: $(awk '{ printf "%s%s %s (threads: %s)", (NR > 1 ? ", " : ""), $1, $2, $3 }' "$queue_file")"
     fi
     if [ -s "$queue_file.failed" ]; then echo "failed to start (not retried): $(tr '\n' ';' < "$queue_file.failed")"; fi
   }
   [ -d "$dir/runs" ] || { echo "no long runs under $dir"; show_queue; exit 0; }
   echo "source: $(git -C "$dir/src" rev-parse --short HEAD 2>/dev/null || echo '?') ($dir/src)"
+  args=()  # (folder, state, threads) of every run; one python reads them all (raptor/runs/forecast.py)
   for out in "$dir"/runs/*/*/seed* "$dir"/runs/*/ablation/p*/seed*; do
     [ -d "$out" ] || continue
     pid=$(cat "$out/pid" 2>/dev/null || true)
     alive=stopped; [ -n "$pid" ] && kill -0 -- "-$pid" 2>/dev/null && alive="running (pid $pid)"
-    "$py" - "$out" "$alive" "$params" <<'PY'
-import datetime, json, sys
-from pathlib import Path
-out, alive, params_file = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
-def history(path):
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-pre_h, rl_h = history(out / "pretrain" / "history.json"), history(out / "rl" / "history.json")
-vals = [r["val_mrr"] for r in rl_h or [] if r.get("val_mrr") is not None]
-best = max(vals) if vals else None
-done = (out / "rl" / "summary.json").exists()
-arm = out.parts[-3] == "ablation"
-parts = [f"{'/'.join(out.parts[-4 if arm else -3:])}:"]
-if pre_h is not None:
-    parts.append(f"pretraining {len(pre_h)} epochs,")
-parts.append(f"RL {len(rl_h or [])} epochs" + (" (finished)" if done else "") + ",")
-parts.append(f"best val MRR {best:.4f}," if best is not None else "no validation yet,")
-parts.append(alive)
-left = None
-if not done:  # time left at the run's recent pace (raptor.runs.loop.remaining_seconds); test not included
-    try:
-        from raptor.config import load_params
-        from raptor.runs.loop import remaining_seconds
-        p = load_params(params_file)
-        n_pre = int(out.parts[-2][1:]) if arm else (p.pretrain.epochs if pre_h is not None else 0)
-        rl_left = remaining_seconds(rl_h or [], p.rl.epochs, p.eval.valid_every,
-                                    (p.eval.valid_every_early, p.eval.valid_early_epochs))
-        pre_left = remaining_seconds(pre_h or [], n_pre) if n_pre else 0.0
-        if rl_left is not None and pre_left is not None:
-            left = rl_left + pre_left
-        elif pre_left is not None:
-            parts.append(f"| pretraining about {pre_left / 60:.0f} min left, RL not yet timed")
-    except Exception as exc:  # a status line, never an error: say why there is no estimate
-        parts.append(f"| no estimate ({type(exc).__name__}: {exc})")
-if left is not None:
-    end = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=left)
-    parts.append(f"| about {int(left // 3600)} h {int(left % 3600 // 60):02d} min of training left"
-                 + (f", ends about {end:%H:%M} UTC" if alive.startswith("running") else ""))
-print(" ".join(parts))
-PY
+    args+=("$out" "$alive" "$(cat "$out/threads" 2>/dev/null || echo 0)")
   done
-  show_queue
+  "$py" - "$dir" "$params" "$cores" "$queue_file" "$(show_queue)" "${args[@]}" <<'PY'
+import datetime, sys
+from pathlib import Path
+from raptor.runs.forecast import Folder, queue_lines, run_line
+root, params, cores, queue_file = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3]), Path(sys.argv[4])
+queue_text = sys.argv[5]
+runs = [(Path(o), s, int(t) if t.isdigit() else 0) for o, s, t in zip(*[iter(sys.argv[6:])] * 3)]
+now = datetime.datetime.now(datetime.timezone.utc)
+try:
+    folder = Folder.load(root, params, cores)
+except Exception as exc:  # status lines, never an error: say why there are no estimates
+    print(f"(no estimates: {type(exc).__name__}: {exc})")
+    folder = None
+for out, state, _ in runs:
+    try:
+        print(run_line(folder, out, state, now) if folder else f"{out}: {state}")
+    except Exception as exc:
+        print(f"{'/'.join(out.parts[-3:])}: {state} | no estimate ({type(exc).__name__}: {exc})")
+if queue_text:
+    print(queue_text)
+queued = []
+if queue_file.exists():
+    for line in queue_file.read_text().splitlines():
+        f = line.split()
+        if len(f) == 3 and f[2].isdigit():
+            queued.append((f[0], f[1], int(f[2])))
+alive = [(o, t) for o, s, t in runs if s.startswith("running") and not (o / "eval" / "metrics.json").exists()]
+if folder and queued:
+    try:
+        print("\n".join(queue_lines(folder, alive, queued, now)))
+    except Exception as exc:
+        print(f"queue forecast: none ({type(exc).__name__}: {exc})")
+PY
   exit 0
 fi
 

@@ -226,7 +226,7 @@ def test_queue_waits_for_free_cores_and_skips_what_is_done(tmp_path):
         assert "titer:0 is running; not queued" in out
         assert (lr / "queue").read_text().count("\n") == 2
         assert "  ICEWS14 raptor:2:p10, threads: 1" in _run("queue", tmp_path=tmp_path).stdout
-        assert "queued, first first: ICEWS14 pure_rl:1 (threads: 1), ICEWS14 raptor:2:p10 (threads: 1)" in \
+        assert "queued, in order: ICEWS14 pure_rl:1 (threads: 1), ICEWS14 raptor:2:p10 (threads: 1)" in \
             _run("status", tmp_path=tmp_path).stdout
         assert "pure_rl:1 waits" in _run("rebalance", "--plan", tmp_path=tmp_path).stdout
         (busy / "eval").mkdir()

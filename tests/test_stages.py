@@ -263,7 +263,7 @@ LAYERS: list[tuple[str, set[str]]] = [
                              "agents.titer.training", "agents.titer.dirichlet", "agents.recurrency", "agents.recurrency.method",
                              "agents.base", "agents.actor_critic.agent", "agents.titer.agent",
                              "agents.recurrency.agent"}),
-    ("reporting", {"reporting.report"}),
+    ("reporting", {"reporting.report", "runs.forecast"}),
     ("experiment, stages, sweeps", {"pipeline.experiment", "agents.actor_critic.pretrain",
                                     "agents.actor_critic.pretrain_seeds", "pipeline.stages",
                                     "pipeline.sweep", "reporting.sweep_page", "pipeline.local_sweep", "pipeline.rescore"}),

@@ -1,0 +1,126 @@
+"""The long runs' time estimates (raptor/runs/forecast.py): the queue's schedule by hand, expected times
+from finished runs, and the status lines of a small long-runs folder."""
+
+from __future__ import annotations
+
+import datetime
+import json
+from pathlib import Path
+
+import pytest
+
+from raptor.runs.forecast import (Folder, Measured, Spec, expected_seconds, forecast, measured, queue_lines,
+                                  run_line, seconds_left)
+
+NOW = datetime.datetime(2026, 11, 27, 23, 0, tzinfo=datetime.timezone.utc)
+
+
+def test_queued_runs_start_in_order_when_cores_free():
+    # two cores; alive runs end at 100 and 50. The first queued run (30 s) takes the core freed at 50;
+    # the second (40 s) the one freed at 80 (the first's end: the run ending at 100 still holds one);
+    # the third needs both cores: free once the run ending at 100 and the second (120) are done.
+    slots = forecast([(100.0, 1), (50.0, 1)], [(30.0, 1), (40.0, 1), (10.0, 2)], cores=2)
+    assert slots == [(50.0, 80.0), (80.0, 120.0), (120.0, 130.0)]
+    # threads 0 (or more than the cores) take every core; a run that fits starts at once
+    assert forecast([(10.0, 0)], [(5.0, 1)], cores=2) == [(10.0, 15.0)]
+    assert forecast([(10.0, 1)], [(5.0, 1), (1.0, 7)], cores=2) == [(0.0, 5.0), (10.0, 11.0)]
+    assert forecast([], [], cores=2) == []
+
+
+def test_no_queued_run_overtakes_and_unknown_times_propagate():
+    # one core held for an unknown time: runs still start on the other; a run needing both never can,
+    # and the run behind it waits for it (in order), though one core would do
+    slots = forecast([(None, 1), (10.0, 1)], [(5.0, 1), (5.0, 1), (1.0, 2), (1.0, 1)], cores=2)
+    assert slots == [(10.0, 15.0), (15.0, 20.0), None, None]
+    # a queued run of unknown time starts (its start is known) and holds its core: the later ones share
+    # the other core, and one needing both cannot be timed
+    assert forecast([], [(None, 1), (3.0, 1), (2.0, 1), (1.0, 2)], cores=2) == [(0.0, None), (0.0, 3.0), (3.0, 5.0), None]
+
+
+def test_expected_seconds_is_the_median_rl_time_plus_the_pretraining_per_epoch():
+    runs = [Measured(100.0, 40.0, 4), Measured(300.0, 60.0, 4), Measured(200.0, 0.0, 0)]
+    assert expected_seconds(runs, 0) == 200.0  # median of 100, 300, 200
+    # pretraining: (40 + 60) s over 8 epochs = 12.5 s per epoch (the run that did not pretrain not counted)
+    assert expected_seconds(runs, 10) == pytest.approx(200.0 + 125.0)
+    assert expected_seconds([], 0) is None
+    assert expected_seconds([Measured(100.0, 0.0, 0)], 5) is None  # nothing pretrained to time it by
+
+
+@pytest.mark.parametrize("dataset, text, folder", [
+    ("ICEWS14", "pure_rl:3", "runs/ICEWS14/pure_rl/seed3"),
+    ("ICEWS18", "raptor:0:p50", "runs/ICEWS18/ablation/p50/seed0"),
+])
+def test_a_spec_names_its_folder_and_back(tmp_path, dataset, text, folder):
+    spec = Spec.parse(dataset, text)
+    assert spec.folder(tmp_path) == tmp_path / folder
+    assert Spec.of_folder(tmp_path / folder) == spec
+
+
+@pytest.mark.parametrize("text", ["pure_rl", "raptor:x", "raptor:0:10", "raptor:0:px", "a:1:p2:3"])
+def test_a_bad_spec_is_an_error_naming_it(text):
+    with pytest.raises(ValueError, match=f"run spec '{text}'"):
+        Spec.parse("ICEWS14", text)
+
+
+def _history(n: int, seconds: float, val_every: int = 0, val_seconds: float = 0.0) -> list[dict]:
+    rows = [{"epoch": e, "seconds": seconds} for e in range(n)]
+    for e in range(n):
+        if val_every and (e + 1) % val_every == 0:
+            rows[e].update(val_mrr=0.3 + 0.001 * e, val_seconds=val_seconds)
+    return rows
+
+
+def _run(root: Path, rel: str, rl: list[dict], pre: list[dict] | None = None, finished: bool = False) -> Path:
+    out = root / rel
+    (out / "rl").mkdir(parents=True)
+    (out / "rl" / "history.json").write_text(json.dumps(rl))
+    if pre is not None:
+        (out / "pretrain").mkdir()
+        (out / "pretrain" / "history.json").write_text(json.dumps(pre))
+    if finished:
+        (out / "rl" / "summary.json").write_text("{}")
+    return out
+
+
+@pytest.fixture
+def folder(tmp_path):
+    """RL 10 epochs validated every 5 (validation 20 s), RL-RAPTOR pretrains 4; two cores. Finished:
+    Pure-RL seeds 0 and 1 (10 x 10 s + 2 x 20 s = 140 s; 10 x 12 s + 40 s = 160 s) and RL-RAPTOR seed 0
+    (4 x 30 s pretraining, 10 x 15 s + 40 s RL)."""
+    root = tmp_path / "lr"
+    _run(root, "runs/ICEWS14/pure_rl/seed0", _history(10, 10.0, 5, 20.0), finished=True)
+    _run(root, "runs/ICEWS14/pure_rl/seed1", _history(10, 12.0, 5, 20.0), finished=True)
+    _run(root, "runs/ICEWS14/raptor/seed0", _history(10, 15.0, 5, 20.0), _history(4, 30.0), finished=True)
+    return Folder(root, (10, 5, (0, 0)), pretrain_epochs=4, cores=2)
+
+
+def test_finished_runs_are_measured_and_started_ones_timed_at_their_pace(folder):
+    assert measured(folder.root / "runs/ICEWS14/pure_rl/seed0") == Measured(140.0, 0.0, 0)
+    assert measured(folder.root / "runs/ICEWS14/raptor/seed0") == Measured(190.0, 120.0, 4)
+    assert folder.expected(Spec("ICEWS14", "pure_rl", 2)) == 150.0  # median of 140 and 160
+    assert folder.expected(Spec("ICEWS14", "raptor", 0, 2)) == 190.0 + 2 * 30.0  # an arm: 2 epochs pretrained
+    assert folder.expected(Spec("ICEWS14", "titer", 0)) is None  # no finished TITer-150 run
+    # Pure-RL seed 2, 6 of 10 epochs at 20 s: 4 x 20 s + one validation round left (epoch 10, 20 s)
+    out = _run(folder.root, "runs/ICEWS14/pure_rl/seed2", _history(6, 20.0, 5, 20.0))
+    assert seconds_left(out, folder.schedule, 0) == 4 * 20.0 + 20.0
+    # RL-RAPTOR seed 1, 3 of 4 pretraining epochs at 40 s and no RL yet: 40 s + the finished run's RL, 190 s
+    _run(folder.root, "runs/ICEWS14/raptor/seed1", [], _history(3, 40.0))
+    assert folder.left(Spec("ICEWS14", "raptor", 1)) == 40.0 + 190.0
+
+
+def test_status_lines_say_the_time_left_and_when_queued_runs_start(folder):
+    finished = run_line(folder, folder.root / "runs/ICEWS14/raptor/seed0", "stopped", NOW)
+    assert finished == "ICEWS14/raptor/seed0: pretraining 4 epochs, RL 10 epochs (finished), best val MRR 0.3090, stopped"
+    out = _run(folder.root, "runs/ICEWS14/pure_rl/seed2", _history(6, 20.0, 5, 20.0))
+    line = run_line(folder, out, "running (pid 7)", NOW)
+    assert line.endswith("running (pid 7) | about 0 h 01 min of training left, ends about 23:01 UTC"), line
+    lines = queue_lines(folder, [(out, 1)], [("ICEWS14", "pure_rl:3", 1), ("ICEWS14", "raptor:1:p2", 1),
+                                             ("ICEWS14", "titer:0", 1)], NOW)
+    # one core free: pure_rl:3 (150 s) starts now; raptor:1:p2 (250 s) when pure_rl:2 ends (100 s)
+    assert lines[1] == "  ICEWS14 pure_rl:3: starts in 0 h 00 min (about 23:00 UTC), ends in 0 h 02 min (about 23:02 UTC)"
+    assert lines[2] == "  ICEWS14 raptor:1:p2: starts in 0 h 01 min (about 23:01 UTC), ends in 0 h 05 min (about 23:05 UTC)"
+    # titer:0 is not measured: it starts when pure_rl:3 ends (150 s), its end unknown, so no end of the queue
+    assert lines[3].startswith("  ICEWS14 titer:0: starts in 0 h 02 min") and "no finished titer run of ICEWS14" in lines[3]
+    assert len(lines) == 4
+    lines = queue_lines(folder, [], [("ICEWS14", "pure_rl:3", 0)] * 30, NOW)  # 30 x 150 s = 75 min: past midnight
+    assert lines[-1] == "  the queue ends in 1 h 15 min of running (about Sat 00:15 UTC if nothing stops it; a stop adds its length)"
