@@ -24,7 +24,8 @@
 #                                   tested (after a reboot or a session that ended: the same as naming them to
 #                                   start), then the queue's runs that the freed cores allow
 #   scripts/longrun.sh status       one line per run: epochs done, best validation MRR, alive or not, and the
-#                                   training time left at its recent pace (the test evaluation not included)
+#                                   training time left at its recent pace (the test evaluation not included);
+#                                   then the queue, and when each queued run would start and end (runs/forecast.py)
 #   scripts/longrun.sh stop         SIGTERM to the runs' process groups (each resumes from its last checkpoint)
 #   scripts/longrun.sh rescore [--dataset DS] [--threads N] --set KEY=VALUE...  evaluate every tested variant run's (not the
 #                                   ablation arms') best model again
@@ -261,7 +262,8 @@ if [ "$cmd" = status ]; then
     alive=stopped; [ -n "$pid" ] && kill -0 -- "-$pid" 2>/dev/null && alive="running (pid $pid)"
     args+=("$out" "$alive" "$(cat "$out/threads" 2>/dev/null || echo 0)")
   done
-  "$py" - "$dir" "$params" "$cores" "$queue_file" "$(show_queue)" "${args[@]}" <<'PY'
+  # (if python fails, the lines it printed stand and the queue is listed after them)
+  "$py" - "$dir" "$params" "$cores" "$queue_file" "$(show_queue)" ${args[@]+"${args[@]}"} <<'PY' || show_queue
 import datetime, sys
 from pathlib import Path
 from raptor.runs.forecast import Folder, queue_lines, run_line
@@ -272,13 +274,10 @@ now = datetime.datetime.now(datetime.timezone.utc)
 try:
     folder = Folder.load(root, params, cores)
 except Exception as exc:  # status lines, never an error: say why there are no estimates
-    print(f"(no estimates: {type(exc).__name__}: {exc})")
+    print(f"(no estimates: {params}: {type(exc).__name__}: {exc})")
     folder = None
 for out, state, _ in runs:
-    try:
-        print(run_line(folder, out, state, now) if folder else f"{out}: {state}")
-    except Exception as exc:
-        print(f"{'/'.join(out.parts[-3:])}: {state} | no estimate ({type(exc).__name__}: {exc})")
+    print(run_line(folder, out, state, now))
 if queue_text:
     print(queue_text)
 queued = []
@@ -287,10 +286,13 @@ if queue_file.exists():
         f = line.split()
         if len(f) == 3 and f[2].isdigit():
             queued.append((f[0], f[1], int(f[2])))
-alive = [(o, t) for o, s, t in runs if s.startswith("running") and not (o / "eval" / "metrics.json").exists()]
+# the runs not yet tested hold their cores: the running ones, and the stopped ones that `resume` restarts
+# before it fills the queue
+waiting = [(o, s, t) for o, s, t in runs if not (o / "eval" / "metrics.json").exists()]
 if folder and queued:
     try:
-        print("\n".join(queue_lines(folder, alive, queued, now)))
+        print("\n".join(queue_lines(folder, [(o, t) for o, _, t in waiting], queued, now,
+                                    stopped=sum(1 for _, s, _ in waiting if not s.startswith("running")))))
     except Exception as exc:
         print(f"queue forecast: none ({type(exc).__name__}: {exc})")
 PY

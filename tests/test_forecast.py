@@ -120,7 +120,66 @@ def test_status_lines_say_the_time_left_and_when_queued_runs_start(folder):
     assert lines[1] == "  ICEWS14 pure_rl:3: starts in 0 h 00 min (about 23:00 UTC), ends in 0 h 02 min (about 23:02 UTC)"
     assert lines[2] == "  ICEWS14 raptor:1:p2: starts in 0 h 01 min (about 23:01 UTC), ends in 0 h 05 min (about 23:05 UTC)"
     # titer:0 is not measured: it starts when pure_rl:3 ends (150 s), its end unknown, so no end of the queue
-    assert lines[3].startswith("  ICEWS14 titer:0: starts in 0 h 02 min") and "no finished titer run of ICEWS14" in lines[3]
+    assert lines[3].startswith("  ICEWS14 titer:0: starts in 0 h 02 min") and "no finished run of its variant on ICEWS14 here" in lines[3]
     assert len(lines) == 4
     lines = queue_lines(folder, [], [("ICEWS14", "pure_rl:3", 0)] * 30, NOW)  # 30 x 150 s = 75 min: past midnight
     assert lines[-1] == "  the queue ends in 1 h 15 min of running (about Sat 00:15 UTC if nothing stops it; a stop adds its length)"
+
+
+def test_a_phase_not_yet_timed_counts_what_the_finished_runs_took(folder):
+    # RL-RAPTOR seed 2 just started: no pretraining epoch timed. Pretraining 4 x 30 s (the finished run's
+    # pace) + RL 190 s
+    _run(folder.root, "runs/ICEWS14/raptor/seed2", [], [])
+    assert folder.left(Spec("ICEWS14", "raptor", 2)) == 4 * 30.0 + 190.0
+    # with no finished run to time it by, no estimate
+    out = _run(folder.root, "runs/ICEWS18/raptor/seed0", [], [])
+    assert seconds_left(out, folder.schedule, 4) is None
+    line = run_line(folder, out, "running (pid 9)", NOW)
+    assert line == "ICEWS18/raptor/seed0: pretraining 0 epochs, RL 0 epochs, no validation yet, running (pid 9)"
+
+
+def test_a_training_free_run_is_measured_by_its_summary(tmp_path):
+    out = tmp_path / "runs/ICEWS14/recurrency/seed0"
+    (out / "rl").mkdir(parents=True)
+    (out / "rl" / "history.json").write_text("[]")
+    (out / "rl" / "summary.json").write_text(json.dumps({"seconds": 54.0}))
+    assert measured(out) == Measured(54.0, 0.0, 0)
+    (out / "rl" / "summary.json").write_text("{not json")
+    assert measured(out) is None
+
+
+@pytest.mark.parametrize("equal_total", [False, True])
+def test_the_rl_budget_is_the_pipelines(tmp_path, equal_total):
+    """Folder.rl_epochs follows raptor.pipeline.experiment.effective_epochs for every iterating variant."""
+    from raptor.agents import variants
+    from raptor.config import params_from_dict
+    from raptor.pipeline.experiment import effective_epochs
+
+    params = params_from_dict({"rl": {"epochs": 30}, "pretrain": {"epochs": 7},
+                               "train": {"equal_total_epochs": equal_total}})
+    f = Folder(tmp_path, (30, 10, (0, 0)), pretrain_epochs=7, cores=2, equal_total_epochs=equal_total)
+    for name in ("pure_rl", "raptor", "titer"):
+        assert f.rl_epochs(Spec("ICEWS14", name, 0)) == effective_epochs(params, name, 7), name
+    assert set(variants.VARIANTS) >= {"pure_rl", "raptor", "titer"}
+
+
+def test_what_cannot_be_timed_is_said_not_raised(folder):
+    # params unreadable: the line keeps its epochs and best MRR, without an estimate
+    out = _run(folder.root, "runs/ICEWS14/pure_rl/seed2", _history(6, 20.0, 5, 20.0))
+    assert run_line(None, out, "stopped", NOW) == "ICEWS14/pure_rl/seed2: RL 6 epochs, best val MRR 0.3040, stopped"
+    # a folder moved aside keeps its line; its name says no seed, so no estimate, and why
+    moved = _run(folder.root, "runs/ICEWS14/ablation/p10/seed9.old", _history(2, 20.0))
+    line = run_line(folder, moved, "stopped", NOW)
+    assert line.startswith("ICEWS14/ablation/p10/seed9.old: RL 2 epochs, no validation yet, stopped | no estimate (ValueError")
+    # an unknown variant or a bad spec in the queue: no time, and the runs behind it no start
+    lines = queue_lines(folder, [], [("ICEWS14", "nope:0", 0), ("ICEWS14", "bad", 1), ("ICEWS14", "pure_rl:4", 1)], NOW)
+    assert lines[1] == "  ICEWS14 nope:0: starts in 0 h 00 min (about 23:00 UTC), its time not measured " \
+                       "(no finished run of its variant on ICEWS14 here)"
+    assert lines[2].endswith("start not timed (it waits for runs not yet timed)") and len(lines) == 4
+
+
+def test_stopped_runs_are_counted_as_resume_restarts_them(folder):
+    out = _run(folder.root, "runs/ICEWS14/pure_rl/seed2", _history(6, 20.0, 5, 20.0))  # 100 s left
+    lines = queue_lines(folder, [(out, 0)], [("ICEWS14", "pure_rl:3", 1)], NOW, stopped=1)
+    assert "the 1 stopped runs counted as running, as `resume` restarts them first" in lines[0]
+    assert lines[1].startswith("  ICEWS14 pure_rl:3: starts in 0 h 01 min (about 23:01 UTC)")

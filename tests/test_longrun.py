@@ -191,6 +191,39 @@ def test_status_estimates_the_training_left_at_the_recent_pace(tmp_path):
     assert "pretraining 2 epochs" in line and "pretraining about 3 min left, RL not yet timed" in line, out
 
 
+def test_status_forecasts_the_queue_after_the_runs_resume_would_restart(tmp_path):
+    """A finished Pure-RL run (10 epochs of 20 s + two 30 s rounds = 260 s) times the queued one; the stopped,
+    untested run (6 of 10 epochs: 4 x 20 s + a 30 s round = 110 s left) holds every core (threads 0) until
+    `resume` would have trained it, so the queued run starts in 1 min 50 s and ends in 6 min 10 s."""
+    import json
+
+    lr = tmp_path / "lr"
+    lr.mkdir()
+    (lr / "params.yaml").write_text("rl: {epochs: 10}\neval: {valid_every: 5}\n")
+    history = [{"epoch": e, "seconds": 20.0} for e in range(10)]
+    for e in (4, 9):
+        history[e].update(val_mrr=0.3, val_seconds=30.0)
+    done = lr / "runs" / "ICEWS14" / "pure_rl" / "seed0"
+    (done / "rl").mkdir(parents=True)
+    (done / "rl" / "history.json").write_text(json.dumps(history))
+    (done / "rl" / "summary.json").write_text("{}")
+    (done / "eval").mkdir()
+    (done / "eval" / "metrics.json").write_text('{"mrr": 0.4}')
+    stopped = lr / "runs" / "ICEWS14" / "pure_rl" / "seed1"
+    (stopped / "rl").mkdir(parents=True)
+    (stopped / "rl" / "history.json").write_text(json.dumps(history[:6]))
+    (stopped / "threads").write_text("0\n")
+    (lr / "queue").write_text("ICEWS14 pure_rl:2 1\n")
+    r = _run("status", tmp_path=tmp_path)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert "queued, in order: ICEWS14 pure_rl:2 (threads: 1)" in lines, r.stdout
+    assert any("the 1 stopped runs counted as running" in x for x in lines), r.stdout
+    line = next(x for x in lines if x.startswith("  ICEWS14 pure_rl:2: "))
+    assert "starts in 0 h 01 min" in line and "ends in 0 h 06 min" in line, line
+    assert lines[-1].startswith("  the queue ends in 0 h 06 min of running"), r.stdout
+
+
 def _pinned(tmp_path: Path) -> Path:
     """A long-runs folder whose source is this checkout (a link: no worktree is added to the repository)
     and whose params exist, as after a first start."""

@@ -10,9 +10,9 @@ validation round, its ``val_seconds``.
 
 A queued run's expected time is measured, not modelled: the median over the folder's finished runs of
 the same variant and dataset of their RL time (training and validation), plus their pretraining time
-per epoch times the epochs it pretrains. The test after training (a minute or two) is not counted,
-nor the faster pace of a run left alone (``longrun.sh rebalance`` gives it every core): the forecast
-errs late.
+per epoch times the epochs it pretrains. Not counted, so the estimates err both ways: the test after
+training (a minute or two: starts come early) and the faster pace of a run left alone
+(``longrun.sh rebalance`` gives it every core: ends come late).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
+from raptor.agents import variants
 from raptor.runs.loop import remaining_seconds
 
 #: One RL epoch's validation schedule, as :func:`raptor.runs.loop.remaining_seconds` reads it.
@@ -93,38 +94,53 @@ class Measured:
 
 
 def measured(out: Path) -> Optional[Measured]:
-    """What a finished run (``rl/summary.json`` written) took, from its histories; ``None`` otherwise."""
-    rl = read_history(out / "rl" / "history.json")
-    if not (out / "rl" / "summary.json").exists() or not rl:
+    """What a finished run (``rl/summary.json`` written) took, from its histories (a run with no
+    epoch rows, the training-free baseline: its summary's ``seconds``); ``None`` otherwise."""
+    try:
+        summary = json.loads((out / "rl" / "summary.json").read_text())
+    except (OSError, ValueError):
         return None
+    rl = read_history(out / "rl" / "history.json")
     pre = read_history(out / "pretrain" / "history.json") or []
-    return Measured(phase_seconds(rl), phase_seconds(pre), len(pre))
+    if rl:
+        return Measured(phase_seconds(rl), phase_seconds(pre), len(pre))
+    seconds = summary.get("seconds") if isinstance(summary, dict) else None
+    return Measured(float(seconds), 0.0, 0) if isinstance(seconds, (int, float)) else None
+
+
+def pretrain_pace(finished: Sequence[Measured]) -> Optional[float]:
+    """Seconds per pretraining epoch over the ``finished`` runs that pretrained; ``None`` if none did."""
+    pre = [m for m in finished if m.pretrain_epochs > 0]
+    return sum(m.pretrain_seconds for m in pre) / sum(m.pretrain_epochs for m in pre) if pre else None
 
 
 def expected_seconds(finished: Sequence[Measured], pretrain_epochs: int) -> Optional[float]:
     """A run's expected time from ``finished`` runs of its variant: the median RL time, plus
-    ``pretrain_epochs`` times their mean pretraining seconds per epoch. ``None`` when nothing is
-    measured (no finished run, or pretraining to estimate and none pretrained)."""
+    ``pretrain_epochs`` times their :func:`pretrain_pace`. ``None`` when nothing is measured (no
+    finished run, or pretraining to estimate and none pretrained)."""
     if not finished:
         return None
     total = statistics.median(m.rl_seconds for m in finished)
     if pretrain_epochs > 0:
-        pre = [m for m in finished if m.pretrain_epochs > 0]
-        if not pre:
+        pace = pretrain_pace(finished)
+        if pace is None:
             return None
-        total += pretrain_epochs * sum(m.pretrain_seconds for m in pre) / sum(m.pretrain_epochs for m in pre)
+        total += pretrain_epochs * pace
     return total
 
 
-def seconds_left(out: Path, schedule: Schedule, pretrain_epochs: int,
-                 rl_expected: Optional[float] = None) -> Optional[float]:
+def seconds_left(out: Path, schedule: Schedule, pretrain_epochs: int, rl_expected: Optional[float] = None,
+                 pace: Optional[float] = None) -> Optional[float]:
     """Seconds a started run still trains: pretraining (``pretrain_epochs`` in all) and RL at their
-    recent pace (:func:`raptor.runs.loop.remaining_seconds`). An RL phase not yet timed counts
-    ``rl_expected`` (the median of finished runs); ``None`` when a phase can be timed neither way."""
+    recent pace (:func:`raptor.runs.loop.remaining_seconds`). A phase not yet timed counts what the
+    finished runs took: ``rl_expected`` seconds of RL, ``pace`` seconds per pretraining epoch left;
+    ``None`` when a phase can be timed neither way."""
     rl_epochs, valid_every, early = schedule
     pre_h = read_history(out / "pretrain" / "history.json") or []
     rl_h = read_history(out / "rl" / "history.json") or []
     pre_left = remaining_seconds(pre_h, pretrain_epochs) if pretrain_epochs else 0.0
+    if pre_left is None and pace is not None:
+        pre_left = max(pretrain_epochs - len(pre_h), 0) * pace
     rl_left = remaining_seconds(rl_h, rl_epochs, valid_every, early) if rl_h else rl_expected
     if pre_left is None or rl_left is None:
         return None
@@ -176,27 +192,34 @@ def _clock(now: datetime.datetime, seconds: float) -> str:
 
 @dataclass(frozen=True)
 class Folder:
-    """A long-runs folder as ``longrun.sh status`` sees it: its ``root``, its runs' params (the
-    schedule and the pretraining epochs of RL-RAPTOR) and the machine's ``cores``."""
+    """A long-runs folder as ``longrun.sh status`` sees it: its ``root``, its runs' params (the RL
+    schedule, RL-RAPTOR's pretraining epochs, ``train.equal_total_epochs``) and the machine's ``cores``."""
 
     root: Path
     schedule: Schedule
     pretrain_epochs: int
     cores: int
+    equal_total_epochs: bool = False
 
     @classmethod
     def load(cls, root: Path, params_file: Path, cores: int) -> "Folder":
         from raptor.config import load_params
         p = load_params(params_file)
         return cls(root, (p.rl.epochs, p.eval.valid_every, (p.eval.valid_every_early, p.eval.valid_early_epochs)),
-                   p.pretrain.epochs, cores)
+                   p.pretrain.epochs, cores, p.train.equal_total_epochs)
 
     def pretrains(self, spec: Spec) -> int:
         """Pretraining epochs of a run: an arm's own, RL-RAPTOR's from the params, none otherwise."""
-        from raptor.agents import variants
         if spec.arm_epochs is not None:
             return spec.arm_epochs
         return self.pretrain_epochs if variants.get(spec.variant).pretrained else 0
+
+    def rl_epochs(self, spec: Spec) -> int:
+        """RL epochs of a run: ``rl.epochs``, plus ``pretrain.epochs`` for a variant without pretraining
+        under ``train.equal_total_epochs`` (the rule of :func:`raptor.pipeline.experiment.effective_epochs`,
+        which ``tests/test_forecast.py`` holds this to)."""
+        extra = self.pretrain_epochs if self.equal_total_epochs and not variants.get(spec.variant).pretrained else 0
+        return self.schedule[0] + extra
 
     def finished(self, spec: Spec) -> list[Measured]:
         """The measured times of the folder's finished runs of the spec's dataset and variant (not arms)."""
@@ -204,52 +227,75 @@ class Folder:
         return [m for m in map(measured, runs) if m is not None]
 
     def expected(self, spec: Spec) -> Optional[float]:
+        """A queued run's expected time (:func:`expected_seconds`)."""
         return expected_seconds(self.finished(spec), self.pretrains(spec))
 
     def left(self, spec: Spec) -> Optional[float]:
+        """A started run's time left (:func:`seconds_left`, the finished runs timing a phase not yet timed)."""
         finished = self.finished(spec)
         rl = statistics.median(m.rl_seconds for m in finished) if finished else None
-        return seconds_left(spec.folder(self.root), self.schedule, self.pretrains(spec), rl)
+        _, valid_every, early = self.schedule
+        return seconds_left(spec.folder(self.root), (self.rl_epochs(spec), valid_every, early), self.pretrains(spec),
+                            rl, pretrain_pace(finished))
 
 
-def run_line(folder: Folder, out: Path, state: str, now: datetime.datetime) -> str:
+def run_line(folder: Optional[Folder], out: Path, state: str, now: datetime.datetime) -> str:
     """One run's status line: epochs trained, best validation MRR, ``state`` (``running (pid N)`` or
-    ``stopped``) and, until it has trained, the time left (and when a running one ends)."""
-    spec = Spec.of_folder(out)
+    ``stopped``) and, until it has trained, the time left (and when a running one ends). ``folder``
+    ``None`` (its params unreadable): no estimate."""
     pre_h, rl_h = read_history(out / "pretrain" / "history.json"), read_history(out / "rl" / "history.json")
-    vals = [r["val_mrr"] for r in rl_h or [] if r.get("val_mrr") is not None]
+    vals = [r["val_mrr"] for r in rl_h or [] if isinstance(r, dict) and r.get("val_mrr") is not None]
     done = (out / "rl" / "summary.json").exists()
-    depth = 4 if spec.arm_epochs is not None else 3
+    depth = 4 if out.parent.parent.name == "ablation" else 3
     parts = [f"{'/'.join(out.parts[-depth:])}:"]
     if pre_h is not None:
         parts.append(f"pretraining {len(pre_h)} epochs,")
     parts.append(f"RL {len(rl_h or [])} epochs" + (" (finished)" if done else "") + ",")
     parts.append(f"best val MRR {max(vals):.4f}," if vals else "no validation yet,")
     parts.append(state)
-    if done:
+    if done or folder is None:
         return " ".join(parts)
-    left = folder.left(spec)
-    if left is not None:
-        parts.append(f"| about {_duration(left)} of training left"
-                     + (f", ends about {_clock(now, left)}" if state.startswith("running") else ""))
-    elif folder.pretrains(spec):
-        pre_left = remaining_seconds(pre_h or [], folder.pretrains(spec))
-        if pre_left is not None:
-            parts.append(f"| pretraining about {pre_left / 60:.0f} min left, RL not yet timed")
+    try:
+        spec = Spec.of_folder(out)
+        left = folder.left(spec)
+        if left is not None:
+            parts.append(f"| about {_duration(left)} of training left"
+                         + (f", ends about {_clock(now, left)}" if state.startswith("running") else ""))
+        elif folder.pretrains(spec):
+            pre_left = remaining_seconds(pre_h or [], folder.pretrains(spec))
+            if pre_left is not None:
+                parts.append(f"| pretraining about {pre_left / 60:.0f} min left, RL not yet timed")
+    except Exception as exc:  # a status line, never an error: say why there is no estimate
+        parts.append(f"| no estimate ({type(exc).__name__}: {exc})")
     return " ".join(parts)
 
 
+def _expected(folder: Folder, dataset: str, spec: str) -> Optional[float]:
+    try:
+        return folder.expected(Spec.parse(dataset, spec))
+    except (ValueError, KeyError):  # a spec or variant this folder cannot time: no time, not an error
+        return None
+
+
 def queue_lines(folder: Folder, alive: Sequence[tuple[Path, int]], queued: Sequence[tuple[str, str, int]],
-                now: datetime.datetime) -> list[str]:
+                now: datetime.datetime, stopped: int = 0) -> list[str]:
     """When the queued runs (``(dataset, spec, threads)`` in queue order) would start and end, after
-    the ``alive`` runs (``(folder, threads)``) at their recent pace: :func:`forecast`."""
+    the ``alive`` runs (``(folder, threads)``, the ``stopped`` of them counted as ``resume`` would
+    restart them, before the queue) at their recent pace: :func:`forecast`."""
     if not queued:
         return []
-    specs = [Spec.parse(ds, spec) for ds, spec, _ in queued]
-    slots = forecast([(folder.left(Spec.of_folder(out)), t) for out, t in alive],
-                     [(folder.expected(s), t) for s, (_, _, t) in zip(specs, queued)], folder.cores)
-    lines = ["queue forecast (each run's time: the median of this folder's finished runs of its variant; "
-             "the test and a lone run's faster pace not counted):"]
+    def left(out: Path) -> Optional[float]:
+        try:
+            return folder.left(Spec.of_folder(out))
+        except (ValueError, KeyError):
+            return None
+
+    slots = forecast([(left(out), t) for out, t in alive],
+                     [(_expected(folder, ds, spec), t) for ds, spec, t in queued], folder.cores)
+    lines = ["queue forecast (each queued run's time: the median of this folder's finished runs of its variant; "
+             "not counted: the test after training, a lone run's faster pace"
+             + (f"; the {stopped} stopped runs counted as running, as `resume` restarts them first" if stopped else "")
+             + "):"]
     for (ds, spec, _), slot in zip(queued, slots):
         if slot is None:
             lines.append(f"  {ds} {spec}: start not timed (it waits for runs not yet timed)")
@@ -257,7 +303,7 @@ def queue_lines(folder: Folder, alive: Sequence[tuple[Path, int]], queued: Seque
         start, end = slot
         text = f"  {ds} {spec}: starts in {_duration(start)} (about {_clock(now, start)})"
         text += f", ends in {_duration(end)} (about {_clock(now, end)})" if end is not None else \
-            f", its time not measured (no finished {Spec.parse(ds, spec).variant} run of {ds} here)"
+            f", its time not measured (no finished run of its variant on {ds} here)"
         lines.append(text)
     ends = [slot[1] if slot is not None else None for slot in slots]
     if all(e is not None for e in ends):
