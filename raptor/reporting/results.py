@@ -46,6 +46,7 @@ from raptor.reporting.records import write_ranks
 from raptor.reporting.runs_reader import (COMMIT_FILE, PREDICTIONS_FILE, RANKS_FILE, READING_FILE, ranks_source,
                                           read_fingerprint, read_history, read_ranks, read_readings,
                                           read_json, read_metrics, read_summary, recorded_commit, seed_dirs)
+from raptor.runs.forecast import phase_seconds
 from raptor.runs.rundir import RunDir
 from raptor.reporting.paper import (ABLATION_REWARD_EPOCHS, DATASETS as PAPER_DATASETS, MAIN_TABLE,
                                     MARKED as PAPER_MARKED, REWARD_THRESHOLD)
@@ -520,7 +521,7 @@ def _epochs(runs: Sequence[SeedRun]) -> str:
 
 def _hours(history: Sequence[Mapping[str, Any]]) -> float:
     """Hours of RL training, validation included, from the history's per-epoch seconds."""
-    return sum((h.get("seconds") or 0) + (h.get("val_seconds") or 0) for h in history) / 3600
+    return phase_seconds(history) / 3600
 
 
 def result_rows(sets: Sequence[ResultSet]) -> list[dict[str, str]]:

@@ -18,26 +18,23 @@ training (a minute or two: starts come early) and the faster pace of a run left 
 from __future__ import annotations
 
 import datetime
-import json
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from raptor.agents import variants
+from raptor.reporting import runs_reader
 from raptor.runs.loop import remaining_seconds
 
 #: One RL epoch's validation schedule, as :func:`raptor.runs.loop.remaining_seconds` reads it.
 Schedule = tuple[int, int, tuple[int, int]]  # (rl_epochs, valid_every, (valid_every_early, valid_early_epochs))
 
 
-def read_history(path: Path) -> Optional[list[dict[str, Any]]]:
-    """The rows of a ``history.json``, or ``None`` when it is missing or unreadable (a run writes it
-    atomically, but a status line must never fail)."""
-    try:
-        rows = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
+def _history(run_dir: Path) -> Optional[list[dict[str, Any]]]:
+    """A phase's history rows (:func:`raptor.reporting.runs_reader.read_history`, lenient: a status line must
+    never fail), or ``None`` when missing, unreadable or not a list."""
+    rows = runs_reader.read_history(run_dir, lenient=True)
     return rows if isinstance(rows, list) else None
 
 
@@ -96,12 +93,11 @@ class Measured:
 def measured(out: Path) -> Optional[Measured]:
     """What a finished run (``rl/summary.json`` written) took, from its histories (a run with no
     epoch rows, the training-free baseline: its summary's ``seconds``); ``None`` otherwise."""
-    try:
-        summary = json.loads((out / "rl" / "summary.json").read_text())
-    except (OSError, ValueError):
+    summary = runs_reader.read_summary(out / "rl", lenient=True)
+    if summary is None:
         return None
-    rl = read_history(out / "rl" / "history.json")
-    pre = read_history(out / "pretrain" / "history.json") or []
+    rl = _history(out / "rl")
+    pre = _history(out / "pretrain") or []
     if rl:
         return Measured(phase_seconds(rl), phase_seconds(pre), len(pre))
     seconds = summary.get("seconds") if isinstance(summary, dict) else None
@@ -136,8 +132,8 @@ def seconds_left(out: Path, schedule: Schedule, pretrain_epochs: int, rl_expecte
     finished runs took: ``rl_expected`` seconds of RL, ``pace`` seconds per pretraining epoch left;
     ``None`` when a phase can be timed neither way."""
     rl_epochs, valid_every, early = schedule
-    pre_h = read_history(out / "pretrain" / "history.json") or []
-    rl_h = read_history(out / "rl" / "history.json") or []
+    pre_h = _history(out / "pretrain") or []
+    rl_h = _history(out / "rl") or []
     pre_left = remaining_seconds(pre_h, pretrain_epochs) if pretrain_epochs else 0.0
     if pre_left is None and pace is not None:
         pre_left = max(pretrain_epochs - len(pre_h), 0) * pace
@@ -243,7 +239,7 @@ def run_line(folder: Optional[Folder], out: Path, state: str, now: datetime.date
     """One run's status line: epochs trained, best validation MRR, ``state`` (``running (pid N)`` or
     ``stopped``) and, until it has trained, the time left (and when a running one ends). ``folder``
     ``None`` (its params unreadable): no estimate."""
-    pre_h, rl_h = read_history(out / "pretrain" / "history.json"), read_history(out / "rl" / "history.json")
+    pre_h, rl_h = _history(out / "pretrain"), _history(out / "rl")
     vals = [r["val_mrr"] for r in rl_h or [] if isinstance(r, dict) and r.get("val_mrr") is not None]
     done = (out / "rl" / "summary.json").exists()
     depth = 4 if out.parent.parent.name == "ablation" else 3
