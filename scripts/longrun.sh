@@ -3,6 +3,9 @@
 # silently alter them. Everything lives under .longruns/ (git-ignored; LONGRUN_DIR to move it):
 #   src/         a git worktree at the pinned commit (made by the first `start`; later starts reuse it)
 #   params.yaml  that commit's params.yaml plus the --set overrides (written by the first `start`)
+#   params-DS.yaml  the runs of dataset DS, where a later `start` or `queue` gave --dataset DS and --set
+#                before DS had runs: params.yaml's overrides plus these (e.g. another precision for the
+#                larger datasets); the same --set again changes nothing, another is refused
 #   data/DS/     ingested data, graph and label tables, made from src/ when missing
 #   runs/DS/VARIANT/seedS/  `raptor train` outputs (pretrain/, rl/), resumed from their checkpoints, then
 #                           eval/: `raptor evaluate` of rl/best.pt on test; train.log beside them
@@ -143,17 +146,42 @@ pin_source() {  # the pinned worktree and the runs' params: made by the first st
        "and remove it (git worktree remove $dir/src) to pin another commit" >&2; exit 1
   fi
   if [ ! -f "$dir/params.yaml" ]; then
-    "$py" - "$dir/src/params.yaml" "$dir/params.yaml" "${sets[@]+"${sets[@]}"}" <<'PY'
+    write_params "$dir/params.yaml" ""
+    echo "wrote $dir/params.yaml (overrides: ${sets[*]:-none})"
+  elif [ ${#sets[@]} -gt 0 ]; then
+    local own="$dir/params-$dataset.yaml"
+    if [ "$dataset_given" = 0 ] || { [ ! -f "$own" ] && [ -n "$(dataset_runs "$dataset")" ]; }; then
+      echo "longrun.sh: $dir/params.yaml exists; --set is only read by the first start, or with --dataset DS for a" \
+           "dataset with no runs yet (its own params file; edit the file, or remove it and the runs)" >&2
+      exit 1
+    fi
+    [ -f "$own" ] || existed=0
+    write_params "$own" "$dir/params.yaml"
+    [ "${existed:-1}" = 1 ] || echo "wrote $own (the runs of $dataset: $dir/params.yaml with overrides ${sets[*]})"
+  fi
+}
+write_params() {  # $1: the params file to write: the pinned params.yaml plus the overrides of $2 (a params file,
+  # or none) and then --set; an existing $1 is kept if it has these --set values already, else refused
+  "$py" - "$dir/src/params.yaml" "$1" "$2" "${sets[@]+"${sets[@]}"}" <<'PY'
 import os
 import sys
 import yaml
-src, dst, sets = sys.argv[1], sys.argv[2], sys.argv[3:]
-over = {}
+src, dst, base, sets = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+new = {}
 for s in sets:
     key, sep, value = s.partition("=")
     if not sep:
         sys.exit(f"longrun.sh: --set {s!r}: expected KEY=VALUE")
-    over[key] = yaml.safe_load(value)
+    new[key] = yaml.safe_load(value)
+if os.path.exists(dst):  # a dataset's own params, written before: the same --set again is no change
+    have = (yaml.safe_load(open(dst)) or {}).get("overrides") or {}
+    differ = [f"{k}: {have.get(k, '(unset)')!r} there, {v!r} here" for k, v in new.items() if have.get(k, object()) != v]
+    if differ:
+        sys.exit(f"longrun.sh: {dst} exists with other overrides ({'; '.join(differ)}); its runs were made with it "
+                 "(edit it, or remove it and the dataset's runs)")
+    sys.exit(0)
+over = dict((yaml.safe_load(open(base)) or {}).get("overrides") or {}) if base else {}
+over.update(new)
 text = open(src).read()
 if over:
     text += "\n# longrun.sh --set\noverrides:\n" + "".join(f"  {k}: {yaml.safe_dump(v, default_flow_style=True).strip().removesuffix('...').strip()}\n"
@@ -162,11 +190,14 @@ with open(dst + ".tmp", "w") as fh:  # atomically: a half-written file is never 
     fh.write(text)
 os.replace(dst + ".tmp", dst)
 PY
-    echo "wrote $dir/params.yaml (overrides: ${sets[*]:-none})"
-  elif [ ${#sets[@]} -gt 0 ]; then
-    echo "longrun.sh: $dir/params.yaml exists; --set is only read by the first start (edit it, or remove it and the runs)" >&2
-    exit 1
-  fi
+}
+dataset_runs() {  # the run folders of dataset $1 (empty: none yet)
+  local out
+  for out in "$dir/runs/$1"/*/seed* "$dir/runs/$1"/ablation/p*/seed*; do [ -d "$out" ] && echo "$out"; done
+  return 0
+}
+params_of() {  # the params file of dataset $1's runs: its own (params-DS.yaml, from --set with --dataset) or the folder's
+  if [ -f "$dir/params-$1.yaml" ]; then echo "$dir/params-$1.yaml"; else echo "$dir/params.yaml"; fi
 }
 
 if [ "$cmd" = queue ]; then
@@ -237,14 +268,14 @@ if [ "$cmd" = rescore ]; then
     found=1; name="$(basename "$ds_dir")"
     args=(); for kv in "${sets[@]}"; do args+=(--set "$kv"); done
     nice -n 10 "$py" -m raptor.cli rescore "${ds_dir%/}" --data "$dir/data/$name/ingested" --graph "$dir/data/$name/graph.npz" \
-      --params "$dir/params.yaml" --threads "${threads:-1}" "${args[@]}"
+      --params "$(params_of "$name")" --threads "${threads:-1}" "${args[@]}"
   done
   [ "$found" = 1 ] || echo "no long runs under $dir to re-score"
   exit 0
 fi
 # Relative paths in params (a dataset's raw_dir) are read from the repository root, as in the pipeline.
 raptor() { PYTHONPATH="$dir/src" "$py" -P -m raptor.cli "$@"; }
-params="$dir/params.yaml"
+params=$(params_of "$dataset")
 
 if [ "$cmd" = status ]; then
   show_queue() {
@@ -263,7 +294,7 @@ if [ "$cmd" = status ]; then
     args+=("$out" "$alive" "$(cat "$out/threads" 2>/dev/null || echo 0)")
   done
   # (if python fails, the lines it printed stand and the queue is listed after them)
-  "$py" - "$dir" "$params" "$cores" "$queue_file" "$(show_queue)" ${args[@]+"${args[@]}"} <<'PY' || show_queue
+  "$py" - "$dir" "$dir/params.yaml" "$cores" "$queue_file" "$(show_queue)" ${args[@]+"${args[@]}"} <<'PY' || show_queue
 import datetime, sys
 from pathlib import Path
 from raptor.runs.forecast import Folder, queue_lines, run_line
@@ -333,6 +364,7 @@ fi
 [ ${#runs[@]} -gt 0 ] || { echo "longrun.sh start: name at least one VARIANT:SEED (e.g. raptor:0)" >&2; exit 2; }
 check_specs "${runs[@]}"
 pin_source
+params=$(params_of "$dataset")  # (a --set with --dataset may have just written the dataset's own)
 if [ -n "$threads" ]; then  # a no-effect key: rewritten in place, so the runs' fingerprints stay as they were
   "$py" - "$params" "$threads" <<'PY'
 import os

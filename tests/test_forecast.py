@@ -183,3 +183,24 @@ def test_stopped_runs_are_counted_as_resume_restarts_them(folder):
     lines = queue_lines(folder, [(out, 0)], [("ICEWS14", "pure_rl:3", 1)], NOW, stopped=1)
     assert "the 1 stopped runs counted as running, as `resume` restarts them first" in lines[0]
     assert lines[1].startswith("  ICEWS14 pure_rl:3: starts in 0 h 01 min (about 23:01 UTC)")
+
+
+def test_a_dataset_with_its_own_params_is_timed_by_them(folder):
+    """`longrun.sh` gives a dataset its own params file (``--dataset DS --set ...``): its runs' RL budget
+    and pretraining epochs are that file's; the other datasets keep the folder's."""
+    from raptor.runs.forecast import DATASET_PARAMS
+
+    (folder.root / DATASET_PARAMS.format(dataset="ICEWS18")).write_text(
+        "rl: {epochs: 20}\npretrain: {epochs: 2}\neval: {valid_every: 10}\n")
+    own = folder.of_dataset("ICEWS18")
+    assert own.schedule[:2] == (20, 10) and own.pretrain_epochs == 2 and own.cores == folder.cores
+    assert folder.of_dataset("ICEWS14") is folder
+    # ICEWS18 Pure-RL seed 0, 10 of 20 epochs at 10 s, validated at 10 (5 s): 10 x 10 s + the round at 20
+    # (under the folder's params: 10 epochs, so no time left)
+    _run(folder.root, "runs/ICEWS18/pure_rl/seed0", _history(10, 10.0, 10, 5.0))
+    assert folder.left(Spec("ICEWS18", "pure_rl", 0)) == 10 * 10.0 + 5.0
+    # RL-RAPTOR on ICEWS18 pretrains the file's 2 epochs, not the folder's 4
+    raptor = _run(folder.root, "runs/ICEWS18/raptor/seed0", [], _history(1, 30.0))
+    line = run_line(folder, raptor, "running (pid 3)", NOW)
+    assert line.endswith("| pretraining about 0 min left, RL not yet timed"), line  # 1 epoch x 30 s
+    assert folder.expected(Spec("ICEWS18", "raptor", 1, 2)) is None  # no finished ICEWS18 run to time it

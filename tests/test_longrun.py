@@ -83,24 +83,39 @@ def test_bad_thread_count_is_refused_and_creates_nothing(tmp_path):
     assert not (tmp_path / "lr").exists()
 
 
+def _src_stand_in(lr: Path, params: str = "") -> None:
+    """A pinned source stand-in in ``lr/src``: a git work tree with one commit (and this params.yaml, not the
+    repository's, where given)."""
+    src = lr / "src"
+    src.mkdir(parents=True)
+    git = ["git", "-C", str(src), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q", str(src)], check=True)
+    if params:
+        (src / "params.yaml").write_text(params)
+        subprocess.run([*git, "add", "params.yaml"], check=True)
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "pin"], check=True)
+
+
+def _done_run(lr: Path, dataset: str, run: str) -> Path:
+    """A run of ``dataset`` (``VARIANT/seedS``) finished and tested, with its dataset's data made."""
+    data = lr / "data" / dataset
+    (data / "ingested").mkdir(parents=True, exist_ok=True)
+    (data / "ingested" / "meta.json").write_text("{}")
+    (data / "graph.npz").write_text("")
+    done = lr / "runs" / dataset / run
+    (done / "eval").mkdir(parents=True)
+    (done / "eval" / "metrics.json").write_text('{"mrr": 0.4}')
+    return done
+
+
 def test_threads_rewrite_the_no_effect_key_only(tmp_path):
     """`--threads N` sets `train.num_threads` in the long runs' params file, in place and once, whether or
     not the file has an overrides block; the other overrides stay, and the file still loads."""
     from raptor.config import load_params
 
     lr = tmp_path / "lr"
-    src = lr / "src"  # a pinned source stand-in: any git work tree
-    src.mkdir(parents=True)
-    git = ["git", "-C", str(src), "-c", "user.name=t", "-c", "user.email=t@t"]
-    subprocess.run(["git", "init", "-q", str(src)], check=True)
-    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "pin"], check=True)
-    data = lr / "data" / "ICEWS14"
-    (data / "ingested").mkdir(parents=True)
-    (data / "ingested" / "meta.json").write_text("{}")
-    (data / "graph.npz").write_text("")
-    done = lr / "runs" / "ICEWS14" / "pure_rl" / "seed0"
-    (done / "eval").mkdir(parents=True)
-    (done / "eval" / "metrics.json").write_text('{"mrr": 0.4}')
+    _src_stand_in(lr)
+    done = _done_run(lr, "ICEWS14", "pure_rl/seed0")
     params = lr / "params.yaml"
     params.write_text("rl:\n  epochs: 7\n")
     r = _run("resume", "--threads", "1", tmp_path=tmp_path)
@@ -347,3 +362,52 @@ def test_a_run_that_finishes_starts_the_next_queued_run(tmp_path):
                     os.killpg(int((run / "pid").read_text()), signal.SIGKILL)
                 except ProcessLookupError:
                     pass
+
+
+def test_a_dataset_without_runs_takes_its_own_overrides(tmp_path):
+    """After the first start, `--set` with `--dataset DS` gives DS's runs their own params file (the
+    folder's overrides plus these): refused for a dataset that has runs or without --dataset, a no-op when
+    repeated, refused when it differs; `--threads` then rewrites the dataset's file, not the folder's."""
+    import signal
+
+    from raptor.config import load_params
+
+    lr = tmp_path / "lr"
+    _src_stand_in(lr, "rl:\n  epochs: 7\n")
+    folder_params = "rl:\n  epochs: 7\n\n# longrun.sh --set\noverrides:\n  train.precision: float32\n  train.num_threads: 1\n"
+    (lr / "params.yaml").write_text(folder_params)
+    busy = lr / "runs" / "ICEWS14" / "pure_rl" / "seed0"  # ICEWS14 has a run, holding every core
+    busy.mkdir(parents=True)
+    job, _ = session_with_child(busy)
+    try:
+        (busy / "pid").write_text(f"{job.pid}\n")
+        (busy / "threads").write_text("0\n")
+        for args in (("--dataset", "ICEWS14"), ()):
+            r = _run("queue", *args, "--set", "train.precision=bfloat16", "pure_rl:1", tmp_path=tmp_path)
+            assert r.returncode == 1 and "--set is only read by the first start, or with --dataset DS" in r.stderr
+        assert not (lr / "params-ICEWS14.yaml").exists() and not (lr / "queue").exists()
+        own = lr / "params-ICEWS18.yaml"
+        r = _run("queue", "--dataset", "ICEWS18", "--set", "train.precision=bfloat16", "--set", "rl.epochs=3",
+                 "raptor:0", tmp_path=tmp_path)
+        assert r.returncode == 0, r.stderr
+        assert f"wrote {own}" in r.stdout and "queue: ICEWS18 raptor:0 waits" in r.stdout, r.stdout
+        p = load_params(own)
+        assert (p.train.precision, p.rl.epochs, p.train.num_threads) == ("bfloat16", 3, 1)
+        assert (lr / "params.yaml").read_text() == folder_params
+        text = own.read_text()
+        r = _run("queue", "--dataset", "ICEWS18", "--set", "train.precision=bfloat16", "pure_rl:0", tmp_path=tmp_path)
+        assert r.returncode == 0 and "wrote" not in r.stdout and own.read_text() == text, r.stderr
+        r = _run("queue", "--dataset", "ICEWS18", "--set", "train.precision=float32", "pure_rl:1", tmp_path=tmp_path)
+        assert r.returncode == 1 and "exists with other overrides (train.precision: 'bfloat16' there, 'float32' here)" \
+            in r.stderr, r.stderr
+        assert (lr / "queue").read_text() == "ICEWS18 raptor:0 1\nICEWS18 pure_rl:0 1\n"
+        # a run of ICEWS18 that is done: `start --threads` rewrites the thread count in ICEWS18's file only
+        _done_run(lr, "ICEWS18", "titer/seed0")
+        r = _run("start", "--dataset", "ICEWS18", "--threads", "2", "titer:0", tmp_path=tmp_path)
+        assert r.returncode == 0 and f"train.num_threads: 2 in {own}" in r.stdout, r.stdout + r.stderr
+        assert load_params(own).train.num_threads == 2 and load_params(own).train.precision == "bfloat16"
+        assert (lr / "params.yaml").read_text() == folder_params
+        r = _run("queue", "--dataset", "ICEWS18", "--set", "train.precision=bfloat16", "titer:1", tmp_path=tmp_path)
+        assert r.returncode == 0, r.stderr  # the file exists: the same value again, though ICEWS18 has runs now
+    finally:
+        os.killpg(job.pid, signal.SIGKILL)

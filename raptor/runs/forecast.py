@@ -27,6 +27,10 @@ from raptor.agents import variants
 from raptor.reporting import runs_reader
 from raptor.runs.loop import remaining_seconds
 
+#: The params file of one dataset's runs in a long-runs folder, where they have their own (``longrun.sh``
+#: writes it for ``--dataset DS --set KEY=VALUE``); the folder's ``params.yaml`` otherwise.
+DATASET_PARAMS = "params-{dataset}.yaml"
+
 #: One RL epoch's validation schedule, as :func:`raptor.runs.loop.remaining_seconds` reads it.
 Schedule = tuple[int, int, tuple[int, int]]  # (rl_epochs, valid_every, (valid_every_early, valid_early_epochs))
 
@@ -204,6 +208,13 @@ class Folder:
         return cls(root, (p.rl.epochs, p.eval.valid_every, (p.eval.valid_every_early, p.eval.valid_early_epochs)),
                    p.pretrain.epochs, cores, p.train.equal_total_epochs)
 
+    def of_dataset(self, dataset: str) -> "Folder":
+        """The folder as the runs of ``dataset`` see it: with their own params file
+        (:data:`DATASET_PARAMS`, which ``longrun.sh`` writes for a ``--set`` given with ``--dataset``)
+        where there is one, else this folder's."""
+        own = self.root / DATASET_PARAMS.format(dataset=dataset)
+        return Folder.load(self.root, own, self.cores) if own.is_file() else self
+
     def pretrains(self, spec: Spec) -> int:
         """Pretraining epochs of a run: an arm's own, RL-RAPTOR's from the params, none otherwise."""
         if spec.arm_epochs is not None:
@@ -223,15 +234,18 @@ class Folder:
         return [m for m in map(measured, runs) if m is not None]
 
     def expected(self, spec: Spec) -> Optional[float]:
-        """A queued run's expected time (:func:`expected_seconds`)."""
-        return expected_seconds(self.finished(spec), self.pretrains(spec))
+        """A queued run's expected time (:func:`expected_seconds`), under its dataset's params."""
+        f = self.of_dataset(spec.dataset)
+        return expected_seconds(f.finished(spec), f.pretrains(spec))
 
     def left(self, spec: Spec) -> Optional[float]:
-        """A started run's time left (:func:`seconds_left`, the finished runs timing a phase not yet timed)."""
-        finished = self.finished(spec)
+        """A started run's time left (:func:`seconds_left`, the finished runs timing a phase not yet timed),
+        under its dataset's params."""
+        f = self.of_dataset(spec.dataset)
+        finished = f.finished(spec)
         rl = statistics.median(m.rl_seconds for m in finished) if finished else None
-        _, valid_every, early = self.schedule
-        return seconds_left(spec.folder(self.root), (self.rl_epochs(spec), valid_every, early), self.pretrains(spec),
+        _, valid_every, early = f.schedule
+        return seconds_left(spec.folder(f.root), (f.rl_epochs(spec), valid_every, early), f.pretrains(spec),
                             rl, pretrain_pace(finished))
 
 
@@ -257,8 +271,8 @@ def run_line(folder: Optional[Folder], out: Path, state: str, now: datetime.date
         if left is not None:
             parts.append(f"| about {_duration(left)} of training left"
                          + (f", ends about {_clock(now, left)}" if state.startswith("running") else ""))
-        elif folder.pretrains(spec):
-            pre_left = remaining_seconds(pre_h or [], folder.pretrains(spec))
+        elif (pre := folder.of_dataset(spec.dataset).pretrains(spec)):
+            pre_left = remaining_seconds(pre_h or [], pre)
             if pre_left is not None:
                 parts.append(f"| pretraining about {pre_left / 60:.0f} min left, RL not yet timed")
     except Exception as exc:  # a status line, never an error: say why there is no estimate
