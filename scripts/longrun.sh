@@ -12,8 +12,8 @@
 #   runs/DS/ablation/pN/seedS/  the same for an arm of the pretraining-epochs ablation: RL-RAPTOR with N
 #                           pretraining epochs (raptor:S:pN); the results page reads the arms with the set's
 #                           Pure-RL runs as arm p0 and its RL-RAPTOR runs as the arm of their pretraining budget
-# `raptor collect .longruns/runs results/paper-budget`, `git add results/paper-budget`, then
-# `raptor results "paper budget=results/paper-budget" ...` puts them on the results page.
+# `raptor collect .longruns/runs results/paper-budget-DS --dataset DS`, `git add results/paper-budget-DS`, then
+# `raptor results "paper budget=results/paper-budget-DS/*" ...` puts them on the results page.
 #
 #   scripts/longrun.sh start [--commit REV] [--dataset DS] [--set KEY=VALUE]... [--threads N] VARIANT:SEED... [raptor:SEED:pN]...
 #   scripts/longrun.sh queue [--dataset DS] [--threads N] VARIANT:SEED... [raptor:SEED:pN]...

@@ -229,6 +229,26 @@ def test_collect_keeps_what_the_page_reads_and_nothing_heavy(workspace, long_run
     assert {p: p.stat().st_mtime_ns for p in (tmp_path / "collected").rglob("*") if p.is_file()} == mtimes
 
 
+def test_collect_takes_one_datasets_runs_of_a_folder_holding_several(long_runs, tmp_path, capsys):
+    """A folder of long runs holds every dataset's runs; each campaign collects its own into its own
+    records folder. A dataset with no runs there is an error naming the ones it has, and writes nothing."""
+    import shutil
+
+    shutil.copytree(long_runs / "ICEWS18", long_runs / "ICEWS14")
+    dest = tmp_path / "kept"
+    assert cli(["collect", str(long_runs), str(dest / "18"), "--dataset", "ICEWS18"]) == 0
+    assert [rs.dataset for rs in discover(dest / "18", "long")] == ["ICEWS18"]
+    assert not (dest / "18" / "ICEWS14").exists()
+    out = capsys.readouterr().out
+    assert out.startswith("ICEWS18: ") and "ICEWS14" not in out, out
+    assert cli(["collect", str(long_runs), str(dest / "both"), "--dataset", "ICEWS18", "--dataset", "ICEWS14"]) == 0
+    assert sorted(rs.dataset for rs in discover(dest / "both", "long")) == ["ICEWS14", "ICEWS18"]
+    assert cli(["collect", str(long_runs), str(dest / "none"), "--dataset", "ICEWS05-15"]) == 1
+    err = capsys.readouterr().err
+    assert "no runs of dataset ICEWS05-15 (it has ICEWS14, ICEWS18)" in err, err
+    assert not (dest / "none").exists()
+
+
 def test_collect_from_a_folder_without_runs_writes_nothing(tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     assert cli(["collect", str(tmp_path / "empty"), str(tmp_path / "dest")]) == 1

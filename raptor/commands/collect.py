@@ -17,6 +17,9 @@ HELP = ("copy what `raptor results` reads of a result folder (a pipeline workspa
 def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("source", help="the result folder (e.g. a clone where `scripts/run.sh` ran)")
     p.add_argument("dest", help="the folder to copy into (e.g. results/quick-ICEWS14)")
+    p.add_argument("--dataset", action="append", metavar="DS",
+                   help="only this dataset's runs (repeat for more; default: every dataset in the source): a "
+                        "folder of long runs holds all of them, and each campaign keeps its own records folder")
     p.add_argument("--unfinished", action="store_true",
                    help="also copy runs not yet tested (still training, or not evaluated); by default they "
                         "are left out and named, since a partial record keeps the same seed, finished in a "
@@ -26,7 +29,7 @@ def register(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from raptor.reporting.results import collect
 
-    out = collect(args.source, args.dest, unfinished=args.unfinished)
+    out = collect(args.source, args.dest, unfinished=args.unfinished, datasets=args.dataset)
     for dataset, vs in out["sets"]:
         print(f"{dataset}: {', '.join(vs)}")
     if out["skipped"]:

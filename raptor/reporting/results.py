@@ -292,7 +292,8 @@ def _run_paths(ds_dir: Path, variant: str, seed: int, pipeline: bool) -> tuple[P
 RUN_FILES = (RunDir.HISTORY, RunDir.CONFIG, RunDir.SUMMARY)
 
 
-def collect(src: str | Path, dest: str | Path, unfinished: bool = False) -> dict[str, Any]:
+def collect(src: str | Path, dest: str | Path, unfinished: bool = False,
+            datasets: Optional[Sequence[str]] = None) -> dict[str, Any]:
     """Copy what :func:`discover` reads of the result folder ``src`` into ``dest``, in the same layout:
     each run's history, fingerprint and summary (the ablation's arms too), its test metrics, the
     significance tests and the stage usage log, and a ``COMMIT`` file naming the commit that trained them. ``dest`` is then a result folder
@@ -303,9 +304,18 @@ def collect(src: str | Path, dest: str | Path, unfinished: bool = False) -> dict
     Runs not yet tested (no test metrics: still training, or trained and not evaluated) are left out
     and named in ``skipped`` (``"<dataset> <variant or ablation arm> seed <S>"``) unless ``unfinished``:
     a partial record would block the same seed, finished in a later sitting's folder, from pooling
-    with this one (:func:`pool` refuses a seed found in two folders)."""
+    with this one (:func:`pool` refuses a seed found in two folders).
+
+    ``datasets``: only these datasets' runs (a folder of long runs holds every dataset's, and each
+    dataset's campaign keeps its own records folder); a name with no runs in ``src`` is an error."""
     src, dest = Path(src), Path(dest)
     sets = discover(src)
+    if datasets is not None:
+        missing = sorted(set(datasets) - {rs.dataset for rs in sets})
+        if missing:
+            raise ValueError(f"{src}: no runs of dataset {', '.join(missing)} (it has "
+                             f"{', '.join(rs.dataset for rs in sets) or 'none'})")
+        sets = [rs for rs in sets if rs.dataset in datasets]
     skipped: list[str] = []
     if not unfinished:
         sets = [_tested_only(rs, skipped) for rs in sets]
