@@ -4,16 +4,18 @@
 #   src/         a git worktree at the pinned commit (made by the first `start`; later starts reuse it)
 #   params.yaml  that commit's params.yaml plus the --set overrides (written by the first `start`)
 #   params-DS.yaml  the runs of dataset DS, where a later `start` or `queue` gave --dataset DS and --set
-#                before DS had runs: params.yaml's overrides plus these (e.g. another precision for the
-#                larger datasets); the same --set again changes nothing, another is refused
+#                before DS had runs: params.yaml plus these overrides (e.g. another precision for the
+#                larger datasets), checked by loading it; runs of DS queued before it read it too. Once DS
+#                has runs the same --set again changes nothing and another is refused
 #   data/DS/     ingested data, graph and label tables, made from src/ when missing
 #   runs/DS/VARIANT/seedS/  `raptor train` outputs (pretrain/, rl/), resumed from their checkpoints, then
 #                           eval/: `raptor evaluate` of rl/best.pt on test; train.log beside them
 #   runs/DS/ablation/pN/seedS/  the same for an arm of the pretraining-epochs ablation: RL-RAPTOR with N
 #                           pretraining epochs (raptor:S:pN); the results page reads the arms with the set's
 #                           Pure-RL runs as arm p0 and its RL-RAPTOR runs as the arm of their pretraining budget
-# `raptor collect .longruns/runs results/paper-budget-DS --dataset DS`, `git add results/paper-budget-DS`, then
-# `raptor results "paper budget=results/paper-budget-DS/*" ...` puts them on the results page.
+# `raptor collect .longruns/runs results/paper-budget-DS/SITTING --dataset DS` (one folder per sitting or machine),
+# `git add results/paper-budget-DS`, then `raptor results "paper budget=results/paper-budget-DS/*" ...` puts
+# them on the results page.
 #
 #   scripts/longrun.sh start [--commit REV] [--dataset DS] [--set KEY=VALUE]... [--threads N] VARIANT:SEED... [raptor:SEED:pN]...
 #   scripts/longrun.sh queue [--dataset DS] [--threads N] VARIANT:SEED... [raptor:SEED:pN]...
@@ -47,7 +49,8 @@
 # does nothing. A run whose checkpoints another configuration or code wrote is never deleted: it fails
 # (train --resume-only), and its log says why; move its folder away to start it anew.
 # --threads N sets train.num_threads (torch threads per run; it changes no result, so runs continue under
-# another value) in .longruns/params.yaml for the runs this call starts: one run on 2 cores, --threads 2;
+# another value) in the params file of the runs this call starts (params.yaml, or their dataset's
+# params-DS.yaml): one run on 2 cores, --threads 2;
 # two at once, --threads 1 (a run already alive keeps its threads: stop it and start it again).
 # Example, the paper's budget in float32, two runs at once with one thread each:
 #   scripts/longrun.sh start --set train.precision=float32 --threads 1 raptor:0 pure_rl:0
@@ -149,24 +152,27 @@ pin_source() {  # the pinned worktree and the runs' params: made by the first st
     write_params "$dir/params.yaml" ""
     echo "wrote $dir/params.yaml (overrides: ${sets[*]:-none})"
   elif [ ${#sets[@]} -gt 0 ]; then
-    local own="$dir/params-$dataset.yaml"
-    if [ "$dataset_given" = 0 ] || { [ ! -f "$own" ] && [ -n "$(dataset_runs "$dataset")" ]; }; then
+    local own="$dir/params-$dataset.yaml" existed=1 has_runs=0
+    [ -n "$(dataset_runs "$dataset")" ] && has_runs=1
+    if [ "$dataset_given" = 0 ] || { [ ! -f "$own" ] && [ "$has_runs" = 1 ]; }; then
       echo "longrun.sh: $dir/params.yaml exists; --set is only read by the first start, or with --dataset DS for a" \
            "dataset with no runs yet (its own params file; edit the file, or remove it and the runs)" >&2
       exit 1
     fi
     [ -f "$own" ] || existed=0
-    write_params "$own" "$dir/params.yaml"
-    [ "${existed:-1}" = 1 ] || echo "wrote $own (the runs of $dataset: $dir/params.yaml with overrides ${sets[*]})"
+    write_params "$own" "$dir/params.yaml" "$has_runs"
+    [ "$existed" = 1 ] || echo "wrote $own (the runs of $dataset: $dir/params.yaml with overrides ${sets[*]})"
   fi
 }
-write_params() {  # $1: the params file to write: the pinned params.yaml plus the overrides of $2 (a params file,
-  # or none) and then --set; an existing $1 is kept if it has these --set values already, else refused
-  "$py" - "$dir/src/params.yaml" "$1" "$2" "${sets[@]+"${sets[@]}"}" <<'PY'
+write_params() {  # $1: the params file to write: $2 (a params file; none: the pinned params.yaml) with --set
+  # added to its overrides, and loaded by the pinned code before it replaces $1. An existing $1 with these --set
+  # values already is kept; with others it is rewritten while $3 (its dataset has runs) is 0, else refused
+  PYTHONPATH="$dir/src" "$py" - "$dir/src/params.yaml" "$1" "$2" "${3:-0}" "${sets[@]+"${sets[@]}"}" <<'PY'
 import os
 import sys
 import yaml
-src, dst, base, sets = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+MARK = "\n# longrun.sh --set\noverrides:"
+src, dst, base, has_runs, sets = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "1", sys.argv[5:]
 new = {}
 for s in sets:
     key, sep, value = s.partition("=")
@@ -175,19 +181,30 @@ for s in sets:
     new[key] = yaml.safe_load(value)
 if os.path.exists(dst):  # a dataset's own params, written before: the same --set again is no change
     have = (yaml.safe_load(open(dst)) or {}).get("overrides") or {}
-    differ = [f"{k}: {have.get(k, '(unset)')!r} there, {v!r} here" for k, v in new.items() if have.get(k, object()) != v]
-    if differ:
+    differ = [f"{k}: {have.get(k, '(unset)')!r} there, {v!r} here" for k, v in new.items()
+              if k not in have or have[k] != v or type(have[k]) is not type(v)]
+    if not differ:
+        sys.exit(0)
+    if has_runs:
         sys.exit(f"longrun.sh: {dst} exists with other overrides ({'; '.join(differ)}); its runs were made with it "
                  "(edit it, or remove it and the dataset's runs)")
-    sys.exit(0)
-over = dict((yaml.safe_load(open(base)) or {}).get("overrides") or {}) if base else {}
+    base = dst  # no run has read it yet: these values replace its own
+text = open(base or src).read()
+over = dict((yaml.safe_load(text) or {}).get("overrides") or {}) if base else {}
 over.update(new)
-text = open(src).read()
+if MARK in text:  # the body as it is (hand edits kept), its overrides block written anew
+    text = text[:text.index(MARK)] + "\n"
 if over:
     text += "\n# longrun.sh --set\noverrides:\n" + "".join(f"  {k}: {yaml.safe_dump(v, default_flow_style=True).strip().removesuffix('...').strip()}\n"
                                                           for k, v in over.items())
 with open(dst + ".tmp", "w") as fh:  # atomically: a half-written file is never read as the runs' params
     fh.write(text)
+try:  # a misspelt key or a bad value is refused here, not hours later by a queued run
+    from raptor.config import load_params
+    load_params(dst + ".tmp")
+except Exception as exc:
+    os.unlink(dst + ".tmp")
+    sys.exit(f"longrun.sh: --set {' '.join(sets)}: {type(exc).__name__}: {exc}")
 os.replace(dst + ".tmp", dst)
 PY
 }
@@ -213,7 +230,7 @@ if [ "$cmd" = queue ]; then
   fi
   check_specs "${runs[@]}"
   if [ -s "$queue_file" ] && [ "$(awk '{ print $3 }' "$queue_file" | sort -u)" != "${threads:-1}" ]; then
-    # a run reads train.num_threads from the one params file when it starts: two runs started together with
+    # a run reads train.num_threads from its params file when it starts: two runs started together with
     # different counts could both read the second's
     echo "longrun.sh queue: the queue's runs have threads $(awk '{ print $3 }' "$queue_file" | sort -u | paste -sd,)," \
          "not ${threads:-1}: one thread count per queue (queue --clear, then queue them all again)" >&2; exit 2

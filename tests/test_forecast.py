@@ -203,4 +203,7 @@ def test_a_dataset_with_its_own_params_is_timed_by_them(folder):
     raptor = _run(folder.root, "runs/ICEWS18/raptor/seed0", [], _history(1, 30.0))
     line = run_line(folder, raptor, "running (pid 3)", NOW)
     assert line.endswith("| pretraining about 0 min left, RL not yet timed"), line  # 1 epoch x 30 s
-    assert folder.expected(Spec("ICEWS18", "raptor", 1, 2)) is None  # no finished ICEWS18 run to time it
+    # a queued ICEWS18 RL-RAPTOR run: a finished one's RL time (10 x 10 s) + the file's 2 pretraining epochs
+    # at its pace (30 s), not the folder's 4
+    _run(folder.root, "runs/ICEWS18/raptor/seed1", _history(10, 10.0), _history(2, 30.0), finished=True)
+    assert folder.expected(Spec("ICEWS18", "raptor", 2)) == 100.0 + 2 * 30.0

@@ -397,9 +397,6 @@ def test_a_dataset_without_runs_takes_its_own_overrides(tmp_path):
         text = own.read_text()
         r = _run("queue", "--dataset", "ICEWS18", "--set", "train.precision=bfloat16", "pure_rl:0", tmp_path=tmp_path)
         assert r.returncode == 0 and "wrote" not in r.stdout and own.read_text() == text, r.stderr
-        r = _run("queue", "--dataset", "ICEWS18", "--set", "train.precision=float32", "pure_rl:1", tmp_path=tmp_path)
-        assert r.returncode == 1 and "exists with other overrides (train.precision: 'bfloat16' there, 'float32' here)" \
-            in r.stderr, r.stderr
         assert (lr / "queue").read_text() == "ICEWS18 raptor:0 1\nICEWS18 pure_rl:0 1\n"
         # a run of ICEWS18 that is done: `start --threads` rewrites the thread count in ICEWS18's file only
         _done_run(lr, "ICEWS18", "titer/seed0")
@@ -409,5 +406,61 @@ def test_a_dataset_without_runs_takes_its_own_overrides(tmp_path):
         assert (lr / "params.yaml").read_text() == folder_params
         r = _run("queue", "--dataset", "ICEWS18", "--set", "train.precision=bfloat16", "titer:1", tmp_path=tmp_path)
         assert r.returncode == 0, r.stderr  # the file exists: the same value again, though ICEWS18 has runs now
+        r = _run("queue", "--dataset", "ICEWS18", "--set", "train.precision=float32", "pure_rl:1", tmp_path=tmp_path)
+        assert r.returncode == 1 and "exists with other overrides (train.precision: 'bfloat16' there, 'float32' here)" \
+            in r.stderr, r.stderr  # its runs were made with it
+        r = _run("queue", "--dataset", "ICEWS18", "--set", "rl.epochs=3.0", "titer:1", tmp_path=tmp_path)
+        assert r.returncode == 1 and "rl.epochs: 3 there, 3.0 here" in r.stderr  # equal in Python, not the same value
+        # a dataset without runs: a misspelt key is refused by loading the file (none written), another value
+        # rewrites its file while no run has read it
+        r = _run("queue", "--dataset", "GDELT", "--set", "train.precison=bfloat16", "pure_rl:0", tmp_path=tmp_path)
+        assert r.returncode == 1 and "train.precison: unknown key" in r.stderr, r.stderr
+        assert not list(lr.glob("params-GDELT.yaml*")) and "GDELT" not in (lr / "queue").read_text()
+        gdelt = lr / "params-GDELT.yaml"
+        for value in ("bfloat16", "float32"):
+            r = _run("queue", "--dataset", "GDELT", "--set", f"train.precision={value}", "pure_rl:0", tmp_path=tmp_path)
+            assert r.returncode == 0 and load_params(gdelt).train.precision == value, r.stderr
+        assert gdelt.read_text().count("overrides:") == 1 and load_params(gdelt).rl.epochs == 7
     finally:
         os.killpg(job.pid, signal.SIGKILL)
+
+
+def test_a_start_that_writes_a_datasets_params_starts_its_run_with_them(tmp_path):
+    """`start --dataset DS --set ... --threads N` for a dataset without runs: the run it starts reads the
+    file that same call wrote (its thread count is the file's), not the folder's."""
+    import signal
+    import time
+
+    from raptor.config import load_params
+
+    lr = tmp_path / "lr"
+    _src_stand_in(lr, "rl:\n  epochs: 7\n")
+    (lr / "params.yaml").write_text("rl:\n  epochs: 7\n\n# longrun.sh --set\noverrides:\n  train.num_threads: 1\n")
+    data = lr / "data" / "YAGO"
+    (data / "ingested").mkdir(parents=True)
+    (data / "ingested" / "meta.json").write_text("{}")
+    (data / "graph.npz").write_text("")
+    r = _run("start", "--dataset", "YAGO", "--set", "train.precision=bfloat16", "--threads", "2", "pure_rl:0",
+             tmp_path=tmp_path)
+    out = lr / "runs" / "YAGO" / "pure_rl" / "seed0"
+    try:
+        assert r.returncode == 0, r.stderr
+        own = lr / "params-YAGO.yaml"
+        assert f"train.num_threads: 2 in {own}" in r.stdout and "pure_rl seed 0: started" in r.stdout, r.stdout
+        assert (out / "threads").read_text().strip() == "2"  # read from the dataset's file
+        p = load_params(own)
+        assert (p.train.num_threads, p.train.precision) == (2, "bfloat16")
+        assert load_params(lr / "params.yaml").train.num_threads == 1
+    finally:
+        pid = int((out / "pid").read_text()) if (out / "pid").is_file() else None
+        for _ in range(100):  # the job (its own session once setsid ran): ended before it trains
+            if pid is None:
+                break
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    break
+            time.sleep(0.05)

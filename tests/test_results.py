@@ -245,8 +245,26 @@ def test_collect_takes_one_datasets_runs_of_a_folder_holding_several(long_runs, 
     assert sorted(rs.dataset for rs in discover(dest / "both", "long")) == ["ICEWS14", "ICEWS18"]
     assert cli(["collect", str(long_runs), str(dest / "none"), "--dataset", "ICEWS05-15"]) == 1
     err = capsys.readouterr().err
-    assert "no runs of dataset ICEWS05-15 (it has ICEWS14, ICEWS18)" in err, err
+    assert "no runs of dataset ICEWS05-15 with a training history yet (it has ICEWS14, ICEWS18)" in err, err
     assert not (dest / "none").exists()
+
+
+def test_collect_of_one_dataset_keeps_only_its_stage_usage(workspace, tmp_path):
+    """A pipeline workspace's stage-usage log holds every dataset's stages: a collection of one dataset keeps
+    that dataset's records only (and drops a torn line)."""
+    from raptor.common.resources import append_usage
+
+    log = workspace / "runs/stage-usage.jsonl"
+    for stage in ("label@ICEWS14", "label@ICEWS18", "pretrain@ICEWS14"):
+        append_usage(log, {"stage": stage, "ok": True, "seconds": 1.0, "peak_rss_gb": 0.1,
+                           "peak_is_per_stage": True, "finished": "2026-11-24T10:00:00+00:00"})
+    with log.open("a") as f:
+        f.write('{"stage": "evaluate-rap')
+    assert cli(["collect", str(workspace), str(tmp_path / "kept"), "--dataset", "ICEWS14"]) == 0
+    kept = [json.loads(x)["stage"] for x in (tmp_path / "kept/runs/stage-usage.jsonl").read_text().splitlines()]
+    assert kept == ["label@ICEWS14", "pretrain@ICEWS14"]
+    assert cli(["collect", str(workspace), str(tmp_path / "all")]) == 0  # no --dataset: the log as it is
+    assert (tmp_path / "all/runs/stage-usage.jsonl").read_bytes() == log.read_bytes()
 
 
 def test_collect_from_a_folder_without_runs_writes_nothing(tmp_path, capsys):

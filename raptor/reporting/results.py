@@ -30,6 +30,7 @@ ignored folder is gone; ``--untracked`` writes a draft page, marked as such, fro
 from __future__ import annotations
 
 import glob
+import json
 import re
 import subprocess
 from dataclasses import dataclass, field, replace
@@ -313,7 +314,7 @@ def collect(src: str | Path, dest: str | Path, unfinished: bool = False,
     if datasets is not None:
         missing = sorted(set(datasets) - {rs.dataset for rs in sets})
         if missing:
-            raise ValueError(f"{src}: no runs of dataset {', '.join(missing)} (it has "
+            raise ValueError(f"{src}: no runs of dataset {', '.join(missing)} with a training history yet (it has "
                              f"{', '.join(rs.dataset for rs in sets) or 'none'})")
         sets = [rs for rs in sets if rs.dataset in datasets]
     skipped: list[str] = []
@@ -344,6 +345,9 @@ def collect(src: str | Path, dest: str | Path, unfinished: bool = False,
     for f in dict.fromkeys(files):
         if f.is_file():
             target, data = dest / f.relative_to(src), f.read_bytes()
+            if f == src / USAGE_LOG and datasets is not None:  # the stages of the datasets collected only
+                data = b"".join(line for line in data.splitlines(keepends=True)
+                                if _usage_dataset(line) in datasets)
             if not target.is_file() or target.read_bytes() != data:
                 if (f.parent / READING_FILE).is_file() and f.name != READING_FILE:
                     (target.parent / READING_FILE).unlink(missing_ok=True)  # the copy is whole again only at its end
@@ -364,6 +368,15 @@ def collect(src: str | Path, dest: str | Path, unfinished: bool = False,
         atomic_write_text(dest / COMMIT_FILE, commit + "\n")
     return {"dest": str(dest), "files": copied, "commit": commit,
             "sets": [(rs.dataset, rs.contents()) for rs in sets if rs.contents()], "skipped": skipped}
+
+
+def _usage_dataset(line: bytes) -> Optional[str]:
+    """The dataset of one stage-usage record (``"stage": "label@ICEWS14"``), ``None`` for a torn line."""
+    try:
+        stage = json.loads(line).get("stage", "")
+    except (ValueError, AttributeError):
+        return None
+    return stage.rsplit("@", 1)[1] if isinstance(stage, str) and "@" in stage else None
 
 
 def _tested_only(rs: ResultSet, skipped: list[str]) -> ResultSet:
