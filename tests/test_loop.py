@@ -59,13 +59,16 @@ def test_history_files_hold_every_epoch_and_the_validated_ones(tmp_path):
 
 
 def test_remaining_seconds_by_hand():
-    """10 of 40 epochs done, the last ones at 20 s (an older, slower one outside the recent window), one
+    """10 of 40 epochs done, the last ones at 20 s (an older, slower one outside the recent window, or
+    inside it, where the median ignores it; two slow ones of three move it), one
     validation round of 30 s so far: 30 epochs x 20 s, plus the rounds after epochs 20, 30 and 40 (every
     10th, counted from 1) x 30 s; the early schedule adds its own rounds; pretraining has none."""
     history = [{"epoch": 0, "seconds": 99.0}] + [{"epoch": e, "seconds": 20.0} for e in range(1, 10)]
     history[9]["val_seconds"] = 30.0
     assert remaining_seconds(history, 40, 10, recent=9) == 30 * 20 + 3 * 30
-    assert remaining_seconds(history, 40, 10, recent=10) == 30 * (99 + 9 * 20) / 10 + 3 * 30
+    assert remaining_seconds(history, 40, 10, recent=10) == 30 * 20 + 3 * 30
+    slowed = [{"epoch": 7, "seconds": 20.0}, {"epoch": 8, "seconds": 50.0}, {"epoch": 9, "seconds": 60.0}]
+    assert remaining_seconds(slowed, 40, 0) == 37 * 50
     # every 5th epoch while epoch <= 20, every 10th after: rounds after epochs 15, 20, 30, 40
     assert remaining_seconds(history, 40, 10, early=(5, 20), recent=9) == 30 * 20 + 4 * 30
     # the last epoch is always validated, on the schedule or not: rounds after 20, 30 and 35

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import csv
 import io as _io
+import statistics
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -293,8 +294,9 @@ def rl_postfix(row: dict[str, Any]) -> dict[str, Any]:
 def remaining_seconds(history: Sequence[dict[str, Any]], n_epochs: int, valid_every: int = 0,
                       early: tuple[int, int] = (0, 0), recent: int = 10) -> Optional[float]:
     """Seconds a phase still needs to reach ``n_epochs`` at its recent pace (an estimate for a
-    status line, not a promise): the mean training ``seconds`` of its last ``recent`` history rows
-    times the epochs left, plus one validation round (the last round's ``val_seconds``) for each
+    status line, not a promise): the median training ``seconds`` of its last ``recent`` history rows
+    (a median, so that a few epochs slowed by other work on the machine, or by a restart, do not move
+    it) times the epochs left, plus one validation round (the last round's ``val_seconds``) for each
     epoch left that ends with one (:func:`validation_due` with ``valid_every`` and ``early``, and the
     last epoch; none when ``valid_every`` is 0, as in pretraining). ``0.0`` when the budget is
     reached; ``None`` for a phase with no epoch timed yet."""
@@ -305,7 +307,7 @@ def remaining_seconds(history: Sequence[dict[str, Any]], n_epochs: int, valid_ev
     if not times:
         return None
     left = n_epochs - done
-    total = left * sum(times) / len(times)
+    total = left * statistics.median(times)
     rounds = [float(r["val_seconds"]) for r in history if r.get("val_seconds") is not None]
     if valid_every > 0 and rounds:
         due = sum(1 for e in range(done, n_epochs) if e == n_epochs - 1 or validation_due(e, valid_every, *early))
