@@ -61,6 +61,9 @@ def long_runs(tmp_path):
     _write(d / "rl/summary.json", {"rl_epochs": 40, "pretrain_epochs": 4, "precision": "bfloat16"})
     _write(d / "run_config.json", _params("bfloat16"))
     _write(d / "eval/metrics.json", {"mrr": 0.3, "hits@1": 0.2, "hits@3": 0.35, "hits@10": 0.5})
+    _write(d / "pretrain/history.json", [{"epoch": e, "loss": 1.0 / (e + 1), "seconds": 24.0} for e in range(4)])
+    _write(d / "pretrain/run_config.json", _params("bfloat16"))
+    (d / "pretrain/checkpoint.pt").write_bytes(b"\0" * 10_000)
     d = root / "ICEWS18/pure_rl/seed0"
     _write(d / "rl/history.json", _history(7, 20, 0.25))
     _write(d / "run_config.json", _params())
@@ -218,6 +221,10 @@ def test_collect_keeps_what_the_page_reads_and_nothing_heavy(workspace, long_run
         assert cli(["collect", str(src), str(dest), "--unfinished"]) == 0  # long_runs has a run in training
         assert not list(dest.rglob("*.pt"))
         assert result_rows(discover(dest, name)) == result_rows(discover(src, name))
+        pretrained = list(src.rglob("pretrain/history.json"))  # a long run's pretraining history, byte for byte
+        assert len(pretrained) == (name == "long")
+        for pre in pretrained:
+            assert (dest / pre.relative_to(src)).read_bytes() == pre.read_bytes()
         assert (dest / "COMMIT").read_text().strip() == (src / "COMMIT").read_text().strip()
     quick = discover(tmp_path / "collected/quick", "quick")
     assert significance_rows(quick) == significance_rows(discover(workspace, "quick"))

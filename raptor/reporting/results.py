@@ -292,11 +292,17 @@ def _run_paths(ds_dir: Path, variant: str, seed: int, pipeline: bool) -> tuple[P
 #: What the page reads of a training folder (and, for a run of the second layout, of its seed folder).
 RUN_FILES = (RunDir.HISTORY, RunDir.CONFIG, RunDir.SUMMARY)
 
+#: What :func:`collect` also keeps of a run of the second layout that pretrained (``seed<S>/pretrain/``):
+#: the pretraining's per-epoch history and fingerprint (a few KB), so that its time and losses stay
+#: checkable once the folder of long runs is gone.
+PRETRAIN_FILES = (RunDir.HISTORY, RunDir.CONFIG)
+
 
 def collect(src: str | Path, dest: str | Path, unfinished: bool = False,
             datasets: Optional[Sequence[str]] = None) -> dict[str, Any]:
     """Copy what :func:`discover` reads of the result folder ``src`` into ``dest``, in the same layout:
-    each run's history, fingerprint and summary (the ablation's arms too), its test metrics, the
+    each run's history, fingerprint and summary (the ablation's arms too; in a folder of long runs its
+    pretraining's history and fingerprint too, :data:`PRETRAIN_FILES`), its test metrics, the
     significance tests and the stage usage log, and a ``COMMIT`` file naming the commit that trained them. ``dest`` is then a result folder
     of its own of a few hundred kilobytes (no checkpoints; of the predictions only the per-query ranks,
     ``ranks.parquet``, about 80 KB per ICEWS14 seed, so significance can be recomputed): meant for git,
@@ -329,6 +335,8 @@ def collect(src: str | Path, dest: str | Path, unfinished: bool = False,
                 train_dir, eval_dir = _run_paths(root / rs.dataset, v, seed, pipeline)
                 files += [train_dir / f for f in RUN_FILES] + [train_dir.parent / RunDir.CONFIG,
                                                                RunDir(eval_dir).metrics]
+                if not pipeline:
+                    files += [train_dir.parent / "pretrain" / f for f in PRETRAIN_FILES]
                 for reading in seeds[seed].readings.values():  # its description last: it marks the copy whole
                     files += [RunDir(reading).metrics, reading / READING_FILE]
         for arm, seeds in rs.ablation.items():
@@ -338,6 +346,7 @@ def collect(src: str | Path, dest: str | Path, unfinished: bool = False,
                 else:  # a run of the set standing for an arm (no such folder) is collected with the set's runs
                     train_dir, eval_dir = _run_paths(root / rs.dataset / RUN_ABLATION, arm_folder(arm), seed, False)
                     files.append(train_dir.parent / RunDir.CONFIG)
+                    files += [train_dir.parent / "pretrain" / f for f in PRETRAIN_FILES]
                 files += [train_dir / f for f in RUN_FILES] + [RunDir(eval_dir).metrics]
         if pipeline:
             files.append(src / "reports" / rs.dataset / "significance.json")
