@@ -37,6 +37,19 @@
 #                                   under an evaluation-only reading (`raptor rescore`, docs/evaluation.md) into
 #                                   runs/DS/VARIANT/seedS/rescore/KEY=VALUE/, in the foreground, by this working
 #                                   tree's code (the pinned commit may predate the command); `raptor collect` keeps it
+#   scripts/longrun.sh park         stop the runs, then copy every run not yet tested, with its last checkpoints
+#                                   (not the .prev ones), the pinned commit, the params files and the queue, into
+#                                   longruns-parked/ (LONGRUN_PARK to move it), replacing what was there, with each
+#                                   file's sha256. The folder is not git-ignored: it travels with a work tree that
+#                                   is kept when the machine changes, as .longruns/ does not; where only commits
+#                                   travel, commit it (an ICEWS14 run: 21-56 MB). A run's parked copy is removed
+#                                   when the run is tested
+#   scripts/longrun.sh unpark       put the parked runs back (`resume` does it first): their files checked against
+#                                   the sums, the source pinned at their commit where none is, the params files and
+#                                   queue copied where missing (a different one is refused), each run copied where
+#                                   .longruns/ has no folder of it (a folder here wins: remove it to take the parked
+#                                   one). The data, graph and labels are made again by `start` (the runs' fingerprints
+#                                   check that they are the same)
 #   scripts/longrun.sh rebalance [--plan]  the queue's next runs, if the alive runs leave them their cores;
 #                                   with nothing queued, when exactly one run is alive and it has fewer threads
 #                                   than the machine has cores: stop it and start it again on all cores (it
@@ -75,10 +88,11 @@ while [ $# -gt 0 ]; do
     *) runs+=("$1"); shift ;;
   esac
 done
-case "$cmd" in start|queue|resume|status|stop|rebalance|rescore) ;; -h|--help|"") awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
-  *) echo "longrun.sh: unknown command '$cmd' (start, queue, resume, status, stop, rebalance, rescore)" >&2; exit 2 ;; esac
+case "$cmd" in start|queue|resume|status|stop|rebalance|rescore|park|unpark) ;; -h|--help|"") awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+  *) echo "longrun.sh: unknown command '$cmd' (start, queue, resume, status, stop, rebalance, rescore, park, unpark)" >&2; exit 2 ;; esac
 
 queue_file="$dir/queue"; cores=$(nproc); py="$root/.venv/bin/python"
+park="${LONGRUN_PARK:-$root/longruns-parked}"
 check_specs() {  # before anything is made
   local spec
   for spec in "$@"; do
@@ -251,8 +265,97 @@ if [ "$cmd" = queue ]; then
   exit $?
 fi
 
+run_spec() {  # the VARIANT:SEED (or raptor:SEED:pN) and dataset of run folder $1: "DATASET SPEC"
+  local out="$1" seed="${1##*/seed}" parent
+  parent="$(basename "$(dirname "$out")")"
+  if [ "$(basename "$(dirname "$(dirname "$out")")")" = ablation ]; then
+    echo "$(basename "$(dirname "$(dirname "$(dirname "$out")")")") raptor:$seed:$parent"
+  else
+    echo "$(basename "$(dirname "$(dirname "$out")")") $parent:$seed"
+  fi
+}
+unpark() {  # the parked runs back into $dir (see `unpark` in the header); says what it did
+  [ -d "$park" ] || return 0
+  [ -f "$park/runs/COMMIT" ] || { echo "longrun.sh unpark: $park has no runs/COMMIT: not a folder that park wrote" >&2; exit 1; }
+  local sums bad pinned f out rel n=0
+  for sums in "$park/SHA256SUMS" "$park"/runs/*/*/seed*/SHA256SUMS "$park"/runs/*/ablation/p*/seed*/SHA256SUMS; do
+    [ -f "$sums" ] || continue
+    bad=$(cd "$(dirname "$sums")" && sha256sum --quiet -c SHA256SUMS 2>&1) || {
+      echo "longrun.sh unpark: $(dirname "$sums"): files differ from their SHA256SUMS (nothing was restored):" >&2
+      echo "$bad" >&2; exit 1; }
+  done
+  pinned=$(cat "$park/runs/COMMIT")
+  git cat-file -e "$pinned^{commit}" 2>/dev/null || {
+    echo "longrun.sh unpark: the parked runs are pinned at $pinned, which this repository does not have" >&2; exit 1; }
+  if [ -d "$dir/src" ]; then
+    [ "$(git -C "$dir/src" rev-parse HEAD)" = "$pinned" ] || {
+      echo "longrun.sh unpark: $dir/src is pinned at $(git -C "$dir/src" rev-parse --short HEAD), the parked runs at" \
+           "${pinned:0:7}: finish or move away the runs here first" >&2; exit 1; }
+  fi
+  for f in "$park"/params*.yaml "$park/queue"; do
+    [ -f "$f" ] && [ -f "$dir/$(basename "$f")" ] && ! cmp -s "$f" "$dir/$(basename "$f")" && [ "$(basename "$f")" != queue ] && {
+      echo "longrun.sh unpark: $dir/$(basename "$f") differs from the parked one: the parked runs were made with" \
+           "$f (move one away)" >&2; exit 1; }
+  done
+  mkdir -p "$dir/runs"
+  if [ ! -d "$dir/src" ]; then
+    git worktree prune  # a worktree registered by a folder since deleted would block the add
+    git worktree add --detach "$dir/src" "$pinned" >/dev/null
+    echo "unpark: pinned ${pinned:0:7} in $dir/src"
+  fi
+  for f in "$park"/params*.yaml "$park/queue"; do
+    [ -f "$f" ] && [ ! -f "$dir/$(basename "$f")" ] && cp "$f" "$dir/" && echo "unpark: $(basename "$f")"
+  done
+  [ -f "$dir/runs/COMMIT" ] || echo "$pinned" > "$dir/runs/COMMIT"
+  for out in "$park"/runs/*/*/seed* "$park"/runs/*/ablation/p*/seed*; do
+    [ -f "$out/SHA256SUMS" ] || continue
+    rel="${out#"$park"/}"
+    if [ -e "$dir/$rel" ]; then echo "unpark: $(run_spec "$out") has a folder here ($dir/$rel): kept, the parked copy not used"; continue; fi
+    mkdir -p "$(dirname "$dir/$rel")"
+    cp -a "$out" "$dir/$rel.tmp-unpark" && rm -f "$dir/$rel.tmp-unpark/SHA256SUMS" && mv "$dir/$rel.tmp-unpark" "$dir/$rel"
+    n=$((n + 1)); echo "unpark: $(run_spec "$out") restored"
+  done
+  echo "unpark: $n runs restored from $park"
+}
+
+if [ "$cmd" = unpark ]; then
+  [ ${#runs[@]} -eq 0 ] && [ ${#sets[@]} -eq 0 ] || { echo "longrun.sh unpark: takes no runs and no --set" >&2; exit 2; }
+  [ -d "$park" ] || { echo "nothing parked in $park"; exit 0; }
+  unpark; exit 0
+fi
+
+if [ "$cmd" = park ]; then
+  [ ${#runs[@]} -eq 0 ] && [ ${#sets[@]} -eq 0 ] || { echo "longrun.sh park: takes no runs and no --set" >&2; exit 2; }
+  [ -f "$dir/runs/COMMIT" ] || { echo "no long runs under $dir to park"; exit 0; }
+  "$self" stop
+  for f in "$dir"/runs/*/*/seed*/pid "$dir"/runs/*/ablation/p*/seed*/pid; do
+    [ -f "$f" ] || continue
+    pid=$(cat "$f"); for _ in $(seq 600); do kill -0 -- "-$pid" 2>/dev/null || break; sleep 0.5; done
+    if kill -0 -- "-$pid" 2>/dev/null; then echo "longrun.sh park: pid $pid did not stop in 300 s; nothing parked" >&2; exit 1; fi
+  done
+  tmp="$park.tmp-$$"; rm -rf "$tmp"; mkdir -p "$tmp/runs"
+  trap 'rm -rf "$tmp"' EXIT  # a half-written park is never left to be trusted (and *.tmp-* is git-ignored)
+  cp "$dir/runs/COMMIT" "$tmp/runs/"
+  for f in "$dir"/params*.yaml "$queue_file"; do [ -f "$f" ] && cp "$f" "$tmp/"; done
+  (cd "$tmp" && sha256sum runs/COMMIT $(ls params*.yaml queue 2>/dev/null) > SHA256SUMS)
+  n=0
+  for out in "$dir"/runs/*/*/seed* "$dir"/runs/*/ablation/p*/seed*; do
+    [ -d "$out" ] || continue
+    if [ -f "$out/eval/metrics.json" ]; then echo "park: $(run_spec "$out") is tested: not parked (raptor collect keeps its records)"; continue; fi
+    rel="${out#"$dir"/}"; mkdir -p "$tmp/$rel"
+    (cd "$out" && find . -type f ! -name pid ! -name '*.prev' ! -name '*.tmp*' -print0 | tar cf - --null -T -) | (cd "$tmp/$rel" && tar xf -)
+    (cd "$tmp/$rel" && find . -type f ! -name SHA256SUMS -print0 | sort -z | xargs -0 -r sha256sum > SHA256SUMS)
+    n=$((n + 1)); echo "park: $(run_spec "$out") ($(du -sh "$tmp/$rel" | cut -f1))"
+  done
+  rm -rf "$park.old-$$"; [ -d "$park" ] && mv "$park" "$park.old-$$"
+  mv "$tmp" "$park"; rm -rf "$park.old-$$"; trap - EXIT
+  echo "park: $n runs in $park ($(du -sh "$park" | cut -f1)); \`scripts/longrun.sh resume\` continues them on any machine with this repository"
+  exit 0
+fi
+
 if [ "$cmd" = resume ]; then
   [ ${#runs[@]} -eq 0 ] && [ ${#sets[@]} -eq 0 ] || { echo "longrun.sh resume: takes no runs and no --set (it resumes every run under $dir/runs)" >&2; exit 2; }
+  unpark
   found=0
   for ds_dir in "$dir"/runs/*/; do
     [ -d "$ds_dir" ] || continue
@@ -428,14 +531,15 @@ for spec in "${runs[@]}"; do
     echo "$name: already running (pid $(cat "$out/pid"))"; continue
   fi
   if [ -f "$out/eval/metrics.json" ]; then echo "$name: finished and evaluated"; continue; fi
-  # train (resuming from the checkpoint), then test the best-validation model, then give the freed cores to
+  # train (resuming from the checkpoint), then test the best-validation model (and drop the run's parked copy, now
+  # stale: unparked elsewhere it would train again), then give the freed cores to
   # the queue's next run or a run left alone (rebalance, also after a failure; `stop` ends the whole job): one background job
   echo "$run_threads" > "$out/threads"
   (PYTHONPATH="$dir/src" nohup setsid nice -n 19 sh -c 'echo 19 > /proc/$$/autogroup 2>/dev/null || true; "$0" -P -m raptor.cli train --data "$1" --graph "$2" --out "$3" \
        --variant "$4" --seed "$5" --params "$6" $7 --no-progress && "$0" -P -m raptor.cli evaluate \
-       --model "$3/rl/best.pt" --data "$1" --graph "$2" --params "$6" --split test --out "$3/eval"; LONGRUN_ENDING="$3" "$8" rebalance' \
+       --model "$3/rl/best.pt" --data "$1" --graph "$2" --params "$6" --split test --out "$3/eval" && rm -rf "$9"; LONGRUN_ENDING="$3" "$8" rebalance' \
      "$py" "$data/ingested" "$data/graph.npz" "$out" "$variant" "$seed" "$params" "${labels[*]+${labels[*]}} $extra" \
-     "$root/scripts/longrun.sh" >> "$out/train.log" 2>&1 & echo $! > "$out/pid")
+     "$root/scripts/longrun.sh" "$park/${out#"$dir"/}" >> "$out/train.log" 2>&1 & echo $! > "$out/pid")
   pid=$(cat "$out/pid")
   # (the job's shell lowers its own autogroup, after setsid made it one: writing it from here raced
   # with setsid and once lowered the caller's group to 19 and left the run's at 0)

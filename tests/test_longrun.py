@@ -464,3 +464,161 @@ def test_a_start_that_writes_a_datasets_params_starts_its_run_with_them(tmp_path
                 except ProcessLookupError:
                     break
             time.sleep(0.05)
+
+
+def _park_env(tmp_path: Path) -> dict:
+    return {**os.environ, "LONGRUN_DIR": str(tmp_path / "lr"), "LONGRUN_PARK": str(tmp_path / "parked")}
+
+
+def _run_parked(*args: str, tmp_path: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(SCRIPT), *args], cwd=ROOT, env=_park_env(tmp_path), capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_park_keeps_what_resumes_and_unpark_puts_it_back(tmp_path):
+    """`park` copies every untested run with its last checkpoints (not the .prev ones, not the pid), the
+    commit, params and queue, each file under a sha256; with .longruns/ gone (another machine), `unpark`
+    pins the source at that commit and restores them byte for byte; a folder already here wins; a parked
+    file that changed, or a pin that differs, is refused before anything is restored."""
+    lr, parked = tmp_path / "lr", tmp_path / "parked"
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    (lr / "runs").mkdir(parents=True)
+    (lr / "src").symlink_to(ROOT)
+    (lr / "runs" / "COMMIT").write_text(head + "\n")
+    (lr / "params.yaml").write_text("rl: {epochs: 1}\n")
+    (lr / "params-ICEWS18.yaml").write_text("rl: {epochs: 2}\n")
+    (lr / "queue").write_text("ICEWS18 pure_rl:0 1\n")
+    arm = lr / "runs" / "ICEWS14" / "ablation" / "p50" / "seed0"
+    run = lr / "runs" / "ICEWS18" / "raptor" / "seed0"
+    for out, name in ((arm, "pretrain"), (run, "rl")):
+        (out / name).mkdir(parents=True)
+        (out / name / "checkpoint.pt").write_bytes(os.urandom(4096))
+        (out / name / "checkpoint.pt.prev").write_bytes(b"older")
+        (out / name / "history.json").write_text("[]")
+        (out / "pid").write_text("999999999\n")  # no such process: the run is stopped
+        (out / "train.log").write_text("log\n")
+    tested = _done_run(lr, "ICEWS14", "titer/seed0")
+    r = _run_parked("park", tmp_path=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "ICEWS14 titer:0 is tested: not parked" in r.stdout and "park: 2 runs in" in r.stdout, r.stdout
+    kept = sorted(str(p.relative_to(parked)) for p in parked.rglob("*") if p.is_file())
+    assert kept == sorted([
+        "SHA256SUMS", "params.yaml", "params-ICEWS18.yaml", "queue", "runs/COMMIT",
+        *(f"runs/ICEWS14/ablation/p50/seed0/{f}" for f in
+          ("SHA256SUMS", "pretrain/checkpoint.pt", "pretrain/history.json", "train.log")),
+        *(f"runs/ICEWS18/raptor/seed0/{f}" for f in ("SHA256SUMS", "rl/checkpoint.pt", "rl/history.json", "train.log"))])
+    assert not list(tmp_path.glob("parked.*"))  # the temporary folder went
+    assert tested.exists()  # park copies; it deletes nothing
+
+    import shutil
+    shutil.rmtree(lr)  # another machine: the ignored folder is gone, the parked one came along
+    r = _run_parked("unpark", tmp_path=tmp_path)
+    try:
+        assert r.returncode == 0, r.stderr
+        assert f"unpark: pinned {head[:7]} in {lr}/src" in r.stdout and "unpark: 2 runs restored" in r.stdout, r.stdout
+        assert subprocess.run(["git", "-C", str(lr / "src"), "rev-parse", "HEAD"], capture_output=True,
+                              text=True).stdout.strip() == head
+        for rel in ("runs/ICEWS14/ablation/p50/seed0/pretrain/checkpoint.pt", "runs/ICEWS18/raptor/seed0/rl/checkpoint.pt",
+                    "params.yaml", "params-ICEWS18.yaml", "queue", "runs/COMMIT"):
+            assert (lr / rel).read_bytes() == (parked / rel).read_bytes(), rel
+        assert not (lr / "runs" / "ICEWS18" / "raptor" / "seed0" / "SHA256SUMS").exists()
+        assert not (lr / "runs" / "ICEWS14" / "titer").exists()
+        # a run folder here wins over its parked copy
+        (lr / "runs" / "ICEWS18" / "raptor" / "seed0" / "rl" / "checkpoint.pt").write_bytes(b"newer, here")
+        r = _run_parked("unpark", tmp_path=tmp_path)
+        assert "ICEWS18 raptor:0 has a folder here" in r.stdout and "unpark: 0 runs restored" in r.stdout, r.stdout
+        assert (lr / "runs" / "ICEWS18" / "raptor" / "seed0" / "rl" / "checkpoint.pt").read_bytes() == b"newer, here"
+        # a parked params file that differs from the one here is refused
+        (lr / "params.yaml").write_text("rl: {epochs: 3}\n")
+        r = _run_parked("unpark", tmp_path=tmp_path)
+        assert r.returncode == 1 and "params.yaml differs from the parked one" in r.stderr, r.stderr
+    finally:
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(lr / "src")], capture_output=True)
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "prune"], capture_output=True)
+    # a parked checkpoint that changed: nothing is restored, the file is named
+    shutil.rmtree(lr)
+    (parked / "runs" / "ICEWS18" / "raptor" / "seed0" / "rl" / "checkpoint.pt").write_bytes(b"truncated")
+    r = _run_parked("resume", tmp_path=tmp_path)
+    assert r.returncode == 1 and "files differ from their SHA256SUMS" in r.stderr and "rl/checkpoint.pt" in r.stderr, r.stderr
+    assert not lr.exists() or not (lr / "runs").exists()
+    # runs pinned at a commit this repository lacks
+    (parked / "runs" / "ICEWS18" / "raptor" / "seed0" / "SHA256SUMS").unlink()
+    (parked / "runs" / "COMMIT").write_text("0" * 40 + "\n")
+    (parked / "SHA256SUMS").unlink()
+    r = _run_parked("unpark", tmp_path=tmp_path)
+    assert r.returncode == 1 and "which this repository does not have" in r.stderr, r.stderr
+
+
+def test_park_and_unpark_refuse_arguments_and_say_when_empty(tmp_path):
+    assert "no long runs under" in _run_parked("park", tmp_path=tmp_path).stdout
+    assert "nothing parked in" in _run_parked("unpark", tmp_path=tmp_path).stdout
+    r = _run_parked("park", "raptor:0", tmp_path=tmp_path)
+    assert r.returncode == 2 and "park: takes no runs" in r.stderr
+    assert not (tmp_path / "lr").exists() and not (tmp_path / "parked").exists()
+
+
+@pytest.mark.slow
+def test_a_parked_run_continues_on_another_machine(tmp_path):
+    """A tiny Pure-RL run stopped midway by `park`; its long-runs folder deleted (a new machine); `resume`
+    restores it from the parked copy and it trains on from its checkpoint to the end and is tested, its
+    history one epoch after another, and its parked copy is dropped once it is tested."""
+    import json
+    import shutil
+    import signal
+    import time
+
+    import yaml
+    from helpers import synthetic_dataset
+
+    lr = _pinned(tmp_path)
+    parked = tmp_path / "parked"
+    ds = synthetic_dataset(tmp_path / "ds", seed=3)
+
+    def data():
+        shutil.copytree(ds / "data", lr / "data" / "TINY" / "ingested")
+        shutil.copy(ds / "graph.npz", lr / "data" / "TINY" / "graph.npz")
+    data()
+    epochs = 30
+    (lr / "params.yaml").write_text(yaml.safe_dump({
+        "model": {"entity_dim": 8, "relation_dim": 8, "time_dim": 4, "step_dim": 4, "mlp_hidden_dim": 16},
+        "env": {"max_actions": 10}, "rl": {"epochs": epochs, "batch_size": 256},
+        "eval": {"beam_size": 4, "valid_every": 5}, "train": {"seeds": [0]}}))
+    out = lr / "runs" / "TINY" / "pure_rl" / "seed0"
+    try:
+        r = _run_parked("start", "--dataset", "TINY", "--threads", "1", "pure_rl:0", tmp_path=tmp_path)
+        assert r.returncode == 0, r.stderr
+        deadline = time.monotonic() + 300
+        while not (out / "rl" / "checkpoint.pt").exists():
+            assert time.monotonic() < deadline, (out / "train.log").read_text()[-2000:]
+            time.sleep(0.2)
+        r = _run_parked("park", tmp_path=tmp_path)
+        assert r.returncode == 0 and "park: 1 runs in" in r.stdout, r.stdout + r.stderr
+        before = json.loads((parked / "runs/TINY/pure_rl/seed0/rl/history.json").read_text())
+        done_before = len(before)
+        assert 0 < done_before < epochs and not (out / "eval").exists()
+        shutil.rmtree(lr)
+        lr.mkdir()
+        (lr / "src").symlink_to(ROOT)  # (this checkout's code, as the pin: the run's fingerprint includes it)
+        data()
+        r = _run_parked("resume", tmp_path=tmp_path)
+        assert r.returncode == 0 and "unpark: TINY pure_rl:0 restored" in r.stdout, r.stdout + r.stderr
+        assert "pure_rl seed 0: started" in r.stdout
+        while not (out / "eval" / "metrics.json").exists():
+            assert time.monotonic() < deadline, (out / "train.log").read_text()[-2000:]
+            time.sleep(0.5)
+        history = json.loads((out / "rl" / "history.json").read_text())
+        assert [h["epoch"] for h in history] == list(range(epochs))
+        assert history[:done_before] == before  # kept from before the move (their timings too), not trained again
+        assert "started afresh" not in (out / "train.log").read_text()
+        for _ in range(100):  # the job drops the parked copy right after the test
+            if not (parked / "runs" / "TINY" / "pure_rl" / "seed0").exists():
+                break
+            time.sleep(0.1)
+        assert not (parked / "runs" / "TINY" / "pure_rl" / "seed0").exists()
+    finally:
+        if (out / "pid").exists():
+            try:
+                os.killpg(int((out / "pid").read_text()), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
