@@ -404,6 +404,11 @@ if [ "$cmd" = status ]; then
     fi
     if [ -s "$queue_file.failed" ]; then echo "failed to start (not retried): $(tr '\n' ';' < "$queue_file.failed")"; fi
   }
+  waiting=()  # parked runs with no folder here: what `resume` would restore
+  for out in "$park"/runs/*/*/seed* "$park"/runs/*/ablation/p*/seed*; do
+    [ -f "$out/SHA256SUMS" ] && [ ! -e "$dir/${out#"$park"/}" ] && waiting+=("$(run_spec "$out")")
+  done
+  [ ${#waiting[@]} -eq 0 ] || echo "parked in $park, not here yet (\`resume\` restores them): $(IFS=,; echo "${waiting[*]}" | sed 's/,/, /g')"
   [ -d "$dir/runs" ] || { echo "no long runs under $dir"; show_queue; exit 0; }
   echo "source: $(git -C "$dir/src" rev-parse --short HEAD 2>/dev/null || echo '?') ($dir/src)"
   args=()  # (folder, state, threads) of every run; one python reads them all (raptor/runs/forecast.py)

@@ -513,6 +513,8 @@ def test_park_keeps_what_resumes_and_unpark_puts_it_back(tmp_path):
 
     import shutil
     shutil.rmtree(lr)  # another machine: the ignored folder is gone, the parked one came along
+    out = _run_parked("status", tmp_path=tmp_path).stdout
+    assert "not here yet (`resume` restores them): ICEWS18 raptor:0, ICEWS14 raptor:0:p50" in out, out
     r = _run_parked("unpark", tmp_path=tmp_path)
     try:
         assert r.returncode == 0, r.stderr
@@ -524,6 +526,7 @@ def test_park_keeps_what_resumes_and_unpark_puts_it_back(tmp_path):
             assert (lr / rel).read_bytes() == (parked / rel).read_bytes(), rel
         assert not (lr / "runs" / "ICEWS18" / "raptor" / "seed0" / "SHA256SUMS").exists()
         assert not (lr / "runs" / "ICEWS14" / "titer").exists()
+        assert "not here yet" not in _run_parked("status", tmp_path=tmp_path).stdout
         # a run folder here wins over its parked copy
         (lr / "runs" / "ICEWS18" / "raptor" / "seed0" / "rl" / "checkpoint.pt").write_bytes(b"newer, here")
         r = _run_parked("unpark", tmp_path=tmp_path)
