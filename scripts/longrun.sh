@@ -39,17 +39,20 @@
 #                                   tree's code (the pinned commit may predate the command); `raptor collect` keeps it
 #   scripts/longrun.sh park         stop the runs, then copy every run not yet tested, with its last checkpoints
 #                                   (not the .prev ones), the pinned commit, the params files and the queue, into
-#                                   longruns-parked/ (LONGRUN_PARK to move it), replacing what was there, with each
-#                                   file's sha256. The folder is not git-ignored: it travels with a work tree that
-#                                   is kept when the machine changes, as .longruns/ does not; where only commits
-#                                   travel, commit it (an ICEWS14 run: 21-56 MB). A run's parked copy is removed
-#                                   when the run is tested
-#   scripts/longrun.sh unpark       put the parked runs back (`resume` does it first): their files checked against
-#                                   the sums, the source pinned at their commit where none is, the params files and
-#                                   queue copied where missing (a different one is refused), each run copied where
-#                                   .longruns/ has no folder of it (a folder here wins: remove it to take the parked
-#                                   one). The data, graph and labels are made again by `start` (the runs' fingerprints
-#                                   check that they are the same)
+#                                   longruns-parked/ (LONGRUN_PARK to move it), replacing what was there, each run's
+#                                   files under a SHA256SUMS and the runs listed in RUNS. The folder is not
+#                                   git-ignored: it travels with a work tree that is kept when the machine changes,
+#                                   as .longruns/ does not; where only commits travel, commit it (an ICEWS14 run:
+#                                   21-56 MB). Refused while it holds runs not restored here (they would be lost).
+#                                   A run's parked copy is removed when its job has tested it
+#   scripts/longrun.sh unpark       put back the parked runs that .longruns/ has no folder of (`resume` does it
+#                                   first; with none, it does nothing): every file checked against the sums (a file
+#                                   changed, missing or unlisted is refused, nothing restored), the source pinned at
+#                                   their commit where none is (another pin is refused), the params files and queue
+#                                   copied where missing (one that differs but for train.num_threads is refused).
+#                                   A folder here wins; a run moved away to start anew comes back from the park
+#                                   unless it is removed there too. `start` makes the data, graph and labels again
+#                                   (the runs' fingerprints check that they hash the same)
 #   scripts/longrun.sh rebalance [--plan]  the queue's next runs, if the alive runs leave them their cores;
 #                                   with nothing queued, when exactly one run is alive and it has fewer threads
 #                                   than the machine has cores: stop it and start it again on all cores (it
@@ -70,7 +73,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD; self="$root/scripts/longrun.sh"  # $0 may be relative to the caller's folder
-dir="${LONGRUN_DIR:-$root/.longruns}"
+dir="${LONGRUN_DIR:-$root/.longruns}"; dir="${dir%/}"
 cmd="${1:-}"; [ $# -gt 0 ] && shift
 commit=HEAD; dataset=ICEWS14; dataset_given=0; sets=(); runs=(); threads=; plan=0; clear=0
 while [ $# -gt 0 ]; do
@@ -92,7 +95,7 @@ case "$cmd" in start|queue|resume|status|stop|rebalance|rescore|park|unpark) ;; 
   *) echo "longrun.sh: unknown command '$cmd' (start, queue, resume, status, stop, rebalance, rescore, park, unpark)" >&2; exit 2 ;; esac
 
 queue_file="$dir/queue"; cores=$(nproc); py="$root/.venv/bin/python"
-park="${LONGRUN_PARK:-$root/longruns-parked}"
+park="${LONGRUN_PARK:-$root/longruns-parked}"; park="${park%/}"
 check_specs() {  # before anything is made
   local spec
   for spec in "$@"; do
@@ -274,26 +277,51 @@ run_spec() {  # the VARIANT:SEED (or raptor:SEED:pN) and dataset of run folder $
     echo "$(basename "$(dirname "$(dirname "$out")")") $parent:$seed"
   fi
 }
-unpark() {  # the parked runs back into $dir (see `unpark` in the header); says what it did
+stop_runs() {  # SIGTERM to every run's process group (setsid made the job's shell its leader: the shell and its python)
+  local f pid
+  for f in "$dir"/runs/*/*/seed*/pid "$dir"/runs/*/ablation/p*/seed*/pid; do
+    [ -f "$f" ] || continue
+    pid=$(cat "$f"); kill -0 -- "-$pid" 2>/dev/null && { kill -TERM -- "-$pid"; echo "stopped pid $pid ($(dirname "$f"))"; }
+  done
+  return 0
+}
+parked_missing() {  # the parked runs (relative folders, as listed in the park's RUNS) that $dir has no folder of
+  local rel
+  [ -f "$park/RUNS" ] || return 0
+  while read -r rel; do [ -n "$rel" ] && [ ! -e "$dir/$rel" ] && echo "$rel"; done < "$park/RUNS"
+  return 0
+}
+same_params() {  # files $1 and $2 equal but for train.num_threads (a no-effect key that `start --threads` rewrites)
+  cmp -s <(grep -v '^  train\.num_threads:' "$1") <(grep -v '^  train\.num_threads:' "$2")
+}
+unpark() {  # the parked runs that $dir has no folder of, back into it (see `unpark` in the header); says what it did
   [ -d "$park" ] || return 0
-  [ -f "$park/runs/COMMIT" ] || { echo "longrun.sh unpark: $park has no runs/COMMIT: not a folder that park wrote" >&2; exit 1; }
-  local sums bad pinned f out rel n=0
-  for sums in "$park/SHA256SUMS" "$park"/runs/*/*/seed*/SHA256SUMS "$park"/runs/*/ablation/p*/seed*/SHA256SUMS; do
-    [ -f "$sums" ] || continue
-    bad=$(cd "$(dirname "$sums")" && sha256sum --quiet -c SHA256SUMS 2>&1) || {
-      echo "longrun.sh unpark: $(dirname "$sums"): files differ from their SHA256SUMS (nothing was restored):" >&2
+  local missing rel f pinned bad listed kept n=0
+  missing=$(parked_missing)
+  [ -n "$missing" ] || { echo "unpark: every run parked in $park has a folder here; nothing to restore"; return 0; }
+  for f in SHA256SUMS runs/COMMIT; do
+    [ -f "$park/$f" ] || { echo "longrun.sh unpark: $park has no $f: not a folder that park wrote (nothing was restored)" >&2; exit 1; }
+  done
+  # every file checked, none missing and none unlisted (a folder cut short in transit is refused whole)
+  for f in "" $missing; do
+    [ -f "$park/$f/SHA256SUMS" ] || { echo "longrun.sh unpark: $park/$f has no SHA256SUMS (nothing was restored)" >&2; exit 1; }
+    bad=$(cd "$park/$f" && sha256sum --strict --quiet -c SHA256SUMS 2>&1) || {
+      echo "longrun.sh unpark: $park/$f: files differ from their SHA256SUMS (nothing was restored):" >&2
       echo "$bad" >&2; exit 1; }
+    [ -n "$f" ] || continue
+    listed=$(sed 's/^[0-9a-f]*  //' "$park/$f/SHA256SUMS" | sort); kept=$(cd "$park/$f" && find . -type f ! -name SHA256SUMS | sort)
+    [ "$listed" = "$kept" ] || { echo "longrun.sh unpark: $park/$f holds other files than its SHA256SUMS lists (nothing was restored)" >&2; exit 1; }
   done
   pinned=$(cat "$park/runs/COMMIT")
   git cat-file -e "$pinned^{commit}" 2>/dev/null || {
     echo "longrun.sh unpark: the parked runs are pinned at $pinned, which this repository does not have" >&2; exit 1; }
   if [ -d "$dir/src" ]; then
-    [ "$(git -C "$dir/src" rev-parse HEAD)" = "$pinned" ] || {
-      echo "longrun.sh unpark: $dir/src is pinned at $(git -C "$dir/src" rev-parse --short HEAD), the parked runs at" \
-           "${pinned:0:7}: finish or move away the runs here first" >&2; exit 1; }
+    [ "$(git -C "$dir/src" rev-parse HEAD 2>/dev/null)" = "$pinned" ] || {
+      echo "longrun.sh unpark: $dir/src is pinned at $(git -C "$dir/src" rev-parse --short HEAD 2>/dev/null || echo '?'), the" \
+           "parked runs ($(echo $missing | tr ' ' ',')) at ${pinned:0:7}: finish or move away the runs here, or move $park away" >&2; exit 1; }
   fi
-  for f in "$park"/params*.yaml "$park/queue"; do
-    [ -f "$f" ] && [ -f "$dir/$(basename "$f")" ] && ! cmp -s "$f" "$dir/$(basename "$f")" && [ "$(basename "$f")" != queue ] && {
+  for f in "$park"/params*.yaml; do
+    [ -f "$f" ] && [ -f "$dir/$(basename "$f")" ] && ! same_params "$f" "$dir/$(basename "$f")" && {
       echo "longrun.sh unpark: $dir/$(basename "$f") differs from the parked one: the parked runs were made with" \
            "$f (move one away)" >&2; exit 1; }
   done
@@ -304,16 +332,16 @@ unpark() {  # the parked runs back into $dir (see `unpark` in the header); says 
     echo "unpark: pinned ${pinned:0:7} in $dir/src"
   fi
   for f in "$park"/params*.yaml "$park/queue"; do
-    [ -f "$f" ] && [ ! -f "$dir/$(basename "$f")" ] && cp "$f" "$dir/" && echo "unpark: $(basename "$f")"
+    [ -f "$f" ] && [ ! -f "$dir/$(basename "$f")" ] && { cp "$f" "$dir/" || exit 1; echo "unpark: $(basename "$f")"; }
   done
   [ -f "$dir/runs/COMMIT" ] || echo "$pinned" > "$dir/runs/COMMIT"
-  for out in "$park"/runs/*/*/seed* "$park"/runs/*/ablation/p*/seed*; do
-    [ -f "$out/SHA256SUMS" ] || continue
-    rel="${out#"$park"/}"
-    if [ -e "$dir/$rel" ]; then echo "unpark: $(run_spec "$out") has a folder here ($dir/$rel): kept, the parked copy not used"; continue; fi
-    mkdir -p "$(dirname "$dir/$rel")"
-    cp -a "$out" "$dir/$rel.tmp-unpark" && rm -f "$dir/$rel.tmp-unpark/SHA256SUMS" && mv "$dir/$rel.tmp-unpark" "$dir/$rel"
-    n=$((n + 1)); echo "unpark: $(run_spec "$out") restored"
+  for rel in $missing; do
+    # copied beside it under a hidden name (no run glob matches it), then renamed: a copy cut short is never a run
+    f="$(dirname "$dir/$rel")/.unpark-$(basename "$rel")"
+    mkdir -p "$(dirname "$dir/$rel")"; rm -rf "$f"
+    { cp -a "$park/$rel" "$f" && rm -f "$f/SHA256SUMS" && mv "$f" "$dir/$rel"; } || {
+      echo "longrun.sh unpark: copying $park/$rel to $dir/$rel failed" >&2; exit 1; }
+    n=$((n + 1)); echo "unpark: $(run_spec "$dir/$rel") restored"
   done
   echo "unpark: $n runs restored from $park"
 }
@@ -327,28 +355,36 @@ fi
 if [ "$cmd" = park ]; then
   [ ${#runs[@]} -eq 0 ] && [ ${#sets[@]} -eq 0 ] || { echo "longrun.sh park: takes no runs and no --set" >&2; exit 2; }
   [ -f "$dir/runs/COMMIT" ] || { echo "no long runs under $dir to park"; exit 0; }
-  "$self" stop
+  missing=$(parked_missing)
+  [ -z "$missing" ] || { echo "longrun.sh park: $park holds runs not restored here ($(echo $missing | tr ' ' ',')):" \
+    "\`scripts/longrun.sh unpark\` first, or move $park away; nothing was parked or stopped" >&2; exit 1; }
+  lock_queue  # no ending job's rebalance starts a queued run while the runs are stopped and copied
+  stop_runs
   for f in "$dir"/runs/*/*/seed*/pid "$dir"/runs/*/ablation/p*/seed*/pid; do
     [ -f "$f" ] || continue
     pid=$(cat "$f"); for _ in $(seq 600); do kill -0 -- "-$pid" 2>/dev/null || break; sleep 0.5; done
     if kill -0 -- "-$pid" 2>/dev/null; then echo "longrun.sh park: pid $pid did not stop in 300 s; nothing parked" >&2; exit 1; fi
   done
-  tmp="$park.tmp-$$"; rm -rf "$tmp"; mkdir -p "$tmp/runs"
-  trap 'rm -rf "$tmp"' EXIT  # a half-written park is never left to be trusted (and *.tmp-* is git-ignored)
+  rm -rf "$park".tmp-*  # what a park killed midway left (git-ignored: *.tmp-*)
+  tmp="$park.tmp-$$"; mkdir -p "$tmp/runs"
+  trap 'rm -rf "$tmp"' EXIT  # a half-written park is never left to be trusted
   cp "$dir/runs/COMMIT" "$tmp/runs/"
-  for f in "$dir"/params*.yaml "$queue_file"; do [ -f "$f" ] && cp "$f" "$tmp/"; done
-  (cd "$tmp" && sha256sum runs/COMMIT $(ls params*.yaml queue 2>/dev/null) > SHA256SUMS)
-  n=0
+  for f in "$dir"/params*.yaml "$queue_file" "$queue_file.failed"; do [ -f "$f" ] && cp "$f" "$tmp/"; done
+  n=0; : > "$tmp/RUNS"
   for out in "$dir"/runs/*/*/seed* "$dir"/runs/*/ablation/p*/seed*; do
     [ -d "$out" ] || continue
     if [ -f "$out/eval/metrics.json" ]; then echo "park: $(run_spec "$out") is tested: not parked (raptor collect keeps its records)"; continue; fi
     rel="${out#"$dir"/}"; mkdir -p "$tmp/$rel"
     (cd "$out" && find . -type f ! -name pid ! -name '*.prev' ! -name '*.tmp*' -print0 | tar cf - --null -T -) | (cd "$tmp/$rel" && tar xf -)
-    (cd "$tmp/$rel" && find . -type f ! -name SHA256SUMS -print0 | sort -z | xargs -0 -r sha256sum > SHA256SUMS)
+    (cd "$tmp/$rel" && find . -type f ! -name SHA256SUMS | sort > ../.files-$$ && xargs -d '\n' -r sha256sum < ../.files-$$ > SHA256SUMS; rm -f ../.files-$$)
+    if [ ! -s "$tmp/$rel/SHA256SUMS" ]; then rm -rf "$tmp/$rel"; echo "park: $(run_spec "$out") has nothing to resume from: not parked"; continue; fi
+    echo "$rel" >> "$tmp/RUNS"
     n=$((n + 1)); echo "park: $(run_spec "$out") ($(du -sh "$tmp/$rel" | cut -f1))"
   done
-  rm -rf "$park.old-$$"; [ -d "$park" ] && mv "$park" "$park.old-$$"
-  mv "$tmp" "$park"; rm -rf "$park.old-$$"; trap - EXIT
+  (cd "$tmp" && sha256sum RUNS runs/COMMIT $(ls params*.yaml queue queue.failed 2>/dev/null) > SHA256SUMS)
+  old="$park.tmp-old-$$"  # (the earlier park, moved aside for the moment of the swap; git-ignored too)
+  if [ -d "$park" ]; then mv "$park" "$old"; fi
+  mv "$tmp" "$park"; trap - EXIT; rm -rf "$old"
   echo "park: $n runs in $park ($(du -sh "$park" | cut -f1)); \`scripts/longrun.sh resume\` continues them on any machine with this repository"
   exit 0
 fi
@@ -405,9 +441,7 @@ if [ "$cmd" = status ]; then
     if [ -s "$queue_file.failed" ]; then echo "failed to start (not retried): $(tr '\n' ';' < "$queue_file.failed")"; fi
   }
   waiting=()  # parked runs with no folder here: what `resume` would restore
-  for out in "$park"/runs/*/*/seed* "$park"/runs/*/ablation/p*/seed*; do
-    [ -f "$out/SHA256SUMS" ] && [ ! -e "$dir/${out#"$park"/}" ] && waiting+=("$(run_spec "$out")")
-  done
+  while read -r rel; do [ -n "$rel" ] && waiting+=("$(run_spec "$park/$rel")"); done <<< "$(parked_missing)"
   [ ${#waiting[@]} -eq 0 ] || echo "parked in $park, not here yet (\`resume\` restores them): $(IFS=,; echo "${waiting[*]}" | sed 's/,/, /g')"
   [ -d "$dir/runs" ] || { echo "no long runs under $dir"; show_queue; exit 0; }
   echo "source: $(git -C "$dir/src" rev-parse --short HEAD 2>/dev/null || echo '?') ($dir/src)"
@@ -478,12 +512,7 @@ if [ "$cmd" = rebalance ]; then
 fi
 
 if [ "$cmd" = stop ]; then
-  for f in "$dir"/runs/*/*/seed*/pid "$dir"/runs/*/ablation/p*/seed*/pid; do
-    [ -f "$f" ] || continue
-    # the whole process group (setsid made the job's shell its leader): the shell and its python
-    pid=$(cat "$f"); kill -0 -- "-$pid" 2>/dev/null && { kill -TERM -- "-$pid"; echo "stopped pid $pid ($(dirname "$f"))"; }
-  done
-  exit 0
+  stop_runs; exit 0
 fi
 
 [ ${#runs[@]} -gt 0 ] || { echo "longrun.sh start: name at least one VARIANT:SEED (e.g. raptor:0)" >&2; exit 2; }

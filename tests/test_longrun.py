@@ -475,46 +475,69 @@ def _run_parked(*args: str, tmp_path: Path) -> subprocess.CompletedProcess:
                           text=True, timeout=120)
 
 
-def test_park_keeps_what_resumes_and_unpark_puts_it_back(tmp_path):
-    """`park` copies every untested run with its last checkpoints (not the .prev ones, not the pid), the
-    commit, params and queue, each file under a sha256; with .longruns/ gone (another machine), `unpark`
-    pins the source at that commit and restores them byte for byte; a folder already here wins; a parked
-    file that changed, or a pin that differs, is refused before anything is restored."""
-    lr, parked = tmp_path / "lr", tmp_path / "parked"
-    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True,
+def _head() -> str:
+    return subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True,
                           check=True).stdout.strip()
+
+
+def _parkable(tmp_path: Path) -> Path:
+    """A long-runs folder as on the first machine: two stopped runs (an ablation arm in pretraining, an
+    ICEWS18 run in RL) with checkpoints and their .prev, a tested run, two params files and a queue."""
+    lr = tmp_path / "lr"
     (lr / "runs").mkdir(parents=True)
     (lr / "src").symlink_to(ROOT)
-    (lr / "runs" / "COMMIT").write_text(head + "\n")
-    (lr / "params.yaml").write_text("rl: {epochs: 1}\n")
+    (lr / "runs" / "COMMIT").write_text(_head() + "\n")
+    (lr / "params.yaml").write_text("rl: {epochs: 1}\n\n# longrun.sh --set\noverrides:\n  train.num_threads: 2\n")
     (lr / "params-ICEWS18.yaml").write_text("rl: {epochs: 2}\n")
     (lr / "queue").write_text("ICEWS18 pure_rl:0 1\n")
-    arm = lr / "runs" / "ICEWS14" / "ablation" / "p50" / "seed0"
-    run = lr / "runs" / "ICEWS18" / "raptor" / "seed0"
-    for out, name in ((arm, "pretrain"), (run, "rl")):
+    for out, name in ((lr / "runs/ICEWS14/ablation/p50/seed0", "pretrain"), (lr / "runs/ICEWS18/raptor/seed0", "rl")):
         (out / name).mkdir(parents=True)
         (out / name / "checkpoint.pt").write_bytes(os.urandom(4096))
         (out / name / "checkpoint.pt.prev").write_bytes(b"older")
         (out / name / "history.json").write_text("[]")
         (out / "pid").write_text("999999999\n")  # no such process: the run is stopped
         (out / "train.log").write_text("log\n")
-    tested = _done_run(lr, "ICEWS14", "titer/seed0")
+    _done_run(lr, "ICEWS14", "titer/seed0")
+    return lr
+
+
+def _drop_worktree(src: Path) -> None:
+    subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(src)], capture_output=True)
+    subprocess.run(["git", "-C", str(ROOT), "worktree", "prune"], capture_output=True)
+
+
+def test_park_keeps_what_resumes_and_unpark_puts_it_back(tmp_path):
+    """`park` copies every untested run with its last checkpoints (not the .prev ones, not the pid), the
+    commit, params and queue, each file under a sha256; with .longruns/ gone (another machine), `unpark`
+    pins the source at that commit and restores them byte for byte; a folder already here wins; a params
+    file that differs only in its thread count is the same params; `park` refuses to drop runs it has
+    not restored."""
+    import shutil
+
+    lr, parked = _parkable(tmp_path), tmp_path / "parked"
+    head = _head()
     r = _run_parked("park", tmp_path=tmp_path)
     assert r.returncode == 0, r.stderr
     assert "ICEWS14 titer:0 is tested: not parked" in r.stdout and "park: 2 runs in" in r.stdout, r.stdout
     kept = sorted(str(p.relative_to(parked)) for p in parked.rglob("*") if p.is_file())
     assert kept == sorted([
-        "SHA256SUMS", "params.yaml", "params-ICEWS18.yaml", "queue", "runs/COMMIT",
+        "RUNS", "SHA256SUMS", "params.yaml", "params-ICEWS18.yaml", "queue", "runs/COMMIT",
         *(f"runs/ICEWS14/ablation/p50/seed0/{f}" for f in
           ("SHA256SUMS", "pretrain/checkpoint.pt", "pretrain/history.json", "train.log")),
         *(f"runs/ICEWS18/raptor/seed0/{f}" for f in ("SHA256SUMS", "rl/checkpoint.pt", "rl/history.json", "train.log"))])
-    assert not list(tmp_path.glob("parked.*"))  # the temporary folder went
-    assert tested.exists()  # park copies; it deletes nothing
+    assert (parked / "RUNS").read_text() == "runs/ICEWS18/raptor/seed0\nruns/ICEWS14/ablation/p50/seed0\n"
+    assert not list(tmp_path.glob("parked.*"))  # the temporary folders went
+    assert (lr / "runs/ICEWS14/titer/seed0/eval/metrics.json").exists()  # park copies; it deletes nothing
 
-    import shutil
     shutil.rmtree(lr)  # another machine: the ignored folder is gone, the parked one came along
     out = _run_parked("status", tmp_path=tmp_path).stdout
     assert "not here yet (`resume` restores them): ICEWS18 raptor:0, ICEWS14 raptor:0:p50" in out, out
+    (tmp_path / "lr" / "runs").mkdir(parents=True)
+    (tmp_path / "lr" / "runs" / "COMMIT").write_text(head + "\n")
+    r = _run_parked("park", tmp_path=tmp_path)  # parking here now would drop the runs not yet restored
+    assert r.returncode == 1 and "holds runs not restored here" in r.stderr, r.stderr
+    assert (parked / "runs/ICEWS18/raptor/seed0/rl/checkpoint.pt").exists()
+    shutil.rmtree(lr)
     r = _run_parked("unpark", tmp_path=tmp_path)
     try:
         assert r.returncode == 0, r.stderr
@@ -522,35 +545,83 @@ def test_park_keeps_what_resumes_and_unpark_puts_it_back(tmp_path):
         assert subprocess.run(["git", "-C", str(lr / "src"), "rev-parse", "HEAD"], capture_output=True,
                               text=True).stdout.strip() == head
         for rel in ("runs/ICEWS14/ablation/p50/seed0/pretrain/checkpoint.pt", "runs/ICEWS18/raptor/seed0/rl/checkpoint.pt",
-                    "params.yaml", "params-ICEWS18.yaml", "queue", "runs/COMMIT"):
+                    "runs/ICEWS18/raptor/seed0/train.log", "params.yaml", "params-ICEWS18.yaml", "queue", "runs/COMMIT"):
             assert (lr / rel).read_bytes() == (parked / rel).read_bytes(), rel
-        assert not (lr / "runs" / "ICEWS18" / "raptor" / "seed0" / "SHA256SUMS").exists()
-        assert not (lr / "runs" / "ICEWS14" / "titer").exists()
+        assert not (lr / "runs/ICEWS18/raptor/seed0/SHA256SUMS").exists() and not (lr / "runs/ICEWS14/titer").exists()
+        assert not list(lr.rglob(".unpark-*"))
         assert "not here yet" not in _run_parked("status", tmp_path=tmp_path).stdout
-        # a run folder here wins over its parked copy
-        (lr / "runs" / "ICEWS18" / "raptor" / "seed0" / "rl" / "checkpoint.pt").write_bytes(b"newer, here")
+        # restored: another unpark has nothing to do, whatever `start --threads` or `queue --clear` did since
+        (lr / "params.yaml").write_text((lr / "params.yaml").read_text().replace("num_threads: 2", "num_threads: 1"))
+        (lr / "queue").unlink()
         r = _run_parked("unpark", tmp_path=tmp_path)
-        assert "ICEWS18 raptor:0 has a folder here" in r.stdout and "unpark: 0 runs restored" in r.stdout, r.stdout
-        assert (lr / "runs" / "ICEWS18" / "raptor" / "seed0" / "rl" / "checkpoint.pt").read_bytes() == b"newer, here"
-        # a parked params file that differs from the one here is refused
+        assert r.returncode == 0 and "nothing to restore" in r.stdout and not (lr / "queue").exists(), r.stdout + r.stderr
+        # a run folder here wins over its parked copy; a moved-away one comes back, with a thread count rewritten
+        (lr / "runs/ICEWS18/raptor/seed0/rl/checkpoint.pt").write_bytes(b"newer, here")
+        shutil.rmtree(lr / "runs/ICEWS14/ablation/p50/seed0")
+        r = _run_parked("unpark", tmp_path=tmp_path)
+        assert r.returncode == 0 and "ICEWS14 raptor:0:p50 restored" in r.stdout and "1 runs restored" in r.stdout, r.stdout + r.stderr
+        assert (lr / "runs/ICEWS18/raptor/seed0/rl/checkpoint.pt").read_bytes() == b"newer, here"
+        # a parked params file that differs from the one here in a param is refused, naming it
+        shutil.rmtree(lr / "runs/ICEWS14/ablation/p50/seed0")
         (lr / "params.yaml").write_text("rl: {epochs: 3}\n")
         r = _run_parked("unpark", tmp_path=tmp_path)
         assert r.returncode == 1 and "params.yaml differs from the parked one" in r.stderr, r.stderr
+        assert not (lr / "runs/ICEWS14/ablation/p50/seed0").exists()
     finally:
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(lr / "src")], capture_output=True)
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "prune"], capture_output=True)
-    # a parked checkpoint that changed: nothing is restored, the file is named
+        _drop_worktree(lr / "src")
+
+
+@pytest.mark.parametrize("damage, message", [
+    ("checkpoint", "files differ from their SHA256SUMS"),
+    ("run sums", "has no SHA256SUMS"),
+    ("extra file", "holds other files than its SHA256SUMS lists"),
+    ("cut sums", "files differ from their SHA256SUMS"),
+    ("commit", "files differ from their SHA256SUMS"),
+    ("pinned elsewhere", "the parked runs (runs/ICEWS18/raptor/seed0,runs/ICEWS14/ablation/p50/seed0) at"),
+])
+def test_unpark_refuses_a_damaged_park_and_restores_nothing(tmp_path, damage, message):
+    """A parked folder changed or cut short in transit, or a source here pinned at another commit: `resume`
+    refuses, names what, and restores nothing."""
+    import shutil
+
+    lr, parked = _parkable(tmp_path), tmp_path / "parked"
+    assert _run_parked("park", tmp_path=tmp_path).returncode == 0
     shutil.rmtree(lr)
-    (parked / "runs" / "ICEWS18" / "raptor" / "seed0" / "rl" / "checkpoint.pt").write_bytes(b"truncated")
+    run = parked / "runs/ICEWS18/raptor/seed0"
+    if damage == "checkpoint":
+        (run / "rl/checkpoint.pt").write_bytes(b"truncated")
+    elif damage == "run sums":
+        (run / "SHA256SUMS").unlink()
+    elif damage == "extra file":
+        (run / "rl/best.pt").write_bytes(b"from elsewhere")
+    elif damage == "cut sums":  # the last line cut mid-way: --strict refuses what a plain check would skip
+        text = (run / "SHA256SUMS").read_text()
+        (run / "SHA256SUMS").write_text(text[:-30])
+    elif damage == "commit":
+        (parked / "runs/COMMIT").write_text("0" * 40 + "\n")
+    elif damage == "pinned elsewhere":
+        lr.mkdir()
+        (lr / "src").mkdir()
+        subprocess.run(["git", "init", "-q", str(lr / "src")], check=True)
+        subprocess.run(["git", "-C", str(lr / "src"), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q",
+                        "--allow-empty", "-m", "another pin"], check=True)
     r = _run_parked("resume", tmp_path=tmp_path)
-    assert r.returncode == 1 and "files differ from their SHA256SUMS" in r.stderr and "rl/checkpoint.pt" in r.stderr, r.stderr
-    assert not lr.exists() or not (lr / "runs").exists()
-    # runs pinned at a commit this repository lacks
-    (parked / "runs" / "ICEWS18" / "raptor" / "seed0" / "SHA256SUMS").unlink()
-    (parked / "runs" / "COMMIT").write_text("0" * 40 + "\n")
-    (parked / "SHA256SUMS").unlink()
+    assert r.returncode == 1 and message in r.stderr, r.stderr
+    assert "nothing was restored" in r.stderr or damage == "pinned elsewhere"
+    assert not (lr / "runs").exists()
+    if damage == "checkpoint":
+        assert "rl/checkpoint.pt" in r.stderr
+
+
+def test_a_commit_the_repository_lacks_is_refused(tmp_path):
+    lr, parked = _parkable(tmp_path), tmp_path / "parked"
+    (lr / "runs" / "COMMIT").write_text("0" * 40 + "\n")
+    assert _run_parked("park", tmp_path=tmp_path).returncode == 0
+    import shutil
+    shutil.rmtree(lr)
     r = _run_parked("unpark", tmp_path=tmp_path)
     assert r.returncode == 1 and "which this repository does not have" in r.stderr, r.stderr
+    assert not (lr / "runs").exists()
 
 
 def test_park_and_unpark_refuse_arguments_and_say_when_empty(tmp_path):
@@ -558,6 +629,8 @@ def test_park_and_unpark_refuse_arguments_and_say_when_empty(tmp_path):
     assert "nothing parked in" in _run_parked("unpark", tmp_path=tmp_path).stdout
     r = _run_parked("park", "raptor:0", tmp_path=tmp_path)
     assert r.returncode == 2 and "park: takes no runs" in r.stderr
+    r = _run_parked("unpark", "--set", "rl.epochs=2", tmp_path=tmp_path)
+    assert r.returncode == 2 and "unpark: takes no runs and no --set" in r.stderr
     assert not (tmp_path / "lr").exists() and not (tmp_path / "parked").exists()
 
 
@@ -592,7 +665,7 @@ def test_a_parked_run_continues_on_another_machine(tmp_path):
         r = _run_parked("start", "--dataset", "TINY", "--threads", "1", "pure_rl:0", tmp_path=tmp_path)
         assert r.returncode == 0, r.stderr
         deadline = time.monotonic() + 300
-        while not (out / "rl" / "checkpoint.pt").exists():
+        while not (out / "rl" / "history.json").exists():  # (written after the epoch's checkpoint)
             assert time.monotonic() < deadline, (out / "train.log").read_text()[-2000:]
             time.sleep(0.2)
         r = _run_parked("park", tmp_path=tmp_path)
