@@ -43,7 +43,7 @@
 #                                   files under a SHA256SUMS and the runs listed in RUNS. The folder is not
 #                                   git-ignored: it travels with a work tree that is kept when the machine changes,
 #                                   as .longruns/ does not; where only commits travel, commit it (an ICEWS14 run:
-#                                   21-56 MB). Refused while it holds runs not restored here (they would be lost).
+#                                   21-62 MB). Refused while it holds runs not restored here (they would be lost).
 #                                   A run's parked copy is removed when its job has tested it
 #   scripts/longrun.sh unpark       put back the parked runs that .longruns/ has no folder of (`resume` does it
 #                                   first; with none, it does nothing): every file checked against the sums (a file
