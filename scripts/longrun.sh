@@ -39,7 +39,8 @@
 #                                   tree's code (the pinned commit may predate the command); `raptor collect` keeps it
 #   scripts/longrun.sh park         stop the runs, then copy every run not yet tested, with its last checkpoints
 #                                   (not the .prev ones), the pinned commit, the params files and the queue, into
-#                                   longruns-parked/ (LONGRUN_PARK to move it), replacing what was there, each run's
+#                                   longruns-parked/ (with LONGRUN_DIR=X: X-parked; LONGRUN_PARK names another),
+#                                   replacing what was there, each run's
 #                                   files under a SHA256SUMS and the runs listed in RUNS. The folder is not
 #                                   git-ignored: it travels with a work tree that is kept when the machine changes,
 #                                   as .longruns/ does not; where only commits travel, commit it (an ICEWS14 run:
@@ -95,7 +96,12 @@ case "$cmd" in start|queue|resume|status|stop|rebalance|rescore|park|unpark) ;; 
   *) echo "longrun.sh: unknown command '$cmd' (start, queue, resume, status, stop, rebalance, rescore, park, unpark)" >&2; exit 2 ;; esac
 
 queue_file="$dir/queue"; cores=$(nproc); py="$root/.venv/bin/python"
-park="${LONGRUN_PARK:-$root/longruns-parked}"; park="${park%/}"
+# the park of this folder: longruns-parked/ in the work tree for the default folder; beside the folder for another
+# (LONGRUN_DIR=X parks into X-parked, so two folders never restore each other's runs; LONGRUN_PARK names any)
+if [ -n "${LONGRUN_PARK:-}" ]; then park="$LONGRUN_PARK"
+elif [ -n "${LONGRUN_DIR:-}" ]; then park="$dir-parked"
+else park="$root/longruns-parked"; fi
+park="${park%/}"
 check_specs() {  # before anything is made
   local spec
   for spec in "$@"; do

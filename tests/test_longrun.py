@@ -698,3 +698,12 @@ def test_a_parked_run_continues_on_another_machine(tmp_path):
                 os.killpg(int((out / "pid").read_text()), signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+
+def test_a_moved_folder_of_long_runs_parks_beside_itself(tmp_path):
+    """With LONGRUN_DIR=X and no LONGRUN_PARK, park and resume use X-parked, never the work tree's
+    longruns-parked/ of the default folder (a test's folder once restored and started the real parked run)."""
+    _parkable(tmp_path)
+    r = _run("park", tmp_path=tmp_path)
+    assert r.returncode == 0 and f"in {tmp_path}/lr-parked" in r.stdout, r.stdout + r.stderr
+    assert (tmp_path / "lr-parked" / "RUNS").read_text().count("\n") == 2
