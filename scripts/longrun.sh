@@ -45,15 +45,18 @@
 #                                   git-ignored: it travels with a work tree that is kept when the machine changes,
 #                                   as .longruns/ does not; where only commits travel, commit it (an ICEWS14 run:
 #                                   21-62 MB). Refused while it holds runs not restored here (they would be lost).
-#                                   A run's parked copy is removed when its job has tested it
+#                                   A run's parked copy is removed (`forget`) when its job has tested it
 #   scripts/longrun.sh unpark       put back the parked runs that .longruns/ has no folder of (`resume` does it
 #                                   first; with none, it does nothing): every file checked against the sums (a file
-#                                   changed, missing or unlisted is refused, nothing restored), the source pinned at
-#                                   their commit where none is (another pin is refused), the params files and queue
+#                                   changed, missing or unlisted, or a park without its RUNS, is refused, nothing
+#                                   restored; `park` refuses such a folder too), the source pinned at their commit
+#                                   where none is (another pin is refused), the params files, queue and queue.failed
 #                                   copied where missing (one that differs but for train.num_threads is refused).
 #                                   A folder here wins; a run moved away to start anew comes back from the park
-#                                   unless it is removed there too. `start` makes the data, graph and labels again
+#                                   unless `forget` removed it there. `start` makes the data, graph and labels again
 #                                   (the runs' fingerprints check that they hash the same)
+#   scripts/longrun.sh forget --dataset DS VARIANT:SEED   remove one run from the park (its copy, its line in RUNS;
+#                                   the sums kept whole); a run's job does it once the run is tested
 #   scripts/longrun.sh rebalance [--plan]  the queue's next runs, if the alive runs leave them their cores;
 #                                   with nothing queued, when exactly one run is alive and it has fewer threads
 #                                   than the machine has cores: stop it and start it again on all cores (it
@@ -92,16 +95,17 @@ while [ $# -gt 0 ]; do
     *) runs+=("$1"); shift ;;
   esac
 done
-case "$cmd" in start|queue|resume|status|stop|rebalance|rescore|park|unpark) ;; -h|--help|"") awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
-  *) echo "longrun.sh: unknown command '$cmd' (start, queue, resume, status, stop, rebalance, rescore, park, unpark)" >&2; exit 2 ;; esac
+case "$cmd" in start|queue|resume|status|stop|rebalance|rescore|park|unpark|forget) ;; -h|--help|"") awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+  *) echo "longrun.sh: unknown command '$cmd' (start, queue, resume, status, stop, rebalance, rescore, park, unpark, forget)" >&2; exit 2 ;; esac
 
 queue_file="$dir/queue"; cores=$(nproc); py="$root/.venv/bin/python"
 # the park of this folder: longruns-parked/ in the work tree for the default folder; beside the folder for another
 # (LONGRUN_DIR=X parks into X-parked, so two folders never restore each other's runs; LONGRUN_PARK names any)
 if [ -n "${LONGRUN_PARK:-}" ]; then park="$LONGRUN_PARK"
-elif [ -n "${LONGRUN_DIR:-}" ]; then park="$dir-parked"
+elif [ "$(realpath -m "$dir")" != "$(realpath -m "$root/.longruns")" ]; then park="$dir-parked"
 else park="$root/longruns-parked"; fi
 park="${park%/}"
+[ -n "$park" ] || { echo "longrun.sh: LONGRUN_PARK names no folder" >&2; exit 2; }
 check_specs() {  # before anything is made
   local spec
   for spec in "$@"; do
@@ -287,8 +291,19 @@ stop_runs() {  # SIGTERM to every run's process group (setsid made the job's she
   local f pid
   for f in "$dir"/runs/*/*/seed*/pid "$dir"/runs/*/ablation/p*/seed*/pid; do
     [ -f "$f" ] || continue
-    pid=$(cat "$f"); kill -0 -- "-$pid" 2>/dev/null && { kill -TERM -- "-$pid"; echo "stopped pid $pid ($(dirname "$f"))"; }
+    # (|| true: a group that ends between the two kills must not end this script under set -e)
+    pid=$(cat "$f"); kill -0 -- "-$pid" 2>/dev/null && { kill -TERM -- "-$pid" 2>/dev/null || true; echo "stopped pid $pid ($(dirname "$f"))"; }
   done
+  return 0
+}
+check_park() {  # a park folder that exists must be whole at its top: RUNS, COMMIT and the params as park wrote them
+  local bad
+  [ -d "$park" ] && [ -n "$(ls -A "$park")" ] || return 0
+  [ -f "$park/SHA256SUMS" ] && [ -f "$park/RUNS" ] && [ -f "$park/runs/COMMIT" ] || {
+    echo "longrun.sh: $park lacks SHA256SUMS, RUNS or runs/COMMIT: not a park that longrun.sh wrote, or a damaged one" \
+         "(nothing was done; move it away)" >&2; exit 1; }
+  bad=$(cd "$park" && sha256sum --strict --quiet -c SHA256SUMS 2>&1) || {
+    echo "longrun.sh: $park: files differ from their SHA256SUMS (nothing was done; move it away):" >&2; echo "$bad" >&2; exit 1; }
   return 0
 }
 parked_missing() {  # the parked runs (relative folders, as listed in the park's RUNS) that $dir has no folder of
@@ -303,13 +318,11 @@ same_params() {  # files $1 and $2 equal but for train.num_threads (a no-effect 
 unpark() {  # the parked runs that $dir has no folder of, back into it (see `unpark` in the header); says what it did
   [ -d "$park" ] || return 0
   local missing rel f pinned bad listed kept n=0
+  check_park
   missing=$(parked_missing)
   [ -n "$missing" ] || { echo "unpark: every run parked in $park has a folder here; nothing to restore"; return 0; }
-  for f in SHA256SUMS runs/COMMIT; do
-    [ -f "$park/$f" ] || { echo "longrun.sh unpark: $park has no $f: not a folder that park wrote (nothing was restored)" >&2; exit 1; }
-  done
   # every file checked, none missing and none unlisted (a folder cut short in transit is refused whole)
-  for f in "" $missing; do
+  for f in $missing; do
     [ -f "$park/$f/SHA256SUMS" ] || { echo "longrun.sh unpark: $park/$f has no SHA256SUMS (nothing was restored)" >&2; exit 1; }
     bad=$(cd "$park/$f" && sha256sum --strict --quiet -c SHA256SUMS 2>&1) || {
       echo "longrun.sh unpark: $park/$f: files differ from their SHA256SUMS (nothing was restored):" >&2
@@ -334,11 +347,11 @@ unpark() {  # the parked runs that $dir has no folder of, back into it (see `unp
   mkdir -p "$dir/runs"
   if [ ! -d "$dir/src" ]; then
     git worktree prune  # a worktree registered by a folder since deleted would block the add
-    git worktree add --detach "$dir/src" "$pinned" >/dev/null
+    git worktree add --quiet --detach "$dir/src" "$pinned"
     echo "unpark: pinned ${pinned:0:7} in $dir/src"
   fi
-  for f in "$park"/params*.yaml "$park/queue"; do
-    [ -f "$f" ] && [ ! -f "$dir/$(basename "$f")" ] && { cp "$f" "$dir/" || exit 1; echo "unpark: $(basename "$f")"; }
+  for f in $(sed 's/^[0-9a-f]*  //' "$park/SHA256SUMS" | grep -E '^(params.*\.yaml|queue|queue\.failed)$'); do  # (listed ones only)
+    [ ! -f "$dir/$f" ] && { cp "$park/$f" "$dir/" || exit 1; echo "unpark: $f"; }
   done
   [ -f "$dir/runs/COMMIT" ] || echo "$pinned" > "$dir/runs/COMMIT"
   for rel in $missing; do
@@ -346,7 +359,7 @@ unpark() {  # the parked runs that $dir has no folder of, back into it (see `unp
     f="$(dirname "$dir/$rel")/.unpark-$(basename "$rel")"
     mkdir -p "$(dirname "$dir/$rel")"; rm -rf "$f"
     { cp -a "$park/$rel" "$f" && rm -f "$f/SHA256SUMS" && mv "$f" "$dir/$rel"; } || {
-      echo "longrun.sh unpark: copying $park/$rel to $dir/$rel failed" >&2; exit 1; }
+      rm -rf "$f"; echo "longrun.sh unpark: copying $park/$rel to $dir/$rel failed" >&2; exit 1; }
     n=$((n + 1)); echo "unpark: $(run_spec "$dir/$rel") restored"
   done
   echo "unpark: $n runs restored from $park"
@@ -358,9 +371,29 @@ if [ "$cmd" = unpark ]; then
   unpark; exit 0
 fi
 
+if [ "$cmd" = forget ]; then
+  [ ${#runs[@]} -eq 1 ] && [ ${#sets[@]} -eq 0 ] || { echo "longrun.sh forget: name one run (--dataset DS VARIANT:SEED)" >&2; exit 2; }
+  check_specs "${runs[@]}"
+  [ -f "$park/RUNS" ] || { echo "forget: nothing parked in $park"; exit 0; }
+  lock_queue  # (park takes it too)
+  check_park
+  rel="$(run_dir "$dataset" "${runs[0]}")"; rel="${rel#"$dir"/}"
+  grep -qxF "$rel" "$park/RUNS" || { echo "forget: $dataset ${runs[0]} is not parked"; exit 0; }
+  # the list first, so a forget cut short leaves a copy that is only left over, never a listed run half gone
+  grep -vxF "$rel" "$park/RUNS" > "$park/RUNS.tmp-$$" || true
+  mv "$park/RUNS.tmp-$$" "$park/RUNS"
+  sum=$(cd "$park" && sha256sum RUNS)
+  awk -v line="$sum" '$2 == "RUNS" { print line; next } { print }' "$park/SHA256SUMS" > "$park/SHA256SUMS.tmp-$$"
+  mv "$park/SHA256SUMS.tmp-$$" "$park/SHA256SUMS"
+  rm -rf "${park:?}/$rel"
+  echo "forget: $dataset ${runs[0]} removed from $park"
+  exit 0
+fi
+
 if [ "$cmd" = park ]; then
   [ ${#runs[@]} -eq 0 ] && [ ${#sets[@]} -eq 0 ] || { echo "longrun.sh park: takes no runs and no --set" >&2; exit 2; }
   [ -f "$dir/runs/COMMIT" ] || { echo "no long runs under $dir to park"; exit 0; }
+  check_park
   missing=$(parked_missing)
   [ -z "$missing" ] || { echo "longrun.sh park: $park holds runs not restored here ($(echo $missing | tr ' ' ',')):" \
     "\`scripts/longrun.sh unpark\` first, or move $park away; nothing was parked or stopped" >&2; exit 1; }
@@ -577,9 +610,9 @@ for spec in "${runs[@]}"; do
   echo "$run_threads" > "$out/threads"
   (PYTHONPATH="$dir/src" nohup setsid nice -n 19 sh -c 'echo 19 > /proc/$$/autogroup 2>/dev/null || true; "$0" -P -m raptor.cli train --data "$1" --graph "$2" --out "$3" \
        --variant "$4" --seed "$5" --params "$6" $7 --no-progress && "$0" -P -m raptor.cli evaluate \
-       --model "$3/rl/best.pt" --data "$1" --graph "$2" --params "$6" --split test --out "$3/eval" && rm -rf "$9"; LONGRUN_ENDING="$3" "$8" rebalance' \
+       --model "$3/rl/best.pt" --data "$1" --graph "$2" --params "$6" --split test --out "$3/eval" && "$8" forget --dataset "$9" "${10}"; LONGRUN_ENDING="$3" "$8" rebalance' \
      "$py" "$data/ingested" "$data/graph.npz" "$out" "$variant" "$seed" "$params" "${labels[*]+${labels[*]}} $extra" \
-     "$root/scripts/longrun.sh" "$park/${out#"$dir"/}" >> "$out/train.log" 2>&1 & echo $! > "$out/pid")
+     "$root/scripts/longrun.sh" "$dataset" "$spec" >> "$out/train.log" 2>&1 & echo $! > "$out/pid")
   pid=$(cat "$out/pid")
   # (the job's shell lowers its own autogroup, after setsid made it one: writing it from here raced
   # with setsid and once lowered the caller's group to 19 and left the run's at 0)

@@ -15,7 +15,8 @@ SCRIPT = ROOT / "scripts" / "longrun.sh"
 
 
 def _run(*args: str, tmp_path: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "LONGRUN_DIR": str(tmp_path / "lr")}
+    # (never a LONGRUN_PARK of the caller's: the folder parks beside itself, lr-parked)
+    env = {**{k: v for k, v in os.environ.items() if k != "LONGRUN_PARK"}, "LONGRUN_DIR": str(tmp_path / "lr")}
     return subprocess.run(["bash", str(SCRIPT), *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
 
 
@@ -607,7 +608,7 @@ def test_unpark_refuses_a_damaged_park_and_restores_nothing(tmp_path, damage, me
                         "--allow-empty", "-m", "another pin"], check=True)
     r = _run_parked("resume", tmp_path=tmp_path)
     assert r.returncode == 1 and message in r.stderr, r.stderr
-    assert "nothing was restored" in r.stderr or damage == "pinned elsewhere"
+    assert "nothing was restored" in r.stderr or "nothing was done" in r.stderr or damage == "pinned elsewhere"
     assert not (lr / "runs").exists()
     if damage == "checkpoint":
         assert "rl/checkpoint.pt" in r.stderr
@@ -687,11 +688,11 @@ def test_a_parked_run_continues_on_another_machine(tmp_path):
         assert [h["epoch"] for h in history] == list(range(epochs))
         assert history[:done_before] == before  # kept from before the move (their timings too), not trained again
         assert "started afresh" not in (out / "train.log").read_text()
-        for _ in range(100):  # the job drops the parked copy right after the test
-            if not (parked / "runs" / "TINY" / "pure_rl" / "seed0").exists():
+        for _ in range(100):  # the job drops the parked copy right after the test (`forget`)
+            if (parked / "RUNS").read_text() == "":
                 break
             time.sleep(0.1)
-        assert not (parked / "runs" / "TINY" / "pure_rl" / "seed0").exists()
+        assert (parked / "RUNS").read_text() == "" and not (parked / "runs" / "TINY" / "pure_rl" / "seed0").exists()
     finally:
         if (out / "pid").exists():
             try:
@@ -707,3 +708,47 @@ def test_a_moved_folder_of_long_runs_parks_beside_itself(tmp_path):
     r = _run("park", tmp_path=tmp_path)
     assert r.returncode == 0 and f"in {tmp_path}/lr-parked" in r.stdout, r.stdout + r.stderr
     assert (tmp_path / "lr-parked" / "RUNS").read_text().count("\n") == 2
+
+
+def test_forget_drops_one_parked_run_and_the_rest_still_unparks(tmp_path):
+    """A run tested after a park (its job calls `forget`) or moved away to start anew leaves the park whole:
+    its copy and its line in RUNS go, the sums still hold, and on another machine the other run is restored
+    and the forgotten one is not."""
+    import shutil
+
+    lr, parked = _parkable(tmp_path), tmp_path / "parked"
+    assert _run_parked("park", tmp_path=tmp_path).returncode == 0
+    r = _run_parked("forget", "--dataset", "ICEWS18", "raptor:0", tmp_path=tmp_path)
+    assert r.returncode == 0 and "forget: ICEWS18 raptor:0 removed" in r.stdout, r.stdout + r.stderr
+    assert (parked / "RUNS").read_text() == "runs/ICEWS14/ablation/p50/seed0\n"
+    assert not (parked / "runs/ICEWS18/raptor/seed0").exists()
+    assert "is not parked" in _run_parked("forget", "--dataset", "ICEWS18", "raptor:0", tmp_path=tmp_path).stdout
+    r = _run_parked("forget", "raptor:0", "pure_rl:0", tmp_path=tmp_path)
+    assert r.returncode == 2 and "name one run" in r.stderr
+    shutil.rmtree(lr)
+    r = _run_parked("unpark", tmp_path=tmp_path)
+    try:
+        assert r.returncode == 0 and "ICEWS14 raptor:0:p50 restored" in r.stdout and "1 runs restored" in r.stdout, \
+            r.stdout + r.stderr
+        assert not (lr / "runs/ICEWS18").exists()
+    finally:
+        _drop_worktree(lr / "src")
+
+
+@pytest.mark.parametrize("damage", ["RUNS gone", "RUNS cut"])
+def test_a_park_without_its_run_list_is_refused_by_park_and_unpark(tmp_path, damage):
+    """Without its RUNS (or with it cut to runs that are here) a park would look empty, and the next park
+    would replace it, losing its runs: both commands refuse it and leave it as it is."""
+    _parkable(tmp_path)
+    parked = tmp_path / "parked"
+    assert _run_parked("park", tmp_path=tmp_path).returncode == 0
+    if damage == "RUNS gone":
+        (parked / "RUNS").unlink()
+    else:
+        (parked / "RUNS").write_text("runs/ICEWS18/raptor/seed0\n")
+    before = sorted(p.relative_to(parked) for p in parked.rglob("*"))
+    for cmd in ("unpark", "park", "resume"):
+        r = _run_parked(cmd, tmp_path=tmp_path)
+        assert r.returncode == 1 and ("lacks SHA256SUMS, RUNS" in r.stderr or "differ from their SHA256SUMS" in r.stderr), \
+            (cmd, r.stderr)
+    assert sorted(p.relative_to(parked) for p in parked.rglob("*")) == before

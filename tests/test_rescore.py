@@ -173,7 +173,7 @@ def test_longrun_rescore_scores_every_tested_run_of_the_long_runs_folder(runs, t
     shutil.copy(params_file, lr / "params.yaml")
     repo = Path(__file__).resolve().parents[1]
     r = subprocess.run(["bash", str(repo / "scripts/longrun.sh"), "rescore", "--set", "eval.rank_last_expansions=true"],
-                       cwd=repo, env={**os.environ, "LONGRUN_DIR": str(lr)}, capture_output=True, text=True, timeout=300)
+                       cwd=repo, env={**{k: v for k, v in os.environ.items() if k != "LONGRUN_PARK"}, "LONGRUN_DIR": str(lr)}, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert r.stdout.count("scored eval.rank_last_expansions=true") == 2
     assert sorted(p.parent.parent.parent.name for p in lr.glob("runs/TINY/pure_rl/seed*/rescore/*/reading.json")) == \
