@@ -493,7 +493,8 @@ if [ "$cmd" = status ]; then
   done
   # (if python fails, the lines it printed stand and the queue is listed after them)
   "$py" - "$dir" "$dir/params.yaml" "$cores" "$queue_file" "$(show_queue)" ${args[@]+"${args[@]}"} <<'PY' || show_queue
-import datetime, sys
+import datetime, signal, sys
+signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `status | head`: end quietly, no traceback
 from pathlib import Path
 from raptor.runs.forecast import Folder, queue_lines, run_line
 root, params, cores, queue_file = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3]), Path(sys.argv[4])
