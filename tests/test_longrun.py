@@ -240,6 +240,18 @@ def test_status_forecasts_the_queue_after_the_runs_resume_would_restart(tmp_path
     assert lines[-1].startswith("  the queue ends in 0 h 06 min of running"), r.stdout
 
 
+def _kill_runs(*runs: Path) -> None:
+    """End the background jobs of these run folders, if any is still going (a test's cleanup)."""
+    import signal
+
+    for run in runs:
+        if (run / "pid").exists():
+            try:
+                os.killpg(int((run / "pid").read_text()), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
 def _pinned(tmp_path: Path) -> Path:
     """A long-runs folder whose source is this checkout (a link: no worktree is added to the repository)
     and whose params exist, as after a first start."""
@@ -357,12 +369,7 @@ def test_a_run_that_finishes_starts_the_next_queued_run(tmp_path):
         assert (second / "eval" / "metrics.json").stat().st_mtime > (first / "eval" / "metrics.json").stat().st_mtime
         assert 0 < json.loads((second / "eval" / "metrics.json").read_text())["mrr"] <= 1
     finally:
-        for run in (failing, first, second):
-            if (run / "pid").exists():
-                try:
-                    os.killpg(int((run / "pid").read_text()), signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+        _kill_runs(failing, first, second)
 
 
 def test_a_dataset_without_runs_takes_its_own_overrides(tmp_path):
@@ -694,11 +701,7 @@ def test_a_parked_run_continues_on_another_machine(tmp_path):
             time.sleep(0.1)
         assert (parked / "RUNS").read_text() == "" and not (parked / "runs" / "TINY" / "pure_rl" / "seed0").exists()
     finally:
-        if (out / "pid").exists():
-            try:
-                os.killpg(int((out / "pid").read_text()), signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        _kill_runs(out)
 
 
 def test_a_moved_folder_of_long_runs_parks_beside_itself(tmp_path):
