@@ -334,7 +334,6 @@ def test_a_run_that_finishes_starts_the_next_queued_run(tmp_path):
     job calls rebalance, which takes the queue's next run), and the queue ends empty."""
     import json
     import shutil
-    import signal
     import time
 
     import yaml
@@ -649,7 +648,6 @@ def test_a_parked_run_continues_on_another_machine(tmp_path):
     history one epoch after another, and its parked copy is dropped once it is tested."""
     import json
     import shutil
-    import signal
     import time
 
     import yaml
