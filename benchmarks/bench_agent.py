@@ -1,4 +1,4 @@
-"""Benchmark: the agent's hot paths at the paper's configuration on ICEWS14.
+"""Benchmark: the agent's hot paths at the paper's configuration on ICEWS14 (or ``--raw`` another dataset).
 
 * training: seconds per RL epoch (149,690 queries with inverses, batch 512, K = 3, 150 actions,
   128-dim embeddings), measured over ``--batches`` batches after a warm-up and extrapolated to the
@@ -24,6 +24,7 @@ import argparse
 import json
 import os
 import platform
+import subprocess
 import time
 from pathlib import Path
 
@@ -53,6 +54,18 @@ def load_raw(raw: Path):
     E = sum(1 for _ in open(raw / "entity2id.txt"))
     R = sum(1 for _ in open(raw / "relation2id.txt"))
     return splits, E, R
+
+
+def source_commit() -> str:
+    """The commit of the code measured (``HEAD`` of this checkout, ``+dirty`` with uncommitted changes)."""
+    root = Path(__file__).resolve().parents[1]
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head + ("+dirty" if dirty else "")
 
 
 def load_avg() -> list[float]:
@@ -138,10 +151,10 @@ def bound(result_train: dict, result_beam: dict, precision: str, num_entities: i
     from raptor.agents.flops import beam_query_flops, training_epoch_flops, training_gemms
 
     cfg = ModelConfig()
-    rate = gemm_rate(training_gemms(cfg, 512, 3, num_relations, time_rows), precision, device=device)
+    rate = gemm_rate(training_gemms(cfg, 512, 3, num_relations), precision, device=device)
     out = {"gemm_rate": rate}
     if result_train:
-        w = training_epoch_flops(cfg, train_queries, 512, 3, 150, num_relations, time_rows)
+        w = training_epoch_flops(cfg, train_queries, 512, 3, 150, num_relations)
         sec = result_train["seconds_per_epoch"]
         lim = w.total / (rate["gflops_best"] * 1e9)
         out["train"] = {"tflop_per_epoch": w.total / 1e12, "gemm_share": w.gemm / w.total,
@@ -179,7 +192,7 @@ def count_beam_flops(policy, num_entities: int, num_relations: int, time_rows: i
         for i in range(0, len(calls), K):
             chunk = calls[i:i + K]
             rows = [c[0] for c in chunk]
-            total += sum(g.forward for g in beam_gemms(ModelConfig(), rows[0], rows, num_relations, [c[2] for c in chunk]))
+            total += sum(g.forward for g in beam_gemms(ModelConfig(), rows[0], rows, num_relations))
             total += sum(scoring_kernel_flops(ModelConfig(), r, a)[0] for r, a, _ in chunk)
         return total
 
@@ -277,7 +290,8 @@ def main() -> None:
 
     result = {
         "benchmark": "agent",
-        "dataset": "ICEWS14",
+        "dataset": args.raw.resolve().name,
+        "commit": source_commit(),
         "config": {"max_actions": 150, "K": 3, "batch_size": 512, "model": ModelConfig().__dict__, "beam": args.beam},
         "machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
                     "torch_threads": torch.get_num_threads(), "torch": torch.__version__,

@@ -28,13 +28,10 @@ def make_batch(rng, E, R, B=7, A=9, max_dt=30):
     return ent, rel, dt, mask
 
 
-@pytest.mark.parametrize("dtype,tol", [(torch.float64, 1e-12), (torch.float32, 1e-4)])
-def test_decomposed_logits_equal_naive_values_and_gradients(dtype, tol):
-    torch.manual_seed(0)
-    rng = np.random.default_rng(0)
-    E, R = 11, 3
-    pol = Policy(E, R, SMALL, max_path_length=3).to(dtype)
-    ent, rel, dt, mask = make_batch(rng, E, R)
+def _assert_fused_equals_naive(pol, batch, dtype, tol):
+    """The decomposed scorer against the literal one: values, ``-inf`` off the mask, and the gradients
+    of ``s`` and of every parameter."""
+    ent, rel, dt, mask = batch
     s = torch.randn(ent.shape[0], pol.d_action, dtype=dtype, requires_grad=True)
     w = torch.randn(ent.shape, dtype=dtype)
 
@@ -54,6 +51,34 @@ def test_decomposed_logits_equal_naive_values_and_gradients(dtype, tol):
     torch.testing.assert_close(gs1, gs2, rtol=tol, atol=tol)
     for n in g1:
         torch.testing.assert_close(g1[n], g2[n], rtol=tol, atol=tol, msg=n)
+    assert g1["time_w"].abs().sum() > 0 and g1["entity_emb.weight"].abs().sum() > 0
+
+
+@pytest.mark.parametrize("dtype,tol", [(torch.float64, 1e-12), (torch.float32, 1e-4)])
+def test_decomposed_logits_equal_naive_values_and_gradients(dtype, tol):
+    torch.manual_seed(0)
+    rng = np.random.default_rng(0)
+    E, R = 11, 3
+    pol = Policy(E, R, SMALL, max_path_length=3).to(dtype)
+    _assert_fused_equals_naive(pol, make_batch(rng, E, R), dtype, tol)
+
+
+@pytest.mark.parametrize("parallel", [False, True], ids=["one-thread", "two-threads"])
+def test_fused_scorer_with_a_long_time_table_and_split_over_threads(parallel, monkeypatch):
+    """``dt`` up to 4,000 days (ICEWS05-15's range: a time table far longer than a state's candidates,
+    which the kernel gathers from rather than multiplying it whole), and the kernels split over the two
+    worker threads as with ``torch.get_num_threads() >= 2`` on a large batch: the same values and
+    gradients as the literal scorer."""
+    import raptor.agents.policy as policy_module
+
+    monkeypatch.setattr(policy_module, "_parallel", lambda work: parallel)
+    torch.manual_seed(2)
+    rng = np.random.default_rng(2)
+    E, R = 11, 3
+    pol = Policy(E, R, SMALL, max_path_length=3).double()
+    batch = make_batch(rng, E, R, B=9, A=6, max_dt=4000)
+    assert int(batch[2].max()) > 3000
+    _assert_fused_equals_naive(pol, batch, torch.float64, 1e-12)
 
 
 def test_gather_dot_and_lookup_match_torch_including_non_leaf_tables():

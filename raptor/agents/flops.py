@@ -15,9 +15,9 @@ Notation (shapes per batch of ``B`` episodes, or ``Q`` queries in beam search)::
     R2 = 2 R + 2 relation ids (forward, inverse, STOP, padding), T = time-difference table rows
 
 A GEMM ``[m, k] x [k, n]`` is ``2 m k n`` FLOPs forward; its backward is ``2 m k n`` for the
-weight gradient plus ``2 m k n`` for the input gradient when the input needs one. The entity part
-of the action scores (a fused gather-dot kernel, not a GEMM: ``2 B A d_e`` forward, twice that
-backward) is counted separately: it runs at memory speed, not at GEMM speed.
+weight gradient plus ``2 m k n`` for the input gradient when the input needs one. The entity and
+time parts of the action scores (a fused gather-dot kernel, not a GEMM: ``2 B A (d_e + d_t)``
+forward, twice that backward) are counted separately: they run at memory speed, not at GEMM speed.
 """
 
 from __future__ import annotations
@@ -49,12 +49,11 @@ class Gemm:
         return self.forward * (int(self.input_grad) + int(self.weight_grad))
 
 
-def training_gemms(model: ModelConfig, batch: int, max_path_length: int, num_relations: int,
-                   time_rows: int) -> list[Gemm]:
+def training_gemms(model: ModelConfig, batch: int, max_path_length: int, num_relations: int) -> list[Gemm]:
     """The GEMMs of one training batch (rollout forward, loss backward), CPU float path.
 
-    ``time_rows``: rows of the time-encoding table the scores use (largest ``t_q - t'`` + 1 in the
-    batch; padding slots have ``t' = 0``, so at most the largest query time + 1).
+    The time part of the scores is not a GEMM there: :func:`scoring_kernel_flops` counts it with the
+    entity part (the GPU path still computes ``S_t tau^T``, ``[B, T]``: more arithmetic than counted).
     """
     B, K = batch, max_path_length
     de, dr, dt, dk, H = model.entity_dim, model.relation_dim, model.time_dim, model.step_dim, model.mlp_hidden_dim
@@ -70,13 +69,12 @@ def training_gemms(model: ModelConfig, batch: int, max_path_length: int, num_rel
         # h_0 = LSTM(a_init, (h_init, c_init)): one row
         Gemm("lstm_init_ih", 1, da, 4 * dh),
         Gemm("lstm_init_hh", 1, dh, 4 * dh),
-        # every step: actor and critic heads, relation and time score tables
+        # every step: actor and critic heads, relation score table
         Gemm("actor_h", B, dh, H, count=K),
         Gemm("actor_out", B, H, da, count=K),
         Gemm("critic_h", B, dh, H, count=K, input_grad=not model.critic_detach),
         Gemm("critic_out", B, H, 1, count=K),
         Gemm("score_relation", B, ds, R2, count=K),
-        Gemm("score_time", B, dt, time_rows, count=K),
         # K - 1 path updates; the first one's recurrent term is one row (h_0 is shared)
         Gemm("lstm_ih", B, da, 4 * dh, count=K - 1),
         Gemm("lstm_hh_first", 1, dh, 4 * dh, count=1 if K > 1 else 0),
@@ -85,8 +83,9 @@ def training_gemms(model: ModelConfig, batch: int, max_path_length: int, num_rel
 
 
 def scoring_kernel_flops(model: ModelConfig, rows: int, actions: int) -> tuple[float, float]:
-    """``(forward, backward)`` FLOPs of the entity part of the scores of ``rows`` states."""
-    f = 2.0 * rows * actions * model.entity_dim
+    """``(forward, backward)`` FLOPs of the entity and time parts of the scores of ``rows`` states
+    (gather-dots over ``d_e + d_t`` dimensions)."""
+    f = 2.0 * rows * actions * (model.entity_dim + model.time_dim)
     return f, 2 * f
 
 
@@ -103,10 +102,10 @@ class WorkCount:
 
 
 def training_epoch_flops(model: ModelConfig, queries: int, batch: int, max_path_length: int, max_actions: int,
-                         num_relations: int, time_rows: int) -> WorkCount:
+                         num_relations: int) -> WorkCount:
     """FLOPs of one RL epoch over ``queries`` training queries (full batches of ``batch``; the last,
     partial one pro rata): forward and backward."""
-    g = sum(x.forward + x.backward for x in training_gemms(model, batch, max_path_length, num_relations, time_rows))
+    g = sum(x.forward + x.backward for x in training_gemms(model, batch, max_path_length, num_relations))
     f, b = scoring_kernel_flops(model, batch * max_path_length, max_actions + 1)
     scale = queries / batch
     return WorkCount(gemm=g * scale, kernel=(f + b) * scale)
@@ -124,25 +123,22 @@ def beam_rows(queries: int, beam: int, max_path_length: int, actions: int | Sequ
     return out
 
 
-def beam_gemms(model: ModelConfig, queries: int, rows: Sequence[int], num_relations: int,
-               time_rows: int | Sequence[int]) -> list[Gemm]:
+def beam_gemms(model: ModelConfig, queries: int, rows: Sequence[int], num_relations: int) -> list[Gemm]:
     """The GEMMs of a beam search over ``queries`` queries (forward only; the actor only in the heads,
     but the critic's query block is computed with the actor's). ``rows[k]`` is the number of live beams
     scored at step ``k`` (``rows[0] = Q``; :func:`beam_rows` for the most), so ``K = len(rows)``; the LSTM
-    after step ``k`` feeds the ``rows[k + 1]`` surviving beams. ``time_rows``: the time table's rows, per
-    step or one bound."""
+    after step ``k`` feeds the ``rows[k + 1]`` surviving beams."""
     de, dr, dt, dk, H = model.entity_dim, model.relation_dim, model.time_dim, model.step_dim, model.mlp_hidden_dim
     da, dq, ds = de + dr, de + dr, dr - dt
     dh = model.lstm_hidden_dim or da
     R2 = 2 * num_relations + 2
     K = len(rows)
-    trows = [time_rows] * K if isinstance(time_rows, int) else list(time_rows)
     out = [Gemm("actor_query", queries, dq, H), Gemm("critic_query", queries, dq, H),
            Gemm("actor_step", K, dk, H), Gemm("critic_step", K, dk, H),
            Gemm("lstm_init_ih", 1, da, 4 * dh), Gemm("lstm_init_hh", 1, dh, 4 * dh)]
     for k in range(K):
         out += [Gemm(f"actor_h[{k}]", rows[k], dh, H), Gemm(f"actor_out[{k}]", rows[k], H, da),
-                Gemm(f"score_relation[{k}]", rows[k], ds, R2), Gemm(f"score_time[{k}]", rows[k], dt, trows[k])]
+                Gemm(f"score_relation[{k}]", rows[k], ds, R2)]
         if k < K - 1:
             # the input part W_ih a is a sum of table rows (path_table_gemms, once per search); W_hh h
             # is computed for one row while h is the shared h_0
@@ -169,7 +165,7 @@ def beam_query_flops(model: ModelConfig, env: EnvConfig, beam: int, num_entities
     per call)."""
     max_path_length, max_actions = env.max_path_length, env.max_actions
     rows = beam_rows(queries, beam, max_path_length, max_actions + 1)
-    gemms = beam_gemms(model, queries, rows, num_relations, time_rows)
+    gemms = beam_gemms(model, queries, rows, num_relations)
     gemms += path_table_gemms(model, num_entities, num_relations, time_rows)
     f, _ = scoring_kernel_flops(model, sum(rows), max_actions + 1)
     return WorkCount(gemm=sum(g.forward for g in gemms) / queries, kernel=f / queries)

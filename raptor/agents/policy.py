@@ -24,7 +24,9 @@ so no ``[B, A, d_a]`` tensor is ever built:
 
 * relation part: ``(S_r @ Emb_R^T)`` is ``[B, 2R + 2]``, gathered at ``r'``;
 * time part: ``dt`` is an integer day count, so ``tau`` is tabulated once per call for
-  ``dt = 0..max(dt)`` (``[T, d_t]``), ``(S_t @ tau_table^T)`` is ``[B, T]``, gathered at ``dt``;
+  ``dt = 0..max(dt)`` (``[T, d_t]``); on the CPU ``s_t[b] . tau_table[dt[b, a]]`` is gathered like the
+  entity part (``T`` runs to about 4,000 days on ICEWS05-15, where the GEMM ``S_t @ tau_table^T``,
+  ``[B, T]``, and its backward were a quarter of a training batch), elsewhere that GEMM, gathered at ``dt``;
 * entity part: a compiled gather-dot kernel (numba) computes ``s_e[b] . Emb_E[e'[b, a]]`` directly
   and its backward (``dS_e`` and the scatter-add into ``dEmb_E``) without materialising the gathered
   rows (torch's gather + bmm and, above all, the embedding backward were 50x slower on CPU).
@@ -182,46 +184,53 @@ def _axpy(w, x, y):  # pragma: no cover - compiled
 # The kernels work on 1-D row views (``s[b]``, ``table[e]``): with 2-D indexing inside the inner
 # loops numba did not vectorise them (5x slower).
 @numba.njit(cache=True, nogil=True, fastmath=True)
-def _action_scores_fwd(s, ent_t, g_rel, g_time, ent, rel, dt, mask, out):  # pragma: no cover
-    """``out[b, a] = s[b] . E[ent] + G_rel[b, rel] + G_time[b, dt]`` (``-inf`` off the mask)."""
+def _action_scores_fwd(s, ent_t, g_rel, s_t, tau, ent, rel, dt, mask, out):  # pragma: no cover
+    """``out[b, a] = s[b] . E[ent] + G_rel[b, rel] + s_t[b] . tau[dt]`` (``-inf`` off the mask)."""
     B, A = ent.shape
     for b in range(B):
         sb = s[b]
+        tb = s_t[b]
         for a in range(A):
             if not mask[b, a]:
                 out[b, a] = -np.inf
                 continue
-            out[b, a] = _dot(sb, ent_t[ent[b, a]]) + g_rel[b, rel[b, a]] + g_time[b, dt[b, a]]
+            out[b, a] = _dot(sb, ent_t[ent[b, a]]) + g_rel[b, rel[b, a]] + _dot(tb, tau[dt[b, a]])
 
 
 @numba.njit(cache=True, nogil=True, fastmath=True)
-def _action_scores_bwd_s(g, ent_t, ent, rel, dt, mask, ds, dg_rel, dg_time):  # pragma: no cover
-    """``ds[b] = sum_a g[b, a] E[ent[b, a]]``; ``dG_rel[b, rel] += g``, ``dG_time[b, dt] += g``."""
+def _action_scores_bwd_s(g, ent_t, tau, ent, rel, dt, mask, ds, dg_rel, ds_t):  # pragma: no cover
+    """``ds[b] = sum_a g[b, a] E[ent[b, a]]``, ``ds_t[b] = sum_a g[b, a] tau[dt[b, a]]``,
+    ``dG_rel[b, rel] += g``."""
     B, A = ent.shape
-    acc = np.zeros(ds.shape[1], dtype=ds.dtype)  # local accumulator: no aliasing with the table
+    acc = np.zeros(ds.shape[1], dtype=ds.dtype)  # local accumulators: no aliasing with the tables
+    acc_t = np.zeros(ds_t.shape[1], dtype=ds_t.dtype)
     for b in range(B):
         acc[:] = 0
+        acc_t[:] = 0
         for a in range(A):
             w = g[b, a]
             if not mask[b, a] or w == 0:
                 continue
             _axpy(w, ent_t[ent[b, a]], acc)
+            _axpy(w, tau[dt[b, a]], acc_t)
             dg_rel[b, rel[b, a]] += w
-            dg_time[b, dt[b, a]] += w
         ds[b, :] = acc
+        ds_t[b, :] = acc_t
 
 
 @numba.njit(cache=True, nogil=True, fastmath=True)
-def _action_scores_bwd_table(g, s, ent, mask, d_ent):  # pragma: no cover
-    """Scatter-add ``g[b, a] s[b]`` into ``dE[ent[b, a]]``."""
+def _action_scores_bwd_table(g, s, s_t, ent, dt, mask, d_ent, d_tau):  # pragma: no cover
+    """Scatter-add ``g[b, a] s[b]`` into ``dE[ent[b, a]]`` and ``g[b, a] s_t[b]`` into ``dtau[dt[b, a]]``."""
     B, A = ent.shape
     for b in range(B):
         sb = s[b]
+        tb = s_t[b]
         for a in range(A):
             w = g[b, a]
             if not mask[b, a] or w == 0:
                 continue
             _axpy(w, sb, d_ent[ent[b, a]])
+            _axpy(w, tb, d_tau[dt[b, a]])
 
 
 _POOL = None
@@ -261,55 +270,61 @@ def _parallel(work: int) -> bool:
 
 
 class _ActionScores(torch.autograd.Function):
-    """``z[b, a] = s_e[b] . E[ent] + G_rel[b, rel] + G_time[b, dt]`` (``-inf`` off the mask), fused.
+    """``z[b, a] = s_e[b] . E[ent] + G_rel[b, rel] + s_t[b] . tau[dt]`` (``-inf`` off the mask), fused.
 
-    ``G_rel = S_r Rel^T`` (``[B, 2R+2]``) and ``G_time = S_t tau_table^T`` (``[B, T]``) are small
-    GEMMs done by torch (their backward too); the kernel gathers them and does the entity dot
-    products, whose backward scatter-adds straight into ``E.grad`` when ``E`` is a leaf.
+    ``G_rel = S_r Rel^T`` (``[B, 2R+2]``, about 500 columns) is a small GEMM done by torch (its
+    backward too); the kernel gathers it and does the entity and time dot products, whose backward
+    scatter-adds into ``E.grad`` (when ``E`` is a leaf) and into ``dtau``. The time part is a
+    gather-dot, not the GEMM ``S_t tau^T`` (``[B, T]``), because ``T`` is the batch's largest ``dt``
+    + 1: about 3,200 days in ICEWS05-15's training split, where that GEMM and its backward made a
+    training batch a third slower (``benchmarks/results/agent_time_scores_ICEWS05-15.json``).
     """
 
     @staticmethod
-    def forward(ctx, s_e, ent_t, g_rel, g_time, index):
+    def forward(ctx, s_e, ent_t, g_rel, s_t, tau, index):
         """``index``: the tuple ``(ent, rel, dt, mask)`` of ``[B, A]`` candidate tensors (integer and
-        bool: no gradient)."""
+        bool: no gradient); ``tau`` ``[T, d_t]`` with ``T > max(dt)``."""
         ent, rel, dt, mask = index
         dtype = ent_t.dtype
         s_ = s_e.detach().to(dtype).contiguous()
+        st = s_t.detach().to(dtype).contiguous()
         et = ent_t.detach().contiguous()
         gr = g_rel.detach().to(dtype).contiguous()
-        gt = g_time.detach().to(dtype).contiguous()
+        ta = tau.detach().to(dtype).contiguous()
         idx = [x.contiguous() for x in (ent, rel, dt, mask)]
         out = torch.empty(ent.shape, dtype=dtype)
-        arrs = (s_.numpy(), et.numpy(), gr.numpy(), gt.numpy(), *(x.numpy() for x in idx), out.numpy())
+        arrs = (s_.numpy(), et.numpy(), gr.numpy(), st.numpy(), ta.numpy(), *(x.numpy() for x in idx), out.numpy())
         B = ent.shape[0]
         if _parallel(ent.numel()) and B >= 2:
             h = B // 2
-            halves = [tuple(x if i == 1 else x[lo:hi] for i, x in enumerate(arrs)) for lo, hi in ((0, h), (h, B))]
+            tables = (1, 4)  # E and tau: whole in both halves
+            halves = [tuple(x if i in tables else x[lo:hi] for i, x in enumerate(arrs)) for lo, hi in ((0, h), (h, B))]
             for f in [_pool().submit(_action_scores_fwd, *args) for args in halves]:
                 f.result()
         else:
             _action_scores_fwd(*arrs)
-        ctx.save_for_backward(s_, et, *idx)
+        ctx.save_for_backward(s_, st, et, ta, *idx)
         ctx.table = ent_t
-        ctx.shapes = (g_rel.shape, g_time.shape, g_rel.dtype, g_time.dtype, s_e.dtype)
+        ctx.meta = (g_rel.shape, g_rel.dtype, s_e.dtype, s_t.dtype, tau.dtype)
         return out
 
     @staticmethod
     def backward(ctx, g):
-        s_, et, ent, rel, dt, mask = ctx.saved_tensors
-        shape_r, shape_t, dtype_r, dtype_t, dtype_s = ctx.shapes
+        s_, st, et, ta, ent, rel, dt, mask = ctx.saved_tensors
+        shape_r, dtype_r, dtype_s, dtype_st, dtype_tau = ctx.meta
         table = ctx.table
         g = g.contiguous().to(s_.dtype)
         ds = torch.empty_like(s_)
+        dst = torch.empty_like(st)
         dgr = torch.zeros(shape_r, dtype=s_.dtype)
-        dgt = torch.zeros(shape_t, dtype=s_.dtype)
+        dta = torch.zeros_like(ta)
         direct = ctx.needs_input_grad[1] and _accumulate_into_leaf(table) and table.dtype == s_.dtype
         de = _leaf_grad(table) if direct else torch.zeros_like(et)
         n = (ent.numpy(), rel.numpy(), dt.numpy(), mask.numpy())
-        args_s = (g.numpy(), et.numpy(), *n, ds.numpy(), dgr.numpy(), dgt.numpy())
-        args_t = (g.numpy(), s_.numpy(), n[0], n[3], de.numpy())
+        args_s = (g.numpy(), et.numpy(), ta.numpy(), *n, ds.numpy(), dgr.numpy(), dst.numpy())
+        args_t = (g.numpy(), s_.numpy(), st.numpy(), n[0], n[2], n[3], de.numpy(), dta.numpy())
         if _parallel(ent.numel()):
-            # ds / dG and the table gradient touch disjoint memory: one thread each
+            # ds / dG / ds_t and the two table gradients touch disjoint memory: one thread each
             jobs = [_pool().submit(_action_scores_bwd_s, *args_s), _pool().submit(_action_scores_bwd_table, *args_t)]
             for f in jobs:
                 f.result()
@@ -317,7 +332,8 @@ class _ActionScores(torch.autograd.Function):
             _action_scores_bwd_s(*args_s)
             _action_scores_bwd_table(*args_t)
         d_table = None if (direct or not ctx.needs_input_grad[1]) else de.to(table.dtype)
-        return ds.to(dtype_s), d_table, dgr.to(dtype_r), dgt.to(dtype_t), None
+        d_tau = dta.to(dtype_tau) if ctx.needs_input_grad[4] else None
+        return ds.to(dtype_s), d_table, dgr.to(dtype_r), dst.to(dtype_st), d_tau, None
 
 
 # ------------------------------------------------------------------------------------------------
@@ -599,8 +615,7 @@ class Policy(nn.Module):
             if mask is None:
                 mask = torch.ones(entity.shape, dtype=torch.bool)
             g_rel = s_r @ Rl.to(s_r.dtype).t()  # [B, 2R+2]
-            g_time = s_t @ table.to(s_t.dtype).t()  # [B, T]
-            return _ActionScores.apply(s_e, E, g_rel, g_time, (entity, relation, dt, mask))
+            return _ActionScores.apply(s_e, E, g_rel, s_t, table, (entity, relation, dt, mask))
         z = gather_dot(s_e, E, entity)
         z = z + (s_r @ Rl.to(s_r.dtype).t()).float().gather(1, relation)
         z = z + (s_t @ table.to(s_t.dtype).t()).float().gather(1, dt)

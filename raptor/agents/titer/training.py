@@ -265,8 +265,8 @@ class TITerPolicy(nn.Module):
         Decomposed, without ``[B, A, d]`` tensors: ``<o_r, Emb_R(r')>`` and ``<o_e^static, Emb_E(x')>``
         are the compiled gather-dot of :mod:`raptor.agents.policy` (sparse backward; a ``[B, 2R+2]`` GEMM
         for the relations would compute 3x more dot products: ``A = 151``, ``2R + 2 = 462`` on
-        ICEWS14); the time parts are
-        tabulated for ``dt = 0..max(dt)`` (``[B, T]``); the gate's ``w_r . Emb_R(r')`` and
+        ICEWS14); the time encodings are tabulated for ``dt = 0..max(dt)`` (``[T, d_t]``) and
+        ``<o_e^time, tau(dt')>`` is a gather-dot from that table on the CPU (a ``[B, T]`` GEMM on a GPU); the gate's ``w_r . Emb_R(r')`` and
         ``w_e . Emb_E(x')`` are ``[2R+2]`` / ``[E+1]`` vectors gathered at ``r'`` / ``x'``.
         """
         cfg = self.config
@@ -285,7 +285,10 @@ class TITerPolicy(nn.Module):
             R = self.relation_emb.weight.to(dtype)
             E = self.entity_emb.weight
             rel_score = gather_dot(o_r, self.relation_emb.weight, relation).to(dtype)  # [B, A]
-            ent_score = gather_dot(o_es, E, entity).to(dtype) + (o_et @ tau.t()).gather(1, dt)
+            # the time part as a gather-dot on the CPU: a [B, T] GEMM costs more than the rest of the
+            # scorer where T (the largest dt) is thousands of days (ICEWS05-15)
+            t_score = gather_dot(o_et, tau, dt).to(dtype) if s.device.type == "cpu" else (o_et @ tau.t()).gather(1, dt)
+            ent_score = gather_dot(o_es, E, entity).to(dtype) + t_score
             gate = (R @ wg_r)[relation] + (E.to(dtype) @ wg_es)[entity] + (tau @ wg_et)[dt] + g.unsqueeze(1)
             if s.shape[1] > dr + dsx + dtm + 1:
                 # inductive shift: the STOP slot of a row that has not left e_q is e_q itself
