@@ -386,7 +386,10 @@ class TrainConfig:
     #: On a CUDA device, deterministic kernels (:func:`raptor.common.runtime.deterministic_algorithms`):
     #: the same run twice gives the same weights; false trades that for speed (the CPU is deterministic).
     deterministic: bool = field(default=True, metadata=NO_EFFECT)
-    #: Torch intra-op threads; 0 = all cores (divided among the runs that train at once).
+    #: Torch intra-op threads; 0 = all cores (divided among the runs that train at once). Outside the
+    #: fingerprint, so a run resumes under another count; torch's GEMMs can round the last bit of a
+    #: float differently with another count (measured on small shapes: tests/test_tasks.py), so
+    #: bit-identical repeats need the same count (docs/agent.md, "Reproducibility").
     num_threads: int = field(default=0, metadata=NO_EFFECT)
     #: (variant, seed) runs trained at the same time by a stage (mapped Prefect tasks).
     parallel_runs: int = field(default=1, metadata=NO_EFFECT)

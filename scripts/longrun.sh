@@ -68,8 +68,8 @@
 # train, resuming from the checkpoint, then test. Starting a run that is alive, or finished and tested,
 # does nothing. A run whose checkpoints another configuration or code wrote is never deleted: it fails
 # (train --resume-only), and its log says why; move its folder away to start it anew.
-# --threads N sets train.num_threads (torch threads per run; it changes no result, so runs continue under
-# another value) in the params file of the runs this call starts (params.yaml, or their dataset's
+# --threads N sets train.num_threads (torch threads per run; not in a run's fingerprint, so runs continue under
+# another value, though the last bits of float rounding may differ) in the params file of the runs this call starts (params.yaml, or their dataset's
 # params-DS.yaml): one run on 2 cores, --threads 2;
 # two at once, --threads 1 (a run already alive keeps its threads: stop it and start it again).
 # Example, the paper's budget in float32, two runs at once with one thread each:

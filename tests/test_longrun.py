@@ -693,8 +693,9 @@ def test_a_parked_run_continues_on_another_machine(tmp_path):
         assert [h["epoch"] for h in history] == list(range(epochs))
         assert history[:done_before] == before  # kept from before the move (their timings too), not trained again
         assert "started afresh" not in (out / "train.log").read_text()
-        for _ in range(100):  # the job drops the parked copy right after the test (`forget`)
-            if (parked / "RUNS").read_text() == "":
+        gone = parked / "runs" / "TINY" / "pure_rl" / "seed0"
+        for _ in range(100):  # the job drops the parked copy right after the test (`forget`: RUNS, then the copy)
+            if (parked / "RUNS").read_text() == "" and not gone.exists():
                 break
             time.sleep(0.1)
         assert (parked / "RUNS").read_text() == "" and not (parked / "runs" / "TINY" / "pure_rl" / "seed0").exists()

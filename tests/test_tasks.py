@@ -388,6 +388,8 @@ _PREDICT = """
 import json, sys
 import mlflow.pyfunc
 import pandas as pd
+import torch
+torch.set_num_threads(int(sys.argv[3]))  # as the ranking it is compared with: torch's GEMMs round by thread count
 model = mlflow.pyfunc.load_model(sys.argv[1])
 out = model.predict(pd.DataFrame(json.loads(sys.argv[2])).astype("int64"))
 import raptor
@@ -408,6 +410,7 @@ def test_a_training_run_logs_its_best_model_for_mlflow_without_pickle(tmp_path, 
 
     import mlflow
     import numpy as np
+    import torch
 
     from raptor.agents import agent_of, get_agent
     from raptor.agents.base import load_model
@@ -477,7 +480,7 @@ def test_a_training_run_logs_its_best_model_for_mlflow_without_pickle(tmp_path, 
     started = time.perf_counter()
     out = subprocess.run([sys.executable, "-c", _PREDICT, f"runs:/{run_id}/model",
                           json.dumps({"subject": queries[:, 0].tolist(), "relation": queries[:, 1].tolist(),
-                                      "time": queries[:, 3].tolist()})],
+                                      "time": queries[:, 3].tolist()}), str(torch.get_num_threads())],
                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     print(f"load + predict in a fresh process: {time.perf_counter() - started:.1f} s")
     assert out.returncode == 0, out.stderr[-3000:]
