@@ -182,7 +182,7 @@ def count_beam_flops(policy, num_entities: int, num_relations: int, time_rows: i
     orig = policy.candidate_logits
 
     def wrapped(s, entity, relation, dt, mask=None, time_rows=None):
-        calls.append((entity.shape[0], entity.shape[1], int(dt.max()) + 1))
+        calls.append((entity.shape[0], entity.shape[1]))
         return orig(s, entity, relation, dt, mask, time_rows)
 
     policy.candidate_logits = wrapped
@@ -193,7 +193,7 @@ def count_beam_flops(policy, num_entities: int, num_relations: int, time_rows: i
             chunk = calls[i:i + K]
             rows = [c[0] for c in chunk]
             total += sum(g.forward for g in beam_gemms(ModelConfig(), rows[0], rows, num_relations))
-            total += sum(scoring_kernel_flops(ModelConfig(), r, a)[0] for r, a, _ in chunk)
+            total += sum(scoring_kernel_flops(ModelConfig(), r, a)[0] for r, a in chunk)
         return total
 
     return calls, flops
