@@ -284,6 +284,9 @@ def test_a_read_only_mlflow_store_is_reported_as_read_only_naming_its_file(tmp_p
     from tasks import tracking
 
     db = tmp_path / "mlflow.db"
+    # MLflow makes the folder of a `sqlite:///file:...` URI's path as a relative `file:/...` folder of the
+    # working directory: here, not in the checkout
+    monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{db}")
     tracking.start_run("raptor/T", "seed0").finish()  # the store exists, with the experiment
     os.chmod(db, 0o444)  # read-only for a user other than root; `mode=ro` makes it read-only for root too
