@@ -13,12 +13,18 @@
 #   runs/DS/ablation/pN/seedS/  the same for an arm of the pretraining-epochs ablation: RL-RAPTOR with N
 #                           pretraining epochs (raptor:S:pN); the results page reads the arms with the set's
 #                           Pure-RL runs as arm p0 and its RL-RAPTOR runs as the arm of their pretraining budget
+#   runs/DS/sweeps/NAME/ARM/VARIANT/seedS/  the same for arm ARM of sweep NAME (VARIANT:SEED:NAME/ARM; the sweep
+#                           declared in the pinned params.yaml): the run's params are sweeps/DS/NAME/ARM.yaml, its
+#                           dataset's params with the sweep's base and the arm's overrides (written by each start;
+#                           an arm may not change the label tables' settings). `raptor collect .longruns/runs
+#                           results/sweeps/NAME/DS --sweep NAME --params .longruns/params[-DS].yaml --dataset DS`
+#                           records the tested ones in the sweep's results folder, with its tables, as `raptor sweep` does
 # `raptor collect .longruns/runs results/paper-budget-DS/SITTING --dataset DS` (one folder per sitting or machine),
 # `git add results/paper-budget-DS`, then `raptor results "paper budget=results/paper-budget-DS/*" ...` puts
 # them on the results page.
 #
-#   scripts/longrun.sh start [--commit REV] [--dataset DS] [--set KEY=VALUE]... [--threads N] VARIANT:SEED... [raptor:SEED:pN]...
-#   scripts/longrun.sh queue [--dataset DS] [--threads N] VARIANT:SEED... [raptor:SEED:pN]...
+#   scripts/longrun.sh start [--commit REV] [--dataset DS] [--set KEY=VALUE]... [--threads N] VARIANT:SEED... [raptor:SEED:pN]... [VARIANT:SEED:NAME/ARM]...
+#   scripts/longrun.sh queue [--dataset DS] [--threads N] VARIANT:SEED... [raptor:SEED:pN]... [VARIANT:SEED:NAME/ARM]...
 #                                   runs to start later, in this order, each with N threads (default 1; 0 = all
 #                                   cores): the next one starts as soon as the alive runs leave it its cores (at
 #                                   once if they do, and whenever a run ends: tested, or failed), so a campaign
@@ -106,28 +112,45 @@ elif [ "$(realpath -m "$dir")" != "$(realpath -m "$root/.longruns")" ]; then par
 else park="$root/longruns-parked"; fi
 park="${park%/}"
 [ -n "$park" ] || { echo "longrun.sh: LONGRUN_PARK names no folder" >&2; exit 2; }
+name_re='[A-Za-z0-9][A-Za-z0-9_.=+,-]*'  # a sweep's or an arm's name (raptor.pipeline.sweep.ARM_NAME): folder names
 check_specs() {  # before anything is made
   local spec
   for spec in "$@"; do
-    [[ "$spec" =~ ^[a-z_]+:[0-9]+$ || "$spec" =~ ^raptor:[0-9]+:p[0-9]+$ ]] || {
-      echo "longrun.sh: '$spec': expected VARIANT:SEED (e.g. pure_rl:0), or raptor:SEED:pN for the ablation's arm" \
-           "with N pretraining epochs" >&2; exit 2; }
+    [[ "$spec" =~ ^[a-z_]+:[0-9]+$ || "$spec" =~ ^raptor:[0-9]+:p[0-9]+$ || "$spec" =~ ^[a-z_]+:[0-9]+:$name_re/$name_re$ ]] || {
+      echo "longrun.sh: '$spec': expected VARIANT:SEED (e.g. pure_rl:0), raptor:SEED:pN for the ablation's arm" \
+           "with N pretraining epochs, or VARIANT:SEED:NAME/ARM for arm ARM of sweep NAME" >&2; exit 2; }
   done
 }
-run_dir() {  # the folder of run $2 (VARIANT:SEED or raptor:SEED:pN) of dataset $1
+run_dir() {  # the folder of run $2 (VARIANT:SEED, raptor:SEED:pN or VARIANT:SEED:NAME/ARM) of dataset $1
   local variant seed arm
   IFS=: read -r variant seed arm <<< "$2"
-  if [ -n "$arm" ]; then echo "$dir/runs/$1/ablation/$arm/seed$seed"; else echo "$dir/runs/$1/$variant/seed$seed"; fi
+  if [[ "$arm" == */* ]]; then echo "$dir/runs/$1/sweeps/$arm/$variant/seed$seed"
+  elif [ -n "$arm" ]; then echo "$dir/runs/$1/ablation/$arm/seed$seed"; else echo "$dir/runs/$1/$variant/seed$seed"; fi
+}
+run_dirs() {  # every run folder (of dataset $1 only, where given), in each layout; some may not exist
+  local ds="${1:-*}"
+  printf '%s\n' "$dir"/runs/$ds/*/seed* "$dir"/runs/$ds/ablation/p*/seed* "$dir"/runs/$ds/sweeps/*/*/*/seed*
+}
+run_spec() {  # the VARIANT:SEED (raptor:SEED:pN, VARIANT:SEED:NAME/ARM) and dataset of run folder $1: "DATASET SPEC"
+  local out="$1" seed="${1##*/seed}" parent up
+  parent="$(basename "$(dirname "$out")")"; up="$(dirname "$(dirname "$out")")"
+  if [ "$(basename "$up")" = ablation ]; then
+    echo "$(basename "$(dirname "$up")") raptor:$seed:$parent"
+  elif [ "$(basename "$(dirname "$(dirname "$up")")")" = sweeps ]; then  # runs/DS/sweeps/NAME/ARM/VARIANT/seedS
+    echo "$(basename "$(dirname "$(dirname "$(dirname "$up")")")") $parent:$seed:$(basename "$(dirname "$up")")/$(basename "$up")"
+  else
+    echo "$(basename "$up") $parent:$seed"
+  fi
 }
 is_alive() {  # the run whose job has this pid: its process group, or the job itself in the moment before its setsid
   [ -n "$1" ] && { kill -0 -- "-$1" 2>/dev/null || kill -0 "$1" 2>/dev/null; }
 }
 alive_runs() {  # one line per run alive and not yet tested: its folder (a tested run is done, even while its job ends;
   local out  # so is the run whose ending job calls rebalance, tested or failed: LONGRUN_ENDING)
-  for out in "$dir"/runs/*/*/seed* "$dir"/runs/*/ablation/p*/seed*; do
+  while IFS= read -r out; do
     [ -f "$out/pid" ] && [ ! -f "$out/eval/metrics.json" ] && [ "$out" != "${LONGRUN_ENDING:-}" ] || continue
     is_alive "$(cat "$out/pid")" && echo "$out"
-  done
+  done < <(run_dirs)
   return 0
 }
 cores_held() {  # the cores the alive runs hold: their threads (0 = all cores)
@@ -237,11 +260,34 @@ PY
 }
 dataset_runs() {  # the run folders of dataset $1 (empty: none yet)
   local out
-  for out in "$dir/runs/$1"/*/seed* "$dir/runs/$1"/ablation/p*/seed*; do [ -d "$out" ] && echo "$out"; done
+  while IFS= read -r out; do [ -d "$out" ] && echo "$out"; done < <(run_dirs "$1")
   return 0
 }
 params_of() {  # the params file of dataset $1's runs: its own (params-DS.yaml, from --set with --dataset) or the folder's
   if [ -f "$dir/params-$1.yaml" ]; then echo "$dir/params-$1.yaml"; else echo "$dir/params.yaml"; fi
+}
+
+write_arm_params() {  # sweeps/DS/NAME/ARM.yaml: the params of run VARIANT ($3) of arm NAME/ARM ($2) of dataset $1, from
+  # the dataset's params (raptor.pipeline.sweep.write_arm_params, by the pinned code); refused: an unknown sweep or arm,
+  # and for a pretrained variant an arm that changes the label tables' settings (a dataset's runs share one table)
+  mkdir -p "$dir/sweeps/$1/${2%%/*}"
+  PYTHONPATH="$dir/src" "$py" -P - "$(params_of "$1")" "${2%%/*}" "${2#*/}" "$dir/sweeps/$1/$2.yaml" "$3" <<'PY' || exit 1
+import sys
+try:
+    from raptor.pipeline.sweep import labeling_settings, write_arm_params
+except ImportError:
+    sys.exit("longrun.sh: the pinned source predates sweep arms (raptor.pipeline.sweep.write_arm_params): pin a later commit")
+from raptor.agents.variants import get
+from raptor.config import ConfigError, load_params
+params, name, arm, out, variant = sys.argv[1:6]
+try:
+    p = write_arm_params(params, name, arm, out)
+except ConfigError as exc:
+    sys.exit(f"longrun.sh: {exc}")
+if get(variant).pretrained and labeling_settings(p) != labeling_settings(load_params(params)):
+    sys.exit(f"longrun.sh: arm {arm} of sweep {name} changes the label tables' settings; the long runs of a dataset share "
+             "one label table (run this arm with `raptor sweep`)")
+PY
 }
 
 if [ "$cmd" = queue ]; then
@@ -266,6 +312,10 @@ if [ "$cmd" = queue ]; then
   # runs start later with neither --commit nor --set
   [ -x "$py" ] || { echo "longrun.sh: no .venv: run scripts/setup.sh first" >&2; exit 1; }
   pin_source
+  for spec in "${runs[@]}"; do  # a sweep's arm: refused now, not when the queue reaches it, if its params are
+    IFS=: read -r variant _ arm <<< "$spec"
+    if [[ "$arm" == */* ]]; then write_arm_params "$dataset" "$arm" "$variant"; fi
+  done
   lock_queue
   for spec in "${runs[@]}"; do
     out=$(run_dir "$dataset" "$spec")
@@ -278,22 +328,13 @@ if [ "$cmd" = queue ]; then
   exit $?
 fi
 
-run_spec() {  # the VARIANT:SEED (or raptor:SEED:pN) and dataset of run folder $1: "DATASET SPEC"
-  local out="$1" seed="${1##*/seed}" parent
-  parent="$(basename "$(dirname "$out")")"
-  if [ "$(basename "$(dirname "$(dirname "$out")")")" = ablation ]; then
-    echo "$(basename "$(dirname "$(dirname "$(dirname "$out")")")") raptor:$seed:$parent"
-  else
-    echo "$(basename "$(dirname "$(dirname "$out")")") $parent:$seed"
-  fi
-}
 stop_runs() {  # SIGTERM to every run's process group (setsid made the job's shell its leader: the shell and its python)
   local f pid
-  for f in "$dir"/runs/*/*/seed*/pid "$dir"/runs/*/ablation/p*/seed*/pid; do
-    [ -f "$f" ] || continue
+  while IFS= read -r f; do
+    f="$f/pid"; [ -f "$f" ] || continue
     # (|| true: a group that ends between the two kills must not end this script under set -e)
     pid=$(cat "$f"); kill -0 -- "-$pid" 2>/dev/null && { kill -TERM -- "-$pid" 2>/dev/null || true; echo "stopped pid $pid ($(dirname "$f"))"; }
-  done
+  done < <(run_dirs)
   return 0
 }
 check_park() {  # a park folder that exists must be whole at its top: RUNS, COMMIT and the params as park wrote them
@@ -399,18 +440,18 @@ if [ "$cmd" = park ]; then
     "\`scripts/longrun.sh unpark\` first, or move $park away; nothing was parked or stopped" >&2; exit 1; }
   lock_queue  # no ending job's rebalance starts a queued run while the runs are stopped and copied
   stop_runs
-  for f in "$dir"/runs/*/*/seed*/pid "$dir"/runs/*/ablation/p*/seed*/pid; do
-    [ -f "$f" ] || continue
+  while IFS= read -r f; do
+    f="$f/pid"; [ -f "$f" ] || continue
     pid=$(cat "$f"); for _ in $(seq 600); do kill -0 -- "-$pid" 2>/dev/null || break; sleep 0.5; done
     if kill -0 -- "-$pid" 2>/dev/null; then echo "longrun.sh park: pid $pid did not stop in 300 s; nothing parked" >&2; exit 1; fi
-  done
+  done < <(run_dirs)
   rm -rf "$park".tmp-*  # what a park killed midway left (git-ignored: *.tmp-*)
   tmp="$park.tmp-$$"; mkdir -p "$tmp/runs"
   trap 'rm -rf "$tmp"' EXIT  # a half-written park is never left to be trusted
   cp "$dir/runs/COMMIT" "$tmp/runs/"
   for f in "$dir"/params*.yaml "$queue_file" "$queue_file.failed"; do [ -f "$f" ] && cp "$f" "$tmp/"; done
   n=0; : > "$tmp/RUNS"
-  for out in "$dir"/runs/*/*/seed* "$dir"/runs/*/ablation/p*/seed*; do
+  while IFS= read -r out; do
     [ -d "$out" ] || continue
     if [ -f "$out/eval/metrics.json" ]; then echo "park: $(run_spec "$out") is tested: not parked (raptor collect keeps its records)"; continue; fi
     rel="${out#"$dir"/}"; mkdir -p "$tmp/$rel"
@@ -419,7 +460,7 @@ if [ "$cmd" = park ]; then
     if [ ! -s "$tmp/$rel/SHA256SUMS" ]; then rm -rf "$tmp/$rel"; echo "park: $(run_spec "$out") has nothing to resume from: not parked"; continue; fi
     echo "$rel" >> "$tmp/RUNS"
     n=$((n + 1)); echo "park: $(run_spec "$out") ($(du -sh "$tmp/$rel" | cut -f1))"
-  done
+  done < <(run_dirs)
   (cd "$tmp" && sha256sum RUNS runs/COMMIT $(ls params*.yaml queue queue.failed 2>/dev/null) > SHA256SUMS)
   old="$park.tmp-old-$$"  # (the earlier park, moved aside for the moment of the swap; git-ignored too)
   if [ -d "$park" ]; then mv "$park" "$old"; fi
@@ -435,12 +476,10 @@ if [ "$cmd" = resume ]; then
   for ds_dir in "$dir"/runs/*/; do
     [ -d "$ds_dir" ] || continue
     specs=()
-    for out in "$ds_dir"*/seed* "$ds_dir"ablation/p*/seed*; do
-      [ -d "$out" ] || continue
-      parent="$(basename "$(dirname "$out")")"; seed="${out##*/seed}"
-      if [ "$(basename "$(dirname "$(dirname "$out")")")" = ablation ]; then specs+=("raptor:$seed:$parent")
-      elif [ "$parent" != ablation ]; then specs+=("$parent:$seed"); fi
-    done
+    while IFS= read -r out; do
+      [ -d "$out" ] && [ "$(basename "$(dirname "$out")")" != ablation ] || continue
+      specs+=("$(run_spec "$out" | cut -d' ' -f2)")
+    done < <(run_dirs "$(basename "$ds_dir")")
     [ ${#specs[@]} -gt 0 ] || continue
     found=1
     "$self" start --dataset "$(basename "$ds_dir")" ${threads:+--threads "$threads"} "${specs[@]}"
@@ -485,12 +524,12 @@ if [ "$cmd" = status ]; then
   [ -d "$dir/runs" ] || { echo "no long runs under $dir"; show_queue; exit 0; }
   echo "source: $(git -C "$dir/src" rev-parse --short HEAD 2>/dev/null || echo '?') ($dir/src)"
   args=()  # (folder, state, threads) of every run; one python reads them all (raptor/runs/forecast.py)
-  for out in "$dir"/runs/*/*/seed* "$dir"/runs/*/ablation/p*/seed*; do
+  while IFS= read -r out; do
     [ -d "$out" ] || continue
     pid=$(cat "$out/pid" 2>/dev/null || true)
     alive=stopped; [ -n "$pid" ] && kill -0 -- "-$pid" 2>/dev/null && alive="running (pid $pid)"
     args+=("$out" "$alive" "$(cat "$out/threads" 2>/dev/null || echo 0)")
-  done
+  done < <(run_dirs)
   # (if python fails, the lines it printed stand and the queue is listed after them)
   "$py" - "$dir" "$dir/params.yaml" "$cores" "$queue_file" "$(show_queue)" ${args[@]+"${args[@]}"} <<'PY' || show_queue
 import datetime, signal, sys
@@ -534,12 +573,7 @@ if [ "$cmd" = rebalance ]; then
   if [ -s "$queue_file" ]; then fill "$plan"; exit $?; fi  # a queued run takes the freed cores
   alive=(); while read -r out; do [ -n "$out" ] && alive+=("$out"); done <<< "$(alive_runs)"
   if [ ${#alive[@]} -ne 1 ]; then echo "rebalance: ${#alive[@]} runs alive, nothing to do"; exit 0; fi
-  out="${alive[0]}"; seed="${out##*/seed}"; parent="$(basename "$(dirname "$out")")"
-  if [ "$(basename "$(dirname "$(dirname "$out")")")" = ablation ]; then
-    spec="raptor:$seed:$parent"; ds="$(basename "$(dirname "$(dirname "$(dirname "$out")")")")"
-  else
-    spec="$parent:$seed"; ds="$(basename "$(dirname "$(dirname "$out")")")"
-  fi
+  out="${alive[0]}"; read -r ds spec <<< "$(run_spec "$out")"
   t=$(cat "$out/threads" 2>/dev/null || echo 0)
   if [ "$t" = 0 ] || [ "$t" -ge "$cores" ]; then echo "rebalance: $ds $spec has all $cores cores"; exit 0; fi
   echo "rebalance: restart $ds $spec with $cores threads (it has $t)"
@@ -593,13 +627,16 @@ grep -q -- "--resume-only" "$dir/src/raptor/commands/train.py" || {
   guard=""; echo "longrun.sh: warning: the pinned source predates --resume-only; a run whose code or params changed restarts" >&2; }
 for spec in "${runs[@]}"; do
   IFS=: read -r variant seed arm <<< "$spec"
+  out=$(run_dir "$dataset" "$spec"); name="$variant seed $seed"; extra="$guard"; run_params="$params"
+  if [[ "$arm" == */* ]]; then  # a sweep's arm: its params file, from the dataset's, written anew by each start
+    name="sweep ${arm%%/*} arm ${arm#*/} $variant seed $seed"; run_params="$dir/sweeps/$dataset/$arm.yaml"
+    write_arm_params "$dataset" "$arm" "$variant"
+  elif [ -n "$arm" ]; then name="ablation $arm seed $seed"; extra="--pretrain-epochs ${arm#p} $guard"; fi
   labels=()
   if [ "$variant" = raptor ]; then
     [ -f "$data/labels/summary.json" ] || raptor label --data "$data/ingested" --params "$params" --out "$data/labels"
     labels=(--labels "$data/labels")
   fi
-  out=$(run_dir "$dataset" "$spec"); name="$variant seed $seed"; extra="$guard"
-  if [ -n "$arm" ]; then name="ablation $arm seed $seed"; extra="--pretrain-epochs ${arm#p} $guard"; fi
   mkdir -p "$out"
   if [ -f "$out/pid" ] && is_alive "$(cat "$out/pid")"; then
     echo "$name: already running (pid $(cat "$out/pid"))"; continue
@@ -612,7 +649,7 @@ for spec in "${runs[@]}"; do
   (PYTHONPATH="$dir/src" nohup setsid nice -n 19 sh -c 'echo 19 > /proc/$$/autogroup 2>/dev/null || true; "$0" -P -m raptor.cli train --data "$1" --graph "$2" --out "$3" \
        --variant "$4" --seed "$5" --params "$6" $7 --no-progress && "$0" -P -m raptor.cli evaluate \
        --model "$3/rl/best.pt" --data "$1" --graph "$2" --params "$6" --split test --out "$3/eval" && "$8" forget --dataset "$9" "${10}"; LONGRUN_ENDING="$3" "$8" rebalance' \
-     "$py" "$data/ingested" "$data/graph.npz" "$out" "$variant" "$seed" "$params" "${labels[*]+${labels[*]}} $extra" \
+     "$py" "$data/ingested" "$data/graph.npz" "$out" "$variant" "$seed" "$run_params" "${labels[*]+${labels[*]}} $extra" \
      "$root/scripts/longrun.sh" "$dataset" "$spec" >> "$out/train.log" 2>&1 & echo $! > "$out/pid")
   pid=$(cat "$out/pid")
   # (the job's shell lowers its own autogroup, after setsid made it one: writing it from here raced

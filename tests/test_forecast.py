@@ -49,6 +49,9 @@ def test_expected_seconds_is_the_median_rl_time_plus_the_pretraining_per_epoch()
 @pytest.mark.parametrize("dataset, text, folder", [
     ("ICEWS14", "pure_rl:3", "runs/ICEWS14/pure_rl/seed3"),
     ("ICEWS18", "raptor:0:p50", "runs/ICEWS18/ablation/p50/seed0"),
+    ("ICEWS14", "raptor:2:titer-defaults/model.embedding_init=normal",
+     "runs/ICEWS14/sweeps/titer-defaults/model.embedding_init=normal/raptor/seed2"),
+    ("ICEWS14", "pure_rl:0:s/p5", "runs/ICEWS14/sweeps/s/p5/pure_rl/seed0"),  # an arm named like the ablation's
 ])
 def test_a_spec_names_its_folder_and_back(tmp_path, dataset, text, folder):
     spec = Spec.parse(dataset, text)
@@ -56,7 +59,8 @@ def test_a_spec_names_its_folder_and_back(tmp_path, dataset, text, folder):
     assert Spec.of_folder(tmp_path / folder) == spec
 
 
-@pytest.mark.parametrize("text", ["pure_rl", "raptor:x", "raptor:0:10", "raptor:0:px", "a:1:p2:3"])
+@pytest.mark.parametrize("text", ["pure_rl", "raptor:x", "raptor:0:10", "raptor:0:px", "a:1:p2:3", "a:1:s/", "a:1:/b",
+                                  "a:1:s/b/c"])
 def test_a_bad_spec_is_an_error_naming_it(text):
     with pytest.raises(ValueError, match=f"run spec '{text}'"):
         Spec.parse("ICEWS14", text)
@@ -207,3 +211,23 @@ def test_a_dataset_with_its_own_params_is_timed_by_them(folder):
     # at its pace (30 s), not the folder's 4
     _run(folder.root, "runs/ICEWS18/raptor/seed1", _history(10, 10.0), _history(2, 30.0), finished=True)
     assert folder.expected(Spec("ICEWS18", "raptor", 2)) == 100.0 + 2 * 30.0
+
+
+def test_a_sweep_arms_run_is_timed_by_its_arms_params(folder):
+    """A sweep arm's run (``runs/DS/sweeps/NAME/ARM/VARIANT/seedS``) reads its budget from its arm's params
+    file (:data:`ARM_PARAMS`) once written, its dataset's before; its time is measured by the finished runs
+    of its variant, the sweep's arms' included."""
+    from raptor.runs.forecast import ARM_PARAMS
+
+    spec = Spec.parse("ICEWS14", "pure_rl:0:wd/fast")
+    assert folder.of_run(spec) is folder  # no arm file yet: the dataset's (here the folder's) params
+    arm = folder.root / ARM_PARAMS.format(dataset="ICEWS14", sweep="wd", arm="fast")
+    arm.parent.mkdir(parents=True)
+    arm.write_text("rl: {epochs: 4}\neval: {valid_every: 2}\n")
+    assert folder.of_run(spec).schedule[:2] == (4, 2)
+    out = _run(folder.root, "runs/ICEWS14/sweeps/wd/fast/pure_rl/seed0", _history(2, 10.0, 2, 5.0))
+    assert folder.left(spec) == 2 * 10.0 + 5.0  # 2 of its 4 epochs left and one validation round
+    line = run_line(folder, out, "stopped", NOW)
+    assert line.startswith("ICEWS14/sweeps/wd/fast/pure_rl/seed0: RL 2 epochs,") and "0 h 00 min" in line, line
+    _run(folder.root, "runs/ICEWS14/sweeps/wd/slow/pure_rl/seed1", _history(10, 100.0), finished=True)
+    assert folder.expected(Spec.parse("ICEWS14", "pure_rl:3:wd/fast")) == 160.0  # median of 140, 160, 1000

@@ -508,6 +508,33 @@ def _parkable(tmp_path: Path) -> Path:
     return lr
 
 
+def test_a_sweep_arms_run_parks_and_unparks_like_the_others(tmp_path):
+    """A stopped run of a sweep's arm is parked with the others (its folder under runs/DS/sweeps/NAME/ARM/),
+    named by its spec, and restored from the park; a tested one is not parked."""
+    import shutil
+
+    lr, parked = _parkable(tmp_path), tmp_path / "parked"
+    arm = lr / "runs/ICEWS18/sweeps/wd/rl.weight_decay=0.001/pure_rl/seed1"
+    (arm / "rl").mkdir(parents=True)
+    (arm / "rl" / "checkpoint.pt").write_bytes(os.urandom(4096))
+    (arm / "pid").write_text("999999999\n")
+    _done_run(lr, "ICEWS18", "sweeps/wd/default/pure_rl/seed1")
+    r = _run_parked("park", tmp_path=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "park: ICEWS18 pure_rl:1:wd/rl.weight_decay=0.001 (" in r.stdout and "park: 3 runs in" in r.stdout, r.stdout
+    assert "ICEWS18 pure_rl:1:wd/default is tested: not parked" in r.stdout, r.stdout
+    assert (parked / "RUNS").read_text().splitlines()[-1] == "runs/ICEWS18/sweeps/wd/rl.weight_decay=0.001/pure_rl/seed1"
+    shutil.rmtree(lr)
+    out = _run_parked("status", tmp_path=tmp_path).stdout
+    assert "ICEWS14 raptor:0:p50, ICEWS18 pure_rl:1:wd/rl.weight_decay=0.001" in out, out
+    r = _run_parked("unpark", tmp_path=tmp_path)
+    try:
+        assert r.returncode == 0 and "unpark: ICEWS18 pure_rl:1:wd/rl.weight_decay=0.001 restored" in r.stdout, r.stdout + r.stderr
+        assert (arm / "rl" / "checkpoint.pt").read_bytes() == (parked / arm.relative_to(lr) / "rl" / "checkpoint.pt").read_bytes()
+    finally:
+        _drop_worktree(lr / "src")
+
+
 def _drop_worktree(src: Path) -> None:
     subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(src)], capture_output=True)
     subprocess.run(["git", "-C", str(ROOT), "worktree", "prune"], capture_output=True)
@@ -754,3 +781,98 @@ def test_a_park_without_its_run_list_is_refused_by_park_and_unpark(tmp_path, dam
         assert r.returncode == 1 and ("lacks SHA256SUMS, RUNS" in r.stderr or "differ from their SHA256SUMS" in r.stderr), \
             (cmd, r.stderr)
     assert sorted(p.relative_to(parked) for p in parked.rglob("*")) == before
+
+
+_TINY = {"model": {"entity_dim": 8, "relation_dim": 8, "time_dim": 4, "step_dim": 4, "mlp_hidden_dim": 16},
+         "env": {"max_actions": 10}, "rl": {"epochs": 1, "batch_size": 256},
+         "eval": {"beam_size": 4, "valid_every": 1}, "train": {"seeds": [0]}}
+
+
+def _tiny_folder(tmp_path: Path, sweeps: dict) -> Path:
+    """A pinned long-runs folder (this checkout) with a tiny dataset TINY made and these sweeps declared in its
+    params.yaml (the runs' params, the folder's overrides block included)."""
+    import shutil
+
+    import yaml
+    from helpers import synthetic_dataset
+
+    lr = _pinned(tmp_path)
+    ds = synthetic_dataset(tmp_path / "ds", seed=3)
+    shutil.copytree(ds / "data", lr / "data" / "TINY" / "ingested")
+    shutil.copy(ds / "graph.npz", lr / "data" / "TINY" / "graph.npz")
+    (lr / "params.yaml").write_text(yaml.safe_dump({**_TINY, "sweeps": sweeps})
+                                    + "\n# longrun.sh --set\noverrides:\n  train.precision: float32\n")
+    return lr
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("pure_rl:0:nope/default", "no sweep 'nope'"),
+    ("pure_rl:0:wd/nope", "sweeps.wd: no arm 'nope' (arms: default, labels, rl.weight_decay=0.001)"),
+    ("raptor:0:wd/labels", "arm labels of sweep wd changes the label tables' settings"),
+])
+def test_a_sweep_arm_that_cannot_run_is_refused_when_queued(tmp_path, spec, message):
+    lr = _tiny_folder(tmp_path, {"wd": {"grid": {"rl.weight_decay": [1.0e-3]},
+                                        "arms": {"labels": {"labeling.visited": "target_and_subject"}}}})
+    r = _run("queue", "--dataset", "TINY", spec, tmp_path=tmp_path)
+    assert r.returncode == 1 and message in r.stderr, r.stdout + r.stderr
+    assert not (lr / "queue").exists() and not (lr / "runs").exists()
+    for bad in ("pure_rl:0:wd/", "pure_rl:0:/default", "pure_rl:0:a/b/c", "pure_rl:0:wd/x y"):
+        r = _run("queue", "--dataset", "TINY", bad, tmp_path=tmp_path)
+        assert r.returncode == 2 and "VARIANT:SEED:NAME/ARM for arm ARM of sweep NAME" in r.stderr, bad
+
+
+@pytest.mark.slow
+def test_a_sweeps_arms_train_as_long_runs_and_are_recorded_as_the_sweep_records_them(tmp_path):
+    """Two arms of a sweep (its default and a weight-decay arm) as long runs: each trains with the arm's params
+    (the folder's overrides, the sweep's base, the arm's: in its fingerprint), `status` and `park` see them,
+    and `raptor collect --sweep` writes the sweep's results folder from the tested runs, which the sweep's
+    own reading (declared_records) accepts; a run trained with other params than its arm's is refused."""
+    import json
+    import time
+
+    from raptor.config import load_params
+    from raptor.pipeline.sweep import declared_records, load_sweep, plan_sweep
+
+    sweep = {"base": {"rl.learning_rate": 0.002}, "variants": ["pure_rl"], "grid": {"rl.weight_decay": [1.0e-3]}}
+    lr = _tiny_folder(tmp_path, {"wd": sweep})
+    runs = [lr / "runs" / "TINY" / "sweeps" / "wd" / arm / "pure_rl" / "seed0" for arm in ("default", "rl.weight_decay=0.001")]
+    try:
+        r = _run("start", "--dataset", "TINY", "--threads", "1", "pure_rl:0:wd/default",
+                 "pure_rl:0:wd/rl.weight_decay=0.001", tmp_path=tmp_path)
+        assert r.returncode == 0, r.stderr
+        assert "sweep wd arm rl.weight_decay=0.001 pure_rl seed 0: started" in r.stdout, r.stdout
+        p = load_params(lr / "sweeps" / "TINY" / "wd" / "rl.weight_decay=0.001.yaml")
+        assert (p.rl.weight_decay, p.rl.learning_rate, p.train.precision, p.train.num_threads) == (1e-3, 0.002, "float32", 1)
+        status = _run("status", tmp_path=tmp_path).stdout
+        assert "TINY/sweeps/wd/rl.weight_decay=0.001/pure_rl/seed0:" in status, status
+        deadline = time.monotonic() + 300
+        while not all((run / "eval" / "metrics.json").exists() for run in runs):
+            assert time.monotonic() < deadline, (runs[1] / "train.log").read_text()[-2000:]
+            time.sleep(1)
+        config = json.loads((runs[1] / "rl" / "run_config.json").read_text())
+        assert config["params"]["rl.weight_decay"] == 1e-3 and config["params"]["rl.learning_rate"] == 0.002
+        assert json.loads((runs[0] / "rl" / "run_config.json").read_text())["params"]["rl.weight_decay"] == 0.0
+        assert "rl.weight_decay=0.001/pure_rl/seed0: RL 1 epochs (finished)" in _run("status", tmp_path=tmp_path).stdout
+
+        results = tmp_path / "results" / "wd" / "TINY"
+        cli = [str(ROOT / ".venv" / "bin" / "python"), "-m", "raptor.cli", "collect", str(lr / "runs"), str(results),
+               "--sweep", "wd", "--params", str(lr / "params.yaml"), "--dataset", "TINY"]
+        r = subprocess.run(cli, cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0 and "2 run(s) recorded" in r.stdout, r.stdout + r.stderr
+        table = json.loads((results / "results.json").read_text())
+        assert sorted(a["arm"] for a in table["arms"]) == ["default", "rl.weight_decay=0.001"] and not table["missing"]
+        assert (results / "COMMIT").read_text() == (lr / "runs" / "COMMIT").read_text()
+        sw, params = load_sweep(lr / "params.yaml", "wd")
+        used, refused = declared_records(plan_sweep(sw, params, "TINY", results, write=False), results)
+        assert sorted(used) == ["default-pure_rl-seed0", "rl.weight_decay=0.001-pure_rl-seed0"] and not refused
+
+        # the default arm's run passed off as the other arm's: refused, named, not recorded
+        import shutil
+        shutil.rmtree(results)
+        shutil.rmtree(runs[1] / "rl")
+        shutil.copytree(runs[0] / "rl", runs[1] / "rl")
+        r = subprocess.run(cli, cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert r.returncode != 0 and "rl.weight_decay: 0.0, declared 0.001" in r.stderr, r.stdout + r.stderr
+        assert not (results / "train" / "rl.weight_decay=0.001").exists()
+    finally:
+        _kill_runs(*runs)

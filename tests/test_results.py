@@ -280,6 +280,30 @@ def test_collect_from_a_folder_without_runs_writes_nothing(tmp_path, capsys):
     assert "no runs found" in capsys.readouterr().err and not (tmp_path / "dest").exists()
 
 
+@pytest.mark.parametrize("extra, message", [
+    (["--sweep", "wd"], "--sweep NAME needs --params FILE and one --dataset DS"),
+    (["--params", "p.yaml", "--dataset", "T"], "--sweep NAME needs --params FILE"),
+    (["--sweep", "wd", "--params", "p.yaml", "--dataset", "A", "--dataset", "B"], "one --dataset DS"),
+    (["--sweep", "wd", "--params", "p.yaml", "--dataset", "T", "--unfinished"], "takes no --unfinished"),
+])
+def test_collect_of_a_sweeps_long_runs_needs_its_params_and_one_dataset(tmp_path, capsys, extra, message):
+    (tmp_path / "runs").mkdir()
+    assert cli(["collect", str(tmp_path / "runs"), str(tmp_path / "dest"), *extra]) == 1
+    assert message in capsys.readouterr().err and not (tmp_path / "dest").exists()
+
+
+def test_collect_of_a_sweep_with_no_long_runs_names_the_folder_and_writes_nothing(tmp_path, capsys):
+    import yaml
+
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump({"sweeps": {"wd": {"grid": {"rl.weight_decay": [0.001]}}}}))
+    assert cli(["collect", str(tmp_path / "runs"), str(tmp_path / "dest"), "--sweep", "wd", "--params",
+                str(tmp_path / "p.yaml"), "--dataset", "T"]) == 1
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'runs' / 'T' / 'sweeps' / 'wd'}: no long runs of sweep wd on T here" in err, err
+    assert not (tmp_path / "dest").exists()
+
+
 def _git(cwd: Path, *args: str) -> None:
     subprocess.run(["git", "-C", str(cwd), *args], check=True, capture_output=True)
 

@@ -428,3 +428,25 @@ def test_the_combination_takes_better_arms_whole_and_lets_validation_pick_within
     assert "arm `combined`: no clear difference" in combination_markdown(res)
     none = {"arms": [arms[0], arms[4], arms[5]], "missing": []}
     assert combination(none, "raptor") is None and "no reading is `better`" in combination_markdown(none)
+
+
+@pytest.mark.parametrize("arm", ["default", "wide", "rl.gamma=0.9", "labeling.max_in_edges=50"])
+def test_an_arms_params_file_loads_as_the_sweep_resolves_the_arm(tmp_path, arm):
+    """write_arm_params (a sweep's arm trained as a long run): the file's own ``overrides`` (a long-runs
+    folder's --set), then the base's profile and keys, then the arm's, exactly as :func:`arm_params`."""
+    from raptor.pipeline.sweep import write_arm_params
+
+    src = tmp_path / "params.yaml"
+    src.write_text(yaml.safe_dump(RAW) + "overrides:\n  rl.gamma: 0.8\n  train.precision: float32\n")
+    out = tmp_path / "arm.yaml"
+    p = write_arm_params(src, "s", arm, out)
+    sweep, params = load_sweep(src, "s")
+    assert load_params(out) == p == params[arm]
+    assert p.train.precision == "float32" and p.rl.epochs == 4 and p.pretrain.epochs == 3  # file, base, profile
+    assert p.rl.gamma == (0.9 if arm == "rl.gamma=0.9" else 0.8)  # the arm wins over the file's own overrides
+    with pytest.raises(ConfigError, match=r"params.yaml: sweeps.s: no arm 'nope' \(arms: default, wide, "):
+        write_arm_params(src, "s", "nope", tmp_path / "nope.yaml")
+    with pytest.raises(ConfigError, match="no sweep 'x'"):
+        write_arm_params(src, "x", "default", tmp_path / "x.yaml")
+    assert not (tmp_path / "nope.yaml").exists() and not (tmp_path / "x.yaml").exists()
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["arm.yaml", "params.yaml"]  # no temporary file left

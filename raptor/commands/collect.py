@@ -24,11 +24,30 @@ def register(p: argparse.ArgumentParser) -> None:
                    help="also copy runs not yet tested (still training, or not evaluated); by default they "
                         "are left out and named, since a partial record keeps the same seed, finished in a "
                         "later sitting's folder, from pooling with this one")
+    p.add_argument("--sweep", metavar="NAME",
+                   help="collect the runs of sweep NAME's arms trained as long runs (`scripts/longrun.sh start "
+                        "VARIANT:SEED:NAME/ARM`): SOURCE is the long-runs folder's runs/ (e.g. .longruns/runs), DEST "
+                        "the sweep's results folder (results/sweeps/NAME/DS), in the layout `raptor sweep` writes, "
+                        "with its tables; needs --params and one --dataset")
+    p.add_argument("--params", help="with --sweep: the params file the arms' runs were written from (the long-runs "
+                        "folder's params.yaml, or its params-DS.yaml where the dataset has one)")
 
 
 def run(args: argparse.Namespace) -> int:
     from raptor.reporting.results import collect
 
+    if args.sweep or args.params:
+        if not (args.sweep and args.params and args.dataset and len(args.dataset) == 1) or args.unfinished:
+            raise ValueError("--sweep NAME needs --params FILE and one --dataset DS (and takes no --unfinished: an "
+                             "arm's run is recorded once tested)")
+        from raptor.pipeline.local_sweep import collect_arm_runs
+
+        out = collect_arm_runs(args.source, args.params, args.sweep, args.dataset[0], args.dest)
+        print(f"sweep {args.sweep} on {args.dataset[0]}: {len(out['saved'])} run(s) recorded in {out['results']}"
+              + (f": {', '.join(out['saved'])}" if out["saved"] else ""))
+        if out["unfinished"]:
+            print(f"not yet tested, left out: {', '.join(out['unfinished'])}")
+        return 0
     out = collect(args.source, args.dest, unfinished=args.unfinished, datasets=args.dataset)
     for dataset, vs in out["sets"]:
         print(f"{dataset}: {', '.join(vs)}")

@@ -8,6 +8,9 @@ skipped, as in the flow; the flow later logs such records to MLflow (``tasks.tra
 
 Workers are spawned processes (CUDA cannot be forked), each with its own torch threads, so ``jobs``
 runs share the machine: on a GPU they share the device too.
+
+:func:`collect_arm_runs` records a sweep's runs trained elsewhere, as long runs (``scripts/longrun.sh``,
+which outlives a session and a machine where these workers do not), into the same results folder.
 """
 
 from __future__ import annotations
@@ -19,8 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional, Sequence
 
+from raptor.common.io import atomic_write_text
 from raptor.config import load_resolved
-from raptor.pipeline.sweep import Plan, PretrainJob, TrainJob, recorded_runs, save_job_record
+from raptor.pipeline.sweep import (LONG_RUN_ARM, Plan, PretrainJob, TrainJob, job_dirs, load_sweep, plan_sweep,
+                                   record_mismatch, recorded_runs, save_job_record)
 from raptor.reporting.sweep_page import write_results
 from raptor.runs.rundir import RunDir, RunOptions
 
@@ -149,3 +154,47 @@ def run_plan(plan: Plan, data_dir: str, graph_path: str, results: str, *, arms: 
     _map(train_job, [(plan, j, data_dir, graph_path, results, num_threads) for j in todo],
          [j.run_name for j in todo], jobs, "run", log, progress)
     return write_results(plan, results)
+
+
+def collect_arm_runs(runs_dir: str | Path, params_file: str | Path, name: str, dataset: str,
+                     results: str | Path) -> dict[str, Any]:
+    """The records of sweep ``name``'s runs trained as long runs, into its results folder ``results``
+    (the layout :func:`raptor.pipeline.sweep.plan_sweep` and :func:`write_results` use: ``sweep.json``, ``params/ARM.json``,
+    ``train/...`` and ``eval/...``), then its tables (``results.json|csv|md|png``) from them.
+
+    ``runs_dir``: a long-runs folder's ``runs/`` (the runs of an arm under ``<dataset>/`` +
+    :data:`raptor.pipeline.sweep.LONG_RUN_ARM`, and ``COMMIT`` naming the pinned commit, copied beside the records);
+    ``params_file``: the params the runs' arm files were written from (:func:`raptor.pipeline.sweep.write_arm_params`), whose
+    sweep declaration lists the runs. A run is recorded once tested; a run whose fingerprint is not its
+    arm's (another variant, seed, budget or param value) is refused with :class:`ValueError` naming it,
+    and nothing of it is copied. Returns ``saved``, ``unfinished`` (run names) and ``results``."""
+    from raptor.config import flatten, params_to_dict
+    from raptor.reporting.records import save_record
+    from raptor.reporting.runs_reader import read_fingerprint
+
+    sweep, params = load_sweep(params_file, name)
+    runs_dir, results = Path(runs_dir), Path(results)
+    src = runs_dir / dataset / LONG_RUN_ARM.format(name=name, arm="", variant="").rstrip("/")
+    if not src.is_dir():
+        raise FileNotFoundError(f"{src}: no long runs of sweep {name} on {dataset} here")
+    plan = plan_sweep(sweep, params, dataset, results)  # the declaration, written into the results folder
+    saved, unfinished, refused = [], [], []
+    for job in plan.train:
+        run = runs_dir / dataset / LONG_RUN_ARM.format(name=name, arm=job.arm, variant=job.variant) / f"seed{job.seed}"
+        if not (run / "eval" / RunDir.METRICS).is_file():
+            if run.is_dir():
+                unfinished.append(job.run_name)
+            continue
+        wrong = record_mismatch(read_fingerprint(run / "rl") or {}, job, flatten(params_to_dict(params[job.arm])))
+        if wrong:
+            refused.append(f"{run}: " + "; ".join(wrong))
+            continue
+        save_record(run / "rl", run / "eval", *job_dirs(plan, job))
+        saved.append(job.run_name)
+    if (runs_dir / "COMMIT").is_file():
+        atomic_write_text(results / "COMMIT", (runs_dir / "COMMIT").read_text())
+    if refused:
+        raise ValueError(f"{len(refused)} run(s) were not trained as their arm declares (not recorded):\n  "
+                         + "\n  ".join(refused))
+    write_results(plan)
+    return {"saved": saved, "unfinished": unfinished, "results": str(results)}

@@ -464,11 +464,7 @@ def declared_records(plan: Plan, results: str | Path) -> tuple[dict[str, dict[st
         if flat is None:
             refused[job.run_name] = f"{Path(results) / 'params' / (job.arm + '.json')} missing (the arm's declaration)"
             continue
-        wrong = [f"{k}: {fingerprint.get(k)!r}, job {v!r}" for k, v in
-                 (("variant", job.variant), ("seed", job.seed), ("pretrain_epochs", job.pretrain_epochs))
-                 if fingerprint.get(k) != v]
-        wrong += [f"{k}: {v!r}, declared {flat.get(k, '(absent)')!r}"
-                  for k, v in sorted((fingerprint.get("params") or {}).items()) if flat.get(k, KeyError) != v]
+        wrong = record_mismatch(fingerprint, job, flat)
         if wrong:
             refused[job.run_name] = "record of another run (" + "; ".join(wrong) + ")"
         else:
@@ -476,8 +472,71 @@ def declared_records(plan: Plan, results: str | Path) -> tuple[dict[str, dict[st
     return used, refused
 
 
+def record_mismatch(fingerprint: Mapping[str, Any], job: TrainJob, declared: Mapping[str, Any]) -> list[str]:
+    """What in a run's ``fingerprint`` (``run_config.json``) is not ``job``'s: its variant, seed, pretraining
+    budget, or a param value other than ``declared`` (the arm's params, flattened); empty when none is."""
+    wrong = [f"{k}: {fingerprint.get(k)!r}, job {v!r}" for k, v in
+             (("variant", job.variant), ("seed", job.seed), ("pretrain_epochs", job.pretrain_epochs))
+             if fingerprint.get(k) != v]
+    return wrong + [f"{k}: {v!r}, declared {declared.get(k, '(absent)')!r}"
+                    for k, v in sorted((fingerprint.get("params") or {}).items()) if declared.get(k, KeyError) != v]
+
+
 def save_job_record(plan: Plan, job: TrainJob, results: str | Path) -> None:
     """Copy the record of a finished, evaluated job into ``results`` (:func:`raptor.reporting.records.save_record`)."""
     from raptor.reporting.records import save_record
 
     save_record(*job_dirs(plan, job), *job_dirs(plan, job, results))
+
+
+# ---------------------------------------------------------------------------------------------
+# An arm's runs trained as long runs (scripts/longrun.sh), outside the sweep's own folder
+# ---------------------------------------------------------------------------------------------
+
+#: Where a folder of long runs keeps the runs of a sweep's arms: ``runs/<dataset>/`` + this
+#: (``{name}``, ``{arm}``, ``{variant}`` filled in), each run a ``raptor train --out`` folder (``rl/``, ``pretrain/``)
+#: with its test evaluation in ``eval/``.
+LONG_RUN_ARM = "sweeps/{name}/{arm}/{variant}"
+
+
+def write_arm_params(params_file: str | Path, name: str, arm: str, out: str | Path) -> Params:
+    """Write ``out``: the params file of a run of arm ``arm`` of sweep ``name`` trained on its own (a long run,
+    ``scripts/longrun.sh``, which resumes across sessions and machines where a sweep's worker does not).
+
+    ``out`` is ``params_file`` (a params.yaml with its ``overrides``, e.g. a long-runs folder's) with the
+    sweep's base and the arm's overrides added to its ``overrides`` (the base's ``profile`` selected), so
+    ``load_params(out)`` gives the arm's params exactly as the sweep resolves them (:func:`arm_params`):
+    checked before ``out`` is replaced (atomically). Returns them. :class:`ConfigError` names an unknown
+    sweep or arm."""
+    import yaml
+
+    from raptor.config import OVERRIDES_KEY, load_params
+
+    raw = read_yaml(params_file) or {}
+    try:
+        sweep = parse_sweep(raw, name)
+        arms = {a.name: a for a in sweep.arms}
+        if arm not in arms:
+            raise ConfigError(f"{SWEEPS_KEY}.{name}: no arm {arm!r} (arms: {', '.join(arms)})")
+        want = arm_params(raw, Sweep(name, sweep.base, (arms[arm],), sweep.variants))[arm]
+    except ConfigError as exc:
+        raise ConfigError(f"{params_file}: {exc}") from None
+    merged = {**sweep.base, **arms[arm].overrides}
+    text = dict(raw)
+    if "profile" in merged:
+        text["profile"] = merged.pop("profile")
+    text[OVERRIDES_KEY] = {**flatten(raw.get(OVERRIDES_KEY) or {}), **merged}
+    body = (f"# {Path(params_file).name} with sweep {name}'s base and arm {arm} in `{OVERRIDES_KEY}` "
+            f"(raptor.pipeline.sweep.write_arm_params)\n" + yaml.safe_dump(text, sort_keys=False))
+    out = Path(out)
+    tmp = out.with_name(f".{out.name}.tmp")
+    atomic_write_text(tmp, body)
+    try:
+        got = load_params(tmp)
+        if got != want:  # a guard: the file must load as the sweep's own arm
+            raise ConfigError(f"{out}: does not load as arm {arm} of sweep {name} (a bug in write_arm_params)")
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    tmp.replace(out)
+    return got

@@ -1,11 +1,12 @@
 """How long the long runs still take, and when queued ones would start and end: the estimates that
 ``scripts/longrun.sh status`` prints (status lines, not promises).
 
-A long-runs folder (``docs/deployment.md``) holds ``runs/<dataset>/<variant>/seed<S>/`` and the
+A long-runs folder (``docs/deployment.md``) holds ``runs/<dataset>/<variant>/seed<S>/``, the
 pretraining-epochs ablation's arms ``runs/<dataset>/ablation/p<N>/seed<S>/`` (RL-RAPTOR pretrained for
-``N`` epochs), each with ``pretrain/history.json`` (RL-RAPTOR) and ``rl/history.json``, and
-``rl/summary.json`` once trained. A queued run is named by its spec: ``VARIANT:SEED`` or
-``raptor:SEED:pN``. Times are seconds; history rows carry the epoch's ``seconds`` and, after a
+``N`` epochs) and the runs of a sweep's arms ``runs/<dataset>/sweeps/<name>/<arm>/<variant>/seed<S>/``
+(their params in :data:`ARM_PARAMS`), each with ``pretrain/history.json`` (RL-RAPTOR) and
+``rl/history.json``, and ``rl/summary.json`` once trained. A queued run is named by its spec:
+``VARIANT:SEED``, ``raptor:SEED:pN`` or ``VARIANT:SEED:NAME/ARM``. Times are seconds; history rows carry the epoch's ``seconds`` and, after a
 validation round, its ``val_seconds``.
 
 A queued run's expected time is measured, not modelled: the median over the folder's finished runs of
@@ -30,6 +31,9 @@ from raptor.runs.loop import remaining_seconds
 #: The params file of one dataset's runs in a long-runs folder, where they have their own (``longrun.sh``
 #: writes it for ``--dataset DS --set KEY=VALUE``); the folder's ``params.yaml`` otherwise.
 DATASET_PARAMS = "params-{dataset}.yaml"
+#: The params file of a sweep arm's runs in a long-runs folder (``longrun.sh`` writes it when it starts one:
+#: :func:`raptor.pipeline.sweep.write_arm_params` of the dataset's params).
+ARM_PARAMS = "sweeps/{dataset}/{sweep}/{arm}.yaml"
 
 #: One RL epoch's validation schedule, as :func:`raptor.runs.loop.remaining_seconds` reads it.
 Schedule = tuple[int, int, tuple[int, int]]  # (rl_epochs, valid_every, (valid_every_early, valid_early_epochs))
@@ -49,31 +53,39 @@ def phase_seconds(history: Sequence[dict[str, Any]]) -> float:
 
 @dataclass(frozen=True)
 class Spec:
-    """A run of a long-runs folder: ``variant``, ``seed`` and, for an ablation arm, ``pretrain_epochs``."""
+    """A run of a long-runs folder: ``variant``, ``seed`` and, for an ablation arm, ``pretrain_epochs``;
+    for a sweep's arm, ``sweep`` and ``arm``."""
 
     dataset: str
     variant: str
     seed: int
     arm_epochs: Optional[int] = None
+    sweep: Optional[str] = None
+    arm: Optional[str] = None
 
     @classmethod
     def parse(cls, dataset: str, spec: str) -> "Spec":
-        """``VARIANT:SEED`` or ``raptor:SEED:pN`` (what ``longrun.sh queue`` writes)."""
+        """``VARIANT:SEED``, ``raptor:SEED:pN`` or ``VARIANT:SEED:NAME/ARM`` (what ``longrun.sh queue`` writes)."""
         parts = spec.split(":")
         try:
             if len(parts) == 2:
                 return cls(dataset, parts[0], int(parts[1]))
+            if len(parts) == 3 and parts[2].count("/") == 1 and all(parts[2].split("/")):
+                name, arm = parts[2].split("/")
+                return cls(dataset, parts[0], int(parts[1]), sweep=name, arm=arm)
             if len(parts) == 3 and parts[2].startswith("p"):
                 return cls(dataset, parts[0], int(parts[1]), int(parts[2][1:]))
         except ValueError:
             pass
-        raise ValueError(f"run spec {spec!r}: expected VARIANT:SEED or raptor:SEED:pN")
+        raise ValueError(f"run spec {spec!r}: expected VARIANT:SEED, raptor:SEED:pN or VARIANT:SEED:NAME/ARM")
 
     def folder(self, root: Path) -> Path:
         """The run's folder under the long-runs folder ``root``."""
         base = root / "runs" / self.dataset
         if self.arm_epochs is not None:
             return base / "ablation" / f"p{self.arm_epochs}" / f"seed{self.seed}"
+        if self.sweep is not None:
+            return base / "sweeps" / self.sweep / str(self.arm) / self.variant / f"seed{self.seed}"
         return base / self.variant / f"seed{self.seed}"
 
     @classmethod
@@ -82,6 +94,8 @@ class Spec:
         seed = int(out.name.removeprefix("seed"))
         if out.parent.parent.name == "ablation":
             return cls(out.parent.parent.parent.name, "raptor", seed, int(out.parent.name.removeprefix("p")))
+        if len(out.parents) > 4 and out.parents[3].name == "sweeps":
+            return cls(out.parents[4].name, out.parent.name, seed, sweep=out.parents[2].name, arm=out.parents[1].name)
         return cls(out.parent.parent.name, out.parent.name, seed)
 
 
@@ -215,6 +229,15 @@ class Folder:
         own = self.root / DATASET_PARAMS.format(dataset=dataset)
         return Folder.load(self.root, own, self.cores) if own.is_file() else self
 
+    def of_run(self, spec: Spec) -> "Folder":
+        """The folder as the run ``spec`` sees it: a sweep arm's run with its arm's params file
+        (:data:`ARM_PARAMS`, written when it started; its dataset's before that), another with its dataset's."""
+        if spec.sweep is not None:
+            own = self.root / ARM_PARAMS.format(dataset=spec.dataset, sweep=spec.sweep, arm=spec.arm)
+            if own.is_file():
+                return Folder.load(self.root, own, self.cores)
+        return self.of_dataset(spec.dataset)
+
     def pretrains(self, spec: Spec) -> int:
         """Pretraining epochs of a run: an arm's own, RL-RAPTOR's from the params, none otherwise."""
         if spec.arm_epochs is not None:
@@ -229,19 +252,23 @@ class Folder:
         return self.schedule[0] + extra
 
     def finished(self, spec: Spec) -> list[Measured]:
-        """The measured times of the folder's finished runs of the spec's dataset and variant (not arms)."""
-        runs = sorted((self.root / "runs" / spec.dataset / spec.variant).glob("seed*"))
+        """The measured times of the folder's finished runs of the spec's dataset and variant (not the
+        ablation's arms); for a sweep arm's run, those of the sweep's arms of that variant as well."""
+        base = self.root / "runs" / spec.dataset
+        runs = sorted((base / spec.variant).glob("seed*"))
+        if spec.sweep is not None:
+            runs += sorted((base / "sweeps" / spec.sweep).glob(f"*/{spec.variant}/seed*"))
         return [m for m in map(measured, runs) if m is not None]
 
     def expected(self, spec: Spec) -> Optional[float]:
-        """A queued run's expected time (:func:`expected_seconds`), under its dataset's params."""
-        f = self.of_dataset(spec.dataset)
+        """A queued run's expected time (:func:`expected_seconds`), under its own params (:meth:`of_run`)."""
+        f = self.of_run(spec)
         return expected_seconds(f.finished(spec), f.pretrains(spec))
 
     def left(self, spec: Spec) -> Optional[float]:
         """A started run's time left (:func:`seconds_left`, the finished runs timing a phase not yet timed),
-        under its dataset's params."""
-        f = self.of_dataset(spec.dataset)
+        under its own params (:meth:`of_run`)."""
+        f = self.of_run(spec)
         finished = f.finished(spec)
         rl = statistics.median(m.rl_seconds for m in finished) if finished else None
         _, valid_every, early = f.schedule
@@ -256,7 +283,7 @@ def run_line(folder: Optional[Folder], out: Path, state: str, now: datetime.date
     pre_h, rl_h = _history(out / "pretrain"), _history(out / "rl")
     vals = [r["val_mrr"] for r in rl_h or [] if isinstance(r, dict) and r.get("val_mrr") is not None]
     done = (out / "rl" / "summary.json").exists()
-    depth = 4 if out.parent.parent.name == "ablation" else 3
+    depth = 4 if out.parent.parent.name == "ablation" else 6 if len(out.parents) > 4 and out.parents[3].name == "sweeps" else 3
     parts = [f"{'/'.join(out.parts[-depth:])}:"]
     if pre_h is not None:
         parts.append(f"pretraining {len(pre_h)} epochs,")
@@ -271,7 +298,7 @@ def run_line(folder: Optional[Folder], out: Path, state: str, now: datetime.date
         if left is not None:
             parts.append(f"| about {_duration(left)} of training left"
                          + (f", ends about {_clock(now, left)}" if state.startswith("running") else ""))
-        elif (pre := folder.of_dataset(spec.dataset).pretrains(spec)):
+        elif (pre := folder.of_run(spec).pretrains(spec)):
             pre_left = remaining_seconds(pre_h or [], pre)
             if pre_left is not None:
                 parts.append(f"| pretraining about {pre_left / 60:.0f} min left, RL not yet timed")
