@@ -127,20 +127,23 @@ run_dir() {  # the folder of run $2 (VARIANT:SEED, raptor:SEED:pN or VARIANT:SEE
   if [[ "$arm" == */* ]]; then echo "$dir/runs/$1/sweeps/$arm/$variant/seed$seed"
   elif [ -n "$arm" ]; then echo "$dir/runs/$1/ablation/$arm/seed$seed"; else echo "$dir/runs/$1/$variant/seed$seed"; fi
 }
-run_dirs() {  # every run folder (of dataset $1 only, where given), in each layout; some may not exist
-  local ds="${1:-*}"
-  printf '%s\n' "$dir"/runs/$ds/*/seed* "$dir"/runs/$ds/ablation/p*/seed* "$dir"/runs/$ds/sweeps/*/*/*/seed*
+run_dirs() {  # every run folder (of dataset $1 only, where given), one per line, in each layout; some may not exist
+  local ds="${1:-*}" out
+  for out in "$dir"/runs/$ds/*/seed*; do  # (not a sweep or an ablation arm's folder whose name starts with seed)
+    case "$(basename "$(dirname "$out")")" in sweeps|ablation) ;; *) printf '%s\n' "$out" ;; esac
+  done
+  printf '%s\n' "$dir"/runs/$ds/ablation/p*/seed* "$dir"/runs/$ds/sweeps/*/*/*/seed*
 }
-run_spec() {  # the VARIANT:SEED (raptor:SEED:pN, VARIANT:SEED:NAME/ARM) and dataset of run folder $1: "DATASET SPEC"
-  local out="$1" seed="${1##*/seed}" parent up
-  parent="$(basename "$(dirname "$out")")"; up="$(dirname "$(dirname "$out")")"
-  if [ "$(basename "$up")" = ablation ]; then
-    echo "$(basename "$(dirname "$up")") raptor:$seed:$parent"
-  elif [ "$(basename "$(dirname "$(dirname "$up")")")" = sweeps ]; then  # runs/DS/sweeps/NAME/ARM/VARIANT/seedS
-    echo "$(basename "$(dirname "$(dirname "$(dirname "$up")")")") $parent:$seed:$(basename "$(dirname "$up")")/$(basename "$up")"
-  else
-    echo "$(basename "$up") $parent:$seed"
-  fi
+run_spec() {  # the VARIANT:SEED (raptor:SEED:pN, VARIANT:SEED:NAME/ARM) and dataset of run folder $1 (under $dir or
+  local rel="$1" parts  # the park): "DATASET SPEC", read from its place under runs/ (the layouts have 3, 4 and 6 parts)
+  case "$rel" in "$dir"/runs/*) rel="${rel#"$dir"/runs/}" ;; "$park"/runs/*) rel="${rel#"$park"/runs/}" ;; esac
+  IFS=/ read -r -a parts <<< "$rel"
+  case "${#parts[@]}" in
+    3) echo "${parts[0]} ${parts[1]}:${parts[2]#seed}" ;;
+    4) echo "${parts[0]} raptor:${parts[3]#seed}:${parts[2]}" ;;
+    6) echo "${parts[0]} ${parts[4]}:${parts[5]#seed}:${parts[2]}/${parts[3]}" ;;
+    *) echo "? $1" ;;
+  esac
 }
 is_alive() {  # the run whose job has this pid: its process group, or the job itself in the moment before its setsid
   [ -n "$1" ] && { kill -0 -- "-$1" 2>/dev/null || kill -0 "$1" 2>/dev/null; }
@@ -267,26 +270,31 @@ params_of() {  # the params file of dataset $1's runs: its own (params-DS.yaml, 
   if [ -f "$dir/params-$1.yaml" ]; then echo "$dir/params-$1.yaml"; else echo "$dir/params.yaml"; fi
 }
 
-write_arm_params() {  # sweeps/DS/NAME/ARM.yaml: the params of run VARIANT ($3) of arm NAME/ARM ($2) of dataset $1, from
-  # the dataset's params (raptor.pipeline.sweep.write_arm_params, by the pinned code); refused: an unknown sweep or arm,
-  # and for a pretrained variant an arm that changes the label tables' settings (a dataset's runs share one table)
-  mkdir -p "$dir/sweeps/$1/${2%%/*}"
-  PYTHONPATH="$dir/src" "$py" -P - "$(params_of "$1")" "${2%%/*}" "${2#*/}" "$dir/sweeps/$1/$2.yaml" "$3" <<'PY' || exit 1
+write_arm_params() {  # sweeps/DS/NAME/ARM.yaml: the params of run VARIANT:SEED ($3, $4) of arm NAME/ARM ($2) of dataset
+  # $1, from the dataset's params (raptor.pipeline.sweep.write_arm_params, by the pinned code). Refused, writing
+  # nothing: an unknown sweep or arm, a variant or seed the sweep does not train (`raptor collect --sweep` would
+  # not record it), and for a pretrained variant an arm that changes the label tables' settings (one per dataset)
+  PYTHONPATH="$dir/src" "$py" -P - "$(params_of "$1")" "${2%%/*}" "${2#*/}" "$dir/sweeps/$1/$2.yaml" "$3" "$4" <<'PY' || exit 1
 import sys
 try:
-    from raptor.pipeline.sweep import labeling_settings, write_arm_params
+    from raptor.pipeline.sweep import arm_run_params, labeling_settings, write_arm_params
 except ImportError:
     sys.exit("longrun.sh: the pinned source predates sweep arms (raptor.pipeline.sweep.write_arm_params): pin a later commit")
 from raptor.agents.variants import get
 from raptor.config import ConfigError, load_params
-params, name, arm, out, variant = sys.argv[1:6]
+params, name, arm, out, variant, seed = sys.argv[1:7]
 try:
-    p = write_arm_params(params, name, arm, out)
+    _, p, sweep = arm_run_params(params, name, arm)
 except ConfigError as exc:
     sys.exit(f"longrun.sh: {exc}")
+variants = sweep.variants or tuple(p.train.variants)
+if variant not in variants or int(seed) not in p.train.seeds:
+    sys.exit(f"longrun.sh: sweep {name} trains variants {', '.join(variants)} with seeds "
+             f"{', '.join(map(str, p.train.seeds))}: not {variant} seed {seed}")
 if get(variant).pretrained and labeling_settings(p) != labeling_settings(load_params(params)):
     sys.exit(f"longrun.sh: arm {arm} of sweep {name} changes the label tables' settings; the long runs of a dataset share "
              "one label table (run this arm with `raptor sweep`)")
+write_arm_params(params, name, arm, out)
 PY
 }
 
@@ -313,8 +321,8 @@ if [ "$cmd" = queue ]; then
   [ -x "$py" ] || { echo "longrun.sh: no .venv: run scripts/setup.sh first" >&2; exit 1; }
   pin_source
   for spec in "${runs[@]}"; do  # a sweep's arm: refused now, not when the queue reaches it, if its params are
-    IFS=: read -r variant _ arm <<< "$spec"
-    if [[ "$arm" == */* ]]; then write_arm_params "$dataset" "$arm" "$variant"; fi
+    IFS=: read -r variant seed arm <<< "$spec"
+    if [[ "$arm" == */* ]]; then write_arm_params "$dataset" "$arm" "$variant" "$seed"; fi
   done
   lock_queue
   for spec in "${runs[@]}"; do
@@ -477,7 +485,7 @@ if [ "$cmd" = resume ]; then
     [ -d "$ds_dir" ] || continue
     specs=()
     while IFS= read -r out; do
-      [ -d "$out" ] && [ "$(basename "$(dirname "$out")")" != ablation ] || continue
+      [ -d "$out" ] || continue
       specs+=("$(run_spec "$out" | cut -d' ' -f2)")
     done < <(run_dirs "$(basename "$ds_dir")")
     [ ${#specs[@]} -gt 0 ] || continue
@@ -630,7 +638,7 @@ for spec in "${runs[@]}"; do
   out=$(run_dir "$dataset" "$spec"); name="$variant seed $seed"; extra="$guard"; run_params="$params"
   if [[ "$arm" == */* ]]; then  # a sweep's arm: its params file, from the dataset's, written anew by each start
     name="sweep ${arm%%/*} arm ${arm#*/} $variant seed $seed"; run_params="$dir/sweeps/$dataset/$arm.yaml"
-    write_arm_params "$dataset" "$arm" "$variant"
+    write_arm_params "$dataset" "$arm" "$variant" "$seed"
   elif [ -n "$arm" ]; then name="ablation $arm seed $seed"; extra="--pretrain-epochs ${arm#p} $guard"; fi
   labels=()
   if [ "$variant" = raptor ]; then

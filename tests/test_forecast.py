@@ -229,5 +229,26 @@ def test_a_sweep_arms_run_is_timed_by_its_arms_params(folder):
     assert folder.left(spec) == 2 * 10.0 + 5.0  # 2 of its 4 epochs left and one validation round
     line = run_line(folder, out, "stopped", NOW)
     assert line.startswith("ICEWS14/sweeps/wd/fast/pure_rl/seed0: RL 2 epochs,") and "0 h 00 min" in line, line
+    queued = Spec.parse("ICEWS14", "pure_rl:3:wd/fast")
+    assert folder.expected(queued) == 150.0  # no arm of the sweep finished: the variant's runs (140 and 160)
     _run(folder.root, "runs/ICEWS14/sweeps/wd/slow/pure_rl/seed1", _history(10, 100.0), finished=True)
-    assert folder.expected(Spec.parse("ICEWS14", "pure_rl:3:wd/fast")) == 160.0  # median of 140, 160, 1000
+    assert folder.expected(queued) == 1000.0  # the sweep's finished arms before the campaign's runs
+    _run(folder.root, "runs/ICEWS14/sweeps/wd/fast/pure_rl/seed1", _history(4, 1.0), finished=True)
+    assert folder.expected(queued) == 4.0  # its own arm's first
+
+
+@pytest.mark.parametrize("rel, spec", [
+    ("runs/ICEWS14/pure_rl/seed0", Spec("ICEWS14", "pure_rl", 0)),
+    ("runs/ICEWS14/ablation/p10/seed1", Spec("ICEWS14", "raptor", 1, 10)),
+    ("runs/ICEWS14/sweeps/wd/ablation/raptor/seed3", Spec("ICEWS14", "raptor", 3, sweep="wd", arm="ablation")),
+    ("runs/ICEWS14/sweeps/seed-x/sweeps/pure_rl/seed2", Spec("ICEWS14", "pure_rl", 2, sweep="seed-x", arm="sweeps")),
+])
+@pytest.mark.parametrize("root", ["lr", "sweeps", "runs/ablation"])
+def test_a_run_folder_is_read_from_its_place_under_runs_whatever_the_names_around(tmp_path, rel, spec, root):
+    """The folder of long runs may be called `sweeps`, an arm `ablation`, a sweep `seed-x`: the layout is told
+    by the run's place under the folder's runs/, not by the names near it."""
+    base = tmp_path / root
+    assert Spec.of_folder(base / rel, base) == spec
+    assert spec.folder(base) == base / rel
+    if root != "runs/ablation":  # without the folder, the nearest `runs` above: ambiguous only for that one
+        assert Spec.of_folder(base / rel) == spec

@@ -508,6 +508,30 @@ def _parkable(tmp_path: Path) -> Path:
     return lr
 
 
+def test_runs_are_told_by_their_place_under_runs_not_by_the_names_around_them(tmp_path):
+    """A folder of long runs named `sweeps`, a sweep named `seed-x` and its arm `ablation`: `park` takes exactly
+    the two runs, each named by its spec (a sweep folder named seed* once passed for a run)."""
+    lr = tmp_path / "sweeps"
+    for rel in ("runs/ICEWS14/pure_rl/seed0", "runs/ICEWS14/sweeps/seed-x/ablation/raptor/seed3"):
+        (lr / rel / "rl").mkdir(parents=True)
+        (lr / rel / "rl" / "checkpoint.pt").write_bytes(b"x")
+        (lr / rel / "pid").write_text("999999999\n")
+    (lr / "src").symlink_to(ROOT)
+    (lr / "runs" / "COMMIT").write_text(_head() + "\n")
+    (lr / "params.yaml").write_text("rl: {epochs: 1}\n")
+    env = {**os.environ, "LONGRUN_DIR": str(lr), "LONGRUN_PARK": str(tmp_path / "parked")}
+    r = subprocess.run(["bash", str(SCRIPT), "park"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "park: ICEWS14 pure_rl:0 (" in r.stdout and "park: ICEWS14 raptor:3:seed-x/ablation (" in r.stdout, r.stdout
+    assert "park: 2 runs in" in r.stdout, r.stdout
+    assert (tmp_path / "parked" / "RUNS").read_text() == \
+        "runs/ICEWS14/pure_rl/seed0\nruns/ICEWS14/sweeps/seed-x/ablation/raptor/seed3\n"
+    out = subprocess.run(["bash", str(SCRIPT), "status"], cwd=ROOT, env=env, capture_output=True, text=True,
+                         timeout=60).stdout
+    assert "ICEWS14/pure_rl/seed0: RL 0 epochs" in out and "ICEWS14/sweeps/seed-x/ablation/raptor/seed3: RL 0 epochs" in out, out
+    assert sum(": RL " in line for line in out.splitlines()) == 2, out  # no third "run" (the sweep folder)
+
+
 def test_a_sweep_arms_run_parks_and_unparks_like_the_others(tmp_path):
     """A stopped run of a sweep's arm is parked with the others (its folder under runs/DS/sweeps/NAME/ARM/),
     named by its spec, and restored from the park; a tested one is not parked."""
@@ -809,13 +833,15 @@ def _tiny_folder(tmp_path: Path, sweeps: dict) -> Path:
     ("pure_rl:0:nope/default", "no sweep 'nope'"),
     ("pure_rl:0:wd/nope", "sweeps.wd: no arm 'nope' (arms: default, labels, rl.weight_decay=0.001)"),
     ("raptor:0:wd/labels", "arm labels of sweep wd changes the label tables' settings"),
+    ("titer:0:wd/default", "sweep wd trains variants pure_rl, raptor with seeds 0: not titer seed 0"),
+    ("pure_rl:1:wd/default", "not pure_rl seed 1"),
 ])
 def test_a_sweep_arm_that_cannot_run_is_refused_when_queued(tmp_path, spec, message):
-    lr = _tiny_folder(tmp_path, {"wd": {"grid": {"rl.weight_decay": [1.0e-3]},
+    lr = _tiny_folder(tmp_path, {"wd": {"grid": {"rl.weight_decay": [1.0e-3]}, "variants": ["pure_rl", "raptor"],
                                         "arms": {"labels": {"labeling.visited": "target_and_subject"}}}})
     r = _run("queue", "--dataset", "TINY", spec, tmp_path=tmp_path)
     assert r.returncode == 1 and message in r.stderr, r.stdout + r.stderr
-    assert not (lr / "queue").exists() and not (lr / "runs").exists()
+    assert not (lr / "queue").exists() and not (lr / "runs").exists() and not (lr / "sweeps").exists()
     for bad in ("pure_rl:0:wd/", "pure_rl:0:/default", "pure_rl:0:a/b/c", "pure_rl:0:wd/x y"):
         r = _run("queue", "--dataset", "TINY", bad, tmp_path=tmp_path)
         assert r.returncode == 2 and "VARIANT:SEED:NAME/ARM for arm ARM of sweep NAME" in r.stderr, bad
@@ -866,13 +892,28 @@ def test_a_sweeps_arms_train_as_long_runs_and_are_recorded_as_the_sweep_records_
         used, refused = declared_records(plan_sweep(sw, params, "TINY", results, write=False), results)
         assert sorted(used) == ["default-pure_rl-seed0", "rl.weight_decay=0.001-pure_rl-seed0"] and not refused
 
-        # the default arm's run passed off as the other arm's: refused, named, not recorded
+        # records of another commit in the results folder, or another declaration: refused, nothing changed
+        before = {f: f.read_bytes() for f in results.rglob("*") if f.is_file()}
+        (results / "COMMIT").write_text("0" * 40 + "\n")
+        r = subprocess.run(cli, cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert r.returncode != 0 and "trained at 000000000000" in r.stderr, r.stdout + r.stderr
+        (results / "COMMIT").write_bytes(before[results / "COMMIT"])
+        declared = results / "params" / "default.json"
+        data = json.loads(declared.read_text())
+        data["rl"]["learning_rate"] = 0.003
+        declared.write_text(json.dumps(data))
+        r = subprocess.run(cli, cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert r.returncode != 0 and "default.json: declares other params" in r.stderr, r.stdout + r.stderr
+        declared.write_bytes(before[declared])
+        assert {f: f.read_bytes() for f in results.rglob("*") if f.is_file()} == before
+
+        # the default arm's run passed off as the other arm's: refused, named, nothing recorded
         import shutil
         shutil.rmtree(results)
         shutil.rmtree(runs[1] / "rl")
         shutil.copytree(runs[0] / "rl", runs[1] / "rl")
         r = subprocess.run(cli, cwd=ROOT, capture_output=True, text=True, timeout=120)
         assert r.returncode != 0 and "rl.weight_decay: 0.0, declared 0.001" in r.stderr, r.stdout + r.stderr
-        assert not (results / "train" / "rl.weight_decay=0.001").exists()
+        assert not results.exists()
     finally:
         _kill_runs(*runs)

@@ -47,6 +47,8 @@ def run(args: argparse.Namespace) -> int:
               + (f": {', '.join(out['saved'])}" if out["saved"] else ""))
         if out["unfinished"]:
             print(f"not yet tested, left out: {', '.join(out['unfinished'])}")
+        if out["undeclared"]:
+            print(f"not runs of the sweep as declared (its variants and seeds), left out: {', '.join(out['undeclared'])}")
         return 0
     out = collect(args.source, args.dest, unfinished=args.unfinished, datasets=args.dataset)
     for dataset, vs in out["sets"]:

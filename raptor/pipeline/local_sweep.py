@@ -159,42 +159,66 @@ def run_plan(plan: Plan, data_dir: str, graph_path: str, results: str, *, arms: 
 def collect_arm_runs(runs_dir: str | Path, params_file: str | Path, name: str, dataset: str,
                      results: str | Path) -> dict[str, Any]:
     """The records of sweep ``name``'s runs trained as long runs, into its results folder ``results``
-    (the layout :func:`raptor.pipeline.sweep.plan_sweep` and :func:`write_results` use: ``sweep.json``, ``params/ARM.json``,
-    ``train/...`` and ``eval/...``), then its tables (``results.json|csv|md|png``) from them.
+    (the layout :func:`raptor.pipeline.sweep.plan_sweep` and :func:`write_results` use: ``sweep.json``,
+    ``params/ARM.json``, ``train/...`` and ``eval/...``), then its tables (``results.json|csv|md|png``).
 
     ``runs_dir``: a long-runs folder's ``runs/`` (the runs of an arm under ``<dataset>/`` +
-    :data:`raptor.pipeline.sweep.LONG_RUN_ARM`, and ``COMMIT`` naming the pinned commit, copied beside the records);
-    ``params_file``: the params the runs' arm files were written from (:func:`raptor.pipeline.sweep.write_arm_params`), whose
-    sweep declaration lists the runs. A run is recorded once tested; a run whose fingerprint is not its
-    arm's (another variant, seed, budget or param value) is refused with :class:`ValueError` naming it,
-    and nothing of it is copied. Returns ``saved``, ``unfinished`` (run names) and ``results``."""
+    :data:`raptor.pipeline.sweep.LONG_RUN_ARM`, and ``COMMIT`` naming the pinned commit, copied beside the
+    records); ``params_file``: the params the runs' arm files were written from
+    (:func:`raptor.pipeline.sweep.write_arm_params`), whose sweep declaration lists the runs. A run is recorded
+    once tested. Checked before anything is written, each refusal a :class:`ValueError` naming what differs:
+    a run whose fingerprint is not its arm's (another variant, seed, pretraining budget or param value) or that
+    trained another number of RL epochs than its arm's; a ``results`` folder whose ``COMMIT`` names another
+    commit, or whose declaration (``params/ARM.json``) differs from this one's. Returns ``saved``,
+    ``unfinished`` and ``undeclared`` (runs the sweep does not list: not recorded) and ``results``."""
+    import tempfile
+
     from raptor.config import flatten, params_to_dict
+    from raptor.pipeline.experiment import effective_epochs
     from raptor.reporting.records import save_record
-    from raptor.reporting.runs_reader import read_fingerprint
+    from raptor.reporting.runs_reader import read_fingerprint, read_summary
 
     sweep, params = load_sweep(params_file, name)
     runs_dir, results = Path(runs_dir), Path(results)
     src = runs_dir / dataset / LONG_RUN_ARM.format(name=name, arm="", variant="").rstrip("/")
     if not src.is_dir():
         raise FileNotFoundError(f"{src}: no long runs of sweep {name} on {dataset} here")
-    plan = plan_sweep(sweep, params, dataset, results)  # the declaration, written into the results folder
-    saved, unfinished, refused = [], [], []
+    plan = plan_sweep(sweep, params, dataset, results, write=False)
+    todo, unfinished, refused, listed = [], [], [], set()
     for job in plan.train:
         run = runs_dir / dataset / LONG_RUN_ARM.format(name=name, arm=job.arm, variant=job.variant) / f"seed{job.seed}"
+        listed.add(run)
         if not (run / "eval" / RunDir.METRICS).is_file():
             if run.is_dir():
                 unfinished.append(job.run_name)
             continue
-        wrong = record_mismatch(read_fingerprint(run / "rl") or {}, job, flatten(params_to_dict(params[job.arm])))
+        p = params[job.arm]
+        wrong = record_mismatch(read_fingerprint(run / "rl") or {}, job, flatten(params_to_dict(p)))
+        epochs = (read_summary(run / "rl", lenient=True) or {}).get("rl_epochs")
+        if epochs != effective_epochs(p, job.variant, job.pretrain_epochs):
+            wrong.append(f"rl_epochs: {epochs!r}, arm {effective_epochs(p, job.variant, job.pretrain_epochs)!r}")
         if wrong:
             refused.append(f"{run}: " + "; ".join(wrong))
-            continue
-        save_record(run / "rl", run / "eval", *job_dirs(plan, job))
-        saved.append(job.run_name)
-    if (runs_dir / "COMMIT").is_file():
-        atomic_write_text(results / "COMMIT", (runs_dir / "COMMIT").read_text())
+        else:
+            todo.append((run, job))
+    undeclared = sorted(str(r.relative_to(src)) for r in src.glob("*/*/seed*") if r.is_dir() and r not in listed)
+    commit = (runs_dir / "COMMIT").read_text() if (runs_dir / "COMMIT").is_file() else None
+    if commit and (results / "COMMIT").is_file() and (results / "COMMIT").read_text().strip() != commit.strip():
+        refused.append(f"{results / 'COMMIT'}: its records were trained at {(results / 'COMMIT').read_text().strip()[:12]}, "
+                       f"these runs at {commit.strip()[:12]} (collect them into another folder)")
+    with tempfile.TemporaryDirectory() as tmp:  # the declaration as plan_sweep writes it, against the folder's
+        plan_sweep(sweep, params, dataset, tmp)
+        for f in sorted((Path(tmp) / "params").glob("*.json")):
+            there = results / "params" / f.name
+            if there.is_file() and there.read_bytes() != f.read_bytes():
+                refused.append(f"{there}: declares other params than {params_file} gives arm {f.stem}")
     if refused:
-        raise ValueError(f"{len(refused)} run(s) were not trained as their arm declares (not recorded):\n  "
-                         + "\n  ".join(refused))
+        raise ValueError(f"nothing recorded in {results}: " + "\n  ".join(["", *refused]))
+    plan = plan_sweep(sweep, params, dataset, results)  # the declaration, written into the results folder
+    for run, job in todo:
+        save_record(run / "rl", run / "eval", *job_dirs(plan, job))
+    if commit:
+        atomic_write_text(results / "COMMIT", commit)
     write_results(plan)
-    return {"saved": saved, "unfinished": unfinished, "results": str(results)}
+    return {"saved": [job.run_name for _, job in todo], "unfinished": unfinished, "undeclared": undeclared,
+            "results": str(results)}

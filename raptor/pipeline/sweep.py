@@ -499,18 +499,19 @@ def save_job_record(plan: Plan, job: TrainJob, results: str | Path) -> None:
 LONG_RUN_ARM = "sweeps/{name}/{arm}/{variant}"
 
 
-def write_arm_params(params_file: str | Path, name: str, arm: str, out: str | Path) -> Params:
-    """Write ``out``: the params file of a run of arm ``arm`` of sweep ``name`` trained on its own (a long run,
-    ``scripts/longrun.sh``, which resumes across sessions and machines where a sweep's worker does not).
+def arm_run_params(params_file: str | Path, name: str, arm: str) -> tuple[str, Params, Sweep]:
+    """The params file of a run of arm ``arm`` of sweep ``name`` trained on its own (a long run,
+    ``scripts/longrun.sh``, which resumes across sessions and machines where a sweep's worker does not), as
+    ``(text, params, sweep)``.
 
-    ``out`` is ``params_file`` (a params.yaml with its ``overrides``, e.g. a long-runs folder's) with the
-    sweep's base and the arm's overrides added to its ``overrides`` (the base's ``profile`` selected), so
-    ``load_params(out)`` gives the arm's params exactly as the sweep resolves them (:func:`arm_params`):
-    checked before ``out`` is replaced (atomically). Returns them. :class:`ConfigError` names an unknown
-    sweep or arm."""
+    The text is ``params_file`` (a params.yaml with its ``overrides``, e.g. a long-runs folder's) with the
+    sweep's base and the arm's overrides added to its ``overrides`` (the base's ``profile`` selected), so it
+    loads as the arm's params exactly as the sweep resolves them from ``params_file`` (:func:`arm_params`,
+    no local overrides file: :func:`write_arm_params` checks it). :class:`ConfigError` names an unknown sweep
+    or arm."""
     import yaml
 
-    from raptor.config import OVERRIDES_KEY, load_params
+    from raptor.config import OVERRIDES_KEY
 
     raw = read_yaml(params_file) or {}
     try:
@@ -527,14 +528,26 @@ def write_arm_params(params_file: str | Path, name: str, arm: str, out: str | Pa
         text["profile"] = merged.pop("profile")
     text[OVERRIDES_KEY] = {**flatten(raw.get(OVERRIDES_KEY) or {}), **merged}
     body = (f"# {Path(params_file).name} with sweep {name}'s base and arm {arm} in `{OVERRIDES_KEY}` "
-            f"(raptor.pipeline.sweep.write_arm_params)\n" + yaml.safe_dump(text, sort_keys=False))
+            f"(raptor.pipeline.sweep.arm_run_params)\n" + yaml.safe_dump(text, sort_keys=False))
+    return body, want, sweep
+
+
+def write_arm_params(params_file: str | Path, name: str, arm: str, out: str | Path) -> Params:
+    """Write ``out`` (atomically, its folder made): :func:`arm_run_params`'s file, checked to load as the
+    arm's params before it replaces ``out``. Returns them."""
+    import os
+
+    from raptor.config import load_params
+
+    body, want, _ = arm_run_params(params_file, name, arm)
     out = Path(out)
-    tmp = out.with_name(f".{out.name}.tmp")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")  # two starts of one arm at once must not share it
     atomic_write_text(tmp, body)
     try:
         got = load_params(tmp)
         if got != want:  # a guard: the file must load as the sweep's own arm
-            raise ConfigError(f"{out}: does not load as arm {arm} of sweep {name} (a bug in write_arm_params)")
+            raise ConfigError(f"{out}: does not load as arm {arm} of sweep {name} (a bug in arm_run_params)")
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise

@@ -89,14 +89,39 @@ class Spec:
         return base / self.variant / f"seed{self.seed}"
 
     @classmethod
-    def of_folder(cls, out: Path) -> "Spec":
-        """The spec of a run folder (the inverse of :meth:`folder`)."""
-        seed = int(out.name.removeprefix("seed"))
-        if out.parent.parent.name == "ablation":
-            return cls(out.parent.parent.parent.name, "raptor", seed, int(out.parent.name.removeprefix("p")))
-        if len(out.parents) > 4 and out.parents[3].name == "sweeps":
-            return cls(out.parents[4].name, out.parent.name, seed, sweep=out.parents[2].name, arm=out.parents[1].name)
-        return cls(out.parent.parent.name, out.parent.name, seed)
+    def of_folder(cls, out: Path, root: Optional[Path] = None) -> "Spec":
+        """The spec of a run folder (the inverse of :meth:`folder`), read from its place under the long-runs
+        folder ``root``'s ``runs/`` (the layouts have 3, 4 and 6 parts there; without ``root``, under the
+        nearest ``runs`` folder that gives one of them)."""
+        parts = _under_runs(out, root)
+        seed = int(parts[-1].removeprefix("seed"))
+        if len(parts) == 4:
+            return cls(parts[0], "raptor", seed, int(parts[2].removeprefix("p")))
+        if len(parts) == 6:
+            return cls(parts[0], parts[4], seed, sweep=parts[2], arm=parts[3])
+        return cls(parts[0], parts[1], seed)
+
+
+#: The layouts of a run folder under ``runs/``: ``DS/VARIANT/seedS``, ``DS/ablation/pN/seedS``,
+#: ``DS/sweeps/NAME/ARM/VARIANT/seedS`` (the second part naming which).
+_LAYOUTS = {3: None, 4: "ablation", 6: "sweeps"}
+
+
+def _under_runs(out: Path, root: Optional[Path]) -> tuple[str, ...]:
+    """The parts of run folder ``out`` below ``root/runs`` (:data:`_LAYOUTS`); :class:`ValueError` if it is
+    not a run folder there."""
+    if root is not None:
+        parts = out.relative_to(Path(root) / "runs").parts
+        if len(parts) in _LAYOUTS and (_LAYOUTS[len(parts)] in (None, parts[1])):
+            return parts
+    else:
+        for n, kind in _LAYOUTS.items():  # checked with the `runs` folder above them: a folder named sweeps
+            if len(out.parts) > n and out.parts[-n - 1] == "runs" and kind in (None, out.parts[-n + 1]):
+                if kind is None and out.parts[-2] in ("ablation", "sweeps"):
+                    continue
+                return out.parts[-n:]
+    raise ValueError(f"{out}: not a run folder of a long-runs folder (runs/DS/VARIANT/seedS, "
+                     "runs/DS/ablation/pN/seedS or runs/DS/sweeps/NAME/ARM/VARIANT/seedS)")
 
 
 @dataclass(frozen=True)
@@ -253,12 +278,18 @@ class Folder:
 
     def finished(self, spec: Spec) -> list[Measured]:
         """The measured times of the folder's finished runs of the spec's dataset and variant (not the
-        ablation's arms); for a sweep arm's run, those of the sweep's arms of that variant as well."""
+        ablation's arms); for a sweep arm's run, those of its arm, else of its sweep's arms (a sweep's budget
+        may not be the campaign's), else the variant's."""
         base = self.root / "runs" / spec.dataset
-        runs = sorted((base / spec.variant).glob("seed*"))
+        groups = [(base / spec.variant).glob("seed*")]
         if spec.sweep is not None:
-            runs += sorted((base / "sweeps" / spec.sweep).glob(f"*/{spec.variant}/seed*"))
-        return [m for m in map(measured, runs) if m is not None]
+            groups = [(base / "sweeps" / spec.sweep / str(spec.arm) / spec.variant).glob("seed*"),
+                      (base / "sweeps" / spec.sweep).glob(f"*/{spec.variant}/seed*")] + groups
+        for runs in groups:
+            done = [m for m in map(measured, sorted(runs)) if m is not None]
+            if done:
+                return done
+        return []
 
     def expected(self, spec: Spec) -> Optional[float]:
         """A queued run's expected time (:func:`expected_seconds`), under its own params (:meth:`of_run`)."""
@@ -283,8 +314,11 @@ def run_line(folder: Optional[Folder], out: Path, state: str, now: datetime.date
     pre_h, rl_h = _history(out / "pretrain"), _history(out / "rl")
     vals = [r["val_mrr"] for r in rl_h or [] if isinstance(r, dict) and r.get("val_mrr") is not None]
     done = (out / "rl" / "summary.json").exists()
-    depth = 4 if out.parent.parent.name == "ablation" else 6 if len(out.parents) > 4 and out.parents[3].name == "sweeps" else 3
-    parts = [f"{'/'.join(out.parts[-depth:])}:"]
+    try:
+        where = "/".join(_under_runs(out, folder.root if folder is not None else None))
+    except ValueError:
+        where = str(out)
+    parts = [f"{where}:"]
     if pre_h is not None:
         parts.append(f"pretraining {len(pre_h)} epochs,")
     parts.append(f"RL {len(rl_h or [])} epochs" + (" (finished)" if done else "") + ",")
@@ -293,7 +327,7 @@ def run_line(folder: Optional[Folder], out: Path, state: str, now: datetime.date
     if done or folder is None:
         return " ".join(parts)
     try:
-        spec = Spec.of_folder(out)
+        spec = Spec.of_folder(out, folder.root)
         left = folder.left(spec)
         if left is not None:
             parts.append(f"| about {_duration(left)} of training left"
@@ -323,7 +357,7 @@ def queue_lines(folder: Folder, alive: Sequence[tuple[Path, int]], queued: Seque
         return []
     def left(out: Path) -> Optional[float]:
         try:
-            return folder.left(Spec.of_folder(out))
+            return folder.left(Spec.of_folder(out, folder.root))
         except (ValueError, KeyError):
             return None
 
