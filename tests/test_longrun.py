@@ -891,6 +891,11 @@ def test_a_sweeps_arms_train_as_long_runs_and_are_recorded_as_the_sweep_records_
         sw, params = load_sweep(lr / "params.yaml", "wd")
         used, refused = declared_records(plan_sweep(sw, params, "TINY", results, write=False), results)
         assert sorted(used) == ["default-pure_rl-seed0", "rl.weight_decay=0.001-pure_rl-seed0"] and not refused
+        page = tmp_path / "docs" / "sweeps.md"  # the docs' sweeps page reads the folder as any sweep's
+        r = subprocess.run([*cli[:3], "sweeps", str(results), "--out", str(page)], cwd=ROOT, capture_output=True,
+                           text=True, timeout=120)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "| rl.weight_decay=0.001 | `rl.weight_decay: 0.001` |" in page.read_text(), page.read_text()[:3000]
 
         # records of another commit in the results folder, or another declaration: refused, nothing changed
         before = {f: f.read_bytes() for f in results.rglob("*") if f.is_file()}
