@@ -304,6 +304,24 @@ def test_collect_of_a_sweep_with_no_long_runs_names_the_folder_and_writes_nothin
     assert not (tmp_path / "dest").exists()
 
 
+def test_collect_of_a_sweep_names_runs_not_yet_tested_and_runs_it_does_not_declare(tmp_path, capsys):
+    import yaml
+
+    runs = tmp_path / "runs"
+    for rel in ("default/pure_rl/seed0", "default/pure_rl/seed9", "default/titer/seed0"):
+        (runs / "T" / "sweeps" / "wd" / rel).mkdir(parents=True)
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump(
+        {"train": {"seeds": [0]}, "sweeps": {"wd": {"variants": ["pure_rl"], "grid": {"rl.weight_decay": [0.001]}}}}))
+    dest = tmp_path / "dest"
+    assert cli(["collect", str(runs), str(dest), "--sweep", "wd", "--params", str(tmp_path / "p.yaml"),
+                "--dataset", "T"]) == 0
+    out = capsys.readouterr().out
+    assert "sweep wd on T: 0 run(s) recorded" in out and "not yet tested, left out: default-pure_rl-seed0" in out, out
+    assert "left out: default/pure_rl/seed9, default/titer/seed0" in out, out
+    assert json.loads((dest / "results.json").read_text())["missing"] == ["default-pure_rl-seed0",
+                                                                          "rl.weight_decay=0.001-pure_rl-seed0"]
+
+
 def _git(cwd: Path, *args: str) -> None:
     subprocess.run(["git", "-C", str(cwd), *args], check=True, capture_output=True)
 
