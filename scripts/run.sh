@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Set up, then run the main job: the whole DVC stage graph as one Prefect pipeline run, against one
 # local Prefect server started for the job (its UI address is printed; python -m flows.server).
-#   scripts/run.sh                   quick profile (ICEWS14, the three systems, 2 seeds; time: README)
+#   scripts/run.sh                   quick profile (ICEWS14, the three systems and the recurrency baseline, 2 seeds; time: README)
 #   scripts/run.sh --profile paper   the paper's budget (5 seeds, 40 + 400 epochs)
 # The profile goes to the untracked params.local.yaml (no tracked file is edited); the `params` stage
 # resolves it, and the pipeline runs exactly the stages DVC reports as changed, then records them in
