@@ -44,7 +44,7 @@
 #                                   runs/DS/VARIANT/seedS/rescore/KEY=VALUE/, in the foreground, by this working
 #                                   tree's code (the pinned commit may predate the command); `raptor collect` keeps it
 #   scripts/longrun.sh park         stop the runs, then copy every run not yet tested, with its last checkpoints
-#                                   (not the .prev ones), the pinned commit, the params files and the queue, into
+#                                   (a .prev only where its latest is missing), the pinned commit, the params files and the queue, into
 #                                   longruns-parked/ (with LONGRUN_DIR=X: X-parked; LONGRUN_PARK names another),
 #                                   replacing what was there, each run's
 #                                   files under a SHA256SUMS and the runs listed in RUNS. The folder is not
@@ -464,6 +464,11 @@ if [ "$cmd" = park ]; then
     if [ -f "$out/eval/metrics.json" ]; then echo "park: $(run_spec "$out") is tested: not parked (raptor collect keeps its records)"; continue; fi
     rel="${out#"$dir"/}"; mkdir -p "$tmp/$rel"
     (cd "$out" && find . -type f ! -name pid ! -name '*.prev' ! -name '*.tmp*' -print0 | tar cf - --null -T -) | (cd "$tmp/$rel" && tar xf -)
+    # a .prev whose latest file is missing goes too (code before 2026-11-29 moved the latest aside for a moment
+    # while writing the next: a run stopped then has only its .prev to resume from)
+    while IFS= read -r -d '' f; do
+      [ -e "$out/${f%.prev}" ] || { mkdir -p "$(dirname "$tmp/$rel/$f")" && cp -p "$out/$f" "$tmp/$rel/$f"; } || exit 1
+    done < <(cd "$out" && find . -type f -name '*.prev' -print0)
     (cd "$tmp/$rel" && find . -type f ! -name SHA256SUMS | sort > ../.files-$$ && xargs -d '\n' -r sha256sum < ../.files-$$ > SHA256SUMS; rm -f ../.files-$$)
     if [ ! -s "$tmp/$rel/SHA256SUMS" ]; then rm -rf "$tmp/$rel"; echo "park: $(run_spec "$out") has nothing to resume from: not parked"; continue; fi
     echo "$rel" >> "$tmp/RUNS"

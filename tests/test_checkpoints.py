@@ -3,6 +3,8 @@ to the previous checkpoint when the latest one is truncated."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -62,6 +64,49 @@ def test_other_files_are_refused_with_clear_errors(tmp_path):
         load_model(tmp_path / "text.pt")
     with pytest.raises(FileNotFoundError, match="RAPTOR model not found"):
         load_model(tmp_path / "missing.pt")
+
+
+def test_the_latest_checkpoint_exists_at_every_moment_of_a_save(tmp_path, monkeypatch):
+    """A writer killed just before the new checkpoint is renamed into place leaves the old one at its name
+    (and as .prev), never only the .prev: `park` copies the latest, and a run parked without one started
+    again from epoch 0 (CI, 2026-11-28)."""
+    import os as _os
+
+    path = tmp_path / "checkpoint.pt"
+    checkpoints.save(path, {"format": "f", "epoch": 0}, keep_previous=True)
+    real_replace = _os.replace
+
+    def killed_before_the_last_rename(src, dst):
+        if Path(dst) == path:
+            raise KeyboardInterrupt("killed")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(_os, "replace", killed_before_the_last_rename)
+    with pytest.raises(KeyboardInterrupt):
+        checkpoints.save(path, {"format": "f", "epoch": 1}, keep_previous=True)
+    monkeypatch.setattr(_os, "replace", real_replace)
+    assert checkpoints.load(path, "f", "checkpoint")["epoch"] == 0
+    assert checkpoints.load(checkpoints.previous(path), "f", "checkpoint")["epoch"] == 0
+    checkpoints.save(path, {"format": "f", "epoch": 1}, keep_previous=True)
+    checkpoints.save(path, {"format": "f", "epoch": 2}, keep_previous=True)
+    assert checkpoints.load(path, "f", "checkpoint")["epoch"] == 2  # the link is a second name, not the same file
+    assert checkpoints.load(checkpoints.previous(path), "f", "checkpoint")["epoch"] == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint.pt", "checkpoint.pt.prev"]
+
+
+def test_a_checkpoint_is_kept_as_previous_by_a_copy_where_links_fail(tmp_path, monkeypatch):
+    import os as _os
+
+    path = tmp_path / "checkpoint.pt"
+    checkpoints.save(path, {"format": "f", "epoch": 0}, keep_previous=True)
+
+    def no_links(*_a, **_k):
+        raise OSError("links not supported")
+
+    monkeypatch.setattr(_os, "link", no_links)
+    checkpoints.save(path, {"format": "f", "epoch": 1}, keep_previous=True)
+    assert checkpoints.load(path, "f", "checkpoint")["epoch"] == 1
+    assert checkpoints.load(checkpoints.previous(path), "f", "checkpoint")["epoch"] == 0
 
 
 def test_truncated_latest_checkpoint_falls_back_to_the_previous(tmp_path, caplog):

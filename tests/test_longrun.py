@@ -682,6 +682,19 @@ def test_a_commit_the_repository_lacks_is_refused(tmp_path):
     assert not (lr / "runs").exists()
 
 
+def test_park_keeps_a_previous_checkpoint_whose_latest_is_missing(tmp_path):
+    """A run stopped while older code wrote its next checkpoint has only `checkpoint.pt.prev`: park keeps it
+    (under the sums), and a .prev beside its latest stays behind as before."""
+    lr, parked = _parkable(tmp_path), tmp_path / "parked"
+    (lr / "runs/ICEWS18/raptor/seed0/rl/checkpoint.pt").unlink()
+    r = _run_parked("park", tmp_path=tmp_path)
+    assert r.returncode == 0 and "park: 2 runs in" in r.stdout, r.stdout + r.stderr
+    run = parked / "runs/ICEWS18/raptor/seed0"
+    assert (run / "rl/checkpoint.pt.prev").read_bytes() == b"older" and not (run / "rl/checkpoint.pt").exists()
+    assert "rl/checkpoint.pt.prev" in (run / "SHA256SUMS").read_text()
+    assert not (parked / "runs/ICEWS14/ablation/p50/seed0/pretrain/checkpoint.pt.prev").exists()
+
+
 def test_park_and_unpark_refuse_arguments_and_say_when_empty(tmp_path):
     assert "no long runs under" in _run_parked("park", tmp_path=tmp_path).stdout
     assert "nothing parked in" in _run_parked("unpark", tmp_path=tmp_path).stdout

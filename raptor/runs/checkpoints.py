@@ -53,7 +53,12 @@ def save(path: str | Path, obj: dict[str, Any], keep_previous: bool = False) -> 
 
     ``obj`` is serialised in memory first and written with plain file writes: a full disk is then
     :class:`raptor.common.io.OutputError` naming ``path`` (one line), not torch's ``unexpected pos``
-    traceback; ``path`` (and ``<name>.prev``) stay as they were until the new file is complete."""
+    traceback; ``path`` (and ``<name>.prev``) stay as they were until the new file is complete.
+
+    ``path`` exists at every moment once written: the old file becomes ``<name>.prev`` as a second
+    name (a hard link, else a copy) before the new one is renamed over it. (Moving it aside first left
+    a moment with only ``.prev`` and the temporary file; a run killed then was parked without a
+    checkpoint and started again from epoch 0.)"""
     path = Path(path)
     buf = io.BytesIO()
     torch.save(obj, buf)
@@ -63,7 +68,20 @@ def save(path: str | Path, obj: dict[str, Any], keep_previous: bool = False) -> 
             fh.flush()
             os.fsync(fh.fileno())
         if keep_previous and path.exists():  # only once the new one is written whole
-            os.replace(path, previous(path))
+            _keep_as_previous(path)
+
+
+def _keep_as_previous(path: Path) -> None:
+    """``<name>.prev`` := the file now at ``path`` (which stays): linked or copied under a temporary
+    name, then renamed, so ``.prev`` too is always whole."""
+    import shutil
+
+    prev = previous(path)
+    with atomic_path(prev) as tmp:
+        try:
+            os.link(path, tmp)
+        except OSError:  # (a file system without hard links)
+            shutil.copyfile(path, tmp)
 
 
 def load(path: str | Path, fmt: str | tuple[str, ...], what: str, map_location="cpu") -> dict[str, Any]:
