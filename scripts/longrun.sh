@@ -16,7 +16,7 @@
 #   runs/DS/sweeps/NAME/ARM/VARIANT/seedS/  the same for arm ARM of sweep NAME (VARIANT:SEED:NAME/ARM; the sweep
 #                           declared in the pinned params.yaml): the run's params are sweeps/DS/NAME/ARM.yaml, its
 #                           dataset's params with the sweep's base and the arm's overrides (written by each start;
-#                           an arm may not change the label tables' settings). `raptor collect .longruns/runs
+#                           for RL-RAPTOR, an arm may not change the label tables' settings). `raptor collect .longruns/runs
 #                           results/sweeps/NAME/DS --sweep NAME --params .longruns/params[-DS].yaml --dataset DS`
 #                           records the tested ones in the sweep's results folder, with its tables, as `raptor sweep` does
 # `raptor collect .longruns/runs results/paper-budget-DS/SITTING --dataset DS` (one folder per sitting or machine),
@@ -37,9 +37,10 @@
 #   scripts/longrun.sh status       one line per run: epochs done, best validation MRR, alive or not, and the
 #                                   training time left at its recent pace (the test evaluation not included);
 #                                   then the queue, and when each queued run would start and end (runs/forecast.py)
-#   scripts/longrun.sh stop         SIGTERM to the runs' process groups (each resumes from its last checkpoint)
+#   scripts/longrun.sh stop         SIGTERM to the runs' process groups, then wait until they have ended (each
+#                                   resumes from its last checkpoint)
 #   scripts/longrun.sh rescore [--dataset DS] [--threads N] --set KEY=VALUE...  evaluate every tested variant run's (not the
-#                                   ablation arms') best model again
+#                                   ablation's or sweeps' arms') best model again
 #                                   under an evaluation-only reading (`raptor rescore`, docs/evaluation.md) into
 #                                   runs/DS/VARIANT/seedS/rescore/KEY=VALUE/, in the foreground, by this working
 #                                   tree's code (the pinned commit may predate the command); `raptor collect` keeps it
@@ -53,11 +54,13 @@
 #                                   21-62 MB). Refused while it holds runs not restored here (they would be lost).
 #                                   A run's parked copy is removed (`forget`) when its job has tested it
 #   scripts/longrun.sh unpark       put back the parked runs that .longruns/ has no folder of (`resume` does it
-#                                   first; with none, it does nothing): every file checked against the sums (a file
+#                                   first; with none, it does nothing): the park's list, commit, params and queue and every file of each run
+#                                   it restores checked against the sums (a file
 #                                   changed, missing or unlisted, or a park without its RUNS, is refused, nothing
 #                                   restored; `park` refuses such a folder too), the source pinned at their commit
 #                                   where none is (another pin is refused), the params files, queue and queue.failed
-#                                   copied where missing (one that differs but for train.num_threads is refused).
+#                                   copied where missing (a params file that differs but for train.num_threads is refused; a
+#                                   queue here is kept as it is).
 #                                   A folder here wins; a run moved away to start anew comes back from the park
 #                                   unless `forget` removed it there. `start` makes the data, graph and labels again
 #                                   (the runs' fingerprints check that they hash the same)
@@ -195,7 +198,10 @@ fill() {  # start the queue's runs in order, while the alive runs leave each its
 pin_source() {  # the pinned worktree and the runs' params: made by the first start, checked by the later ones
   mkdir -p "$dir"
   if [ ! -d "$dir/src" ]; then
-    git worktree add --detach "$dir/src" "$commit" >/dev/null
+    # (no `git worktree prune` here: it would cut the link of a long-runs folder moved without `git worktree repair`)
+    git worktree add --detach "$dir/src" "$commit" >/dev/null || {
+      echo "longrun.sh: could not pin $commit in $dir/src (above). If git still registers that folder because a" \
+           "long-runs folder was moved, run \`git worktree repair NEW_FOLDER/src\`; if it was deleted, \`git worktree prune\`" >&2; exit 1; }
     echo "pinned $(git -C "$dir/src" rev-parse --short HEAD) in $dir/src"
   elif [ "$commit" != HEAD ] && [ "$(git rev-parse "$commit")" != "$(git -C "$dir/src" rev-parse HEAD)" ]; then
     echo "longrun.sh: $dir/src is pinned at $(git -C "$dir/src" rev-parse --short HEAD), not $commit; stop the runs" \
@@ -345,6 +351,15 @@ stop_runs() {  # SIGTERM to every run's process group (setsid made the job's she
   done < <(run_dirs)
   return 0
 }
+wait_stopped() {  # $1: who says it. Waits up to 300 s for every run's process group to end; exits 1 if one does not
+  local f pid
+  while IFS= read -r f; do
+    f="$f/pid"; [ -f "$f" ] || continue
+    pid=$(cat "$f"); for _ in $(seq 600); do kill -0 -- "-$pid" 2>/dev/null || break; sleep 0.5; done
+    if kill -0 -- "-$pid" 2>/dev/null; then echo "longrun.sh $1: pid $pid did not stop in 300 s" >&2; exit 1; fi
+  done < <(run_dirs)
+  return 0
+}
 check_park() {  # a park folder that exists must be whole at its top: RUNS, COMMIT and the params as park wrote them
   local bad
   [ -d "$park" ] && [ -n "$(ls -A "$park")" ] || return 0
@@ -448,11 +463,7 @@ if [ "$cmd" = park ]; then
     "\`scripts/longrun.sh unpark\` first, or move $park away; nothing was parked or stopped" >&2; exit 1; }
   lock_queue  # no ending job's rebalance starts a queued run while the runs are stopped and copied
   stop_runs
-  while IFS= read -r f; do
-    f="$f/pid"; [ -f "$f" ] || continue
-    pid=$(cat "$f"); for _ in $(seq 600); do kill -0 -- "-$pid" 2>/dev/null || break; sleep 0.5; done
-    if kill -0 -- "-$pid" 2>/dev/null; then echo "longrun.sh park: pid $pid did not stop in 300 s; nothing parked" >&2; exit 1; fi
-  done < <(run_dirs)
+  wait_stopped "park (nothing parked)"
   rm -rf "$park".tmp-*  # what a park killed midway left (git-ignored: *.tmp-*)
   tmp="$park.tmp-$$"; mkdir -p "$tmp/runs"
   trap 'rm -rf "$tmp"' EXIT  # a half-written park is never left to be trusted
@@ -598,8 +609,8 @@ if [ "$cmd" = rebalance ]; then
   exit $?
 fi
 
-if [ "$cmd" = stop ]; then
-  stop_runs; exit 0
+if [ "$cmd" = stop ]; then  # returns once they have ended, so a `start` right after it finds them stopped
+  stop_runs; wait_stopped stop; exit 0
 fi
 
 [ ${#runs[@]} -gt 0 ] || { echo "longrun.sh start: name at least one VARIANT:SEED (e.g. raptor:0)" >&2; exit 2; }

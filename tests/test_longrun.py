@@ -62,13 +62,15 @@ def test_stop_ends_the_whole_process_group(tmp_path):
 
     run = tmp_path / "lr" / "runs" / "ICEWS14" / "pure_rl" / "seed0"
     run.mkdir(parents=True)
+    import threading
+
     job, child = session_with_child(run)
+    threading.Thread(target=job.wait, daemon=True).start()  # (reaped as init reaps a real run's job: `stop` waits)
     try:
         (run / "pid").write_text(f"{job.pid}\n")
         assert "running" in _run("status", tmp_path=tmp_path).stdout
         r = _run("stop", tmp_path=tmp_path)
         assert r.returncode == 0 and f"stopped pid {job.pid}" in r.stdout
-        job.wait(timeout=10)
         wait_gone(child, "the run's child process")
         assert "stopped" in _run("status", tmp_path=tmp_path).stdout
     finally:
@@ -76,6 +78,48 @@ def test_stop_ends_the_whole_process_group(tmp_path):
             os.killpg(job.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+
+def test_stop_returns_once_the_runs_have_ended(tmp_path):
+    """A run that takes a moment to end after SIGTERM (here 1 s) is gone when `stop` returns, so a `start`
+    right after it finds the run stopped and resumes it (it once found it alive and did nothing)."""
+    import signal
+    import threading
+
+    run = tmp_path / "lr" / "runs" / "ICEWS14" / "pure_rl" / "seed0"
+    run.mkdir(parents=True)
+    job = subprocess.Popen(["sh", "-c", 'trap "sleep 1; exit 0" TERM; sleep 300 & wait'], start_new_session=True)
+    threading.Thread(target=job.wait, daemon=True).start()  # (reaped as init reaps a real run's job)
+    try:
+        (run / "pid").write_text(f"{job.pid}\n")
+        r = _run("stop", tmp_path=tmp_path)
+        assert r.returncode == 0 and f"stopped pid {job.pid}" in r.stdout, r.stdout + r.stderr
+        with pytest.raises(ProcessLookupError):
+            os.killpg(job.pid, 0)
+        assert "stopped" in _run("status", tmp_path=tmp_path).stdout
+    finally:
+        try:
+            os.killpg(job.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def test_a_moved_long_runs_folder_that_git_still_registers_gets_a_hint(tmp_path):
+    """`mv .longruns X` without `git worktree repair` leaves git registering .longruns/src: the next pin is
+    refused with what to run, not git's message alone."""
+    lr = tmp_path / "lr"
+    lr.mkdir()
+    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(lr / "src"), "HEAD"],
+                   capture_output=True, check=True)
+    moved = tmp_path / "lr-moved"
+    try:
+        lr.rename(moved)
+        r = _run("start", "--dataset", "ICEWS14", "pure_rl:0", tmp_path=tmp_path)
+        assert r.returncode == 1 and "git worktree repair NEW_FOLDER/src" in r.stderr, r.stdout + r.stderr
+        assert not (lr / "runs").exists()
+    finally:
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "repair", str(moved / "src")], capture_output=True)
+        _drop_worktree(moved / "src")
 
 
 def test_bad_thread_count_is_refused_and_creates_nothing(tmp_path):
