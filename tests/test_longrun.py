@@ -57,45 +57,31 @@ def test_help_and_status_of_an_empty_folder(tmp_path):
 def test_stop_ends_the_whole_process_group(tmp_path):
     """A run is a shell (the recorded pid, leader of its own session) and its python child: `stop`
     must end both. Killing the shell alone once left the trainer running, reported as stopped, where
-    a second `start` would have trained the same folder twice."""
+    a second `start` would have trained the same folder twice. And `stop` returns only once they have
+    ended (here the shell takes 1 s after SIGTERM), so a `start` right after it resumes the run (it once
+    found it still alive and did nothing)."""
     import signal
+    import threading
+    import time
 
     run = tmp_path / "lr" / "runs" / "ICEWS14" / "pure_rl" / "seed0"
     run.mkdir(parents=True)
-    import threading
-
-    job, child = session_with_child(run)
-    threading.Thread(target=job.wait, daemon=True).start()  # (reaped as init reaps a real run's job: `stop` waits)
+    job = subprocess.Popen(["sh", "-c", 'trap "sleep 1; exit 0" TERM; sleep 300 & echo $! > child; wait'], cwd=run,
+                           start_new_session=True)
+    threading.Thread(target=job.wait, daemon=True).start()  # (reaped as init reaps a real run's job)
     try:
+        for _ in range(100):
+            if (run / "child").is_file() and (run / "child").read_text().strip():
+                break
+            time.sleep(0.05)
+        child = int((run / "child").read_text())
         (run / "pid").write_text(f"{job.pid}\n")
         assert "running" in _run("status", tmp_path=tmp_path).stdout
         r = _run("stop", tmp_path=tmp_path)
-        assert r.returncode == 0 and f"stopped pid {job.pid}" in r.stdout
-        wait_gone(child, "the run's child process")
-        assert "stopped" in _run("status", tmp_path=tmp_path).stdout
-    finally:
-        try:
-            os.killpg(job.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-
-
-def test_stop_returns_once_the_runs_have_ended(tmp_path):
-    """A run that takes a moment to end after SIGTERM (here 1 s) is gone when `stop` returns, so a `start`
-    right after it finds the run stopped and resumes it (it once found it alive and did nothing)."""
-    import signal
-    import threading
-
-    run = tmp_path / "lr" / "runs" / "ICEWS14" / "pure_rl" / "seed0"
-    run.mkdir(parents=True)
-    job = subprocess.Popen(["sh", "-c", 'trap "sleep 1; exit 0" TERM; sleep 300 & wait'], start_new_session=True)
-    threading.Thread(target=job.wait, daemon=True).start()  # (reaped as init reaps a real run's job)
-    try:
-        (run / "pid").write_text(f"{job.pid}\n")
-        r = _run("stop", tmp_path=tmp_path)
         assert r.returncode == 0 and f"stopped pid {job.pid}" in r.stdout, r.stdout + r.stderr
-        with pytest.raises(ProcessLookupError):
-            os.killpg(job.pid, 0)
+        for pid in (job.pid, child):  # gone already, not merely signalled
+            with pytest.raises(ProcessLookupError):
+                os.kill(pid, 0)
         assert "stopped" in _run("status", tmp_path=tmp_path).stdout
     finally:
         try:
