@@ -342,17 +342,14 @@ if [ "$cmd" = queue ]; then
   exit $?
 fi
 
-stop_runs() {  # SIGTERM to every run's process group (setsid made the job's shell its leader: the shell and its python)
+stop_runs() {  # $1: who says it. SIGTERM to every run's process group (setsid made the job's shell its leader: the
+  # shell and its python), then up to 300 s for each group to end; exits 1 if one does not
   local f pid
   while IFS= read -r f; do
     f="$f/pid"; [ -f "$f" ] || continue
     # (|| true: a group that ends between the two kills must not end this script under set -e)
     pid=$(cat "$f"); kill -0 -- "-$pid" 2>/dev/null && { kill -TERM -- "-$pid" 2>/dev/null || true; echo "stopped pid $pid ($(dirname "$f"))"; }
   done < <(run_dirs)
-  return 0
-}
-wait_stopped() {  # $1: who says it. Waits up to 300 s for every run's process group to end; exits 1 if one does not
-  local f pid
   while IFS= read -r f; do
     f="$f/pid"; [ -f "$f" ] || continue
     pid=$(cat "$f"); for _ in $(seq 600); do kill -0 -- "-$pid" 2>/dev/null || break; sleep 0.5; done
@@ -360,6 +357,7 @@ wait_stopped() {  # $1: who says it. Waits up to 300 s for every run's process g
   done < <(run_dirs)
   return 0
 }
+
 check_park() {  # a park folder that exists must be whole at its top: RUNS, COMMIT and the params as park wrote them
   local bad
   [ -d "$park" ] && [ -n "$(ls -A "$park")" ] || return 0
@@ -462,8 +460,7 @@ if [ "$cmd" = park ]; then
   [ -z "$missing" ] || { echo "longrun.sh park: $park holds runs not restored here ($(echo $missing | tr ' ' ',')):" \
     "\`scripts/longrun.sh unpark\` first, or move $park away; nothing was parked or stopped" >&2; exit 1; }
   lock_queue  # no ending job's rebalance starts a queued run while the runs are stopped and copied
-  stop_runs
-  wait_stopped "park (nothing parked)"
+  stop_runs "park (nothing parked)"
   rm -rf "$park".tmp-*  # what a park killed midway left (git-ignored: *.tmp-*)
   tmp="$park.tmp-$$"; mkdir -p "$tmp/runs"
   trap 'rm -rf "$tmp"' EXIT  # a half-written park is never left to be trusted
@@ -610,7 +607,7 @@ if [ "$cmd" = rebalance ]; then
 fi
 
 if [ "$cmd" = stop ]; then  # returns once they have ended, so a `start` right after it finds them stopped
-  stop_runs; wait_stopped stop; exit 0
+  stop_runs stop; exit 0
 fi
 
 [ ${#runs[@]} -gt 0 ] || { echo "longrun.sh start: name at least one VARIANT:SEED (e.g. raptor:0)" >&2; exit 2; }
