@@ -38,7 +38,8 @@
 #                                   training time left at its recent pace (the test evaluation not included);
 #                                   then the queue, and when each queued run would start and end (runs/forecast.py)
 #   scripts/longrun.sh stop         SIGTERM to the runs' process groups, then wait until they have ended (each
-#                                   resumes from its last checkpoint)
+#                                   resumes from its last checkpoint); a group still alive after LONGRUN_STOP_WAIT
+#                                   seconds (default 300) makes it exit 1 naming its pid (park then parks nothing)
 #   scripts/longrun.sh rescore [--dataset DS] [--threads N] --set KEY=VALUE...  evaluate every tested variant run's (not the
 #                                   ablation's or sweeps' arms') best model again
 #                                   under an evaluation-only reading (`raptor rescore`, docs/evaluation.md) into
@@ -343,8 +344,9 @@ if [ "$cmd" = queue ]; then
 fi
 
 stop_runs() {  # $1: who says it. SIGTERM to every run's process group (setsid made the job's shell its leader: the
-  # shell and its python), then up to 300 s for each group to end; exits 1 if one does not
-  local f pid
+  # shell and its python), then up to LONGRUN_STOP_WAIT s for each group to end; exits 1 if one does not
+  local f pid i wait_s="${LONGRUN_STOP_WAIT:-300}"
+  [[ "$wait_s" =~ ^[0-9]+$ ]] || { echo "longrun.sh $1: LONGRUN_STOP_WAIT='$wait_s' is not a whole number of seconds" >&2; exit 2; }
   while IFS= read -r f; do
     f="$f/pid"; [ -f "$f" ] || continue
     # (|| true: a group that ends between the two kills must not end this script under set -e)
@@ -352,8 +354,11 @@ stop_runs() {  # $1: who says it. SIGTERM to every run's process group (setsid m
   done < <(run_dirs)
   while IFS= read -r f; do
     f="$f/pid"; [ -f "$f" ] || continue
-    pid=$(cat "$f"); for _ in $(seq 600); do kill -0 -- "-$pid" 2>/dev/null || break; sleep 0.5; done
-    if kill -0 -- "-$pid" 2>/dev/null; then echo "longrun.sh $1: pid $pid did not stop in 300 s" >&2; exit 1; fi
+    pid=$(cat "$f"); for ((i = 0; i < 2 * wait_s; i++)); do kill -0 -- "-$pid" 2>/dev/null || break; sleep 0.5; done
+    if kill -0 -- "-$pid" 2>/dev/null; then
+      echo "longrun.sh $1: pid $pid ($(dirname "$f")) did not stop in $wait_s s (LONGRUN_STOP_WAIT); end it with kill -KILL -- -$pid" >&2
+      exit 1
+    fi
   done < <(run_dirs)
   return 0
 }

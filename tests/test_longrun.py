@@ -90,6 +90,35 @@ def test_stop_ends_the_whole_process_group(tmp_path):
             pass
 
 
+@pytest.mark.parametrize("cmd", ["stop", "park"])
+def test_a_run_that_ignores_sigterm_makes_stop_and_park_fail_naming_it(tmp_path, monkeypatch, cmd):
+    """A group still alive after LONGRUN_STOP_WAIT seconds: `stop` and `park` exit 1 naming its pid and how
+    to end it; park writes no park (a copy of a run still training would not be a checkpoint to trust)."""
+    import signal
+    import threading
+
+    run = tmp_path / "lr" / "runs" / "ICEWS14" / "pure_rl" / "seed0"
+    run.mkdir(parents=True)
+    (tmp_path / "lr" / "runs" / "COMMIT").write_text("0" * 40 + "\n")
+    # (an ignored signal stays ignored in the child: the whole group outlives SIGTERM)
+    job = subprocess.Popen(["sh", "-c", "trap '' TERM; sleep 300 & wait"], cwd=run, start_new_session=True)
+    threading.Thread(target=job.wait, daemon=True).start()
+    try:
+        (run / "pid").write_text(f"{job.pid}\n")
+        monkeypatch.setenv("LONGRUN_STOP_WAIT", "x")
+        r = _run(cmd, tmp_path=tmp_path)
+        assert r.returncode == 2 and "LONGRUN_STOP_WAIT='x' is not a whole number" in r.stderr, r.stdout + r.stderr
+        monkeypatch.setenv("LONGRUN_STOP_WAIT", "1")
+        r = _run(cmd, tmp_path=tmp_path)
+        assert r.returncode == 1, r.stdout + r.stderr
+        assert f"pid {job.pid} ({run}) did not stop in 1 s" in r.stderr and f"kill -KILL -- -{job.pid}" in r.stderr
+        os.kill(job.pid, 0)  # still alive: nothing was killed harder than asked
+        assert not (tmp_path / "lr-parked").exists()
+        assert not list(tmp_path.glob("lr-parked.tmp-*"))
+    finally:
+        os.killpg(job.pid, signal.SIGKILL)
+
+
 def test_a_moved_long_runs_folder_that_git_still_registers_gets_a_hint(tmp_path):
     """`mv .longruns X` without `git worktree repair` leaves git registering .longruns/src: the next pin is
     refused with what to run, not git's message alone."""
