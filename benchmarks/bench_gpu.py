@@ -79,10 +79,10 @@ def pretrain_seconds(env, table, queries, E, R, S, precision, device, batches, w
         rows = np.concatenate([queries[o[j * bs:(j + 1) * bs]] for o in orders])
         with autocast(precision, device):
             if S == 1:
-                pb = pretrain_batch(model, env, table, rows, gens[0], device, cfg.no_reachable)
+                pb = pretrain_batch(model, env, table, rows, gens[0], device, cfg)
                 bce = pb.stats["bce"]
             else:
-                pb = pretrain_batch_seeds(model, env, table, rows, gens, device, cfg.no_reachable)
+                pb = pretrain_batch_seeds(model, env, table, rows, gens, device, cfg)
                 bce = float(np.mean([x["bce"] for x in pb.stats]))
         opt.zero_grad(set_to_none=False)
         pb.loss.backward()

@@ -175,6 +175,13 @@ class PretrainConfig:
     #: When no candidate is reachable: sample from the policy over all valid candidates ("policy")
     #: or take STOP ("stop"). The paper does not say; see docs/pretraining.md.
     no_reachable: Literal["policy", "stop"] = "policy"
+    #: How STOP is labelled: reachable only on the answer o_q ("on_answer"), or as the paper's candidate
+    #: (r_stop, e_k, t_k) under the paper's rule ("as_candidate": also off o_q when e_k still reaches it; STOP
+    #: does not end an episode). See docs/pretraining.md.
+    stop_label: Literal["on_answer", "as_candidate"] = "on_answer"
+    #: The moves of an agent standing on o_q: labelled by the table as printed ("table": nearly all reachable,
+    #: by the inverse edges back to o_q) or 0 ("stop_only": o_q is visited, so no simple path enters it again).
+    on_answer: Literal["table", "stop_only"] = "table"
     #: Label table held in memory: "all" (one global shuffle per epoch) or "part" (a partitioned
     #: table, labeling.partitions > 1, one part at a time: the parts in a shuffled order, each part's
     #: queries shuffled; for tables larger than memory, e.g. GDELT: docs/labeling.md).

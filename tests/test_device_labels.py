@@ -4,6 +4,8 @@ for every step, both ``labeling.visited`` modes, both history bounds, with STOP,
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 import torch
@@ -11,7 +13,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from raptor.config import LabelingConfig
 from raptor.data.graph import TemporalGraph
-from raptor.labeling.actions import ActionCandidates, action_labels
+from raptor.labeling.actions import ON_ANSWER_LABELS, STOP_LABELS, ActionCandidates, LabelRule, action_labels
 from raptor.labeling.compute import compute_labels
 from raptor.labeling.device import CACHE_ATTRIBUTE, DeviceLabels, device_labels
 from raptor.labeling.table import VISITED_SUBJECT, VISITED_TARGET, LabelTable
@@ -43,7 +45,7 @@ def random_candidates(rng, table: LabelTable, E: int, R: int, T: int, B: int, A:
     """``(targets, query_times, subjects, ActionCandidates of arrays)``: ``B`` queries of the table's
     pairs and ``A`` candidates each, with entities in ``[-1, E]`` (both ends padding), STOP and padding
     relations, a random mask, targets and entities of the pair's list among the candidates, and agents
-    standing on their target."""
+    standing on their target, on an entity of the list, or on their subject."""
     p = rng.integers(0, table.num_pairs, B)
     tg, tq = table.pair_target[p].astype(np.int64), table.pair_time[p].astype(np.int64)
     ent = rng.integers(-1, E + 1, (B, A))
@@ -55,7 +57,9 @@ def random_candidates(rng, table: LabelTable, E: int, R: int, T: int, B: int, A:
     rel = rng.integers(0, 2 * R + 2, (B, A))  # 2R = STOP, 2R + 1 = padding
     tim = rng.integers(0, T + 2, (B, A))
     cur = np.where(rng.random(B) < 0.3, tg, rng.integers(0, E, B))
-    subject = rng.integers(0, E, B)
+    if table.num_rows:  # agents on an entity of the pair's list: STOP as a candidate is looked up there
+        cur = np.where((rng.random(B) < 0.4) & (n_rows > 0) & (cur != tg), table.entity[row[:, 0]], cur)
+    subject = np.where(rng.random(B) < 0.2, cur, rng.integers(0, E, B))  # (STOP on e_q: staying is no revisit)
     cands = ActionCandidates(ent, tim, relation=rel, num_relations=R, mask=rng.random((B, A)) < 0.9,
                              current_entity=cur)
     return tg, tq, subject, cands
@@ -81,11 +85,12 @@ def test_device_labels_are_the_host_labels(device, case, seed):
     assert dev.max_run <= max(table.max_path_length - 1, 1)  # one row per hops value
     K = table.max_path_length
     tgt, tqt, subj = (torch.from_numpy(a).to(device) for a in (tg, tq, subject))
-    for k in range(K + 1):  # k = K too: no budget left, only STOP can be reachable
-        want = action_labels(table, tg, tq, k, cands, query_subject=subject)
-        got = dev.labels(tgt, tqt, k, on(device, cands), query_subject=subj)
+    rules = [LabelRule(stop=s, on_answer=a) for s in STOP_LABELS for a in ON_ANSWER_LABELS]
+    for k, rule in itertools.product(range(K + 1), rules):  # k = K too: no budget left
+        want = action_labels(table, tg, tq, k, cands, rule, query_subject=subject)
+        got = dev.labels(tgt, tqt, k, on(device, cands), rule, query_subject=subj)
         assert got.dtype == torch.uint8 and got.device.type == torch.device(device).type
-        np.testing.assert_array_equal(got.cpu().numpy(), want, err_msg=f"k = {k}")
+        np.testing.assert_array_equal(got.cpu().numpy(), want, err_msg=f"k = {k}, {rule}")
     # a step per row, and STOP given as a flag instead of a relation
     steps = rng.integers(0, K + 1, B)
     stop = cands.relation == 2 * R

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from raptor.config import LabelingConfig
 from raptor.data.graph import TemporalGraph
-from raptor.labeling.actions import ActionCandidates, action_labels
+from raptor.labeling.actions import ActionCandidates, LabelRule, action_labels
 from raptor.labeling.compute import ChunkOptions, compute_labels, label_pairs
 from raptor.labeling.reference import reference_labels, reference_labels_via
 from raptor.labeling.stage import label_dataset
@@ -48,11 +48,12 @@ def _compute(graph, targets, query_times, *, max_path_length, **kw):
 
 
 def _action(table, targets, query_times, step, cand_entity, cand_time, cand_is_stop=None, current_entity=None,
-            K=None, *, cand_relation=None, num_relations=None, cand_mask=None, query_subject=None):
-    """:func:`action_labels` with the candidates as separate arrays, as the tests write them."""
+            K=None, *, cand_relation=None, num_relations=None, cand_mask=None, query_subject=None, **rule):
+    """:func:`action_labels` with the candidates as separate arrays, as the tests write them (``rule``: the
+    :class:`LabelRule`'s other fields)."""
     cands = ActionCandidates(cand_entity, cand_time, is_stop=cand_is_stop, relation=cand_relation,
                              num_relations=num_relations, mask=cand_mask, current_entity=current_entity)
-    return action_labels(table, targets, query_times, step, cands, K, query_subject=query_subject)
+    return action_labels(table, targets, query_times, step, cands, LabelRule(K=K, **rule), query_subject=query_subject)
 
 
 
@@ -300,9 +301,45 @@ def test_action_labels_errors(hand_table):
     assert _action(hand_table, [], [], 0, np.zeros((0, 4)), np.zeros((0, 4))).shape == (0, 4)
 
 
+def test_stop_as_a_candidate_and_nothing_but_stop_on_the_answer(hand_table):
+    """The two readings of what the table cannot say, by hand on the same states as above. Row 0 stands on
+    entity 2 at k = 0 (the pair's list holds (2, hop 1, t̄ 3), (2, hop 2, t̄ 4)), row 1 on the answer 0 at k = 1,
+    row 2 on entity 1 at k = 2 (no budget for a row of the list); column 6 is STOP, row 1's column 4 too."""
+    P = 6
+    ent = np.array([[1, 1, 3, 4, 0, 5, 2, P], [3, 3, 2, 2, 0, 1, 0, P], [1, 0, 1, 2, 2, 0, 1, P]])
+    tim = np.array([[8, 9, 7, 3, 9, 1, 0, 0], [7, 1, 3, 5, 0, 8, 0, 0], [2, 5, 1, 1, 1, 10, 2, 0]])
+    stop = np.zeros_like(ent, dtype=bool)
+    stop[:, 6] = True
+    stop[1, 4] = True
+    mask = np.ones_like(stop)
+    mask[1, 5] = False
+    cur = np.array([2, 0, 1])
+    args = (hand_table, [0, 0, 0], [10, 10, 10], [0, 1, 2], ent, tim, stop, cur, 3)
+    default = np.array([[1, 0, 1, 0, 1, 0, 0, 0], [0, 1, 1, 0, 1, 0, 1, 0], [0, 1, 0, 0, 0, 0, 0, 0]])
+    np.testing.assert_array_equal(_action(*args, cand_mask=mask), default)
+    # STOP as the candidate (2, t_k = 0) at k = 0: 2 reaches the answer within 3 - 0 steps -> 1; on the
+    # answer -> 1 as before; at k = 2 on entity 1 nothing is left but the answer itself -> 0
+    as_candidate = default.copy()
+    as_candidate[0, 6] = 1
+    np.testing.assert_array_equal(_action(*args, cand_mask=mask, stop="as_candidate"), as_candidate)
+    late = tim.copy()
+    late[0, 6] = 7  # STOP's time t_k after the latest time (6) at which 2 still reaches the answer
+    np.testing.assert_array_equal(_action(hand_table, [0, 0, 0], [10, 10, 10], [0, 1, 2], ent, late, stop, cur,
+                                          3, cand_mask=mask, stop="as_candidate"), default)
+    # on the answer (row 1) only STOP is left: its moves to 3 and 2, reachable by the table, get 0
+    stop_only = default.copy()
+    stop_only[1] = [0, 0, 0, 0, 1, 0, 1, 0]
+    np.testing.assert_array_equal(_action(*args, cand_mask=mask, on_answer="stop_only"), stop_only)
+    with pytest.raises(ValueError, match="stop = 'maybe', expected one of on_answer, as_candidate"):
+        LabelRule(stop="maybe")
+    with pytest.raises(ValueError, match="on_answer = 'x', expected one of table, stop_only"):
+        LabelRule(on_answer="x")
+
+
 @SETTINGS
-@given(small_tkg(), st.integers(0, 2), st.integers(0, 2**31 - 1))
-def test_action_labels_match_definition(tkg, k, seed):
+@given(small_tkg(), st.integers(0, 2), st.integers(0, 2**31 - 1), st.sampled_from(["on_answer", "as_candidate"]),
+       st.sampled_from(["table", "stop_only"]))
+def test_action_labels_match_definition(tkg, k, seed, stop_rule, on_answer):
     e, quads, pairs = tkg
     g = _graph(e, quads)
     table = _compute(g, [p[0] for p in pairs], [p[1] for p in pairs], max_path_length=3, max_in_edges=None)
@@ -313,19 +350,25 @@ def test_action_labels_match_definition(tkg, k, seed):
     ent = rng.integers(0, e + 1, (B, A))
     tim = rng.integers(0, 7, (B, A))
     stop = rng.random((B, A)) < 0.2
-    cur = rng.integers(0, e, B)
-    y = _action(table, tg, tq, k, ent, tim, stop, cur, 3)
+    cur = np.where(rng.random(B) < 0.3, tg, rng.integers(0, e, B))
+    y = _action(table, tg, tq, k, ent, tim, stop, cur, 3, stop=stop_rule, on_answer=on_answer)
     for b in range(B):
         rows = table.get(int(tg[b]), int(tq[b]))
+
+        def listed(entity, time):  # the paper's rule: (entity, t̄, h̄) in L with time <= t̄ and h̄ < K - k
+            return any(ee == entity and time <= t and h < 3 - k for (ee, h), t in rows.items())
+
         for a in range(A):
             if ent[b, a] == e:
                 want = 0
             elif stop[b, a]:
-                want = int(cur[b] == tg[b])
+                want = int(cur[b] == tg[b] or (stop_rule == "as_candidate" and listed(cur[b], tim[b, a])))
+            elif cur[b] == tg[b] and on_answer == "stop_only":
+                want = 0
             elif ent[b, a] == tg[b]:
                 want = int(tim[b, a] < tq[b])
             else:
-                want = int(any(ee == ent[b, a] and tim[b, a] <= t and h < 3 - k for (ee, h), t in rows.items()))
+                want = int(listed(ent[b, a], tim[b, a]))
             assert y[b, a] == want
 
 

@@ -166,8 +166,10 @@ def test_pretraining_one_label_part_at_a_time(synthetic, tmp_path):
         PartitionedLabels(tmp_path / "labels" / "part-00000")
 
 
-@pytest.mark.parametrize("no_reachable", ["policy", "stop"])
-def test_a_batch_on_the_device_env_is_the_host_batch(synthetic, no_reachable):
+@pytest.mark.parametrize("cfg", [PretrainConfig(), PretrainConfig(no_reachable="stop"),
+                                 PretrainConfig(stop_label="as_candidate", on_answer="stop_only")],
+                         ids=["default", "no_reachable=stop", "stop_label=as_candidate,on_answer=stop_only"])
+def test_a_batch_on_the_device_env_is_the_host_batch(synthetic, cfg):
     """The device environment with labels looked up on the device walks the same episodes (same
     candidates, labels and draws) as the host environment: on the CPU the same loss, statistics and
     gradients bit for bit (the same float ops on the same values in the same order)."""
@@ -178,8 +180,7 @@ def test_a_batch_on_the_device_env_is_the_host_batch(synthetic, no_reachable):
         policy = Policy(spec.num_entities, spec.num_relations, SMALL)
         walk_env = on_device(env, "cpu", backend)
         assert isinstance(walk_env, DeviceEnv) == (backend == "torch")
-        pb = pretrain_batch(policy, walk_env, table, train[:128], torch.Generator().manual_seed(0),
-                            no_reachable=no_reachable)
+        pb = pretrain_batch(policy, walk_env, table, train[:128], torch.Generator().manual_seed(0), cfg=cfg)
         pb.loss.backward()
         results.append((float(pb.loss.detach()), pb.stats, [p.grad.clone() for p in policy.parameters()
                                                              if p.grad is not None]))
@@ -272,7 +273,7 @@ def test_a_stacked_batch_has_each_seeds_walks_and_gradients(synthetic, monkeypat
     taken = _choices(monkeypatch, pretrain_mod)  # both walk through pretrain.pretrain_terms
     pb = seeds_mod.pretrain_batch_seeds(stack, env, table, np.concatenate(batches),
                                         [torch.Generator().manual_seed(100 + s) for s in STACK_SEEDS],
-                                        no_reachable=no_reachable)
+                                        cfg=PretrainConfig(no_reachable=no_reachable))
     stacked_choices = list(taken)
     assert len(stacked_choices) == env.K
     pb.loss.backward()
@@ -280,7 +281,7 @@ def test_a_stacked_batch_has_each_seeds_walks_and_gradients(synthetic, monkeypat
     for i, (p, seed) in enumerate(zip(pols, STACK_SEEDS)):
         alone_choices.clear()
         one = pretrain_batch(p, env, table, batches[i], torch.Generator().manual_seed(100 + seed),
-                             no_reachable=no_reachable)
+                             cfg=PretrainConfig(no_reachable=no_reachable))
         assert len(alone_choices) == env.K
         for k in range(env.K):  # the same walk, step by step
             assert torch.equal(stacked_choices[k][i * B:(i + 1) * B], alone_choices[k]), (seed, k)

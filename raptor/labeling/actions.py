@@ -13,6 +13,35 @@ from raptor.labeling.kernels import _action_label_kernel
 from raptor.labeling.table import VISITED_SUBJECT, LabelTable
 
 
+#: How STOP is labelled (``pretrain.stop_label``): ``on_answer``, reachable iff the agent stands on
+#: ``o_q``; ``as_candidate``, STOP is the paper's candidate ``(r_stop, e_k, t_k)`` and gets the paper's rule
+#: like any other (on ``o_q`` by ``o_q``'s implicit row, elsewhere by ``L``: ``e_k`` still reaches ``o_q``).
+STOP_LABELS = ("on_answer", "as_candidate")
+#: What the moves of an agent standing on ``o_q`` get (``pretrain.on_answer``): ``table``, the paper's rule
+#: as printed (nearly all 1: ``o_q``'s neighbours reach it back by the inverse edge); ``stop_only``, 0 for
+#: every move (``o_q`` is visited, so no simple path enters it again; STOP is then the one positive).
+ON_ANSWER_LABELS = ("table", "stop_only")
+
+
+@dataclass(frozen=True)
+class LabelRule:
+    """What makes a candidate reachable besides the table: the step budget ``K`` (``None``: the
+    table's), how STOP is labelled (:data:`STOP_LABELS`) and what moving off the answer gets
+    (:data:`ON_ANSWER_LABELS`). The defaults are this project's labels before these two were
+    parameters (docs/pretraining.md)."""
+
+    K: Optional[int] = None
+    stop: str = "on_answer"
+    on_answer: str = "table"
+
+    def __post_init__(self):
+        if self.stop not in STOP_LABELS:
+            raise ValueError(f"label rule: stop = {self.stop!r}, expected one of {', '.join(STOP_LABELS)}")
+        if self.on_answer not in ON_ANSWER_LABELS:
+            raise ValueError(f"label rule: on_answer = {self.on_answer!r}, expected one of "
+                             f"{', '.join(ON_ANSWER_LABELS)}")
+
+
 @dataclass(frozen=True)
 class ActionCandidates:
     """The candidate actions :func:`action_labels` labels, ``[B, A]`` each, and the agent's entity.
@@ -37,17 +66,17 @@ def action_labels(
     query_times,
     step,
     candidates: ActionCandidates,
-    K: Optional[int] = None,
+    rule: Optional[LabelRule] = None,
     *,
     query_subject=None,
 ) -> np.ndarray:
     """Reachability labels ``y[B, A]`` (uint8 0/1) of the candidate actions at step ``k``.
 
     ``y = 1`` iff ``L(o_q, t_q)`` holds ``(entity, t̄, h̄)`` with ``cand_time <= t̄`` and
-    ``h̄ < K - k`` (paper, Self-Supervised Pretraining); plus two rules the list cannot express:
-    a candidate whose entity is ``o_q`` itself is reachable (``h̄ = 0``, ``t̄`` = the last time
-    allowed before ``t_q``), and STOP is reachable iff the agent already stands on ``o_q``.
-    Padding candidates get 0.
+    ``h̄ < K - k`` (paper, Self-Supervised Pretraining); plus what the list cannot express: a
+    candidate whose entity is ``o_q`` itself is reachable (``h̄ = 0``, ``t̄`` = the last time allowed
+    before ``t_q``); STOP is reachable on ``o_q``, and elsewhere as ``rule.stop`` says (its time is
+    taken as ``t_k``); the moves off ``o_q`` as ``rule.on_answer`` says. Padding candidates get 0.
 
     With a table labeled ``visited = "target_and_subject"``, ``L`` is that of the query's own
     visited set ``{o_q, e_q}`` (:meth:`LabelTable.get_for_query`), so ``query_subject`` is required;
@@ -58,10 +87,11 @@ def action_labels(
         targets, query_times: int ``[B]``, the query's answer ``o_q`` and time ``t_q``.
         step: ``k`` as an int or int ``[B]`` (0-based number of actions already taken).
         candidates: the :class:`ActionCandidates` (entity, time, STOP, mask, the agent's entity).
-        K: the maximum path length (default: the table's).
+        rule: the :class:`LabelRule` (default ``LabelRule()``; its ``K``: the table's when ``None``).
         query_subject: int ``[B]``, the query's subject ``e_q`` (used by tables with via columns).
     """
-    K = table.max_path_length if K is None else int(K)
+    rule = LabelRule() if rule is None else rule
+    K = table.max_path_length if rule.K is None else int(rule.K)
     cand_entity, cand_time, cand_is_stop = candidates.entity, candidates.time, candidates.is_stop
     cand_relation, num_relations, cand_mask = candidates.relation, candidates.num_relations, candidates.mask
     current_entity = candidates.current_entity
@@ -123,5 +153,5 @@ def action_labels(
     return _action_label_kernel(
         pair.astype(np.int64), steps, ce, ct, np.ascontiguousarray(stop), np.ascontiguousarray(valid), cur, tg,
         bound_t, table.pair_ptr, table.entity, table.hops, table.latest_time, np.int64(K),
-        use_via, subj, via, alt,
+        use_via, subj, via, alt, rule.stop == "as_candidate", rule.on_answer == "stop_only",
     )

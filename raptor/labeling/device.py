@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 from raptor.constants import pad_relation, stop_relation
-from raptor.labeling.actions import ActionCandidates
+from raptor.labeling.actions import ActionCandidates, LabelRule
 from raptor.labeling.table import VISITED_SUBJECT, LabelTable
 
 #: Where :func:`device_labels` keeps a table's device copies (an attribute of the table, like the
@@ -141,7 +141,7 @@ class DeviceLabels:
     # ------------------------------------------------------------------ labels
 
     def labels(self, targets, query_times, step: Union[int, torch.Tensor], candidates: ActionCandidates,
-               K: Optional[int] = None, *, query_subject=None) -> torch.Tensor:
+               rule: Optional[LabelRule] = None, *, query_subject=None) -> torch.Tensor:
         """Reachability labels uint8 ``[B, A]`` on the device: those of
         :func:`raptor.labeling.actions.action_labels` with the same arguments (as tensors), read with
         no host synchronisation.
@@ -154,12 +154,14 @@ class DeviceLabels:
                 ``time`` int ``[B, A]``; ``is_stop`` bool ``[B, A]`` and/or ``relation`` ``[B, A]`` with
                 ``num_relations``; optional ``mask`` bool ``[B, A]``; ``current_entity`` int ``[B]``
                 (needed whenever STOP can be given: ``is_stop`` or ``relation``).
-            K: the maximum path length (default: the table's).
+            rule: the :class:`~raptor.labeling.actions.LabelRule` (default ``LabelRule()``; its ``K``:
+                the table's when ``None``).
             query_subject: int ``[B]``, ``e_q`` (needed by a ``"target_and_subject"`` table).
 
         A row whose pair is not in the table gets the labels of an empty list (:meth:`missing`).
         """
-        K = self.max_path_length if K is None else int(K)
+        rule = LabelRule() if rule is None else rule
+        K = self.max_path_length if rule.K is None else int(rule.K)
         dev = self.device
         as_long = lambda x: torch.as_tensor(x, dtype=torch.int64, device=dev)  # noqa: E731
         ce, ct = as_long(candidates.entity), as_long(candidates.time)
@@ -212,14 +214,15 @@ class DeviceLabels:
                 raise ValueError(f"query_subject must have length B={B}")
         bound_t = qt - 1 if self.strict_history else qt
 
-        # STOP: reachable iff the agent stands on o_q; the target itself: if its time is allowed and a
-        # step is left
+        # STOP: reachable on o_q, elsewhere (rule.stop = as_candidate) as the candidate (e_k, t_k); the
+        # target itself: if its time is allowed and a step is left
         on_target = ce == tg[:, None]
-        y_stop = cur[:, None] == tg[:, None]
+        on_answer = cur[:, None] == tg[:, None]  # [B, 1]
         y_target = (ct <= bound_t[:, None]) & (budget[:, None] > 0)
         # the rows of (pair, entity): a row with hops < K - k whose latest time is not before t'
         pair, found = self.pair_index(tg, qt)
         E1 = self.num_entities + 1
+        ce = torch.where(stop, cur[:, None], ce)  # STOP's entity is e_k (the one its rows are looked up by)
         key = pair[:, None] * E1 + torch.where(valid, ce, self.num_entities)  # [B, A]
         key = torch.where(found[:, None], key, -1)  # no row has a negative key
         first = torch.searchsorted(self.row_key, key)  # [B, A]
@@ -230,9 +233,13 @@ class DeviceLabels:
             lt = torch.where(self.via[idx] == subj[:, None, None], self.latest_time_without_via[idx], lt)
         hit = (self.row_key[idx] == key[..., None]) & (self.hops[idx] < budget[:, None, None]) & (ct[..., None] <= lt)
         y_rows = hit.any(2)
+        y_stop = on_answer | y_rows if rule.stop == "as_candidate" else on_answer  # (staying on e_q: no revisit)
         if use_via:  # e_q itself is visited: never reachable
             y_rows &= ce != subj[:, None]
-        y = valid & torch.where(stop, y_stop, torch.where(on_target, y_target, y_rows))
+        y_move = torch.where(on_target, y_target, y_rows)
+        if rule.on_answer == "stop_only":  # o_q is visited: no move off it comes back
+            y_move &= ~on_answer
+        y = valid & torch.where(stop, y_stop, y_move)
         return y.to(torch.uint8)
 
 

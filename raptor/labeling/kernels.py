@@ -383,11 +383,29 @@ def _dfs_kernel(indptr, nbr, tim, num_entities, targets, tgt_ptr, pair_times, st
 
 
 @numba.njit(cache=True, nogil=True)
+def _table_reachable(entity, hops, latest, lo, hi, e, t, budget, use_via, s, via, latest_without_via):
+    """1 if the pair's rows ``[lo, hi)`` hold ``(e, t̄, h̄)`` with ``h̄ < budget`` and ``t <= t̄`` (a row whose
+    best paths run through ``e_q = s`` with ``use_via``: its latest time without them), else 0."""
+    i = _lower_bound(entity, lo, hi, e)
+    while i < hi and entity[i] == e:
+        if hops[i] < budget:
+            lt = latest_without_via[i] if (use_via and via[i] == s) else latest[i]
+            if t <= lt:
+                return 1
+        i += 1
+    return 0
+
+
+@numba.njit(cache=True, nogil=True)
 def _action_label_kernel(pair, steps, cand_entity, cand_time, stop, valid, current, targets, bound_t,
-                         pair_ptr, entity, hops, latest, K, use_via, subject, via, latest_without_via):
+                         pair_ptr, entity, hops, latest, K, use_via, subject, via, latest_without_via,
+                         stop_as_candidate, stop_only_on_answer):
     """``use_via`` (visited = "target_and_subject"): ``subject[b]`` = ``e_q`` is visited -- never a
     reachable candidate, and a row whose best paths all run through it (``via == e_q``) counts with
-    ``latest_without_via`` (-1: no other path)."""
+    ``latest_without_via`` (-1: no other path). ``stop_as_candidate``: STOP off ``o_q`` is the candidate
+    ``(e_k, t_k)`` (its time ``cand_time``), looked up like any other (staying on ``e_q`` is no revisit);
+    else STOP is reachable only on ``o_q``. ``stop_only_on_answer``: on ``o_q`` every move gets 0 (``o_q``
+    is visited: no later step can enter it again)."""
     B, A = cand_entity.shape
     y = np.zeros((B, A), np.uint8)
     for b in range(B):
@@ -397,12 +415,18 @@ def _action_label_kernel(pair, steps, cand_entity, cand_time, stop, valid, curre
         budget = K - steps[b]  # need hops < budget
         o = targets[b]
         s = subject[b] if use_via else -1
+        on_answer = current[b] == o
         for a in range(A):
             if not valid[b, a]:
                 continue
             if stop[b, a]:
-                if current[b] == o:
+                if on_answer:
                     y[b, a] = 1
+                elif stop_as_candidate:
+                    y[b, a] = _table_reachable(entity, hops, latest, lo0, hi0, current[b], cand_time[b, a],
+                                               budget, use_via, s, via, latest_without_via)
+                continue
+            if on_answer and stop_only_on_answer:
                 continue
             e = cand_entity[b, a]
             t = cand_time[b, a]
@@ -412,12 +436,6 @@ def _action_label_kernel(pair, steps, cand_entity, cand_time, stop, valid, curre
                 continue
             if use_via and e == s:
                 continue
-            i = _lower_bound(entity, lo0, hi0, e)
-            while i < hi0 and entity[i] == e:
-                if hops[i] < budget:
-                    lt = latest_without_via[i] if (use_via and via[i] == s) else latest[i]
-                    if t <= lt:
-                        y[b, a] = 1
-                        break
-                i += 1
+            y[b, a] = _table_reachable(entity, hops, latest, lo0, hi0, e, t, budget, use_via, s, via,
+                                       latest_without_via)
     return y

@@ -3,8 +3,9 @@
 For a batch of training queries (both directions) the agent walks ``K`` steps from ``e_q``. At
 every step ``k`` every valid candidate action ``a`` (STOP included) gets the label ``y(a)`` from the
 precomputed label table (:func:`raptor.labeling.actions.action_labels`: reachable iff the table holds
-``(e', t̄, h̄)`` with ``t' <= t̄`` and ``h̄ < K - k``; the target itself is reachable; STOP iff the
-agent already stands on ``o_q``), and the loss is::
+``(e', t̄, h̄)`` with ``t' <= t̄`` and ``h̄ < K - k``; the target itself is reachable; STOP on ``o_q``,
+and elsewhere as ``pretrain.stop_label`` says; the moves off ``o_q`` as ``pretrain.on_answer`` says),
+and the loss is::
 
     L_k   = - 1/|A_s| sum_{a in A_s} [ y log sigmoid(z(a)) + (1 - y) log(1 - sigmoid(z(a))) ]
     L_ep  = sum_{k=0}^{K-1} L_k          (averaged over the episodes of a batch)
@@ -47,7 +48,7 @@ from raptor.config import PretrainConfig
 from raptor.mdp.device_env import DeviceEnv, on_device
 from raptor.mdp.env import TemporalEnv
 from raptor.common.io import atomic_write_json
-from raptor.labeling.actions import ActionCandidates, action_labels
+from raptor.labeling.actions import ActionCandidates, LabelRule, action_labels
 from raptor.labeling.device import DeviceLabels, device_labels
 from raptor.labeling.store import PartitionedLabels
 from raptor.labeling.table import LabelTable
@@ -87,16 +88,22 @@ def reachability_bce(logits: torch.Tensor, labels: torch.Tensor, mask: torch.Ten
     return per.sum(1) / mask.sum(1).clamp_min(1)
 
 
-def step_labels(labels: LabelTable | DeviceLabels, env: TemporalEnv | DeviceEnv, state, cands, device) -> torch.Tensor:
+def label_rule(cfg: PretrainConfig) -> LabelRule:
+    """The :class:`~raptor.labeling.actions.LabelRule` of ``pretrain.stop_label`` and ``pretrain.on_answer``."""
+    return LabelRule(stop=cfg.stop_label, on_answer=cfg.on_answer)
+
+
+def step_labels(labels: LabelTable | DeviceLabels, env: TemporalEnv | DeviceEnv, state, cands, rule: LabelRule,
+                device) -> torch.Tensor:
     """uint8 ``[B, A]`` on ``device``: the reachability labels of the candidates ``cands`` of ``state`` (at
-    its step ``k``): looked up on the host (:func:`raptor.labeling.actions.action_labels`) for the host
-    environment's arrays, on the device (:class:`raptor.labeling.device.DeviceLabels`) for the device
+    its step ``k``) under ``rule``: looked up on the host (:func:`raptor.labeling.actions.action_labels`) for
+    the host environment's arrays, on the device (:class:`raptor.labeling.device.DeviceLabels`) for the device
     environment's tensors. The same labels either way (tests/test_device_labels.py)."""
     cand = ActionCandidates(cands.entity, cands.time, relation=cands.relation, num_relations=env.num_relations,
                             mask=cands.mask, current_entity=state.entity)
     if isinstance(labels, DeviceLabels):
-        return labels.labels(state.answer, state.query_time, state.step, cand, query_subject=state.query_entity)
-    y = action_labels(labels, state.answer, state.query_time, state.step, cand, query_subject=state.query_entity)
+        return labels.labels(state.answer, state.query_time, state.step, cand, rule, query_subject=state.query_entity)
+    y = action_labels(labels, state.answer, state.query_time, state.step, cand, rule, query_subject=state.query_entity)
     return torch.from_numpy(y).to(device)
 
 
@@ -105,7 +112,7 @@ _READ = ("bce", "valid", "positive", "correct", "any_reachable", "reached", "unl
 
 
 def pretrain_terms(policy, env: TemporalEnv | DeviceEnv, labels: LabelTable | DeviceLabels, queries,
-                   uniforms, no_reachable: str = "policy", device="cpu"):
+                   uniforms, cfg: PretrainConfig = PretrainConfig(), device="cpu"):
     """The pretraining loss of ``G`` seeds' batches stacked in the rows of ``queries`` (int ``[G B, 4]``,
     seed-major; ``policy`` a :class:`~raptor.agents.actor_critic.stack.StackedPolicy` of ``G`` seeds, or a
     :class:`Policy`: ``G = 1``), reading nothing back.
@@ -113,11 +120,13 @@ def pretrain_terms(policy, env: TemporalEnv | DeviceEnv, labels: LabelTable | De
     Per step ``k``: the candidates, the policy's logits, the labels (``labels`` on the host or the
     device, as the environment), the per-row BCE averaged within each seed's rows, and the draw among
     the reachable actions with the uniforms ``uniforms[k]`` (float32 ``[G B]``, each seed's from its own
-    generator). Returns ``(loss, seed_loss [G], read [G, 7] float64 in _READ order, overflow)``: the sum of
+    generator); ``cfg``'s ``no_reachable``, ``stop_label`` and ``on_answer`` say how the walk labels and
+    draws. Returns ``(loss, seed_loss [G], read [G, 7] float64 in _READ order, overflow)``: the sum of
     the seeds' losses (each the sum over steps of its mean BCE), each seed's loss, each seed's
     statistics (the ``unlabeled`` column counts the whole batch's rows whose pair is not in a device
     table), and the fixed-shape environment's overflow flag (``None`` for the others)."""
     labels_on_device = isinstance(labels, DeviceLabels)
+    rule = label_rule(cfg)
     state = env.reset(queries)
     G = getattr(policy, "seeds", 1)
     B = state.batch_size // G
@@ -136,7 +145,7 @@ def pretrain_terms(policy, env: TemporalEnv | DeviceEnv, labels: LabelTable | De
             overflow = flags.any() if overflow is None else overflow | flags.any()
         ct = candidate_tensors(state, cands, device)
         z, _ = score_candidates(policy, state, ct, hc[0], q, critic=False)
-        y = step_labels(labels, env, state, cands, device)
+        y = step_labels(labels, env, state, cands, rule, device)
         # each seed's mean over its own B rows: its gradient is the one of its batch alone
         total = total + reachability_bce(z, y, ct.mask).view(G, B).mean(1)
         with torch.no_grad():
@@ -145,7 +154,7 @@ def pretrain_terms(policy, env: TemporalEnv | DeviceEnv, labels: LabelTable | De
             per_row = torch.stack([m.sum(1), allowed.sum(1), (((z.float() > 0) == y.bool()) & m).sum(1)], 1)
             counts += per_row.view(G, B, 3).sum(1)
             any_reachable += allowed.any(1).float().view(G, B).mean(1).double()
-        if no_reachable == "stop":
+        if cfg.no_reachable == "stop":
             allowed = allowed.clone()
             allowed[:, 0] |= ~allowed.any(1)  # slot 0 is STOP
         choice = sample_actions(z, allowed=allowed, u=uniforms[k])
@@ -176,7 +185,7 @@ def pretrain_batch(
     queries: np.ndarray,
     generator: Optional[torch.Generator] = None,
     device="cpu",
-    no_reachable: str = "policy",
+    cfg: PretrainConfig = PretrainConfig(),
 ) -> PretrainBatch:
     """Pretraining loss of one batch of ``[B, 4]`` training queries (one labeled walk each):
     :func:`pretrain_terms` of one seed, drawing from ``generator``, and its statistics read once.
@@ -190,7 +199,7 @@ def pretrain_batch(
     """
     labels = device_labels(table, env.device) if isinstance(env, DeviceEnv) else table
     uniforms = SeedUniforms([generator], len(queries), device, torch.float32)  # what sample_actions draws
-    loss, _, read, _ = pretrain_terms(policy, env, labels, queries, uniforms, no_reachable, device)
+    loss, _, read, _ = pretrain_terms(policy, env, labels, queries, uniforms, cfg, device)
     row = read[0].tolist()  # the batch's one read
     if row[_READ.index("unlabeled")]:
         raise_unlabeled(labels, env, queries)
@@ -215,8 +224,7 @@ def pretrain_step(model, env, host_env: TemporalEnv, table, groups: int, cfg: Pr
 
     def forward(env_, queries, uniforms, beta):
         with autocast(precision, device):
-            loss, _, read, overflow = pretrain_terms(model, env_, labels, queries, uniforms, cfg.no_reachable,
-                                                     device)
+            loss, _, read, overflow = pretrain_terms(model, env_, labels, queries, uniforms, cfg, device)
         return loss, read, overflow
 
     return graph_step(model, env, host_env, groups * cfg.batch_size, forward, run, torch.float32)
@@ -299,7 +307,7 @@ def pretrain(policy: Policy, env: TemporalEnv, table: LabelTable | PartitionedLa
                     stats = graph_batch(step, block_table, batch, [gen], device)[0]
                 else:
                     with autocast(precision, device):
-                        pb = pretrain_batch(policy, env, block_table, batch, gen, device, cfg.no_reachable)
+                        pb = pretrain_batch(policy, env, block_table, batch, gen, device, cfg)
                     optimizer.zero_grad(set_to_none=False)  # keep the .grad buffers the fused kernels add into
                     pb.loss.backward()
                     stats = pb.stats

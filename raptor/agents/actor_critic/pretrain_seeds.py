@@ -74,7 +74,7 @@ class StackedPretrainBatch:
 
 def pretrain_batch_seeds(stack: StackedPolicy, env: TemporalEnv | DeviceEnv, table: LabelTable | DeviceLabels,
                          queries: np.ndarray, generators: Sequence[torch.Generator], device="cpu",
-                         no_reachable: str = "policy") -> StackedPretrainBatch:
+                         cfg: PretrainConfig = PretrainConfig()) -> StackedPretrainBatch:
     """:func:`raptor.agents.actor_critic.pretrain.pretrain_batch` of ``S = stack.seeds`` seeds at once.
 
     ``queries``: int64 ``[S B, 4]``, seed-major (seed ``s``'s batch in rows ``[s B, (s + 1) B)``);
@@ -89,7 +89,7 @@ def pretrain_batch_seeds(stack: StackedPolicy, env: TemporalEnv | DeviceEnv, tab
                          f"for {S} seeds")
     labels = device_labels(table, env.device) if isinstance(env, DeviceEnv) else table
     uniforms = SeedUniforms(generators, len(queries) // S, device, torch.float32)  # as sample_actions draws alone
-    loss, seed_loss, read, _ = pretrain_terms(stack, env, labels, queries, uniforms, no_reachable, device)
+    loss, seed_loss, read, _ = pretrain_terms(stack, env, labels, queries, uniforms, cfg, device)
     rows = read.tolist()  # the batch's one read, [S, 7]
     if rows[0][_READ.index("unlabeled")]:
         raise_unlabeled(labels, env, queries)
@@ -124,7 +124,7 @@ def _pretrain_epoch_seeds(stack: StackedPolicy, optimizer: torch.optim.Optimizer
             stats = graph_batch(env, table, np.concatenate(rows), gens, device)
         else:
             with autocast(run.precision, device):
-                pb = pretrain_batch_seeds(stack, env, table, np.concatenate(rows), gens, device, cfg.no_reachable)
+                pb = pretrain_batch_seeds(stack, env, table, np.concatenate(rows), gens, device, cfg)
             optimizer.zero_grad(set_to_none=False)
             pb.loss.backward()
             stats = pb.stats
