@@ -763,6 +763,9 @@ def test_hand_worked_path_through_the_query_subject(max_in_edges, implementation
                query_subject=state.query_entity)
     assert _action(default, *args, **kw2).tolist() == [[0, 1, 1]]
     assert _action(subj, *args, **kw2).tolist() == [[0, 1, 0]]
+    # STOP as a candidate on e_q = 1: staying is no revisit, and 1 reaches 0 at 5 -> 1 in both modes
+    assert _action(default, *args, **kw2, stop="as_candidate").tolist() == [[1, 1, 1]]
+    assert _action(subj, *args, **kw2, stop="as_candidate").tolist() == [[1, 1, 0]]
 
 
 def test_hand_worked_alternative_intermediate():
