@@ -222,7 +222,8 @@ class DeviceLabels:
         # the rows of (pair, entity): a row with hops < K - k whose latest time is not before t'
         pair, found = self.pair_index(tg, qt)
         E1 = self.num_entities + 1
-        ce = torch.where(stop, cur[:, None], ce)  # STOP's entity is e_k (the one its rows are looked up by)
+        if rule.stop == "as_candidate":  # STOP's entity is e_k (the one its rows are looked up by)
+            ce = torch.where(stop, cur[:, None], ce)
         key = pair[:, None] * E1 + torch.where(valid, ce, self.num_entities)  # [B, A]
         key = torch.where(found[:, None], key, -1)  # no row has a negative key
         first = torch.searchsorted(self.row_key, key)  # [B, A]
