@@ -32,6 +32,10 @@ def run(args: argparse.Namespace) -> int:
     from raptor.reporting.results import write_from_sources
 
     command = "raptor results " + " ".join(shlex.quote(s) for s in args.sources) + f" --out {shlex.quote(args.out)}"
+    if args.figures:
+        command += f" --figures {shlex.quote(args.figures)}"
+    if args.untracked:
+        command += " --untracked"
     summary = write_from_sources(args.sources, args.out, args.figures, command=command, untracked=args.untracked)
     for name, dataset, vs in summary["sets"]:
         print(f"{name} / {dataset}: {', '.join(vs)}")

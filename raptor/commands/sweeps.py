@@ -21,6 +21,7 @@ def register(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import shlex
     from pathlib import Path
 
     from raptor.reporting.sweep_page import write_sweep_page
@@ -31,7 +32,9 @@ def run(args: argparse.Namespace) -> int:
         if not sep or not title or "/" in title:
             title, folder = Path(spec).name, spec
         folders.append((title, folder))
-    command = "raptor sweeps " + " ".join(args.sources) + f" --out {args.out}"
+    command = "raptor sweeps " + " ".join(shlex.quote(s) for s in args.sources) + f" --out {shlex.quote(args.out)}"
+    if args.figures:
+        command += f" --figures {shlex.quote(args.figures)}"
     out = write_sweep_page(folders, args.out, args.figures, command=command)
     print(f"sweeps -> {out}")
     return 0
