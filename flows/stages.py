@@ -302,7 +302,8 @@ def significance_flow(dataset: str, params: str, inputs: dict, outputs: dict) ->
     artifact on the flow run)."""
     from tasks.report import significance_task
 
-    result = significance_task(_per_variant(inputs, "eval_"), outputs["out"])
+    seeds = load_resolved(params).train.seeds
+    result = significance_task(_per_variant(inputs, "eval_"), outputs["out"], seeds)
     if not in_flow_run():
         return result
     from prefect.artifacts import create_markdown_artifact

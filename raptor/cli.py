@@ -201,7 +201,8 @@ def main(argv: list[str] | None = None) -> int:
         if hasattr(args, "_kind"):
             return _run_stage(args)
         return int(args._run(args) or 0)
-    except (ConfigError, FileNotFoundError, ValueError, OutputError, RunMismatchError, ProjectBusy) as exc:
+    except (ConfigError, FileNotFoundError, ValueError, OutputError, RunMismatchError, ProjectBusy,
+            PermissionError, IsADirectoryError, NotADirectoryError, FileExistsError) as exc:
         # Known user errors: one clear line, no traceback.
         print(f"raptor {args.command}: error: {exc}", file=sys.stderr)
         return 1

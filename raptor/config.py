@@ -767,8 +767,16 @@ def read_yaml(path: str | Path) -> Any:
     path = Path(path)
     if not path.exists():
         raise ConfigError(f"params file not found: {path}")
+    if path.is_dir():
+        raise ConfigError(f"{path}: a directory, not a YAML params file")
     try:
-        return yaml.load(path.read_text(), Loader=_UniqueKeyLoader)
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}); save it as UTF-8") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    try:
+        return yaml.load(text, Loader=_UniqueKeyLoader)
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from None
     except yaml.YAMLError as exc:
@@ -808,7 +816,10 @@ def load_params(path: str | Path = "params.yaml", overrides: Optional[dict[str, 
     top of the file, then ``overrides`` (dotted keys, ``{"rl.epochs": 2}``), so a command line wins.
     """
     path = Path(path)
-    raw = read_yaml(path) or {}
+    raw = read_yaml(path)
+    if raw is None:  # 0 bytes or only comments (a file truncated by a crash): not "all defaults"
+        raise ConfigError(f"{path}: empty params file (it sets no key; restore it, or write `{{}}` for "
+                          "all the paper's defaults)")
     own = local_overrides(local) if local is not None else {}
     try:
         return params_from_dict(raw, {**own, **(overrides or {})})
@@ -913,7 +924,14 @@ def load_resolved(path: str | Path) -> Params:
     if not path.exists():
         raise ConfigError(f"resolved params not found: {path} (the `params` stage writes it: dvc repro params)")
     try:
-        params = _build(Params, json.loads(path.read_text()), "")
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, OSError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise ConfigError(
+            f"{path}: not a resolved params file, the JSON the params stage writes ({exc}); for a params.yaml, "
+            f"run `raptor params --params {path} --out build/params.json` and pass build/params.json"
+        ) from None
+    try:
+        params = _build(Params, raw, "")
         _cross_checks(params)
     except (ValueError, ConfigError) as exc:
         raise ConfigError(f"{path}: {exc}") from None

@@ -11,8 +11,8 @@ from .lazy import NO_CACHE, task
 
 
 @task(name="significance", cache_policy=NO_CACHE)
-def significance_task(eval_dirs: dict[str, str], out_path: str) -> dict:
-    result = compare_variants(eval_dirs)
+def significance_task(eval_dirs: dict[str, str], out_path: str, seeds: Optional[list[int]] = None) -> dict:
+    result = compare_variants(eval_dirs, seeds=seeds)
     atomic_write_json(out_path, result)
     return result
 

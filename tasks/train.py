@@ -443,7 +443,7 @@ def log_pretraining(run: tracking.Run, history_path: str | Path, epochs: int) ->
 def evaluate_run_task(job: EvaluateJob) -> dict:
     """Beam-search evaluation of one trained seed; logs test metrics and predictions to its MLflow run."""
     ctx = context(job.params_path, job.data_dir, job.graph_path)
-    metrics = evaluate_model(ctx, RunDir(job.train_dir).best, Path(job.out_dir), split=job.split,
+    metrics = evaluate_model(ctx, RunDir(job.train_dir).finished_best(), Path(job.out_dir), split=job.split,
                              num_threads=job.num_threads)
     log_evaluation(job, metrics)
     return metrics

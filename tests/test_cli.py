@@ -54,6 +54,38 @@ def test_cli_error_is_one_clear_line(params_file, tiny_raw, tmp_path, capsys):
     assert "Traceback" not in err
 
 
+def test_an_output_over_an_input_or_a_users_folder_is_refused_and_nothing_is_lost(params_file, tiny_raw, tmp_path,
+                                                                                  capsys):
+    """The audit's cases: `--out` naming the raw folder, the ingested data or a user's folder deleted
+    them without a word (exit 0); a file where a folder was asked for became a folder."""
+    raw_files = sorted(p.name for p in tiny_raw.iterdir())
+    assert main(["ingest", "--raw", str(tiny_raw), "--out", str(tiny_raw), "--params", str(params_file)]) == 1
+    assert "raw holds files and is not an ingested dataset" in capsys.readouterr().err
+    assert sorted(p.name for p in tiny_raw.iterdir()) == raw_files
+    data = tmp_path / "d"
+    assert main(["ingest", "--raw", str(tiny_raw), "--out", str(data), "--params", str(params_file)]) == 0
+    assert main(["ingest", "--raw", str(tiny_raw), "--out", str(data), "--params", str(params_file)]) == 0  # again: replaced
+    assert main(["graph", "--data", str(data), "--out", str(tmp_path / "g.npz")]) == 0
+    ingested = sorted(p.name for p in data.iterdir())
+    capsys.readouterr()
+    rc = main(["label", "--data", str(data), "--graph", str(tmp_path / "g.npz"), "--out", str(data),
+               "--params", str(params_file)])
+    err = capsys.readouterr().err
+    assert rc == 1 and "d holds files and is not a label table" in err and "Traceback" not in err
+    assert sorted(p.name for p in data.iterdir()) == ingested
+    user = tmp_path / "mine"
+    user.mkdir()
+    (user / "notes.txt").write_text("keep")
+    assert main(["synthetic", "--out", str(user)]) == 1
+    assert "mine holds files and is not a synthetic dataset" in capsys.readouterr().err
+    assert (user / "notes.txt").read_text() == "keep"
+    assert main(["synthetic", "--out", str(tmp_path / "syn")]) == 0
+    assert main(["synthetic", "--out", str(tmp_path / "syn")]) == 0  # its own output: replaced
+    rc = main(["ingest", "--raw", str(tiny_raw), "--out", str(tmp_path / "g.npz"), "--params", str(params_file)])
+    err = capsys.readouterr().err
+    assert rc == 1 and "g.npz exists and is not a folder" in err and (tmp_path / "g.npz").is_file()
+
+
 def test_console_script_runs():
     exe = Path(sys.executable).with_name("raptor")
     out = subprocess.run([str(exe), "--help"], capture_output=True, text=True, check=True).stdout
@@ -192,6 +224,24 @@ def test_a_bad_stage_argument_is_one_clear_line(tmp_path, monkeypatch, capsys, a
     err = capsys.readouterr().err
     assert rc in (1, 2) and err.startswith(says) and err.count("\n") == 1, err
     assert not (tmp_path / "data" / "TINY" / "graph.npz").exists()
+
+
+@pytest.mark.parametrize("argv", [
+    ["train", "--data", "d", "--graph", "g.npz", "--out", "o", "--seed", "-1"],
+    ["explain", "Obama", "Consult", "2014-01-02", "--seed", "-1"],
+])
+def test_a_negative_seed_is_an_argument_error(tmp_path, monkeypatch, capsys, argv):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2
+    assert err.count("\n") == 1, err
+    assert err.startswith(f"raptor {argv[0]}: error: argument --seed: must be >= 0, got -1"), err
+    assert not (tmp_path / "o").exists()
+    with pytest.raises(SystemExit):
+        main(argv[:-1] + ["x"])
+    assert "error: argument --seed: expected an integer, got 'x'" in capsys.readouterr().err
 
 
 def test_a_stage_without_params_runs_the_params_stage_first(tmp_path, monkeypatch, capsys):

@@ -229,6 +229,42 @@ def test_resolve_command_names_the_local_file(tmp_path, capsys):
     assert not out.exists()  # nothing written
 
 
+def test_a_params_file_not_utf8_or_a_directory_is_named(tmp_path):
+    f = tmp_path / "params.yaml"
+    f.write_bytes(b"\xff\xferl:\n  epochs: 3\n")
+    message = _one_line_error(lambda: load_params(f))
+    assert message.startswith(f"{f}: not UTF-8 text (") and "save it as UTF-8" in message
+    folder = tmp_path / "w"
+    folder.mkdir()
+    assert _one_line_error(lambda: load_params(folder)) == f"{folder}: a directory, not a YAML params file"
+    # The local overrides file is read the same way.
+    f.write_text("rl:\n  epochs: 3\n")
+    assert _one_line_error(lambda: load_params(f, local=folder)) == f"{folder}: a directory, not a YAML params file"
+
+
+@pytest.mark.parametrize("text", ["", "\n  \n", "# nothing here yet\n"])
+def test_an_empty_params_file_is_refused_but_an_empty_local_file_is_not(tmp_path, text):
+    f, local = _project(tmp_path, text)
+    message = _one_line_error(lambda: load_params(f))
+    assert message.startswith(f"{f}: empty params file")
+    # params.local.yaml is optional and made empty by the setup scripts: an empty one means no overrides.
+    f.write_text("rl:\n  epochs: 3\n")
+    local.write_text(text)
+    assert load_params(f, local=local).rl.epochs == 3
+
+
+def test_resolved_params_given_a_yaml_file_say_what_it_expects(tmp_path):
+    from raptor.config import load_resolved
+
+    f = tmp_path / "params.yaml"
+    f.write_text("rl:\n  epochs: 3\n")
+    message = _one_line_error(lambda: load_resolved(f))
+    assert message.startswith(f"{f}: not a resolved params file, the JSON the params stage writes (")
+    assert f"`raptor params --params {f} --out build/params.json`" in message
+    f.write_bytes(b"\xff\xfe{}")
+    assert _one_line_error(lambda: load_resolved(f)).startswith(f"{f}: not a resolved params file")
+
+
 def test_titer_inherited_choices_are_validated_and_default_to_todays_behaviour():
     """Issue 39: what TITer's code does and the paper does not state, one key each; the defaults keep
     this project's behaviour (no weight decay, no clipping, Xavier, decay per epoch, beam entities)."""

@@ -620,3 +620,89 @@ def test_seeds_stacked_into_one_step_leave_the_run_folders_of_seeds_alone(ctx, t
     titer = run_variants(c, "titer", [RunOptions(seed=s, out_dir=tmp_path / f"titer/{s}", progress=False, epochs=1)
                                       for s in (0, 1)])
     assert [t["stacked_seeds"] for t in titer] == [1, 1] and [t["seed"] for t in titer] == [0, 1]
+
+
+def test_a_model_of_other_data_or_another_path_length_is_refused_before_it_is_used(ctx, tmp_path):
+    """The audit's case: a 13-entity model evaluated on 12-entity data wrote wrong metrics and exit 0."""
+    from dataclasses import replace
+
+    from helpers import synthetic_dataset
+    from raptor.runs.checkpoints import CheckpointError
+
+    c, _ = ctx
+    s = run_variant(c, "pure_rl", RunOptions(seed=0, out_dir=tmp_path / "run", epochs=1, progress=False))
+    other = tmp_path / "other"
+    raw = write_raw(other / "raw", SyntheticSpec(num_entities=50, seed=3))
+    from raptor.data.graph import build_graph
+    from raptor.data.ingest import ingest
+
+    ingest(raw, other / "data")
+    build_graph(other / "data", other / "graph.npz")
+    ctx2 = load_context(other / "data", other / "graph.npz", c.params)
+    n = c.dataset.num_entities
+    with pytest.raises(CheckpointError, match=rf"run/best\.pt: a model of dataset .*\({n} entities, .* does not fit "
+                                              r".*other/data \(50 entities"):
+        evaluate_model(ctx2, s["model"], tmp_path / "eval")
+    assert not (tmp_path / "eval").exists()
+    k2 = params_from_dict({**PARAMS, "env": {**PARAMS["env"], "max_path_length": 2}})
+    ctx3 = replace(c, params=k2)
+    with pytest.raises(CheckpointError, match=r"trained with env\.max_path_length = 3, the params say 2"):
+        evaluate_model(ctx3, s["model"], tmp_path / "eval")
+    assert evaluate_model(c, s["model"], tmp_path / "eval")["mrr"] >= 0  # its own data: accepted
+
+
+def test_a_bad_initial_model_is_refused_before_the_run_folder_is_touched(ctx, tmp_path):
+    """The audit's case: a truncated (or foreign) pretrained model emptied a finished RL run's folder
+    and only then was refused."""
+    from raptor.runs.checkpoints import CheckpointError
+
+    c, root = ctx
+    snaps = pretrain_run(c, root / "labels", [1], RunOptions(seed=0, out_dir=tmp_path / "pre", progress=False))
+    run = RunOptions(seed=0, out_dir=tmp_path / "rl", epochs=1, progress=False)
+    run_variant(c, "raptor", run, init_model=snaps[1], pretrain_epochs=1)
+    before = sorted(p.name for p in (tmp_path / "rl").iterdir())
+    assert "summary.json" in before and "best.pt" in before
+    bad = tmp_path / "bad.pt"
+    bad.write_bytes(Path(snaps[1]).read_bytes()[:1000])
+    with pytest.raises(CheckpointError, match=r"bad\.pt: not a readable RAPTOR model"):
+        run_variant(c, "raptor", run, init_model=bad, pretrain_epochs=1)
+    wide = params_from_dict({**PARAMS, "model": {**PARAMS["model"], "mlp_hidden_dim": 48}})
+    from dataclasses import replace
+    with pytest.raises(CheckpointError, match=r"its weights do not fit the model these params build .*pretrain again"):
+        run_variant(replace(c, params=wide), "raptor", run, init_model=snaps[1], pretrain_epochs=1)
+    assert sorted(p.name for p in (tmp_path / "rl").iterdir()) == before
+
+
+def test_the_evaluation_of_a_run_takes_only_a_finished_runs_model(ctx, tmp_path):
+    """The audit's case: the evaluate stage tested the mid-training best.pt of a killed run."""
+    from raptor.runs.rundir import RunDir
+
+    c, _ = ctx
+    out = tmp_path / "run"
+    with pytest.raises(FileNotFoundError, match=r"run is not trained: train it to the end first"):
+        RunDir(out).finished_best()
+    run_variant(c, "pure_rl", RunOptions(seed=0, out_dir=out, epochs=1, progress=False))
+    assert RunDir(out).finished_best() == out / "best.pt"
+    # Training starts again (a larger budget here; a kill before it ends leaves the folder like this).
+    RunDir(out).prepare(json.loads((out / "run_config.json").read_text()))
+    assert (out / "best.pt").exists() and not (out / "summary.json").exists()
+    with pytest.raises(FileNotFoundError, match=r"run did not finish training \(no summary\.json\)"):
+        RunDir(out).finished_best()
+
+
+def test_labels_of_other_data_are_refused_before_a_pretraining_folder_is_touched(ctx, tmp_path):
+    """The audit's case: labels of another dataset failed late, with a message naming a pair, not why."""
+    from raptor.data.graph import build_graph
+    from raptor.data.ingest import ingest
+
+    c, root = ctx
+    pretrain_run(c, root / "labels", [1], RunOptions(seed=0, out_dir=tmp_path / "pre", progress=False))
+    before = sorted(p.name for p in (tmp_path / "pre").iterdir())
+    other = tmp_path / "other"
+    ingest(write_raw(other / "raw", SyntheticSpec(num_entities=50, seed=3)), other / "data")
+    build_graph(other / "data", other / "graph.npz")
+    ctx2 = load_context(other / "data", other / "graph.npz", c.params)
+    with pytest.raises(ValueError, match=rf"label table .*labels was built on a graph of {c.dataset.num_entities} "
+                                         r"entities, the data .*other/data has 50"):
+        pretrain_run(ctx2, root / "labels", [1], RunOptions(seed=0, out_dir=tmp_path / "pre", progress=False))
+    assert sorted(p.name for p in (tmp_path / "pre").iterdir()) == before

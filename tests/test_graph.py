@@ -88,3 +88,48 @@ def test_window_matches_naive_loop(case):
         expected = sorted((t, r, o) for s, r, o, t in aug if s == e and lo[i] <= t < hi[i])
         got = [(int(g.time[j]), int(g.relation[j]), int(g.neighbor[j])) for j in range(start[i], stop[i])]
         assert got == expected  # contiguous, sorted by (time, relation, neighbor)
+
+
+def _saved_graph(tmp_path):
+    g = TemporalGraph.from_quadruples(np.array([[0, 0, 1, 5], [1, 1, 2, 3]]), 3, 2)
+    g.save(tmp_path / "g.npz")
+    return tmp_path / "g.npz"
+
+
+def _arrays_of(path):
+    with np.load(path) as z:
+        return {k: z[k] for k in z.files}
+
+
+@pytest.mark.parametrize("case", ["truncated", "text", "empty", "npy", "nokey", "object", "badshape"])
+def test_load_refuses_a_corrupted_graph_file_naming_it(tmp_path, case):
+    good = _saved_graph(tmp_path)
+    bad = tmp_path / f"{case}.npz"
+    if case == "truncated":
+        bad.write_bytes(good.read_bytes()[: good.stat().st_size // 2])
+    elif case == "text":
+        bad.write_text("junk\n")
+    elif case == "empty":
+        bad.write_bytes(b"")
+    elif case == "npy":
+        with open(bad, "wb") as fh:
+            np.save(fh, np.arange(3))
+    else:
+        arrays = _arrays_of(good)
+        if case == "nokey":
+            del arrays["time"]
+        elif case == "object":
+            arrays["time"] = np.array([{"x": 1}] * len(arrays["time"]), dtype=object)
+        else:
+            arrays["time"] = arrays["time"][:1]
+        with open(bad, "wb") as fh:
+            np.savez(fh, **arrays)
+    with pytest.raises(ValueError) as info:
+        TemporalGraph.load(bad)
+    message = str(info.value)
+    assert message.startswith(f"{bad}: not a readable graph file (")
+    assert message.endswith("rebuild it with `raptor graph`")
+    if case == "nokey":
+        assert "no time array" in message
+    if case == "object":
+        assert "pickled" in message

@@ -71,6 +71,36 @@ def test_refuses_wrong_field_count(tiny_raw, tmp_path):
     _assert_refused(tiny_raw, tmp_path / "out", r"test\.txt, line 2: expected 4 or 5 tab-separated fields")
 
 
+def test_a_space_separated_line_among_tab_separated_ones_is_named(tiny_raw, tmp_path):
+    lines = (tiny_raw / "train.txt").read_text().splitlines()
+    lines[2] = "2 2 3 3"
+    (tiny_raw / "train.txt").write_text("\n".join(lines) + "\n")
+    _assert_refused(tiny_raw, tmp_path / "out", r"train\.txt, line 3: expected 4 or 5 tab-separated fields "
+                    r"\(subject, relation, object, timestamp\[, extra\]\), got 1 \(separated by spaces\?\): '2 2 3 3'")
+    # A file separated by spaces throughout: its first line.
+    (tiny_raw / "train.txt").write_text("\n".join(line.replace("\t", " ") for line in lines) + "\n")
+    _assert_refused(tiny_raw, tmp_path / "out", r"train\.txt, line 1: .*got 1 \(separated by spaces\?\)")
+
+
+@pytest.mark.parametrize("name", ["valid.txt", "train.txt", "entity2id.txt"])
+def test_a_split_or_dictionary_that_is_a_directory_is_not_a_file(tiny_raw, tmp_path, name):
+    (tiny_raw / name).unlink()
+    (tiny_raw / name).mkdir()
+    with pytest.raises(IngestError) as err:
+        ingest(tiny_raw, tmp_path / "out")
+    assert str(err.value) == f"{tiny_raw / name}: not a file"
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("content", ["", "\n\n  \n", "\ufeff\r\n\t\n"])
+def test_a_whitespace_only_split_is_an_empty_split(tiny_raw, tmp_path, content):
+    (tiny_raw / "test.txt").write_text(content, encoding="utf-8")
+    with pytest.raises(IngestError) as err:
+        ingest(tiny_raw, tmp_path / "out")
+    assert str(err.value) == f"{tiny_raw / 'test.txt'}: empty split file"
+    assert not (tmp_path / "out").exists()
+
+
 def test_refuses_unknown_entity_id(tiny_raw, tmp_path):
     (tiny_raw / "train.txt").write_text("0\t0\t1\t1\n1\t1\t9\t2\n")
     _assert_refused(tiny_raw, tmp_path / "out", r"train\.txt, line 2: object id 9 is not in entity2id\.txt")
@@ -452,3 +482,35 @@ def test_a_byte_order_mark_does_not_end_up_in_names(tiny_raw, tmp_path):
                                       "test.txt": BOM + "Obama\tvisit\tMerkel\t3\n"})
     ingest(raw, tmp_path / "named_out")
     assert load_dataset(tmp_path / "named_out").entity_names == ["Merkel", "Obama"]
+
+
+@pytest.mark.parametrize("content", ['{"dataset": "x",\n', "\xff\xfe not json", "[1, 2]"])
+def test_load_dataset_names_an_invalid_meta_json(tiny_raw, tmp_path, content):
+    ingest(tiny_raw, tmp_path / "out")
+    meta = tmp_path / "out" / "meta.json"
+    meta.write_bytes(content.encode("latin-1"))
+    with pytest.raises(ValueError) as info:
+        load_dataset(tmp_path / "out")
+    message = str(info.value)
+    assert message.startswith(f"{meta}: ") and "re-run `raptor ingest`" in message
+
+
+@pytest.mark.parametrize("name", ["test.parquet", "train.parquet", "entities.parquet", "relations.parquet"])
+def test_load_dataset_names_a_missing_file_of_the_dataset(tiny_raw, tmp_path, name):
+    ingest(tiny_raw, tmp_path / "out")
+    (tmp_path / "out" / name).unlink()
+    with pytest.raises(FileNotFoundError) as info:
+        load_dataset(tmp_path / "out")
+    assert str(info.value) == (
+        f"{tmp_path / 'out'}: missing {name}: not a complete ingested dataset (run `raptor ingest`)"
+    )
+
+
+def test_load_dataset_names_a_truncated_parquet_file(tiny_raw, tmp_path):
+    ingest(tiny_raw, tmp_path / "out")
+    part = tmp_path / "out" / "valid.parquet"
+    part.write_bytes(part.read_bytes()[:20])
+    with pytest.raises(ValueError) as info:
+        load_dataset(tmp_path / "out")
+    assert str(info.value).startswith(f"{part}: not a readable ingested Parquet file (")
+    assert str(info.value).endswith("re-run `raptor ingest`")

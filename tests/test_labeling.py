@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from raptor.common.io import OutputError
 from raptor.config import LabelingConfig
 from raptor.data.graph import TemporalGraph
 from raptor.labeling.actions import ActionCandidates, LabelRule, action_labels
@@ -393,8 +394,11 @@ def test_write_read_round_trip(tmp_path, max_in_edges):
     cfg = LabelingConfig(max_in_edges=max_in_edges, workers=2)
     out = tmp_path / "labels"
     (out).mkdir()
-    (out / "stale.txt").write_text("old")  # replaced as a whole
-    summary = write_labels(out, g, tg, tq, max_path_length=3, config=cfg)
+    (out / "stale.txt").write_text("old")  # a folder of other files is not a label table: refused
+    with pytest.raises(OutputError, match=r"labels holds files and is not a label table"):
+        write_labels(out, g, tg, tq, max_path_length=3, config=cfg)
+    (out / "summary.json").write_text('{"pairs": 1, "rows": 1, "max_path_length": 3}')  # a previous table's
+    summary = write_labels(out, g, tg, tq, max_path_length=3, config=cfg)  # replaced as a whole
     assert not (out / "stale.txt").exists()
     loaded = load_label_table(out)
     direct = _compute(g, tg, tq, max_path_length=3, max_in_edges=max_in_edges, workers=1)
@@ -526,6 +530,40 @@ def test_load_errors(tmp_path):
     (out / "summary.json").write_text(json.dumps(s))
     with pytest.raises(ValueError, match="format version"):
         load_label_table(out)
+
+
+@pytest.mark.parametrize("damage", ["truncate", "text", "flip_tail"])
+@pytest.mark.parametrize("name", [LABELS_FILE, "pairs.parquet"])
+def test_an_unreadable_label_parquet_is_named_with_what_to_do(tmp_path, name, damage):
+    g, train = _synthetic_graph()
+    tg, tq = label_pairs(train[:20])
+    out = tmp_path / "l"
+    write_labels(out, g, tg, tq, max_path_length=3)
+    f = out / name
+    data = f.read_bytes()
+    if damage == "truncate":
+        f.write_bytes(data[: len(data) // 2])
+    elif damage == "text":
+        f.write_text("not parquet\n")
+    else:  # a damaged footer: the magic bytes survive, the metadata does not
+        f.write_bytes(data[:-12] + b"\xff" * 8 + data[-4:])
+    with pytest.raises(ValueError) as info:
+        load_label_table(out)
+    message = str(info.value)
+    assert message.startswith(f"{f}: not a readable label file (")
+    assert message.endswith("re-run `raptor label`")
+
+
+def test_an_invalid_label_summary_is_named(tmp_path):
+    g, train = _synthetic_graph()
+    tg, tq = label_pairs(train[:20])
+    out = tmp_path / "l"
+    write_labels(out, g, tg, tq, max_path_length=3)
+    (out / "summary.json").write_text('{"pairs": 3,')
+    with pytest.raises(ValueError) as info:
+        load_label_table(out)
+    assert str(info.value).startswith(f"{out / 'summary.json'}: not valid JSON (")
+    assert str(info.value).endswith("re-run `raptor label`")
 
 
 def test_bad_inputs():

@@ -75,6 +75,21 @@ def test_significance_needs_both_variants(runs):
         compare_variants({"raptor": root / "eval/raptor"})
 
 
+def test_significance_refuses_an_evaluation_of_other_seeds_than_the_params_ask(runs):
+    """The audit's case: an evaluate stage that failed at seed 1 left seed 0, and significance reported
+    n = 1 without a word."""
+    import shutil
+
+    root, _ = runs
+    evals = {"raptor": root / "eval/raptor", "pure_rl": root / "eval/pure_rl"}
+    assert compare_variants(evals, n_resamples=200, seeds=[0, 1, 2])["comparisons"]["raptor"]["seeds"] == [0, 1, 2]
+    shutil.rmtree(root / "eval/raptor/seed2")
+    with pytest.raises(ValueError, match=r"eval/raptor: seeds \[0, 1\] evaluated for raptor, the params ask for \[0, 1, 2\]"):
+        compare_variants(evals, seeds=[0, 1, 2])
+    with pytest.raises(ValueError, match=r"eval/pure_rl: seeds \[0, 1, 2\] evaluated for pure_rl, the params ask for \[0, 1\]"):
+        compare_variants(evals, seeds=[0, 1])  # a seed left from other params is not pooled either
+
+
 def test_epochs_to_reward():
     hist = [{"epoch": 0, "reward": 0.1}, {"epoch": 1, "reward": 0.33}, {"epoch": 2, "reward": 0.4}]
     assert epochs_to_reward(hist, 0.325) == 2

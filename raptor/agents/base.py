@@ -106,14 +106,18 @@ class Agent(ABC):
                                SearchOptions(precision=precision, device=device))
 
 
-def load_model(path: str | Path, device="cpu") -> tuple["nn.Module", dict[str, Any]]:
+def load_model(path: str | Path, device="cpu", ctx=None) -> tuple["nn.Module", dict[str, Any]]:
     """``(policy, meta)`` of a saved model (``best.pt``, ``final.pt``, a pretraining snapshot) or of a
     training checkpoint, rebuilt by the agent its ``meta`` names (:func:`raptor.agents.agent_of`).
-    Only tensors and plain data are read (:mod:`raptor.runs.checkpoints`): a file carrying code is refused."""
+    Only tensors and plain data are read (:mod:`raptor.runs.checkpoints`): a file carrying code is refused.
+    With ``ctx`` (:class:`raptor.runs.context.Context`) a model of other data is refused before it is
+    rebuilt (:meth:`~raptor.runs.context.Context.check_model`)."""
     formats = (checkpoints.MODEL_FORMAT,) + tuple(get_agent(n).checkpoint_format for n in AGENTS)
     obj = checkpoints.load(path, formats, "RAPTOR model", map_location=device)
     meta = obj["meta"]
     agent = get_agent(agent_of(meta))
     if obj["format"] not in (checkpoints.MODEL_FORMAT, agent.checkpoint_format):
         raise checkpoints.CheckpointError(f"{path}: a {obj['format']!r} file that names agent {agent.name!r}")
+    if ctx is not None:
+        ctx.check_model(meta, path)
     return agent.rebuild(obj["policy"], meta, device), meta

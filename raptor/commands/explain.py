@@ -16,6 +16,7 @@ HELP = ("Answer a query typed in names and a date (subject, relation, date) with
 
 def register(p: argparse.ArgumentParser) -> None:
     from raptor.agents.variants import PRETRAINED_VARIANT
+    from raptor.commands import non_negative_int
 
     p.add_argument("subject", help='subject entity name, e.g. "Barack Obama" (or an id)')
     p.add_argument("relation", help='relation name, e.g. "Make statement"; prefix "inverse:" for r^-1 (or an id)')
@@ -24,7 +25,8 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", help="trained model (.pt; default: the pipeline's best.pt of --variant and --seed, "
                    "runs/<dataset>/<variant>/train/seed<seed>/best.pt)")
     p.add_argument("--variant", default=PRETRAINED_VARIANT, help="with no --model: whose model (default: %(default)s)")
-    p.add_argument("--seed", type=int, default=0, help="with no --model: which seed's model (default: %(default)s)")
+    p.add_argument("--seed", type=non_negative_int, default=0,
+                   help="with no --model: which seed's model (default: %(default)s)")
     p.add_argument("--data", help="ingested dataset folder (default: the pipeline's, data/<dataset>/ingested)")
     p.add_argument("--graph", help="graph file (default: the pipeline's, data/<dataset>/graph.npz)")
     p.add_argument("--params", default="params.yaml", help="params file (default: %(default)s)")
@@ -83,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
                          f"{step_to_date(0, start_date, granularity)}, step 0)")
     from raptor.evaluation.stats import format_probability
 
-    policy, _ = load_model(paths["model"])
+    policy, _ = load_model(paths["model"], ctx=ctx)
     policy.eval()
     answers = explain(policy, ctx.env, (s, r, t), params.eval, top_k=args.top, paths_per_entity=args.paths)
 

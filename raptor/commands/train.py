@@ -18,13 +18,14 @@ HELP = (
 
 def register(p: argparse.ArgumentParser) -> None:
     from raptor.agents.variants import VARIANTS
+    from raptor.commands import non_negative_int
 
     p.add_argument("--data", required=True, help="ingested dataset folder (output of `raptor ingest`)")
     p.add_argument("--graph", required=True, help="graph file (output of `raptor graph`)")
     p.add_argument("--out", required=True, help="output folder for checkpoints, models and history")
     p.add_argument("--variant", default=next(iter(VARIANTS)), choices=list(VARIANTS), help="(default: %(default)s)")
     p.add_argument("--labels", help="label tables (output of `raptor label`); needed by pretrained variants")
-    p.add_argument("--seed", type=int, default=0, help="random seed (initialisation, shuffling, sampling)")
+    p.add_argument("--seed", type=non_negative_int, default=0, help="random seed (initialisation, shuffling, sampling)")
     p.add_argument("--params", default="params.yaml", help="params file (default: params.yaml)")
     p.add_argument("--profile", help="apply this profile of params.yaml (e.g. quick)")
     p.add_argument("--epochs", type=int, default=None, help="override rl.epochs")

@@ -23,7 +23,7 @@ import socket
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator, Optional
 
 log = logging.getLogger("raptor")
 
@@ -109,6 +109,29 @@ def _naming_full_disk(path: Path) -> Iterator[None]:
                           f"nothing was replaced: the previous {path.name}, if any, is intact") from exc
 
 
+#: Errors of an output that cannot be written at all (no permission, a read-only file system, a file
+#: where a folder is needed or the reverse): reported as :class:`OutputError` naming the output.
+_NOT_WRITABLE = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOTDIR, errno.EISDIR, errno.EEXIST}
+
+
+@contextlib.contextmanager
+def _naming_unwritable(path: Path, tmp: Path) -> Iterator[None]:
+    """An :class:`OSError` about writing ``path`` (``path``, a folder above it, or its temporary ``tmp``
+    and what lies in it) as one :class:`OutputError` naming ``path``. Errors about other files (an input
+    the caller reads while writing) pass unchanged."""
+    try:
+        yield
+    except OutputError:
+        raise
+    except OSError as exc:
+        names = [Path(n) for n in (exc.filename, exc.filename2) if n]
+        ours = [n for n in names if n == path or n in path.parents or n == tmp or tmp in n.parents]
+        if exc.errno not in _NOT_WRITABLE or not ours:
+            raise
+        raise OutputError(exc.errno, f"cannot write {path}: {os.strerror(exc.errno)} ({ours[0]}); nothing "
+                          "was replaced") from exc
+
+
 def _fsync_dir(path: Path) -> None:
     try:
         fd = os.open(path, os.O_RDONLY)
@@ -129,20 +152,21 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     On an exception the temporary file is removed and ``path`` is untouched.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    remove_stale_temps(path)
     tmp = _temp_sibling(path)
-    try:
-        with _naming_full_disk(path):
-            yield tmp
+    with _naming_unwritable(path, tmp):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        remove_stale_temps(path)
+        try:
+            with _naming_full_disk(path):
+                yield tmp
+                if tmp.exists():
+                    with open(tmp, "rb+") as fh:
+                        os.fsync(fh.fileno())
+            os.replace(tmp, path)
+            _fsync_dir(path.parent)
+        finally:
             if tmp.exists():
-                with open(tmp, "rb+") as fh:
-                    os.fsync(fh.fileno())
-        os.replace(tmp, path)
-        _fsync_dir(path.parent)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+                tmp.unlink()
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:
@@ -159,35 +183,44 @@ def atomic_write_json(path: str | Path, obj: Any) -> None:
 
 
 @contextlib.contextmanager
-def atomic_dir(path: str | Path) -> Iterator[Path]:
+def atomic_dir(path: str | Path, replaces: Optional[Callable[[Path], bool]] = None,
+               what: str = "an output of this kind") -> Iterator[Path]:
     """Yield an empty temporary directory; on normal exit it replaces ``path`` as a whole.
 
     A previous ``path`` stays intact until the new one is complete; on an exception the temporary
-    directory is removed and ``path`` (old or absent) is untouched.
+    directory is removed and ``path`` (old or absent) is untouched. Only an empty folder or one that
+    ``replaces(path)`` recognises as a previous output (``what``) is replaced: anything else at
+    ``path`` (a file, an input, a user's folder) is refused with :class:`OutputError` before any work.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    remove_stale_temps(path)
+    if path.exists() and not path.is_dir():
+        raise OutputError(errno.EEXIST, f"{path} exists and is not a folder: move it or choose another output")
+    if path.is_dir() and any(path.iterdir()) and not (replaces is not None and replaces(path)):
+        raise OutputError(errno.EEXIST, f"{path} holds files and is not {what}: nothing was written; move it "
+                          "or choose another output folder")
     tmp = _temp_sibling(path)
-    tmp.mkdir()
-    try:
-        with _naming_full_disk(path):  # fsync too: a full disk may only show when the data is flushed
-            yield tmp
-            for p in tmp.rglob("*"):
-                if p.is_file():
-                    with open(p, "rb+") as fh:
-                        os.fsync(fh.fileno())
-        old = None
-        if path.exists():
-            old = _temp_sibling(path, "old")
-            os.replace(path, old)
-        os.replace(tmp, path)
-        _fsync_dir(path.parent)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
+    with _naming_unwritable(path, tmp):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        remove_stale_temps(path)
+        tmp.mkdir()
+        try:
+            with _naming_full_disk(path):  # fsync too: a full disk may only show when the data is flushed
+                yield tmp
+                for p in tmp.rglob("*"):
+                    if p.is_file():
+                        with open(p, "rb+") as fh:
+                            os.fsync(fh.fileno())
+            old = None
+            if path.exists():
+                old = _temp_sibling(path, "old")
+                os.replace(path, old)
+            os.replace(tmp, path)
+            _fsync_dir(path.parent)
+            if old is not None:
+                shutil.rmtree(old, ignore_errors=True)
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
 
 
 def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from raptor.constants import ID_DTYPE, QUAD_COLUMNS, SPLITS, inverse_relation
@@ -66,16 +67,44 @@ def load_dataset(directory: str | Path) -> Dataset:
     meta_path = directory / "meta.json"
     if not meta_path.exists():
         raise FileNotFoundError(f"{meta_path} not found: {directory} is not an ingested dataset (run `raptor ingest`)")
-    meta = json.loads(meta_path.read_text())
-    splits = {s: read_quadruples(directory / f"{s}.parquet") for s in SPLITS}
-    ents = pq.read_table(directory / "entities.parquet").sort_by("id")
-    rels = pq.read_table(directory / "relations.parquet").sort_by("id")
+    for name in INGESTED_FILES:
+        if not (directory / name).is_file():
+            raise FileNotFoundError(
+                f"{directory}: missing {name}: not a complete ingested dataset (run `raptor ingest`)"
+            )
+    meta = _read_meta(meta_path)
+    splits = {s: _read_ingested(directory / f"{s}.parquet", read_quadruples) for s in SPLITS}
+    ents = _read_ingested(directory / "entities.parquet", pq.read_table).sort_by("id")
+    rels = _read_ingested(directory / "relations.parquet", pq.read_table).sort_by("id")
     return Dataset(
         splits=splits,
         entity_names=ents.column("name").to_pylist(),
         relation_names=rels.column("name").to_pylist(),
         meta=meta,
     )
+
+
+INGESTED_FILES = ("meta.json", *(f"{s}.parquet" for s in SPLITS), "entities.parquet", "relations.parquet")
+"""What ``raptor ingest`` writes: a dataset folder is complete only with all of them."""
+
+
+def _read_meta(path: Path) -> dict:
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, OSError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise ValueError(f"{path}: not valid JSON ({exc}); re-run `raptor ingest`") from None
+    if not isinstance(meta, dict):
+        raise ValueError(f"{path}: expected a JSON object, got {type(meta).__name__}; re-run `raptor ingest`")
+    return meta
+
+
+def _read_ingested(path: Path, reader):
+    """``reader(path)``, with an unreadable or wrong-shaped Parquet file named in the error."""
+    try:
+        return reader(path)
+    except (pa.ArrowException, OSError, KeyError) as exc:
+        what = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ValueError(f"{path}: not a readable ingested Parquet file ({what}); re-run `raptor ingest`") from None
 
 
 def with_inverse_queries(quads: np.ndarray, num_relations: int) -> np.ndarray:

@@ -16,6 +16,8 @@ The same graph serves training and evaluation; the history restriction of the pa
 
 from __future__ import annotations
 
+import zipfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -158,18 +160,64 @@ class TemporalGraph:
         path = Path(path)
         if not path.exists():
             raise FileNotFoundError(f"graph file not found: {path} (run `raptor graph` first)")
-        with np.load(path) as z:
-            version = int(z["format_version"]) if "format_version" in z else -1
-            if version != GRAPH_FORMAT_VERSION:
-                raise ValueError(f"{path}: graph format version {version}, expected {GRAPH_FORMAT_VERSION}")
-            return cls(
-                indptr=z["indptr"],
-                relation=z["relation"],
-                neighbor=z["neighbor"],
-                time=z["time"],
-                num_entities=int(z["num_entities"]),
-                num_relations=int(z["num_relations"]),
+        arrays = _read_graph_arrays(path)
+        version = int(arrays["format_version"]) if "format_version" in arrays else -1
+        if version != GRAPH_FORMAT_VERSION:
+            raise ValueError(
+                f"{path}: graph format version {version}, expected {GRAPH_FORMAT_VERSION}"
+                " (rebuild it with `raptor graph`)"
             )
+        missing = [k for k in _GRAPH_KEYS if k not in arrays]
+        if missing:
+            raise _unreadable(path, f"no {', '.join(missing)} array")
+        try:
+            return cls(
+                indptr=arrays["indptr"],
+                relation=arrays["relation"],
+                neighbor=arrays["neighbor"],
+                time=arrays["time"],
+                num_entities=int(arrays["num_entities"]),
+                num_relations=int(arrays["num_relations"]),
+            )
+        except (ValueError, TypeError, IndexError) as exc:
+            raise _unreadable(path, _reason(exc)) from None
+
+
+_GRAPH_KEYS = ("indptr", "relation", "neighbor", "time", "num_entities", "num_relations")
+
+
+def _read_graph_arrays(path: Path) -> dict[str, np.ndarray]:
+    """Every array of the ``.npz`` at ``path``, read eagerly; pickled (object) data is never loaded.
+
+    Raises ``ValueError`` naming ``path`` for anything that is not a readable ``.npz`` archive of
+    plain arrays (truncated, not a zip, a lone ``.npy``, object arrays).
+    """
+    try:
+        loaded = np.load(path, allow_pickle=False)
+    except ValueError as exc:  # neither zip nor .npy: numpy would only try to unpickle it
+        if "pickle" not in str(exc):
+            raise _unreadable(path, _reason(exc)) from None
+        raise _unreadable(path, "not an .npz archive") from None
+    except (zipfile.BadZipFile, zlib.error, OSError, EOFError) as exc:
+        raise _unreadable(path, _reason(exc)) from None
+    if not isinstance(loaded, np.lib.npyio.NpzFile):
+        raise _unreadable(path, "a single .npy array, not an .npz archive")
+    with loaded as z:
+        try:
+            return {key: z[key] for key in z.files}
+        except (zipfile.BadZipFile, zlib.error, OSError, EOFError, KeyError, ValueError) as exc:
+            raise _unreadable(path, _reason(exc)) from None
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if "pickle" in text or "Object arrays" in text:
+        return "it holds object arrays (pickled Python objects), which are never loaded"
+    return text
+
+
+def _unreadable(path: Path, what: str) -> ValueError:
+    return ValueError(f"{path}: not a readable graph file ({what}); rebuild it with `raptor graph`")
 
 
 def build_graph(data_dir: str | Path, out_path: str | Path) -> dict:

@@ -129,6 +129,20 @@ def _lines(path: Path) -> list[str]:
     return lines
 
 
+def _is_blank(path: Path) -> bool:
+    """Whether the file holds nothing but whitespace (and a byte-order mark): an empty split. Reads
+    only up to the first other byte, so a real split costs one small read."""
+    with open(path, "rb") as fh:
+        chunk = fh.read(1 << 16)
+        if chunk.startswith(b"\xef\xbb\xbf"):
+            chunk = chunk[3:]
+        while chunk:
+            if chunk.translate(None, b" \t\r\n\x0b\x0c"):
+                return False
+            chunk = fh.read(1 << 16)
+    return True
+
+
 def _line_of_row(path: Path, row: int) -> int:
     """The line number of table row ``row`` of a split read by Arrow, which skips empty lines."""
     seen = -1
@@ -157,6 +171,8 @@ def read_dictionary(path: Path, kind: str) -> list[str]:
     tabs) or ``name<TAB>id<TAB>start<TAB>end`` lines (YAGO/WIKI); ids must be exactly 0..n-1."""
     if not path.exists():
         raise IngestError(f"missing dictionary file: {path}")
+    if not path.is_file():
+        raise IngestError(f"{path}: not a file")
     lines = _lines(path)
     dated = _dictionary_is_dated(lines)
     names: dict[int, str] = {}
@@ -208,12 +224,12 @@ def _diagnose_quadruples(path: Path) -> None:
     for lineno, line in enumerate(_lines(path), start=1):
         if not line:  # the Arrow reader skips empty lines
             continue
-        fields = line.split("\t") if "\t" in line else line.split()
-        fields = [f.strip() for f in fields]
+        fields = [f.strip() for f in line.split("\t")]  # tabs only, as the Arrow reader splits
         if len(fields) not in (4, 5):
+            hint = " (separated by spaces?)" if len(fields) == 1 and len(line.split()) in (4, 5) else ""
             raise IngestError(
                 f"{path}, line {lineno}: expected 4 or 5 tab-separated fields "
-                f"(subject, relation, object, timestamp[, extra]), got {len(fields)}: {quote(line)}"
+                f"(subject, relation, object, timestamp[, extra]), got {len(fields)}{hint}: {quote(line)}"
             )
         if width is None:
             width = len(fields)
@@ -231,7 +247,9 @@ def _read_split(path: Path, diagnose, parse: pacsv.ParseOptions, convert: pacsv.
     """One split file as an Arrow table (columns f0, f1, ...); on a parse error ``diagnose`` names the line."""
     if not path.exists():
         raise IngestError(f"missing split file: {path}")
-    if path.stat().st_size == 0:
+    if not path.is_file():
+        raise IngestError(f"{path}: not a file")
+    if _is_blank(path):
         raise IngestError(f"{path}: empty split file")
     try:
         return pacsv.read_csv(path, read_options=pacsv.ReadOptions(autogenerate_column_names=True),
@@ -724,7 +742,8 @@ def ingest(raw_dir: str | Path, out_dir: str | Path, options: IngestOptions = In
     }
 
     out_dir = Path(out_dir)
-    with atomic_dir(out_dir) as tmp:
+    with atomic_dir(out_dir, lambda d: (d / "meta.json").is_file() and (d / "train.parquet").is_file(),
+                    "an ingested dataset (meta.json, train.parquet)") as tmp:
         for s in SPLITS:
             table = pa.table({c: pa.array(normalised[s][:, i], pa.int32()) for i, c in enumerate(QUAD_COLUMNS)})
             pq.write_table(table, tmp / f"{s}.parquet")

@@ -77,6 +77,21 @@ def generate(spec: SyntheticSpec = SyntheticSpec()) -> dict[str, np.ndarray]:
     }
 
 
+#: The first line of the entity dictionary each writer here writes: how a folder is known as theirs.
+_SYNTHETIC_FIRST_ENTITIES = ("Entity 0 (Synthetic)\t0", "ENTITY_0\t0")
+
+
+def _is_synthetic_raw(directory: Path) -> bool:
+    """Whether ``directory`` holds a dataset written here (so writing again may replace it): its
+    entity dictionary starts as :func:`write_raw`'s or :func:`write_scaled_raw`'s does."""
+    try:
+        with open(directory / "entity2id.txt", encoding="utf-8") as fh:
+            first = fh.readline().rstrip("\r\n")
+    except (OSError, UnicodeDecodeError):
+        return False
+    return first in _SYNTHETIC_FIRST_ENTITIES
+
+
 def write_raw(directory: str | Path, spec: SyntheticSpec = SyntheticSpec(), crlf: bool = False) -> Path:
     """Write a synthetic dataset in the published raw layout (tab-separated ids; ``name<TAB>id``).
 
@@ -85,7 +100,7 @@ def write_raw(directory: str | Path, spec: SyntheticSpec = SyntheticSpec(), crlf
     directory = Path(directory)
     splits = generate(spec)
     nl = "\r\n" if crlf else "\n"
-    with atomic_dir(directory) as tmp:
+    with atomic_dir(directory, _is_synthetic_raw, "a synthetic dataset") as tmp:
         for name, arr in splits.items():
             raw_t = (arr[:, 3] + spec.first_day) * spec.time_step
             lines = [f"{s}\t{r}\t{o}\t{tt}" for (s, r, o, _), tt in zip(arr.tolist(), raw_t.tolist())]
@@ -167,7 +182,7 @@ def write_scaled_raw(directory: str | Path, spec: ScaleSpec) -> Path:
     """Write :func:`generate_scaled` in the published id layout (raw time = step * time_step)."""
     directory = Path(directory)
     splits = generate_scaled(spec)
-    with atomic_dir(directory) as tmp:
+    with atomic_dir(directory, _is_synthetic_raw, "a synthetic dataset") as tmp:
         for name, arr in splits.items():
             out = arr.copy()
             out[:, 3] *= spec.time_step

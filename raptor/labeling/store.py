@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import time as _time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
@@ -35,6 +36,16 @@ SUMMARY_FILE = "summary.json"
 #: Summary fields that say how or where a table was computed, not what it holds: a table labeled
 #: again from the same inputs differs in these only, so :func:`label_table_hash` leaves them out.
 RUN_SUMMARY_KEYS = ("wall_time_s", "stage_wall_time_s", "part_wall_time_s", "workers", "data_dir")
+
+
+def is_label_dir(directory: Path) -> bool:
+    """Whether ``directory`` holds a label table (its ``summary.json`` says how many pairs, rows and
+    hops): what writing a table there again may replace."""
+    try:
+        summary = json.loads((directory / SUMMARY_FILE).read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(summary, dict) and {"pairs", "rows", "max_path_length"} <= summary.keys()
 
 
 @dataclass(frozen=True)
@@ -121,7 +132,7 @@ def write_labels(
     pair_q: list[np.ndarray] = []
     pair_c: list[np.ndarray] = []
     max_time = 0
-    with atomic_dir(out_dir) as tmp:
+    with atomic_dir(out_dir, is_label_dir, "a label table") as tmp:
         writer = _parquet_writer(tmp / LABELS_FILE, schema, compression_level)
         try:
             for ch in iter_label_chunks(graph, targets, query_times, max_path_length=max_path_length, config=config,
@@ -212,7 +223,12 @@ def _check_label_dir(directory: Path) -> dict:
     summary_path = directory / SUMMARY_FILE
     if not summary_path.exists():
         raise FileNotFoundError(f"{summary_path} not found: {directory} is not a label directory")
-    summary = json.loads(summary_path.read_text())
+    try:
+        summary = json.loads(summary_path.read_text(encoding="utf-8"))
+    except (ValueError, OSError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise ValueError(f"{summary_path}: not valid JSON ({exc}); re-run `raptor label`") from None
+    if not isinstance(summary, dict):
+        raise ValueError(f"{summary_path}: expected a JSON object, got {type(summary).__name__}; re-run `raptor label`")
     if summary.get("format_version") not in LABEL_FORMAT_VERSIONS:
         raise ValueError(
             f"{summary_path}: label format version {summary.get('format_version')}, expected one of "
@@ -227,6 +243,17 @@ def _check_label_dir(directory: Path) -> dict:
         if not (directory / name).exists():
             raise FileNotFoundError(f"{directory / name} not found: {directory} is not a label directory")
     return summary
+
+
+@contextmanager
+def _label_file(path: Path):
+    """Turn a failure to read the Parquet file ``path`` (truncated, corrupted, not Parquet, missing
+    columns) into a ``ValueError`` that names it."""
+    try:
+        yield
+    except (pa.ArrowException, OSError, KeyError) as exc:
+        what = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ValueError(f"{path}: not a readable label file ({what}); re-run `raptor label`") from None
 
 
 def load_label_table(directory: str | Path) -> LabelTable:
@@ -245,14 +272,16 @@ def load_label_table(directory: str | Path) -> LabelTable:
     for part in parts:
         if part != directory:
             _check_label_dir(part)
-        pairs = pq.read_table(part / PAIRS_FILE)
+        with _label_file(part / PAIRS_FILE):
+            pairs = pq.read_table(part / PAIRS_FILE, columns=["target", "query_time", "num_rows"])
         p_c = pairs.column("num_rows").to_numpy().astype(np.int64)
-        pf = pq.ParquetFile(part / LABELS_FILE)
+        with _label_file(part / LABELS_FILE):
+            pf = pq.ParquetFile(part / LABELS_FILE)
         if pf.metadata.num_rows != int(p_c.sum()):
             raise ValueError(f"{part}: {LABELS_FILE} has {pf.metadata.num_rows} rows, {PAIRS_FILE} says {int(p_c.sum())}")
         pair_cols.append((pairs.column("target").to_numpy().astype(np.int32),
                           pairs.column("query_time").to_numpy().astype(np.int32), p_c))
-        files.append(pf)
+        files.append((part / LABELS_FILE, pf))
     p_t = np.concatenate([c[0] for c in pair_cols])
     p_q = np.concatenate([c[1] for c in pair_cols])
     p_c = np.concatenate([c[2] for c in pair_cols])
@@ -267,9 +296,10 @@ def load_label_table(directory: str | Path) -> LabelTable:
     via_cols = {"via": np.empty(n_rows, np.int32), "latest_time_without_via": np.empty(n_rows, tdt)} if track else {}
     columns = ["entity", "hops", "latest_time"] + (list(VIA_COLUMNS) if track else [])
     pos = 0
-    for pf in files:
+    for path, pf in files:
         for g in range(pf.num_row_groups):
-            rg = pf.read_row_group(g, columns=columns)
+            with _label_file(path):
+                rg = pf.read_row_group(g, columns=columns)
             m = rg.num_rows
             ent[pos : pos + m] = rg.column("entity").to_numpy()
             hop[pos : pos + m] = rg.column("hops").to_numpy()
@@ -398,7 +428,7 @@ def merge_label_parts(staging_dir: str | Path, out_dir: str | Path, num_parts: i
                     "part_wall_time_s": [s["wall_time_s"] for s in summaries]})
     if extra_summary:
         summary.update(extra_summary)
-    with atomic_dir(out_dir) as tmp:
+    with atomic_dir(out_dir, is_label_dir, "a label table") as tmp:
         for name in names:
             (tmp / name).mkdir()
             for f in (staging_dir / name).iterdir():

@@ -35,6 +35,7 @@ from raptor.runs.loop import checkpoint_budget_mismatch
 from raptor.agents.policy import Policy
 from raptor.common.provenance import code_hash, content_hash
 from raptor.evaluation.ranking import FilterIndex, build_filter, evaluation_metrics, filtered_ranks, write_metrics, write_predictions
+from raptor.runs.checkpoints import CheckpointError
 from raptor.runs.rundir import RunDir, RunOptions
 from raptor.common.runtime import configure_runtime, resolve_device
 
@@ -136,17 +137,16 @@ def run_variants(ctx: Context, variant: str, runs: Sequence[RunOptions], *,
     precision = variant_precision(p, variant, device)
     n_rl = effective_epochs(p, variant, pretrain_epochs, runs[0].epochs)
     validator = make_validator(ctx, "valid", precision, device, v.agent)
+    # The initial weights are read and checked before any run folder is prepared: a damaged or foreign
+    # pretrained model must not cost a finished run its checkpoints.
+    policies = [_initial_policy(ctx, agent, run.seed, init_model, device) for run, init_model in zip(runs, init_models)]
     prepared = [_prepare_run(ctx, variant, run, init_model, pretrain_epochs, n_rl)
                 for run, init_model in zip(runs, init_models)]
     started = time.perf_counter()
-    policies, train_runs = [], []
+    train_runs = []
     for run, init_model, hook, (meta, _) in zip(runs, init_models, hooks, prepared):
-        policy = agent.build(ctx, run.seed)
         if init_model is not None:
-            init, _ = load_model(init_model, device=device)
-            policy.load_state_dict(init.state_dict())
             meta["init_model"] = str(init_model)
-        policies.append(policy)
         train_runs.append(RunOptions(
             seed=run.seed, epochs=n_rl, out_dir=Path(run.out_dir), device=device, precision=precision, resume=run.resume,
             progress=run.progress, evaluate_fn=validator, on_epoch_end=_rl_hook(hook), meta=meta,
@@ -155,6 +155,25 @@ def run_variants(ctx: Context, variant: str, runs: Sequence[RunOptions], *,
     return [_finish_run(Path(run.out_dir), variant, run.seed, pretrain_epochs, n_rl, precision, device, result,
                         restarted, started)
             for run, result, (_, restarted) in zip(runs, results, prepared)]
+
+
+def _initial_policy(ctx: Context, agent, seed: int, init_model: Optional[str | Path], device):
+    """Seed ``seed``'s policy as ``agent`` builds it, with the weights of ``init_model`` when given
+    (checked against the data and the params' model first: :class:`CheckpointError` naming the file)."""
+    policy = agent.build(ctx, seed)
+    if init_model is None:
+        return policy
+    if not Path(init_model).is_file():
+        raise FileNotFoundError(f"initial weights not found: {init_model} (run the pretrain stage first)")
+    init, _ = load_model(init_model, device=device, ctx=ctx)
+    try:
+        policy.load_state_dict(init.state_dict())
+    except RuntimeError as exc:  # the same data, another model configuration (params' `model:`)
+        detail = str(exc).strip().splitlines()
+        raise CheckpointError(f"{init_model}: its weights do not fit the model these params build "
+                              f"({detail[1].strip() if len(detail) > 1 else detail[0]}): pretrain again with "
+                              "these params") from None
+    return policy
 
 
 def _rl_hook(hook: Optional[EpochHook]):
@@ -167,8 +186,6 @@ def _prepare_run(ctx: Context, variant: str, run: RunOptions, init_model: Option
     or emptied and why); ``(meta its models record, what prepare said)``."""
     p = ctx.params
     agent = get_agent(variants.get(variant).agent)
-    if init_model is not None and not Path(init_model).is_file():
-        raise FileNotFoundError(f"initial weights not found: {init_model} (run the pretrain stage first)")
     inputs = {**ctx.input_hashes(), "init_model": content_hash(init_model) if init_model else None}
     fingerprint = RunDir.rl_fingerprint(p, variant, run.seed, inputs, code_hash(run_code(variant)), pretrain_epochs)
 
@@ -220,7 +237,7 @@ def evaluate_model(
     model_path = Path(model_path)
     if not model_path.exists():
         raise FileNotFoundError(f"model not found: {model_path} (train it first)")
-    policy, meta = load_model(model_path, device=device)
+    policy, meta = load_model(model_path, device=device, ctx=ctx)
     policy.eval()
     queries = ctx.queries(split)
     started = time.perf_counter()

@@ -59,7 +59,7 @@ def train_job(plan: Plan, job: TrainJob, data_dir: str, graph_path: str, results
     summary = run_variant(ctx, job.variant, RunOptions(seed=job.seed, out_dir=job.out_dir, num_threads=num_threads,
                                                        progress=False),
                           init_model=job.init_model, pretrain_epochs=job.pretrain_epochs)
-    metrics = evaluate_model(ctx, RunDir(job.out_dir).best, job.eval_dir, split="test", num_threads=num_threads)
+    metrics = evaluate_model(ctx, RunDir(job.out_dir).finished_best(), job.eval_dir, split="test", num_threads=num_threads)
     save_job_record(plan, job, results)
     return {**summary, "test_mrr": metrics.get("mrr")}
 

@@ -19,7 +19,7 @@ from raptor.common.io import atomic_dir, atomic_path, atomic_write_json, atomic_
 from raptor.agents import variants
 from raptor.constants import METRIC_KEYS
 from raptor.reporting.paper import MAIN_TABLE, METRICS, REWARD_THRESHOLD
-from raptor.reporting.runs_reader import evaluated_seeds, histories, read_summary, seed_dirs, seed_metrics, seed_ranks
+from raptor.reporting.runs_reader import evaluated_seeds, histories, read_summary, require_seeds, seed_dirs, seed_metrics, seed_ranks
 from raptor.evaluation.stats import format_probability, per_query_tests, rounded, seed_level_tests, summarize
 
 
@@ -34,9 +34,13 @@ def epochs_to_reward(history: Sequence[Mapping[str, Any]], threshold: float = RE
     return None
 
 
-def compare_variants(eval_dirs: Mapping[str, str | Path], n_resamples: int = 10_000, seed: int = 0) -> dict:
+def compare_variants(eval_dirs: Mapping[str, str | Path], n_resamples: int = 10_000, seed: int = 0,
+                     seeds: Optional[Sequence[int]] = None) -> dict:
     """Every variant against the baseline of :mod:`raptor.agents.variants` (:func:`significance` each):
-    ``{"baseline": name, "comparisons": {treatment: result}}``."""
+    ``{"baseline": name, "comparisons": {treatment: result}}``. ``seeds`` (the params' ``train.seeds``):
+    every folder must hold exactly these (:func:`raptor.reporting.runs_reader.require_seeds`)."""
+    if seeds is not None:
+        require_seeds(eval_dirs, seeds)
     base = baseline_of(eval_dirs)
     comparisons = {t: significance(eval_dirs, t, base, n_resamples=n_resamples, seed=seed)
                    for t in eval_dirs if t != base}
@@ -283,7 +287,7 @@ def write_report(
                              "final_reward": round(last_reward, 4) if last_reward is not None else "",
                              f"epochs_to_reward_{REWARD_THRESHOLD}": epochs_to_reward(h) or "not reached"})
     out = Path(out_dir)
-    with atomic_dir(out) as tmp:
+    with atomic_dir(out, lambda d: (d / "main_table.md").is_file(), "a report folder") as tmp:
         atomic_write_text(tmp / "main_table.md", f"# {dataset}: time-aware filtered results (%)\n\n"
                           + _markdown_table(rows, cols)
                           + "\nOurs: mean ± std over seeds. `*`: better than the baseline "
@@ -347,7 +351,7 @@ def write_ablation_report(dataset: str, arms: Mapping[int, str | Path], out_dir:
             stats = summarize(evaluated_seeds(evals[n]), METRIC_KEYS)
             rows[-1].update({f"test_{m}_{k}": stats[m][k] for m in METRIC_KEYS for k in ("mean", "std")})
     out = Path(out_dir)
-    with atomic_dir(out) as tmp:
+    with atomic_dir(out, lambda d: (d / "ablation.json").is_file(), "an ablation report folder") as tmp:
         plot_curves({f"{n} pretraining epochs": hs for n, hs in hists.items()}, "reward", "mean training reward",
                     f"{dataset}: RL reward by pretraining epochs", tmp / "ablation_reward.png", threshold=REWARD_THRESHOLD)
         plot_bars([str(r["pretrain_epochs"]) for r in rows], [r["best_val_mrr_mean"] for r in rows],

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -147,6 +147,18 @@ def seed_metrics(eval_dir: str | Path) -> dict[int, dict]:
     if not out:
         raise FileNotFoundError(f"no seed<S>/metrics.json under {eval_dir}")
     return out
+
+
+def require_seeds(eval_dirs: Mapping[str, str | Path], seeds: Sequence[int]) -> None:
+    """Refuse evaluation folders whose ``seed<S>`` folders are not exactly ``seeds`` (the params'
+    ``train.seeds``): an evaluation that stopped part-way, or one left from other params, must not be
+    tested or reported as if it were the whole set. :class:`ValueError` naming the folder."""
+    want = sorted(int(s) for s in seeds)
+    for variant, folder in eval_dirs.items():
+        have = sorted(seed_dirs(folder))
+        if have != want:
+            raise ValueError(f"{folder}: seeds {have} evaluated for {variant}, the params ask for {want} "
+                             "(run the evaluate stage to the end, into a folder of its own)")
 
 
 def evaluated_seeds(eval_dir: str | Path) -> dict[int, dict]:

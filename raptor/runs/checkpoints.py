@@ -18,6 +18,7 @@ import io
 import logging
 import os
 import pickle
+import re
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Optional
@@ -84,6 +85,24 @@ def _keep_as_previous(path: Path) -> None:
             shutil.copyfile(path, tmp)
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def _unsafe_detail(text: str) -> str:
+    """What torch's weights-only unpickler refused (``Unsupported global: GLOBAL io.open ...``), without
+    its advice: re-running with ``weights_only=False`` or allowlisting the global is exactly what
+    would run the file's code, so neither is ever quoted."""
+    for line in _ANSI.sub("", text).splitlines():
+        line = line.strip()
+        if "WeightsUnpickler error:" in line:
+            line = line.split("WeightsUnpickler error:", 1)[1].strip()
+        if not line or "weights_only" in line or line.startswith(("Weights only load failed", "Please ", "(1)",
+                                                                  "(2)", "Check the documentation")):
+            continue
+        return re.split(r"\.\s+Please\b", line)[0].rstrip(". ")[:200]
+    return "a Python object that is not a tensor nor plain data"
+
+
 def load(path: str | Path, fmt: str | tuple[str, ...], what: str, map_location="cpu") -> dict[str, Any]:
     """Read one of our files, refusing anything that is not tensors and plain data of format ``fmt``."""
     path = Path(path)
@@ -96,7 +115,7 @@ def load(path: str | Path, fmt: str | tuple[str, ...], what: str, map_location="
         if "Weights only load failed" in text or "Unsupported global" in text or "not an allowed global" in text:
             raise UnsafeFileError(
                 f"{path}: refused: it holds Python objects other than tensors and plain data, so loading it "
-                f"could run code; it was not written by raptor-tkg ({text.splitlines()[0][:200]})") from None
+                f"could run code; it was not written by raptor-tkg ({_unsafe_detail(text)})") from None
         raise CorruptFileError(f"{path}: not a readable {what} (corrupted: {text[:200]})") from None
     except Exception as exc:  # noqa: BLE001 - torch raises many kinds on a damaged file: all mean "corrupt"
         raise CorruptFileError(f"{path}: not a readable {what} (truncated or corrupted: "

@@ -38,6 +38,27 @@ class Context:
                             "graph": content_hash(self.graph_path) if self.graph_path else None}
         return self._hashes
 
+    def check_model(self, meta: dict, path: str | Path) -> None:
+        """Refuse a model (its ``meta``, read from ``path``) that was not trained on data of this shape:
+        its entity and relation counts must be this dataset's (ids index its embeddings), and a model
+        that walks paths must have been trained with this ``env.max_path_length``. Raises
+        :class:`raptor.runs.checkpoints.CheckpointError` naming both sides."""
+        from raptor.runs.checkpoints import CheckpointError
+
+        ds = self.dataset
+        have = (meta.get("num_entities"), meta.get("num_relations"))
+        want = (ds.num_entities, ds.num_relations)
+        if have != want:
+            where = self.data_dir or ds.meta.get("dataset")
+            raise CheckpointError(
+                f"{path}: a model of dataset {meta.get('dataset')!r} ({have[0]} entities, {have[1]} relations) "
+                f"does not fit {where} ({want[0]} entities, {want[1]} relations): use it with the data it was "
+                "trained on")
+        k, K = meta.get("max_path_length"), self.params.env.max_path_length
+        if k and k != K:  # 0: a model that walks no paths (recurrency)
+            raise CheckpointError(f"{path}: trained with env.max_path_length = {k}, the params say {K}: set "
+                                  f"env.max_path_length: {k} to use it")
+
     def queries(self, split: str) -> np.ndarray:
         """int64 ``[2n, 4]`` queries of a split in both directions."""
         if split not in self.dataset.splits:

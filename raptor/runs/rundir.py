@@ -110,6 +110,16 @@ class RunDir:
     def pretrained(self) -> Path:
         return self.path / self.PRETRAINED
 
+    def finished_best(self) -> Path:
+        """``best.pt`` of a run whose training finished (``summary.json`` is written last, and removed
+        when training starts again): a killed or running run's ``best.pt`` is a mid-training snapshot
+        that an evaluation must not take for the run's model."""
+        if not self.summary.is_file():
+            state = "is not trained" if not self.best.exists() else "did not finish training (no summary.json)"
+            raise FileNotFoundError(f"{self.path} {state}: train it to the end first (the finetune stage, or "
+                                    "`raptor train` with the same params)")
+        return self.best
+
     def snapshot(self, epochs: int) -> Path:
         """Where a pretraining run (:func:`raptor.agents.actor_critic.pretrain.pretrain_run`) keeps its weights after
         ``epochs`` epochs: what a pretrained variant's RL phase starts from."""
@@ -198,6 +208,7 @@ class RunDir:
             log.warning("%s: starting afresh, %s", out, reason)
             for child in out.iterdir():
                 shutil.rmtree(child) if child.is_dir() else child.unlink()
+        self.summary.unlink(missing_ok=True)  # training runs from here: it is written again when it ends
         atomic_write_json(marker, fingerprint)
         return reason
 

@@ -389,6 +389,27 @@ def prepare_pretrain_runs(ctx, labels: LabelTable | str | Path, wanted: Sequence
         missing = [n for n in wanted if n <= done and not RunDir(run).snapshot(n).exists()]
         return f"the run is past the snapshots asked for after {missing} epochs" if missing else None
 
+    # The table is read and checked before any run folder is prepared: labels of other data or other
+    # settings must not cost a pretraining run its checkpoints.
+    if isinstance(labels, LabelTable):
+        table = labels
+    elif p.pretrain.labels_in_memory == "part":
+        table = PartitionedLabels(labels)
+    else:
+        table = load_label_table(labels)
+    where = f"label table {labels}" if not isinstance(labels, LabelTable) else "label table"
+    if table.max_path_length != p.env.max_path_length:
+        raise ValueError(f"{where} was built for K = {table.max_path_length}, "
+                         f"but env.max_path_length = {p.env.max_path_length}")
+    visited = table.meta.get("visited", "target") if isinstance(table, PartitionedLabels) else table.visited
+    if visited != p.labeling.visited:
+        raise ValueError(f"{where} was built with labeling.visited = {visited!r}, but params say "
+                         f"{p.labeling.visited!r}: run the label stage again")
+    n_ent = table.meta.get("num_entities") if isinstance(table, PartitionedLabels) else table.num_entities
+    if n_ent is not None and int(n_ent) != ctx.dataset.num_entities:
+        raise ValueError(f"{where} was built on a graph of {n_ent} entities, the data "
+                         f"{ctx.data_dir or ''} has {ctx.dataset.num_entities}: label this data "
+                         "(`raptor label`) and pretrain with those labels")
     for run in runs:
         fingerprint = RunDir.fingerprint(p, "pretrain", run.seed, {**ctx.input_hashes(), "labels": label_hash},
                                          code_hash([__name__]), continued=("pretrain.epochs",),
@@ -396,20 +417,6 @@ def prepare_pretrain_runs(ctx, labels: LabelTable | str | Path, wanted: Sequence
         fingerprint["params"].pop("train.equal_total_epochs", None)
         RunDir(Path(run.out_dir)).prepare(fingerprint, run.resume, cannot_continue=past_a_snapshot,
                                           resume_only=run.resume_only)
-    if isinstance(labels, LabelTable):
-        table = labels
-    elif p.pretrain.labels_in_memory == "part":
-        table = PartitionedLabels(labels)
-    else:
-        table = load_label_table(labels)
-    if table.max_path_length != p.env.max_path_length:
-        raise ValueError(f"label table was built for K = {table.max_path_length}, "
-                         f"but env.max_path_length = {p.env.max_path_length}")
-    visited = table.meta.get("visited", "target") if isinstance(table, PartitionedLabels) else table.visited
-    if visited != p.labeling.visited:
-        raise ValueError(f"label table {labels if not isinstance(labels, LabelTable) else ''} was built with "
-                         f"labeling.visited = {visited!r}, but params say {p.labeling.visited!r}: "
-                         "run the label stage again")
     return table
 
 
