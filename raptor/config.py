@@ -800,11 +800,15 @@ def local_overrides(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: profiles, sweeps and overrides are defined in params.yaml; select a "
                           "profile with `profile: NAME`, override a key with `KEY: VALUE`")
     flat = flatten(raw)
-    for dotted in flat:
+    empty = [k for k, v in flatten(raw, keep_empty=True).items() if v == {}]
+    for dotted in empty + list(flat):
         try:
             check_not_stage_graph(dotted, dotted)
         except ConfigError as exc:
             raise ConfigError(f"{path}: {exc}") from None
+    if empty:  # flattening drops an empty mapping: it would be ignored without a word
+        raise ConfigError(f"{path}: {empty[0]} is an empty mapping, which overrides nothing: give it a value or "
+                          "remove it")
     return flat
 
 
@@ -966,13 +970,14 @@ def params_to_dict(params: Params) -> dict[str, Any]:
     return dataclasses.asdict(params)
 
 
-def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """``{"rl": {"gamma": 0.95}}`` -> ``{"rl.gamma": 0.95}``."""
+def flatten(d: dict[str, Any], prefix: str = "", keep_empty: bool = False) -> dict[str, Any]:
+    """``{"rl": {"gamma": 0.95}}`` -> ``{"rl.gamma": 0.95}``; an empty mapping is dropped unless
+    ``keep_empty`` (then it is a value, ``{}``)."""
     out: dict[str, Any] = {}
     for k, v in d.items():
         key = f"{prefix}.{k}" if prefix else k
-        if isinstance(v, dict):
-            out.update(flatten(v, key))
+        if isinstance(v, dict) and (v or not keep_empty):
+            out.update(flatten(v, key, keep_empty))
         else:
             out[key] = v
     return out

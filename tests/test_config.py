@@ -203,6 +203,17 @@ def test_errors_in_the_local_file_name_the_local_file(tmp_path):
         "command-line override: rl.epochs: must be >= 0, got -1"
 
 
+def test_an_empty_mapping_in_the_local_file_is_an_error_not_ignored(tmp_path):
+    """The audit's case: `rl: {gamma: {}}` or `datasets: {YAGO: {}}` in params.local.yaml were dropped
+    without a word (flattening skips an empty mapping)."""
+    f, local = _project(tmp_path, "rl:\n  epochs: 3\n", "rl:\n  gamma: {}\n")
+    assert "rl.gamma is an empty mapping, which overrides nothing" in _one_line_error(lambda: load_params(f, local=local))
+    local.write_text("datasets:\n  YAGO: {}\n")
+    assert "datasets" in _one_line_error(lambda: load_params(f, local=local))  # shapes DVC's stages: params.yaml's
+    local.write_text("rl: {}\nprofile: smoke\n")
+    assert "rl is an empty mapping" in _one_line_error(lambda: load_params(f, local=local))
+
+
 def test_errors_in_params_yaml_and_its_profiles_name_them(tmp_path):
     text = "rl:\n  gamma: 0.5\nprofiles:\n  q:\n    rl.epochs: 2\n    rl.gamma: 7\n"
     f, local = _project(tmp_path, text, "profile: q\n")  # the local file selects a profile that is wrong

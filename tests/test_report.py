@@ -147,3 +147,27 @@ def test_ablation_report_has_each_arms_test_metrics(tmp_path):
     assert "test_mrr_mean" in header
     # without evaluations the report is as before: no test columns
     assert "test_mrr_mean" not in write_ablation_report("T", arms, tmp_path / "report2")["arms"][0]
+
+
+def test_a_damaged_metrics_or_history_file_is_named(runs, tmp_path):
+    """The audit's cases: a truncated metrics.json was a JSON error naming no file, `"mrr": "high"` a
+    float conversion error, and a history row without an integer epoch was accepted silently."""
+    from raptor.reporting.runs_reader import read_history, read_metrics
+
+    root, _ = runs
+    m = root / "eval/raptor/seed0/metrics.json"
+    good = m.read_text()
+    m.write_text(good[: len(good) // 2])
+    with pytest.raises(ValueError, match=r"seed0/metrics\.json: not valid JSON"):
+        seed_metrics(root / "eval/raptor")
+    assert read_metrics(m.parent, lenient=True) is None  # a record's half-copied file counts as missing
+    m.write_text(json.dumps({**json.loads(good), "mrr": "high"}))
+    with pytest.raises(ValueError, match=r"seed0/metrics\.json: not test metrics \('mrr' is 'high'"):
+        seed_metrics(root / "eval/raptor")
+    h = root / "train/raptor/seed0/history.json"
+    h.write_text(json.dumps([{"epoch": 0, "reward": 0.1}, {"epoch": "x", "reward": 0.2}]))
+    with pytest.raises(ValueError, match=r"seed0/history\.json: not a run history \(row 1: "):
+        read_history(h.parent)
+    assert read_history(h.parent, lenient=True) is None
+    h.write_text(json.dumps([{"epoch": 0, "reward": 0.1}]))
+    assert read_history(h.parent) == [{"epoch": 0, "reward": 0.1}]

@@ -93,6 +93,13 @@ def run(args: argparse.Namespace) -> int:
         if not path.exists():
             raise FileNotFoundError(f"{path} not found: make the dataset's ingested data and graph first "
                                     f"(`dvc repro graph@{args.dataset}`, or give --data and --graph)")
+    import json
+
+    named = json.loads((Path(data) / "meta.json").read_text()).get("dataset")
+    declared = next(iter(params.values())).datasets  # every arm has the file's datasets
+    if args.dataset not in declared and named != args.dataset:  # records would carry a name of nothing
+        raise ValueError(f"--dataset {args.dataset}: no such dataset in {args.params} (`datasets:` lists "
+                         f"{', '.join(declared) or 'none'}), and {data} holds dataset {named!r}")
     arms = [a.strip() for a in args.arms.split(",") if a.strip()] if args.arms else None
     try:
         run_plan(plan, data, graph, results, arms=arms,

@@ -26,6 +26,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from raptor.constants import METRIC_KEYS
 from raptor.runs.rundir import RunDir
 
 #: A seed's folder: ``seed<S>`` (``S`` may be negative).
@@ -53,7 +54,12 @@ def read_json(path: str | Path, lenient: bool = False) -> Optional[Any]:
     ``lenient``, when it cannot be read or is not JSON)."""
     path = Path(path)
     if not lenient:
-        return json.loads(path.read_text()) if path.is_file() else None
+        if not path.is_file():
+            return None
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))
+        except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError both are
+            raise ValueError(f"{path}: not valid JSON ({exc})") from None
     try:
         return json.loads(path.read_text())
     except (OSError, ValueError):
@@ -69,7 +75,18 @@ def read_fingerprint(run_dir: str | Path, lenient: bool = False) -> Optional[dic
 def read_history(run_dir: str | Path, lenient: bool = False) -> Optional[list[dict[str, Any]]]:
     """A run's ``history.json``: one row per epoch done (``epoch``, ``reward``, ``val_mrr``, ...);
     ``None`` before its first epoch."""
-    return read_json(RunDir(run_dir).history, lenient)
+    path = RunDir(run_dir).history
+    rows = read_json(path, lenient)
+    if rows is None:
+        return None
+    bad = "a list of rows" if not isinstance(rows, list) else next(
+        (f"row {i}: {row!r:.80}" for i, row in enumerate(rows)
+         if not (isinstance(row, dict) and type(row.get("epoch")) is int)), None)
+    if bad is None:
+        return rows
+    if lenient:
+        return None
+    raise ValueError(f"{path}: not a run history ({bad}; every row is an object with an integer `epoch`)")
 
 
 def read_summary(run_dir: str | Path, lenient: bool = False) -> Optional[dict[str, Any]]:
@@ -80,7 +97,18 @@ def read_summary(run_dir: str | Path, lenient: bool = False) -> Optional[dict[st
 
 def read_metrics(eval_dir: str | Path, lenient: bool = False) -> Optional[dict[str, Any]]:
     """An evaluation's ``metrics.json`` (test metrics as fractions); ``None`` before it finished."""
-    return read_json(RunDir(eval_dir).metrics, lenient)
+    path = RunDir(eval_dir).metrics
+    metrics = read_json(path, lenient)
+    if metrics is None:
+        return None
+    bad = "not an object" if not isinstance(metrics, dict) else next(
+        (f"{k!r} is {metrics[k]!r:.40}" for k in METRIC_KEYS
+         if k in metrics and (isinstance(metrics[k], bool) or not isinstance(metrics[k], (int, float)))), None)
+    if bad is None:
+        return metrics
+    if lenient:
+        return None
+    raise ValueError(f"{path}: not test metrics ({bad}; metrics are numbers)")
 
 
 def ranks_source(eval_dir: str | Path) -> Path:
