@@ -268,9 +268,9 @@ def test_integer_splits_without_dictionaries_are_ambiguous(tiny_raw, tmp_path):
 def test_names_layout_refusals(tmp_path):
     good = {"valid.txt": "C\tr\tA\t2014-01-03\n", "test.txt": "A\tr\tC\t2014-01-04\n"}
     raw = _write(tmp_path / "a", {"train.txt": "A\tr\tB\t2014-01-01\nB\tr\tC\tyesterday\n", **good})
-    _assert_refused(raw, tmp_path / "out", r"a/train\.txt: time 'yesterday' is not an integer, a date")
-    raw = _write(tmp_path / "b", {"train.txt": "A\tr\tB\t2014-02-30\n", **good})
-    _assert_refused(raw, tmp_path / "out", r"b/train\.txt: not a valid date")
+    _assert_refused(raw, tmp_path / "out", r"a/train\.txt, line 2: time 'yesterday' is not an integer, a date")
+    raw = _write(tmp_path / "b", {"train.txt": "A\tr\tB\t2014-01-01\n\nA\tr\tB\t2014-02-30\n", **good})
+    _assert_refused(raw, tmp_path / "out", r"b/train\.txt, line 3: '2014-02-30': not a valid date")
     raw = _write(tmp_path / "c", {"train.txt": "A\tr\tB\t3\n", **good})
     _assert_refused(raw, tmp_path / "out", r"splits write times differently: train\.txt integer")
     raw = _write(tmp_path / "d", {"train.txt": "A\tr\tB\t2014-01-01\nA\tr\n", **good})
@@ -394,7 +394,7 @@ def test_a_huge_bad_time_in_the_names_layout_is_quoted_short(tmp_path):
     raw = _write(tmp_path / "n", {"train.txt": "A\tr\tB\t2014-01-01\nB\tr\tC\t" + "9x" * 100_000 + "\n",
                                   "valid.txt": "C\tr\tA\t2014-01-03\n", "test.txt": "A\tr\tC\t2014-01-04\n"})
     message = _refused_in_one_line(raw, tmp_path / "out")
-    assert message.startswith(f"{raw / 'train.txt'}: time '9x9x") and "... (200,000 characters)" in message
+    assert message.startswith(f"{raw / 'train.txt'}, line 2: time '9x9x") and "... (200,000 characters)" in message
 
 
 def test_the_ingest_command_prints_one_short_line(tiny_raw, tmp_path, capsys):

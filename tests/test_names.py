@@ -55,3 +55,14 @@ def test_whole_words_of_exactly_one_name_are_that_name():
         resolve("Obama", ["Barack Obama", "Michelle Obama"], "entity")
     with pytest.raises(UnknownNameError):  # a part of a word is not a word
         resolve("Merk", NAMES, "entity")
+
+
+def test_a_name_two_ids_share_is_ambiguous_not_the_first_of_them():
+    """The audit's case: a dictionary naming ids 1 and 2 alike made `explain` answer for id 1 silently."""
+    names = ["Entity 0", "Entity 1", "Entity 1", "entity 3", "Entity 3"]
+    with pytest.raises(UnknownNameError, match=r"entity 'Entity 1' is ambiguous: ids 1, 2 have that name; give the id"):
+        resolve("Entity 1", names, "entity")
+    assert resolve("2", names, "entity") == 2
+    assert resolve("Entity 3", names, "entity") == 4  # the exact spelling decides between spellings alike
+    with pytest.raises(UnknownNameError, match=r"ids 3, 4"):
+        resolve("ENTITY 3", names, "entity")

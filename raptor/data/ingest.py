@@ -334,12 +334,22 @@ def _parse_times(values: pa.ChunkedArray, kind: str, path: Path) -> np.ndarray:
                               "fit in a 64-bit integer") from None
     if kind == "year":
         return np.char.partition(text, "-")[:, 0].astype(np.int64)
+    unit = "D" if kind == "date" else "m"
+    text = np.char.replace(text, "T", " ") if kind == "datetime" else text
     try:
-        unit = "D" if kind == "date" else "m"
-        return np.array(np.char.replace(text, "T", " ") if kind == "datetime" else text,
-                        dtype=f"datetime64[{unit}]").astype(np.int64)
+        return np.array(text, dtype=f"datetime64[{unit}]").astype(np.int64)
     except ValueError as exc:  # e.g. 2014-02-30
-        raise IngestError(f"{path}: not a valid {kind}: {exc}") from None
+        row = next((i for i, t in enumerate(text.tolist()) if not _is_datetime(t, unit)), None)
+        where = f"{path}, line {_line_of_row(path, row)}: {quote(str(text[row]))}" if row is not None else str(path)
+        raise IngestError(f"{where}: not a valid {kind}: {exc}") from None
+
+
+def _is_datetime(text: str, unit: str) -> bool:
+    try:
+        np.datetime64(text, unit)
+    except ValueError:
+        return False
+    return True
 
 
 def read_named_splits(paths: dict[str, Path]) -> tuple[list[str], list[str], dict[str, np.ndarray], str]:
@@ -355,8 +365,9 @@ def read_named_splits(paths: dict[str, Path]) -> tuple[list[str], list[str], dic
     for s, t in tables.items():
         kind = _time_kind(t.column(3))
         if kind is None:
-            bad = _first_bad_time(t.column(3))
-            raise IngestError(f"{paths[s]}: time {quote(bad)} is not an integer, a date (YYYY-MM-DD) or a date and "
+            bad, row = _first_bad_time(t.column(3))
+            raise IngestError(f"{paths[s]}, line {_line_of_row(paths[s], row)}: time {quote(bad)} is not an "
+                              "integer, a date (YYYY-MM-DD) or a date and "
                               f"time (YYYY-MM-DD HH:MM[:SS]), or the file mixes them")
         kinds[s] = kind
     if len(set(kinds.values())) > 1:
@@ -387,13 +398,14 @@ def _sorted_unique(values: pa.ChunkedArray) -> pa.Array:
     return pc.take(unique, pc.array_sort_indices(unique))
 
 
-def _first_bad_time(values: pa.ChunkedArray) -> str:
-    """The first time value that does not have the format most of the file's values have."""
+def _first_bad_time(values: pa.ChunkedArray) -> tuple[str, int]:
+    """The first time value that does not have the format most of the file's values have, and its row."""
     patterns = (r"^-?\d+$", _ISO_DATE.pattern, _ISO_DATETIME.pattern)
     matches = [pc.match_substring_regex(values, p) for p in patterns]
     best = max(matches, key=lambda m: pc.sum(m).as_py() or 0)
     bad = pc.indices_nonzero(pc.invert(best))
-    return values[bad[0].as_py()].as_py() if len(bad) else values[0].as_py()
+    row = bad[0].as_py() if len(bad) else 0
+    return values[row].as_py(), row
 
 
 def calendar_of(kind: str, time_offset: int, time_step: int) -> Optional[dict]:

@@ -25,8 +25,12 @@ def resolve(name: str, names: Sequence[str], kind: str, n_suggestions: int = 5) 
         raise UnknownNameError(f"{kind} id {idx} is outside 0..{len(names) - 1}")
     normed = [_norm(n) for n in names]
     key = _norm(name)
-    if key in normed:
-        return normed.index(key)
+    same = [i for i, n in enumerate(names) if n == name] or [i for i, n in enumerate(normed) if n == key]
+    if len(same) == 1:
+        return same[0]
+    if same:  # a dictionary that names two ids alike: say so rather than pick one
+        raise UnknownNameError(f"{kind} {name!r} is ambiguous: ids {', '.join(map(str, same[:10]))} have that "
+                               "name; give the id")
     # Whole words of exactly one name ("Obama" for "Barack Obama") are that name.
     words = re.compile(rf"(^|\s){re.escape(key)}($|\s)")
     holding = [i for i, n in enumerate(normed) if key and words.search(n)]
