@@ -738,6 +738,10 @@ def params_from_dict(raw: Any, overrides: Optional[dict[str, Any]] = None) -> Pa
         overrides = dict(overrides or {})
         if "profile" in overrides:  # choosing the profile happens before its overrides apply
             raw = {**raw, "profile": overrides.pop("profile")}
+        if raw.get("profile", "paper") != "paper":
+            # The file's own values are checked too: one that a profile hides would break the day the
+            # profile changes.
+            _build(Params, _with_registry(apply_profile({**raw, "profile": "paper"})), "")
         raw = apply_profile(raw)
         for dotted, value in overrides.items():
             _set_dotted(raw, dotted, value, "override")

@@ -321,3 +321,11 @@ def test_the_gpu_step_keys_are_checked_and_change_no_result():
     p = params_from_dict({"train": {"cuda_graph": "off", "graph_scan_pad": 64, "deterministic": False}})
     assert (p.train.cuda_graph, p.train.graph_scan_pad, p.train.deterministic) == ("off", 64, False)
     assert result_params(p) == result_params(Params())
+
+
+def test_a_bad_value_in_params_yaml_is_an_error_even_while_a_profile_overrides_it(tmp_path):
+    """The audit's case: `rl.epochs: -3` was accepted while the selected profile set rl.epochs."""
+    f, local = _project(tmp_path, "profile: q\nrl:\n  epochs: -3\nprofiles:\n  q:\n    rl.epochs: 2\n", None)
+    assert _one_line_error(lambda: load_params(f, local=local)) == f"{f}, line 3: rl.epochs: must be >= 0, got -3"
+    f.write_text("profile: q\nrl:\n  epochs: 3\nprofiles:\n  q:\n    rl.epochs: 2\n")
+    assert load_params(f, local=local).rl.epochs == 2
