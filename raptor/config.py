@@ -935,8 +935,8 @@ def load_resolved(path: str | Path) -> Params:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except (ValueError, OSError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
         raise ConfigError(
-            f"{path}: not a resolved params file, the JSON the params stage writes ({exc}); for a params.yaml, "
-            f"run `raptor params --params {path} --out build/params.json` and pass build/params.json"
+            f"{path}: not a resolved params file, the JSON the params stage writes ({str(exc)[:80]}); for a "
+            f"params.yaml, run `raptor params --params {path.name} --out build/params.json` and pass build/params.json"
         ) from None
     try:
         params = _build(Params, raw, "")

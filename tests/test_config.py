@@ -271,7 +271,7 @@ def test_resolved_params_given_a_yaml_file_say_what_it_expects(tmp_path):
     f.write_text("rl:\n  epochs: 3\n")
     message = _one_line_error(lambda: load_resolved(f))
     assert message.startswith(f"{f}: not a resolved params file, the JSON the params stage writes (")
-    assert f"`raptor params --params {f} --out build/params.json`" in message
+    assert "`raptor params --params params.yaml --out build/params.json`" in message
     f.write_bytes(b"\xff\xfe{}")
     assert _one_line_error(lambda: load_resolved(f)).startswith(f"{f}: not a resolved params file")
 

@@ -681,13 +681,20 @@ def test_the_evaluation_of_a_run_takes_only_a_finished_runs_model(ctx, tmp_path)
     out = tmp_path / "run"
     with pytest.raises(FileNotFoundError, match=r"run is not trained: train it to the end first"):
         RunDir(out).finished_best()
-    run_variant(c, "pure_rl", RunOptions(seed=0, out_dir=out, epochs=1, progress=False))
-    assert RunDir(out).finished_best() == out / "best.pt"
-    # Training starts again (a larger budget here; a kill before it ends leaves the folder like this).
-    RunDir(out).prepare(json.loads((out / "run_config.json").read_text()))
-    assert (out / "best.pt").exists() and not (out / "summary.json").exists()
+    (out / "best.pt").parent.mkdir(parents=True)
+    (out / "best.pt").write_bytes(b"a snapshot of a killed run")
     with pytest.raises(FileNotFoundError, match=r"run did not finish training \(no summary\.json\)"):
         RunDir(out).finished_best()
+    (out / "best.pt").unlink()
+    run_variant(c, "pure_rl", RunOptions(seed=0, out_dir=out, epochs=1, progress=False))
+    assert RunDir(out).finished_best() == out / "best.pt"
+    # Training went on (a larger budget) and rewrote best.pt, then was killed: not the finished model.
+    finished = (out / "best.pt").read_bytes()
+    (out / "best.pt").write_bytes(finished[:-1] + bytes([finished[-1] ^ 1]))
+    with pytest.raises(FileNotFoundError, match=r"best\.pt is not the model the run finished with"):
+        RunDir(out).finished_best()
+    (out / "best.pt").write_bytes(finished)
+    assert RunDir(out).finished_best() == out / "best.pt"
 
 
 def test_labels_of_other_data_are_refused_before_a_pretraining_folder_is_touched(ctx, tmp_path):

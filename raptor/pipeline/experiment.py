@@ -30,7 +30,7 @@ from raptor.agents.beam import beam_search
 from raptor.config import Params, params_to_dict
 from raptor.constants import METRIC_KEYS
 from raptor.runs.context import Context, load_context  # noqa: F401 (load_context: the stages' entry point, re-exported)
-from raptor.common.io import atomic_write_json
+from raptor.common.io import atomic_write_json, sha256_file
 from raptor.runs.loop import checkpoint_budget_mismatch
 from raptor.agents.policy import Policy
 from raptor.common.provenance import code_hash, content_hash
@@ -215,6 +215,7 @@ def _finish_run(out: Path, variant: str, seed: int, pretrain_epochs: int, n_rl: 
         "epochs_trained": len(result.history), "stopped_early": result.stopped_early,
         "final_reward": result.history[-1].get("reward") if result.history else None,
         "model": str(RunDir(out).best), "restarted": restarted,
+        "model_sha256": sha256_file(RunDir(out).best) if RunDir(out).best.is_file() else None,
         "seconds": round(time.perf_counter() - started, 2), "stacked_seeds": result.stacked_seeds,
     }
     atomic_write_json(RunDir(out).summary, summary)

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
 from raptor.config import Params, result_params
-from raptor.common.io import RunMismatchError, atomic_write_json
+from raptor.common.io import RunMismatchError, atomic_write_json, sha256_file
 
 log = logging.getLogger("raptor")
 
@@ -111,13 +111,18 @@ class RunDir:
         return self.path / self.PRETRAINED
 
     def finished_best(self) -> Path:
-        """``best.pt`` of a run whose training finished (``summary.json`` is written last, and removed
-        when training starts again): a killed or running run's ``best.pt`` is a mid-training snapshot
-        that an evaluation must not take for the run's model."""
+        """``best.pt`` of a run whose training finished: ``summary.json`` is written last and names the
+        model it finished with (``model_sha256``). A killed run's ``best.pt`` (no summary), or one that a
+        continued training rewrote and did not finish, is a mid-training snapshot that an evaluation must
+        not take for the run's model. (A summary written before ``model_sha256`` names no model.)"""
         if not self.summary.is_file():
             state = "is not trained" if not self.best.exists() else "did not finish training (no summary.json)"
             raise FileNotFoundError(f"{self.path} {state}: train it to the end first (the finetune stage, or "
                                     "`raptor train` with the same params)")
+        finished = json.loads(self.summary.read_text()).get("model_sha256")
+        if finished is not None and (not self.best.is_file() or sha256_file(self.best) != finished):
+            raise FileNotFoundError(f"{self.best} is not the model the run finished with (training went on and "
+                                    "did not finish): train it to the end first")
         return self.best
 
     def snapshot(self, epochs: int) -> Path:
@@ -208,7 +213,6 @@ class RunDir:
             log.warning("%s: starting afresh, %s", out, reason)
             for child in out.iterdir():
                 shutil.rmtree(child) if child.is_dir() else child.unlink()
-        self.summary.unlink(missing_ok=True)  # training runs from here: it is written again when it ends
         atomic_write_json(marker, fingerprint)
         return reason
 
