@@ -223,6 +223,19 @@ def atomic_dir(path: str | Path, replaces: Optional[Callable[[Path], bool]] = No
                 shutil.rmtree(tmp, ignore_errors=True)
 
 
+def read_json_object(path: str | Path, remedy: str) -> dict:
+    """The JSON object in the file ``path``; :class:`ValueError` naming the file and ``remedy`` (what
+    makes it again, e.g. "re-run `raptor ingest`") when it is not valid JSON or not an object."""
+    path = Path(path)
+    try:
+        obj = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, OSError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise ValueError(f"{path}: not valid JSON ({exc}); {remedy}") from None
+    if not isinstance(obj, dict):
+        raise ValueError(f"{path}: expected a JSON object, got {type(obj).__name__}; {remedy}")
+    return obj
+
+
 def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as fh:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -10,6 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from raptor.common.io import read_json_object
 from raptor.constants import ID_DTYPE, QUAD_COLUMNS, SPLITS, inverse_relation
 
 
@@ -89,13 +89,7 @@ INGESTED_FILES = ("meta.json", *(f"{s}.parquet" for s in SPLITS), "entities.parq
 
 
 def _read_meta(path: Path) -> dict:
-    try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, OSError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
-        raise ValueError(f"{path}: not valid JSON ({exc}); re-run `raptor ingest`") from None
-    if not isinstance(meta, dict):
-        raise ValueError(f"{path}: expected a JSON object, got {type(meta).__name__}; re-run `raptor ingest`")
-    return meta
+    return read_json_object(path, "re-run `raptor ingest`")
 
 
 def _read_ingested(path: Path, reader):

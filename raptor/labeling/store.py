@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from raptor.common.io import atomic_dir, atomic_write_json
+from raptor.common.io import atomic_dir, atomic_write_json, read_json_object
 from raptor.config import LabelingConfig
 from raptor.data.graph import TemporalGraph
 from raptor.labeling.compute import ChunkOptions, iter_label_chunks, resolve_workers
@@ -223,12 +223,7 @@ def _check_label_dir(directory: Path) -> dict:
     summary_path = directory / SUMMARY_FILE
     if not summary_path.exists():
         raise FileNotFoundError(f"{summary_path} not found: {directory} is not a label directory")
-    try:
-        summary = json.loads(summary_path.read_text(encoding="utf-8"))
-    except (ValueError, OSError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
-        raise ValueError(f"{summary_path}: not valid JSON ({exc}); re-run `raptor label`") from None
-    if not isinstance(summary, dict):
-        raise ValueError(f"{summary_path}: expected a JSON object, got {type(summary).__name__}; re-run `raptor label`")
+    summary = read_json_object(summary_path, "re-run `raptor label`")
     if summary.get("format_version") not in LABEL_FORMAT_VERSIONS:
         raise ValueError(
             f"{summary_path}: label format version {summary.get('format_version')}, expected one of "
