@@ -20,7 +20,7 @@ from typing import Optional
 from raptor.agents import variants
 from raptor.config import load_resolved
 from raptor.constants import METRIC_KEYS, arm_folder, seed_dir
-from raptor.common.io import atomic_write_json
+from raptor.common.io import atomic_write_json, clear_output_folder
 from raptor.pipeline.projectlock import project_lock
 from raptor.runs.rundir import RunDir
 from tasks.jobs import EvaluateJob, LabelJob, PretrainGroup, PretrainJob, TrainGroup, TrainJob
@@ -206,6 +206,9 @@ def evaluate_flow(dataset: str, params: str, inputs: dict, outputs: dict, varian
 
     p = load_resolved(params)
     seeds = p.train.seeds
+    # The stage's output is cleared first, as `dvc repro` clears it: no seed of earlier params stays beside
+    # these, and an evaluation that fails part-way leaves a seed set the significance stage refuses.
+    clear_output_folder(outputs["out"], _only_seed_folders, "an evaluation folder (seed<S>/ only)")
     jobs = [EvaluateJob(params, inputs["data"], inputs["graph"], variant, s, seed_dir(inputs["train"], s),
                         seed_dir(outputs["out"], s), split, threads_per_run(p.train.num_threads, p.train.parallel_runs))
             for s in seeds]
@@ -222,6 +225,13 @@ def evaluate_flow(dataset: str, params: str, inputs: dict, outputs: dict, varian
         parent.log_metrics({f"{split}/{k}": v for k, v in flat.items() if isinstance(v, float)}, step=0)
         parent.sync()
     return flat
+
+
+def _only_seed_folders(folder: Path) -> bool:
+    """Whether ``folder`` holds nothing but ``seed<S>`` folders: an evaluate stage's output."""
+    from raptor.reporting.runs_reader import seed_dirs
+
+    return set(seed_dirs(folder).values()) == set(folder.iterdir())
 
 
 def publish_test_metrics(dataset: str, variant: str, split: str, per_seed: dict, summary: dict) -> None:

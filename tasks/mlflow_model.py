@@ -43,7 +43,7 @@ class RaptorModel(PythonModel):
 
         a = context.artifacts
         self.ctx = load_context(a["data"], a["graph"], load_resolved(a["params"]))
-        self.model, self.meta = load_model(a["checkpoint"], device="cpu")
+        self.model, self.meta = load_model(a["checkpoint"], device="cpu", ctx=self.ctx)
         self.model.eval()
         self.agent = get_agent(agent_of(self.meta))
         self.precision = self.agent.precision(self.ctx.params, "cpu")

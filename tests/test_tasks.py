@@ -563,3 +563,36 @@ def test_stacked_pretraining_seeds_run_in_one_task_each_with_its_own_mlflow_run(
         assert json.loads((tmp_path / f"pre{r['seed']}" / "mlflow_run.json").read_text())["run_id"] == run.info.run_id
     with pytest.raises(ValueError, match="share params, data, graph, labels"):
         PretrainGroup((jobs[0], replace(jobs[1], epochs=(1,))))
+
+
+def test_the_evaluate_stage_clears_its_output_first_so_no_seed_of_other_params_stays(tmp_path, monkeypatch):
+    """The review's case: `python -m flows pipeline` (unlike `dvc repro`) kept eval/seed2..4 of an earlier
+    five-seed run beside a two-seed profile's seeds; significance then refused them (or, before it checked
+    seeds, pooled them)."""
+    import json
+
+    import tasks.train
+    from flows.stages import evaluate_flow
+    from raptor.common.io import OutputError
+
+    def fake_evaluate(job):
+        metrics = {"mrr": 0.5, "hits@1": 0.4, "hits@3": 0.5, "hits@10": 0.6}
+        Path(job.out_dir).mkdir(parents=True)
+        (Path(job.out_dir) / "metrics.json").write_text(json.dumps(metrics))
+        return metrics
+
+    monkeypatch.setattr(tasks.train, "evaluate_run_task", fake_evaluate)
+    params = tiny_params(tmp_path / "params.json", seeds=[0, 1])
+    out = tmp_path / "eval"
+    for s in (0, 1, 2, 3, 4):  # a previous evaluation of five seeds
+        (out / f"seed{s}").mkdir(parents=True)
+        (out / f"seed{s}" / "metrics.json").write_text("{}")
+    io = {"data": "d", "graph": "g", "train": str(tmp_path / "train")}
+    flat = evaluate_flow.fn("T", params, io, {"out": str(out), "metrics": str(tmp_path / "m.json")}, "pure_rl")
+    assert flat["seeds"] == [0, 1] and sorted(p.name for p in out.iterdir()) == ["seed0", "seed1"]
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep")
+    with pytest.raises(OutputError, match=r"mine holds files and is not an evaluation folder"):
+        evaluate_flow.fn("T", params, io, {"out": str(mine), "metrics": str(tmp_path / "m.json")}, "pure_rl")
+    assert [p.name for p in mine.iterdir()] == ["notes.txt"]

@@ -59,6 +59,24 @@ def _flows_argv(args: argparse.Namespace) -> list[str]:
                                    ("--dvc", args.dvc)) if on]
 
 
+def _check_dataset_name(args: argparse.Namespace, params: dict) -> None:
+    """Refuse a ``--dataset`` that neither params (``datasets:``) nor the data's ``meta.json`` name: the
+    records would carry a name of nothing. Checked before the plan writes anything."""
+    from pathlib import Path
+
+    from raptor.common.io import read_json_object
+    from raptor.pipeline.stages import stage_output
+
+    declared = next(iter(params.values())).datasets  # every arm has the file's datasets
+    if args.dataset in declared:
+        return
+    meta = Path(args.data or stage_output("ingest", args.dataset)) / "meta.json"
+    named = read_json_object(meta, "re-run `raptor ingest`").get("dataset") if meta.is_file() else None
+    if named != args.dataset:
+        raise ValueError(f"--dataset {args.dataset}: no such dataset in {args.params} (`datasets:` lists "
+                         f"{', '.join(declared) or 'none'}), and {meta.parent} holds dataset {named!r}")
+
+
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -77,6 +95,8 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--jobs and --threads must be at least 1 (got {args.jobs}, {args.threads})")
     local = args.local if Path(args.local).exists() else None
     sweep, params = load_sweep(args.params, args.name, local)
+    if not args.table_only:
+        _check_dataset_name(args, params)
     plan = plan_sweep(sweep, params, args.dataset, args.out or sweep_dir(args.name, args.dataset))
     results = args.results or results_dir(args.name, args.dataset)
     if args.table_only:
@@ -93,13 +113,6 @@ def run(args: argparse.Namespace) -> int:
         if not path.exists():
             raise FileNotFoundError(f"{path} not found: make the dataset's ingested data and graph first "
                                     f"(`dvc repro graph@{args.dataset}`, or give --data and --graph)")
-    import json
-
-    named = json.loads((Path(data) / "meta.json").read_text()).get("dataset")
-    declared = next(iter(params.values())).datasets  # every arm has the file's datasets
-    if args.dataset not in declared and named != args.dataset:  # records would carry a name of nothing
-        raise ValueError(f"--dataset {args.dataset}: no such dataset in {args.params} (`datasets:` lists "
-                         f"{', '.join(declared) or 'none'}), and {data} holds dataset {named!r}")
     arms = [a.strip() for a in args.arms.split(",") if a.strip()] if args.arms else None
     try:
         run_plan(plan, data, graph, results, arms=arms,

@@ -182,6 +182,16 @@ def atomic_write_json(path: str | Path, obj: Any) -> None:
     atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
 
 
+def _refuse_unless_previous(path: Path, replaces: Optional[Callable[[Path], bool]], what: str) -> None:
+    """:class:`OutputError` unless ``path`` is absent, an empty folder, or a folder ``replaces``
+    recognises as a previous output (``what``): a file, an input or a user's folder is never replaced."""
+    if path.exists() and not path.is_dir():
+        raise OutputError(errno.EEXIST, f"{path} exists and is not a folder: move it or choose another output")
+    if path.is_dir() and any(path.iterdir()) and not (replaces is not None and replaces(path)):
+        raise OutputError(errno.EEXIST, f"{path} holds files and is not {what}: nothing was written; move it "
+                          "or choose another output folder")
+
+
 @contextlib.contextmanager
 def atomic_dir(path: str | Path, replaces: Optional[Callable[[Path], bool]] = None,
                what: str = "an output of this kind") -> Iterator[Path]:
@@ -193,11 +203,7 @@ def atomic_dir(path: str | Path, replaces: Optional[Callable[[Path], bool]] = No
     ``path`` (a file, an input, a user's folder) is refused with :class:`OutputError` before any work.
     """
     path = Path(path)
-    if path.exists() and not path.is_dir():
-        raise OutputError(errno.EEXIST, f"{path} exists and is not a folder: move it or choose another output")
-    if path.is_dir() and any(path.iterdir()) and not (replaces is not None and replaces(path)):
-        raise OutputError(errno.EEXIST, f"{path} holds files and is not {what}: nothing was written; move it "
-                          "or choose another output folder")
+    _refuse_unless_previous(path, replaces, what)
     tmp = _temp_sibling(path)
     with _naming_unwritable(path, tmp):
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -221,6 +227,18 @@ def atomic_dir(path: str | Path, replaces: Optional[Callable[[Path], bool]] = No
         finally:
             if tmp.exists():
                 shutil.rmtree(tmp, ignore_errors=True)
+
+
+def clear_output_folder(path: str | Path, replaces: Callable[[Path], bool], what: str) -> None:
+    """Empty the output folder ``path`` before a stage writes it again piece by piece, as ``dvc repro``
+    removes a stage's outputs: only a folder that ``replaces`` recognises as a previous output
+    (``what``); anything else holding files is refused with :class:`OutputError`, as in :func:`atomic_dir`."""
+    path = Path(path)
+    _refuse_unless_previous(path, replaces, what)
+    if not path.is_dir():
+        return
+    for child in path.iterdir():
+        shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
 
 
 def read_json_object(path: str | Path, remedy: str) -> dict:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
 from raptor.config import Params, result_params
-from raptor.common.io import RunMismatchError, atomic_write_json, sha256_file
+from raptor.common.io import RunMismatchError, atomic_write_json, read_json_object, sha256_file
 
 log = logging.getLogger("raptor")
 
@@ -119,7 +119,7 @@ class RunDir:
             state = "is not trained" if not self.best.exists() else "did not finish training (no summary.json)"
             raise FileNotFoundError(f"{self.path} {state}: train it to the end first (the finetune stage, or "
                                     "`raptor train` with the same params)")
-        finished = json.loads(self.summary.read_text()).get("model_sha256")
+        finished = read_json_object(self.summary, "train the run again").get("model_sha256")
         if finished is not None and (not self.best.is_file() or sha256_file(self.best) != finished):
             raise FileNotFoundError(f"{self.best} is not the model the run finished with (training went on and "
                                     "did not finish): train it to the end first")
