@@ -11,7 +11,9 @@ import torch
 from raptor.runs.rundir import RunOptions
 
 from raptor.config import params_from_dict
+from raptor.pipeline import experiment
 from raptor.pipeline.experiment import evaluate_model, load_context, run_variant
+from raptor.common.io import OutputError
 from raptor.agents.actor_critic.pretrain import pretrain_run
 from raptor.labeling.stage import label_dataset
 from raptor.evaluation.ranking import read_predictions
@@ -120,7 +122,7 @@ def test_pure_rl_and_evaluation_outputs(ctx):
     assert written["hits@10"] == pytest.approx(float(np.mean(pred.rank <= 10)))
 
 
-def test_errors_are_clear(ctx, tmp_path):
+def test_errors_are_clear(ctx, tmp_path, monkeypatch):
     c, root = ctx
     with pytest.raises(ValueError, match="unknown variant 'rl_only'"):
         run_variant(c, "rl_only", RunOptions(seed=0, out_dir=tmp_path / "x"))
@@ -130,6 +132,15 @@ def test_errors_are_clear(ctx, tmp_path):
         run_variant(c, "raptor", RunOptions(seed=0, out_dir=tmp_path / "y"), init_model=tmp_path / "nope.pt", pretrain_epochs=2)
     with pytest.raises(FileNotFoundError, match="model not found"):
         evaluate_model(c, tmp_path / "missing.pt", tmp_path / "z")
+    # An output that cannot be written is refused before the model is even read (a beam search of
+    # many minutes used to end in the error).
+    model = run_variant(c, "pure_rl", RunOptions(seed=0, out_dir=tmp_path / "run", progress=False))["model"]
+    (tmp_path / "a-file").write_text("x")
+    with monkeypatch.context() as m:
+        m.setattr(experiment, "load_model", lambda *a, **k: pytest.fail("the model was read first"))
+        with pytest.raises(OutputError, match=r"cannot write .*a-file/eval: .*a-file is a file"):
+            evaluate_model(c, model, tmp_path / "a-file" / "eval")
+    assert (tmp_path / "a-file").read_text() == "x"
 
 
 def test_explain_cli_prints_named_answers_and_paths(ctx, tmp_path, capsys):
@@ -712,4 +723,15 @@ def test_labels_of_other_data_are_refused_before_a_pretraining_folder_is_touched
     with pytest.raises(ValueError, match=rf"label table .*labels was built on a graph of {c.dataset.num_entities} "
                                          r"entities, the data .*other/data has 50"):
         pretrain_run(ctx2, root / "labels", [1], RunOptions(seed=0, out_dir=tmp_path / "pre", progress=False))
+    assert sorted(p.name for p in (tmp_path / "pre").iterdir()) == before
+    # Other data of the same size: told apart by the hash of the data the table was labeled from.
+    same = tmp_path / "same"
+    spec = SyntheticSpec(num_entities=c.dataset.num_entities, num_relations=c.dataset.num_relations, seed=9)
+    ingest(write_raw(same / "raw", spec), same / "data")
+    build_graph(same / "data", same / "graph.npz")
+    ctx3 = load_context(same / "data", same / "graph.npz", c.params)
+    assert ctx3.dataset.num_entities == c.dataset.num_entities
+    with pytest.raises(ValueError, match=r"label table .*labels was labeled from .*/data \(dataset .*\), whose "
+                                         r"content is not that of .*same/data: label this data"):
+        pretrain_run(ctx3, root / "labels", [1], RunOptions(seed=0, out_dir=tmp_path / "pre", progress=False))
     assert sorted(p.name for p in (tmp_path / "pre").iterdir()) == before

@@ -1,4 +1,5 @@
 import errno
+import os
 
 import pytest
 
@@ -107,6 +108,27 @@ def test_a_folder_is_replaced_only_when_empty_or_recognised_as_a_previous_output
     with atomic_dir(user, lambda d: (d / "notes.txt").is_file()) as tmp:  # recognised: replaced whole
         (tmp / "b.txt").write_text("new")
     assert [p.name for p in user.iterdir()] == ["b.txt"]
+
+
+def test_an_output_that_could_not_be_written_is_refused_before_the_work(tmp_path, monkeypatch):
+    """check_writable probes the nearest existing folder: a file on the way, or a folder where no file can
+    be created, is one OutputError naming the output; a writable place is left as it was."""
+    from raptor.common import io
+
+    a_file = tmp_path / "train.txt"
+    a_file.write_text("x")
+    with pytest.raises(OutputError, match=r"cannot write .*train\.txt/eval/seed0: .*train\.txt is a file"):
+        io.check_writable(a_file / "eval" / "seed0")
+    io.check_writable(tmp_path / "new" / "eval")  # absent folders are fine: nothing is created
+    io.check_writable(a_file)  # an existing file: its writer replaces or refuses it
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["train.txt"]
+
+    def read_only(**kwargs):  # a read-only mount (chmod does not stop root, who runs CI here)
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS), kwargs["dir"])
+
+    monkeypatch.setattr(io.tempfile, "mkstemp", lambda **kw: read_only(**kw))
+    with pytest.raises(OutputError, match=r"cannot write .*/ro/out: Read-only file system \(.*\)$"):
+        io.check_writable(tmp_path / "ro" / "out")
 
 
 def test_an_output_that_cannot_be_written_is_one_error_naming_it(tmp_path):

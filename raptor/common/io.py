@@ -20,6 +20,7 @@ import os
 import re
 import shutil
 import socket
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -130,6 +131,27 @@ def _naming_unwritable(path: Path, tmp: Path) -> Iterator[None]:
             raise
         raise OutputError(exc.errno, f"cannot write {path}: {os.strerror(exc.errno)} ({ours[0]}); nothing "
                           "was replaced") from exc
+
+
+def check_writable(path: str | Path) -> None:
+    """Raise :class:`OutputError` now if ``path`` (a file or folder to be written later, e.g. after an
+    evaluation of many minutes) could not be written: its nearest existing ancestor must be a folder in
+    which a file can be created (a probe file, removed at once). Nothing is created at ``path``."""
+    path = Path(path)
+    probe = path
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if probe.exists() and not probe.is_dir():
+        if probe == path:
+            return  # an existing file is replaced (or refused) by the writer itself
+        raise OutputError(errno.ENOTDIR, f"cannot write {path}: {probe} is a file, not a folder")
+    try:
+        fd, name = tempfile.mkstemp(prefix=".raptor-probe-", dir=probe)
+    except OSError as exc:
+        raise OutputError(exc.errno, f"cannot write {path}: {os.strerror(exc.errno or errno.EACCES)} "
+                          f"({probe})") from None
+    os.close(fd)
+    os.unlink(name)
 
 
 def _fsync_dir(path: Path) -> None:

@@ -73,13 +73,20 @@ def label_part(
             bar.close()
 
 
+def _data_summary(data_dir: str | Path, meta: dict) -> dict:
+    """What a label table's ``summary.json`` says of the data it was labeled from: the dataset's name,
+    its folder and the hash of its content (checked when a run pretrains with the table)."""
+    from raptor.common.provenance import content_hash
+
+    return {"dataset": meta.get("dataset"), "data_dir": str(data_dir), "data_hash": content_hash(data_dir)}
+
+
 def merge_parts(data_dir: str | Path, out_dir: str | Path, config: LabelingConfig = LabelingConfig()) -> dict:
     """Assemble the ``config.partitions`` parts labeled by :func:`label_part` into ``out_dir``."""
     from raptor.data.dataset import load_dataset
 
-    meta = load_dataset(data_dir).meta
     return merge_label_parts(staging_dir_of(out_dir), out_dir, config.partitions,
-                             extra_summary={"dataset": meta.get("dataset"), "data_dir": str(data_dir)})
+                             extra_summary=_data_summary(data_dir, load_dataset(data_dir).meta))
 
 
 def label_dataset(
@@ -118,7 +125,7 @@ def label_dataset(
             max_path_length=max_path_length,
             config=config,
             options=WriteOptions(progress=bar.update if bar is not None else None,
-                                 extra_summary={"dataset": meta.get("dataset"), "data_dir": str(data_dir)}),
+                                 extra_summary=_data_summary(data_dir, meta)),
         )
     finally:
         if bar is not None:

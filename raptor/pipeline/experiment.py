@@ -30,7 +30,7 @@ from raptor.agents.beam import beam_search
 from raptor.config import Params, params_to_dict
 from raptor.constants import METRIC_KEYS
 from raptor.runs.context import Context, load_context  # noqa: F401 (load_context: the stages' entry point, re-exported)
-from raptor.common.io import atomic_write_json, sha256_file
+from raptor.common.io import atomic_write_json, check_writable, sha256_file
 from raptor.runs.loop import checkpoint_budget_mismatch
 from raptor.agents.policy import Policy
 from raptor.common.provenance import code_hash, content_hash
@@ -238,6 +238,7 @@ def evaluate_model(
     model_path = Path(model_path)
     if not model_path.exists():
         raise FileNotFoundError(f"model not found: {model_path} (train it first)")
+    check_writable(out_dir)  # now, not after minutes of beam search
     policy, meta = load_model(model_path, device=device, ctx=ctx)
     policy.eval()
     queries = ctx.queries(split)

@@ -397,19 +397,7 @@ def prepare_pretrain_runs(ctx, labels: LabelTable | str | Path, wanted: Sequence
         table = PartitionedLabels(labels)
     else:
         table = load_label_table(labels)
-    where = f"label table {labels}" if not isinstance(labels, LabelTable) else "label table"
-    if table.max_path_length != p.env.max_path_length:
-        raise ValueError(f"{where} was built for K = {table.max_path_length}, "
-                         f"but env.max_path_length = {p.env.max_path_length}")
-    visited = table.meta.get("visited", "target") if isinstance(table, PartitionedLabels) else table.visited
-    if visited != p.labeling.visited:
-        raise ValueError(f"{where} was built with labeling.visited = {visited!r}, but params say "
-                         f"{p.labeling.visited!r}: run the label stage again")
-    n_ent = table.meta.get("num_entities") if isinstance(table, PartitionedLabels) else table.num_entities
-    if n_ent is not None and int(n_ent) != ctx.dataset.num_entities:
-        raise ValueError(f"{where} was built on a graph of {n_ent} entities, the data "
-                         f"{ctx.data_dir or ''} has {ctx.dataset.num_entities}: label this data "
-                         "(`raptor label`) and pretrain with those labels")
+    check_labels_fit(ctx, table, f"label table {labels}" if not isinstance(labels, LabelTable) else "label table")
     for run in runs:
         fingerprint = RunDir.fingerprint(p, "pretrain", run.seed, {**ctx.input_hashes(), "labels": label_hash},
                                          code_hash([__name__]), continued=("pretrain.epochs",),
@@ -418,6 +406,30 @@ def prepare_pretrain_runs(ctx, labels: LabelTable | str | Path, wanted: Sequence
         RunDir(Path(run.out_dir)).prepare(fingerprint, run.resume, cannot_continue=past_a_snapshot,
                                           resume_only=run.resume_only)
     return table
+
+
+def check_labels_fit(ctx, table: LabelTable | PartitionedLabels, where: str) -> None:
+    """Refuse (:class:`ValueError` naming ``where`` and the remedy) a label table that does not fit the
+    run: built for another ``env.max_path_length`` or ``labeling.visited`` than the params', on a graph
+    of another entity count, or (tables that record it) from an ingested dataset of other content than
+    ``ctx``'s (its ``data_hash``, :func:`raptor.common.provenance.content_hash` of the data folder)."""
+    p = ctx.params
+    if table.max_path_length != p.env.max_path_length:
+        raise ValueError(f"{where} was built for K = {table.max_path_length}, "
+                         f"but env.max_path_length = {p.env.max_path_length}")
+    visited = table.meta.get("visited", "target") if isinstance(table, PartitionedLabels) else table.visited
+    if visited != p.labeling.visited:
+        raise ValueError(f"{where} was built with labeling.visited = {visited!r}, but params say "
+                         f"{p.labeling.visited!r}: run the label stage again")
+    remedy = "label this data (`raptor label`) and pretrain with those labels"
+    n_ent = table.meta.get("num_entities") if isinstance(table, PartitionedLabels) else table.num_entities
+    if n_ent is not None and int(n_ent) != ctx.dataset.num_entities:
+        raise ValueError(f"{where} was built on a graph of {n_ent} entities, the data "
+                         f"{ctx.data_dir or ''} has {ctx.dataset.num_entities}: {remedy}")
+    data_hash = table.meta.get("data_hash")
+    if data_hash and ctx.data_dir and ctx.input_hashes()["data"] != data_hash:
+        raise ValueError(f"{where} was labeled from {table.meta.get('data_dir', 'other data')} (dataset "
+                         f"{table.meta.get('dataset')!r}), whose content is not that of {ctx.data_dir}: {remedy}")
 
 
 def pretrain_options(ctx, run: RunOptions, wanted: Sequence[int],
