@@ -121,6 +121,8 @@ def test_an_output_that_could_not_be_written_is_refused_before_the_work(tmp_path
         io.check_writable(a_file / "eval" / "seed0")
     io.check_writable(tmp_path / "new" / "eval")  # absent folders are fine: nothing is created
     io.check_writable(a_file)  # an existing file: its writer replaces or refuses it
+    with pytest.raises(OutputError, match=r"cannot write .*train\.txt: .*train\.txt is a file, not a folder"):
+        io.check_writable(a_file, folder=True)  # ... unless a folder is to be written there
     assert sorted(p.name for p in tmp_path.iterdir()) == ["train.txt"]
 
     def read_only(**kwargs):  # a read-only mount (chmod does not stop root, who runs CI here)

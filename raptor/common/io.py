@@ -133,16 +133,17 @@ def _naming_unwritable(path: Path, tmp: Path) -> Iterator[None]:
                           "was replaced") from exc
 
 
-def check_writable(path: str | Path) -> None:
-    """Raise :class:`OutputError` now if ``path`` (a file or folder to be written later, e.g. after an
-    evaluation of many minutes) could not be written: its nearest existing ancestor must be a folder in
-    which a file can be created (a probe file, removed at once). Nothing is created at ``path``."""
+def check_writable(path: str | Path, folder: bool = False) -> None:
+    """Raise :class:`OutputError` now if ``path`` (a file, or with ``folder`` a folder, to be written
+    later, e.g. after an evaluation of many minutes) could not be written: its nearest existing ancestor
+    must be a folder in which a file can be created (a probe file, removed at once), and a ``folder``
+    must not be an existing file. Nothing is created at ``path``."""
     path = Path(path)
     probe = path
     while not probe.exists() and probe != probe.parent:
         probe = probe.parent
     if probe.exists() and not probe.is_dir():
-        if probe == path:
+        if probe == path and not folder:
             return  # an existing file is replaced (or refused) by the writer itself
         raise OutputError(errno.ENOTDIR, f"cannot write {path}: {probe} is a file, not a folder")
     try:

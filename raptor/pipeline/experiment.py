@@ -238,7 +238,7 @@ def evaluate_model(
     model_path = Path(model_path)
     if not model_path.exists():
         raise FileNotFoundError(f"model not found: {model_path} (train it first)")
-    check_writable(out_dir)  # now, not after minutes of beam search
+    check_writable(out_dir, folder=True)  # now, not after minutes of beam search
     policy, meta = load_model(model_path, device=device, ctx=ctx)
     policy.eval()
     queries = ctx.queries(split)
