@@ -124,10 +124,28 @@ def test_model_files_written_before_agents_had_names_still_load(tmp_path):
 
 
 def test_test_time_behaviour_is_the_agents():
+    """TITer's inductive mean is installed on the test split only (and only with titer.inductive_mean),
+    and removed after; the actor-critic agent evaluates its policy as it is."""
+    import dataclasses
+
+    import numpy as np
+
     ctx = _ctx(SMALL_PARAMS)
+    ctx.dataset.splits = {"train": np.array([[0, 0, 1, 0], [1, 1, 2, 1], [2, 2, 3, 2]], dtype=np.int64)}
     ac = get_agent("actor_critic")
-    with ac.test_time(ctx, None, {}, "test"):  # nothing to do
-        pass
+    policy = ac.build(ctx, seed=0)
+    before = {k: v.clone() for k, v in policy.state_dict().items()}
+    with ac.test_time(ctx, policy, {}, "test"):
+        assert all(torch.equal(before[k], v) for k, v in policy.state_dict().items())
     titer = get_agent("titer")
-    with titer.test_time(ctx, None, {}, "valid"):  # validation runs without TITer's inductive mean
-        pass
+    tp = titer.build(ctx, seed=0)
+    assert tp.inductive is None
+    with titer.test_time(ctx, tp, {}, "valid"):  # validation runs without TITer's inductive mean
+        assert tp.inductive is None
+    with titer.test_time(ctx, tp, {}, "test"):
+        assert tp.inductive is not None
+    assert tp.inductive is None
+    off = _ctx(dataclasses.replace(SMALL_PARAMS, titer=dataclasses.replace(SMALL_PARAMS.titer, inductive_mean=False)))
+    off.dataset.splits = ctx.dataset.splits
+    with titer.test_time(off, tp, {}, "test"):
+        assert tp.inductive is None

@@ -90,7 +90,9 @@ def test_beam_search_is_exact_when_beam_exceeds_paths(seed, K, rule, walk):
         assert res.path_entity[i, -1] == best[1][-1] or abs(sorted(p[0] for p in paths)[-2] - best[0]) < 1e-5
 
 
-def test_small_beam_keeps_top_paths_and_chunking_is_invariant():
+def test_small_beam_chunking_is_invariant():
+    """The queries per chunk do not change the result (which paths a small beam keeps is checked
+    against the naive beam search: test_small_beam_against_the_naive_beam_search)."""
     env, policy, queries = tiny_setup(5, K=3, n=40)
     cfg = EvalConfig(beam_size=3)
     a = beam_search(policy, env, queries, cfg, SearchOptions(chunk_size=1))
@@ -98,9 +100,6 @@ def test_small_beam_keeps_top_paths_and_chunking_is_invariant():
     np.testing.assert_array_equal(a.cand_entity, b.cand_entity)
     np.testing.assert_allclose(a.cand_score, b.cand_score, atol=1e-5)
     assert a.cand_entity.shape == (6, 3)
-    # the first step keeps the best actions of the first step exactly
-    beams = search_beams(policy, env, queries[:1], 3)
-    assert beams.score.shape[1] <= 3
 
 
 def test_aggregate_scores_rules():

@@ -267,7 +267,8 @@ def test_sweep_front_door_runs_the_flows_options(tmp_path, capsys):
 
     params = tmp_path / "params.yaml"
     params.write_text("datasets:\n  T: {raw_dir: raw}\nsweeps:\n  t: {grid: {rl.gamma: [0.9, 0.8]}}\n")
-    common = ["t", "--dataset", "T", "--params", str(params), "--dvc"]
+    # --local of the test's own: the default, params.local.yaml of the working folder, is a user's file
+    common = ["t", "--dataset", "T", "--params", str(params), "--local", str(tmp_path / "none.yaml"), "--dvc"]
     assert main(["sweep", *common]) == 0
     ours = capsys.readouterr().out
     assert flows_main(["sweep", *common]) == 0

@@ -91,7 +91,7 @@ def test_candidates_match_naive(seed, E, R, T, n, cap, K, strict, mask_before_ca
             assert nxt.entity[b] in nxt.visited[b, : k + 2]
         assert nxt.step == k + 1 and nxt.path_entity.shape == (B, k + 1)
         state = nxt
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=rf"state at step {K} is terminal \(K = {K}\)"):
         env.candidates(state)
     r = env.reward(state)
     assert np.array_equal(r, (state.entity == queries[:, 2]).astype(np.float32))
@@ -137,7 +137,7 @@ def test_step_rejects_padding():
     s = env.reset(np.array([[2, 0, 1, 5], [0, 0, 1, 5]]))
     c = env.candidates(s)
     assert c.width == 2 and c.count.tolist() == [0, 1]
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="a chosen action is padding"):
         env.step(s, c, np.array([1, 1]))
 
 

@@ -25,7 +25,7 @@ from helpers import free_port
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("fresh-clone")]
+pytestmark = [pytest.mark.slow, pytest.mark.shared_data, pytest.mark.xdist_group("fresh-clone")]
 
 
 def _layered_venv(repo: Path) -> None:

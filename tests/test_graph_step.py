@@ -144,9 +144,14 @@ def test_every_row_counts_once(synthetic):
     stack = StackedPolicy([policy(E, R, s) for s in (3, 5)])
     step = uncaptured(256, groups=2, rows=8)(stack, env_dev)
     batch = np.concatenate([queries[:8], queries[8:16]])
-    parts = step(batch, draw_uniforms([torch.Generator().manual_seed(0)] * 2, 8, env.K, "cpu"), 0.01)
+    parts = step(batch, draw_uniforms([torch.Generator().manual_seed(g) for g in (0, 1)], 8, env.K, "cpu"), 0.01)
     assert parts.shape == (2, len(rl_mod.LOSS_PARTS))
     assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in stack.parameters())
+    # Each group's row is its seed's batch alone: the one-seed step of that seed, its rows and uniforms.
+    for g, (seed, rows) in enumerate([(3, queries[:8]), (5, queries[8:16])]):
+        alone = uncaptured(256, groups=1, rows=8)(policy(E, R, seed), env_dev)
+        want = alone(rows, draw_uniforms([torch.Generator().manual_seed(g)], 8, env.K, "cpu"), 0.01)
+        torch.testing.assert_close(parts[g], want.reshape(-1))
 
 
 def test_a_step_that_cannot_be_captured_warns_and_trains_the_same(synthetic, monkeypatch):

@@ -143,7 +143,7 @@ def test_refused_ingest_keeps_previous_output(tiny_raw, tmp_path):
     ingest(tiny_raw, out)
     before = (out / "meta.json").read_text()
     (tiny_raw / "test.txt").write_text("oops\n")
-    with pytest.raises(IngestError):
+    with pytest.raises(IngestError, match=r"test\.txt, line 1: expected 4 or 5 tab-separated fields"):
         ingest(tiny_raw, out)
     assert (out / "meta.json").read_text() == before
 

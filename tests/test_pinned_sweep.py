@@ -80,10 +80,13 @@ def test_start_refuses_records_of_another_commit_and_leaves_nothing(tmp_path):
 
 
 @pytest.mark.slow  # end to end: clones the repo, ingests ICEWS14 there and runs a sweep in the background
+@pytest.mark.shared_data
 def test_start_pins_a_clone_and_names_its_commit_beside_the_records(tmp_path):
     """The whole start path with a sweep that does not exist: the clone is at the asked commit, the
     dataset is ingested there, the records' folder gets COMMIT (the full hash), and the sweep's
     own error reaches the log (the background run ends by itself)."""
+    shared = ROOT.parent / "shared"
+    assert (shared / "data" / "ICEWS14" / "train.txt").is_file(), f"the raw data must be at {shared}/data"
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
     r = _run("start", "HEAD", "nosuchsweep", "ICEWS14", tmp_path=tmp_path, timeout=300)
     assert r.returncode == 0, r.stderr

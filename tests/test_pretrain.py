@@ -50,13 +50,26 @@ def synthetic():
     return spec, env, train, table
 
 
-def test_batch_loss_is_sum_over_steps_of_mean_bce(synthetic):
+def test_batch_loss_is_sum_over_steps_of_mean_bce(synthetic, monkeypatch):
+    from raptor.agents.actor_critic import pretrain as pretrain_mod
+
     spec, env, train, table = synthetic
     torch.manual_seed(0)
     policy = Policy(spec.num_entities, spec.num_relations, SMALL)
+    per_step = []  # each step's per-row BCE ([B]; the BCE itself: test_bce_hand_computed)
+
+    def recorded(logits, labels, mask):
+        out = reachability_bce(logits, labels, mask)
+        per_step.append(out.detach())
+        return out
+
+    monkeypatch.setattr(pretrain_mod, "reachability_bce", recorded)
     pb = pretrain_batch(policy, env, table, train[:64], torch.Generator().manual_seed(0))
-    # K = 3 steps, each a mean BCE of order log(2) at initialisation.
-    assert 3 * 0.3 < float(pb.loss.detach()) < 3 * 3.0
+    assert len(per_step) == env.K == 3 and all(b.shape == (64,) for b in per_step)
+    torch.testing.assert_close(pb.loss.detach().double(), sum(b.double().mean() for b in per_step))
+    assert pb.stats["bce"] == pytest.approx(float(pb.loss.detach()))
+    # each a mean BCE of order log(2) at initialisation
+    assert all(0.3 < float(b.mean()) < 3.0 for b in per_step)
     assert 0.0 < pb.stats["label_positive_rate"] < 1.0
     pb.loss.backward()
     assert policy.entity_emb.weight.grad is not None

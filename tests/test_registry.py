@@ -18,6 +18,7 @@ from raptor.pipeline.stages import dvc_yaml, main as stages_main
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
+@pytest.mark.shared_data
 def test_icews_checksums_are_the_shared_copies():
     """The registry's ICEWS digests are those of ../shared/data/SHA256SUMS, every file of each release."""
     sums = {}

@@ -129,7 +129,7 @@ def test_training_learns_planted_pattern(synthetic):
     assert trained_mrr > random_mrr + 0.08, (random_mrr, trained_mrr)
 
 
-def test_train_command_end_to_end(tmp_path):
+def test_train_command_end_to_end(tmp_path, capsys):
     from raptor.cli import main
     from raptor.data.synthetic import write_raw
 
@@ -147,14 +147,19 @@ def test_train_command_end_to_end(tmp_path):
     args = ["train", "--data", str(tmp_path / "ing"), "--graph", str(tmp_path / "g.npz"), "--out",
             str(tmp_path / "run"), "--seed", "2", "--params", str(params), "--no-progress"]
     assert main(args + ["--epochs", "2"]) == 0
+    first = json.loads((tmp_path / "run" / "rl" / "history.json").read_text())
     assert main(args) == 0  # resumes from the checkpoint of the 2-epoch run
     hist = json.loads((tmp_path / "run" / "rl" / "history.json").read_text())
     assert [h["epoch"] for h in hist] == [0, 1, 2]
+    assert hist[:2] == first  # continued, not trained again: the first two rows' timings are kept
     assert hist[1]["val_mrr"] is not None and 0 < hist[2]["val_mrr"] <= 1
     policy, meta = load_model(tmp_path / "run" / "rl" / "best.pt")
     assert meta["seed"] == 2 and meta["variant"] == "pure_rl"
     # RAPTOR needs the label tables: a clear one-line error, not a traceback.
+    capsys.readouterr()
     assert main(args[:-1] + ["--variant", "raptor", "--fresh", "--no-progress"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err == "raptor train: error: variant 'raptor' pretrains on the reachability labels: give --labels"
 
 
 def test_precision_auto_is_bfloat16_only_where_the_hardware_has_it():

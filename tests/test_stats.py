@@ -321,7 +321,7 @@ class TestPerQuery:
 
     def test_reciprocal_ranks(self):
         assert reciprocal_ranks([1, 2, 4.0]).tolist() == [1.0, 0.5, 0.25]
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match="ranks must be finite and >= 1"):
             reciprocal_ranks([0.5])
         with pytest.raises(ValueError, match="mismatched"):
             per_query_tests([1.0, 2.0, 3.0], [1.0, 2.0], from_ranks=True)
