@@ -159,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
             # (Prefect's log above holds the traceback of the failed flow run)
             print(f"python -m flows {args.stage}: error: {exc}", file=sys.stderr)
             return 1
-    print(json.dumps(result, default=str)[:2000])
+    print(json.dumps(result, default=str))  # whole: the last line is read back as JSON
     return 0
 
 

@@ -20,6 +20,7 @@ import argparse
 import importlib
 import json
 import sys
+from pathlib import Path
 from dataclasses import dataclass, field
 
 from raptor.config import ConfigError
@@ -55,7 +56,50 @@ class Parser(argparse.ArgumentParser):
     """An argument error is one line (``raptor graph: error: ...``), not the usage and a line."""
 
     def error(self, message: str):
-        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+        self.exit(2, f"{self.prog}: error: {message}{_did_you_mean(message)} (see `{self.prog} --help`)\n")
+
+
+def _did_you_mean(message: str) -> str:
+    """``; did you mean 'train'?`` for argparse's ``invalid choice: 'trian' (choose from ...)``."""
+    import difflib
+    import re
+
+    m = re.match(r"argument \S+: invalid choice: '([^']*)' \(choose from (.*)\)$", message)
+    if not m:
+        return ""
+    close = difflib.get_close_matches(m.group(1), re.findall(r"'([^']*)'", m.group(2)) or m.group(2).split(", "), 1)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+class _Version(argparse.Action):
+    """``--version``: :func:`version`, computed only when asked (it runs git)."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(version())
+        parser.exit(0)
+
+
+def version() -> str:
+    """``raptor-tkg 0.1.0``, with the commit of a git checkout (``(commit 1f67121, modified)``)."""
+    import subprocess
+    from importlib.metadata import PackageNotFoundError, version as installed
+
+    try:
+        text = f"raptor-tkg {installed('raptor-tkg')}"
+    except PackageNotFoundError:
+        text = "raptor-tkg (not installed)"
+    root = Path(__file__).resolve().parents[1]
+    try:
+        git = lambda *a: subprocess.run(["git", "-C", str(root), *a], capture_output=True, text=True,  # noqa: E731
+                                        timeout=10).stdout.strip()
+        commit = git("rev-parse", "--short=7", "HEAD")
+        dirty = bool(git("status", "--porcelain", "--untracked-files=no"))
+    except (OSError, subprocess.SubprocessError):
+        commit = ""
+    return text + (f" (commit {commit}{', modified' if dirty else ''})" if commit else "")
 
 
 @dataclass
@@ -110,6 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="raptor", formatter_class=argparse.RawDescriptionHelpFormatter, description=_wrap(
         "RAPTOR for temporal knowledge graph forecasting. `dvc repro` (or scripts/run.sh) runs the pipeline "
         "end to end; `raptor STAGE` runs one stage, as dvc.yaml runs it (`python -m flows STAGE`)."))
+    parser.add_argument("--version", action=_Version, help="the package's version and commit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", help="a stage or a library command (below)")
     for kind, stages in declaration().items():
         line, description = kind_help(kind, stages)
@@ -163,8 +208,9 @@ def _select_direct(args: argparse.Namespace, direct: _Direct) -> bool:
     stage_only = [f for f, given in (("--in", args.inputs), ("--variant", getattr(args, "variant", None)),
                                      ("--out NAME=PATH", len(bare) < len(args.outputs))) if given]
     if stage_only:
-        raise StageArgumentError(f"{', '.join(own or ['--out PATH'])} select the direct form, {', '.join(stage_only)} "
-                                 "the stage form: use one")
+        chosen = own or ["--out PATH"]
+        raise StageArgumentError(f"{', '.join(chosen)} select{'s' if len(chosen) == 1 else ''} the direct form, "
+                                 f"{', '.join(stage_only)} the stage form: use one")
     if len(bare) > 1:
         raise StageArgumentError("--out: the direct form writes one output (--out PATH)")
     args.out = bare[0] if bare else None
@@ -172,7 +218,8 @@ def _select_direct(args: argparse.Namespace, direct: _Direct) -> bool:
     if direct.needs_out and args.out is None:
         missing.append("--out")
     if missing:
-        raise StageArgumentError(f"the direct form needs {', '.join(missing)}")
+        why = "" if own else " (a bare --out PATH selects the direct form; the stage form takes --out NAME=PATH)"
+        raise StageArgumentError(f"the direct form needs {', '.join(missing)}{why}")
     args.params = args.params or "params.yaml"
     return True
 
@@ -185,7 +232,7 @@ def _run_stage(args: argparse.Namespace) -> int:
     if args._direct is not None and _select_direct(args, args._direct):
         return int(args._direct.module.run(args) or 0)
     result = execute(args._kind, args)
-    print(json.dumps(result, default=str)[:2000])
+    print(json.dumps(result, default=str))  # whole: the last line is read back as JSON
     return 0
 
 

@@ -770,7 +770,8 @@ def read_yaml(path: str | Path) -> Any:
     """Parse a YAML file strictly (duplicate keys refused); errors name the file."""
     path = Path(path)
     if not path.exists():
-        raise ConfigError(f"params file not found: {path}")
+        raise ConfigError(f"params file not found: {path} (run from the project's root folder, or give --params "
+                          "FILE; a file holding `{}` means the paper's defaults)")
     if path.is_dir():
         raise ConfigError(f"{path}: a directory, not a YAML params file")
     try:

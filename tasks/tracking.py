@@ -38,6 +38,10 @@ apply_defaults()
 # with exponential backoff, 120 s timeout); the Run below keeps the calls and retries them itself.
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "20")
+# A stage's output is the stage's: no "Downloading artifacts" bars (hundreds of \r fragments in a log)
+# and no INFO lines of MLflow's own ("Creating initial MLflow database tables...") between raptor's.
+os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+logging.getLogger("mlflow").setLevel(logging.WARNING)
 PROJECT_ROOT = Path.cwd()  # tasks run in the project root (dvc.yaml's commands, the deployment)
 
 import mlflow  # noqa: E402

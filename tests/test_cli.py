@@ -209,8 +209,10 @@ def test_a_stage_defaults_to_the_paths_dvc_yaml_gives_it(tmp_path, monkeypatch):
     (["graph"], "raptor graph: error: --in data=data/TINY/ingested: not found (run `raptor ingest --dataset TINY` first)"),
     (["finetune"], "raptor finetune: error: --variant: finetune runs one variant: give one of pure_rl, raptor, titer"),
     (["label", "--dataset", "NOPE"], "raptor label: error: datasets: no dataset 'NOPE' (listed: TINY; registered: "),
-    (["graph", "--data", "d", "--in", "data=d"], "raptor graph: error: --data select the direct form, --in the stage "
+    (["graph", "--data", "d", "--in", "data=d"], "raptor graph: error: --data selects the direct form, --in the stage "
                                                  "form: use one"),
+    (["graph", "--out", "g.npz"], "raptor graph: error: the direct form needs --data (a bare --out PATH selects the "
+                                  "direct form; the stage form takes --out NAME=PATH)"),
     (["evaluate", "--variant", "nope"], "raptor evaluate: error: argument --variant: invalid choice: 'nope'"),
 ])
 def test_a_bad_stage_argument_is_one_clear_line(tmp_path, monkeypatch, capsys, argv, says):
@@ -252,7 +254,9 @@ def test_a_stage_without_params_runs_the_params_stage_first(tmp_path, monkeypatc
     monkeypatch.chdir(_project(tmp_path))
     (tmp_path / "build" / "params.json").unlink()
     assert main(["graph"]) == 1
-    assert "dvc.yaml is out of date" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert f"no dvc.yaml in {tmp_path.resolve()}: run the stages from the project's root folder" in err
+    assert "out of date" not in err and "@@" not in err  # no diff against a file that is not there
     (tmp_path / "dvc.yaml").write_text(stages.dvc_yaml(stages.load_params("params.yaml")))
     assert main(["graph"]) == 1
     err = capsys.readouterr().err
@@ -308,3 +312,81 @@ def test_a_stage_through_raptor_writes_what_the_flow_writes(tmp_path):
         assert sorted(a.files) == sorted(b.files)
         for k in a.files:
             np.testing.assert_array_equal(a[k], b[k])
+
+
+def test_direct_forms_apply_the_local_overrides_beside_their_params_and_say_what_they_read(tmp_path, capsys):
+    """params.local.yaml beside --params is applied by train, label, evaluate and explain as by the stages
+    (a profile chosen there used to be ignored, and the paper's budget started unannounced); --local
+    names another file; the start line names what was read and the budget."""
+    import json
+
+    from raptor.data.synthetic import SyntheticSpec, write_raw
+
+    raw = write_raw(tmp_path / "raw", SyntheticSpec())
+    params = tmp_path / "p.yaml"
+    params.write_text("env: {max_actions: 30}\n"
+                      "model: {entity_dim: 16, relation_dim: 16, time_dim: 4, step_dim: 4, mlp_hidden_dim: 32}\n"
+                      "rl: {epochs: 3, batch_size: 256}\neval: {valid_every: 1, beam_size: 10}\n"
+                      "train: {num_threads: 1}\n")
+    (tmp_path / "params.local.yaml").write_text("rl.epochs: 1\n")
+    assert main(["ingest", "--raw", str(raw), "--out", str(tmp_path / "ing"), "--params", str(params)]) == 0
+    assert main(["graph", "--data", str(tmp_path / "ing"), "--out", str(tmp_path / "g.npz")]) == 0
+    capsys.readouterr()
+    common = ["--data", str(tmp_path / "ing"), "--graph", str(tmp_path / "g.npz"), "--params", str(params)]
+    assert main(["train", *common, "--out", str(tmp_path / "run"), "--no-progress"]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first == (f"train pure_rl seed 0: params {params} + {tmp_path / 'params.local.yaml'} (profile paper); "
+                     f"1 RL epoch; cpu, float32 -> {tmp_path / 'run'}")
+    assert len(json.loads((tmp_path / "run/rl/history.json").read_text())) == 1
+    other = tmp_path / "other.yaml"
+    other.write_text("rl: {epochs: 2}\n")
+    assert main(["train", *common, "--local", str(other), "--out", str(tmp_path / "run2"), "--no-progress"]) == 0
+    assert len(json.loads((tmp_path / "run2/rl/history.json").read_text())) == 2
+    assert main(["train", *common, "--local", str(tmp_path / "none.yaml"), "--out", str(tmp_path / "run3")]) == 1
+    assert capsys.readouterr().err.strip().endswith(f"--local {tmp_path / 'none.yaml'}: no such file")
+    (tmp_path / "params.local.yaml").write_text("eval.beam_size: 3\n")  # evaluate reads it too
+    assert main(["evaluate", "--model", str(tmp_path / "run/rl/best.pt"), *common, "--out", str(tmp_path / "ev")]) == 0
+    assert "beam 3, score rule max" in capsys.readouterr().out
+    # explain: the data's own calendar (synthetic: time steps), not that of the one dataset params list
+    # (ICEWS14 by default: dates in 2014 before); a baseline that walks no paths is refused in one line.
+    assert main(["explain", "Entity 1", "0", "30", "--model", str(tmp_path / "run/rl/best.pt"), *common]) == 0
+    out = capsys.readouterr().out
+    assert "t=30)" in out.splitlines()[0] and "2014" not in out
+    assert main(["train", *common, "--variant", "recurrency", "--out", str(tmp_path / "rec"), "--no-progress"]) == 0
+    assert capsys.readouterr().out.splitlines()[1].startswith("train recurrency seed 0: fitted in ")
+    assert main(["explain", "Entity 1", "0", "30", "--model", str(tmp_path / "rec/rl/best.pt"), *common]) == 1
+    assert "ranks without paths: explain needs a model that walks paths (pure_rl, raptor, titer)" in \
+        capsys.readouterr().err
+
+
+def test_a_stage_prints_its_whole_result_as_the_last_line(tmp_path, monkeypatch, capsys):
+    """Five seeds' summaries are over 2,000 characters: the line was cut there and could not be parsed."""
+    import json
+
+    from raptor.commands import stage
+
+    result = [{"variant": "pure_rl", "seed": s, "summary": "x" * 600} for s in range(5)]
+    monkeypatch.setattr(stage, "execute", lambda kind, args: result)
+    assert main(["graph", "--dataset", "ICEWS14", "--params", str(tmp_path / "p.json")]) == 0
+    assert json.loads(capsys.readouterr().out.splitlines()[-1]) == result
+
+
+def test_version_and_a_mistyped_command(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["--version"])
+    assert exc.value.code == 0 and capsys.readouterr().out.startswith("raptor-tkg 0.1.0")
+    with pytest.raises(SystemExit) as exc:
+        main(["trian"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and "invalid choice: 'trian'" in err and "; did you mean 'train'?" in err
+    with pytest.raises(SystemExit):
+        main(["zzzz"])
+    assert "did you mean" not in capsys.readouterr().err
+
+
+def test_a_stage_missing_its_variant_is_refused_before_the_params_stage_runs(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(_project(tmp_path))
+    (tmp_path / "build" / "params.json").unlink()
+    assert main(["finetune"]) == 1
+    assert "--variant: finetune runs one variant" in capsys.readouterr().err
+    assert not (tmp_path / "build" / "params.json").exists()

@@ -60,7 +60,8 @@ def test_overrides_and_file_errors(tmp_path):
     f = tmp_path / "params.yaml"
     f.write_text("rl:\n  epochs: 3\n")
     assert load_params(f, {"rl.epochs": 5}).rl.epochs == 5
-    with pytest.raises(ConfigError, match="params file not found"):
+    with pytest.raises(ConfigError, match=r"params file not found: .* \(run from the project's root folder, or "
+                                          r"give --params FILE; a file holding `\{\}` means the paper's defaults\)"):
         load_params(tmp_path / "nope.yaml")
     f.write_text("rl: [1, 2\n")
     with pytest.raises(ConfigError, match="not valid YAML"):

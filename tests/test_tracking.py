@@ -94,3 +94,15 @@ def test_the_pipeline_parent_of_an_invocation_is_closed_however_the_block_ends(s
     with tracking.pipeline_parent("raptor/T", "T") as empty:
         assert empty.run_id != pipe.run_id
     assert store.get_run(empty.run_id).info.lifecycle_stage == "deleted"  # nothing under it
+
+
+def test_mlflow_keeps_its_info_lines_and_download_bars_out_of_a_stage_output(caplog):
+    """A stage that logged a model printed MLflow's INFO lines and "Downloading artifacts" bars among its own."""
+    import logging
+    import os
+
+    assert os.environ["MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"] == "false"
+    with caplog.at_level(logging.INFO):
+        logging.getLogger("mlflow.store.db.utils").info("Creating initial MLflow database tables...")
+        logging.getLogger("raptor").info("a stage's own line")
+    assert [r.name for r in caplog.records] == ["raptor"]

@@ -38,6 +38,8 @@ class AgentFacts:
     #: ``train_many`` trains several seeds at once, as one batched step (``train.stacked_seeds``
     #: groups a stage's seeds for it); false: one after the other.
     stacks_seeds: bool = False
+    #: Answers by walking paths in the graph (beam search over the MDP): ``raptor explain`` shows them.
+    walks: bool = True
 
     @property
     def code(self) -> tuple[str, ...]:
@@ -52,7 +54,7 @@ AGENTS: dict[str, AgentFacts] = {
     "titer": AgentFacts("raptor.agents.titer.agent", ("titer",), "titer.precision", "TITer's REINFORCE"),
     "recurrency": AgentFacts("raptor.agents.recurrency.agent", ("recurrency",), None,  # no network: NumPy, float64
                              "no training: (lambda, alpha) per relation chosen on the valid split",
-                             fixed_precision="float64", iterates=False),
+                             fixed_precision="float64", iterates=False, walks=False),
 }
 
 #: ``meta`` key of a saved model or checkpoint naming the agent that rebuilds it (:func:`agent_of`).

@@ -46,6 +46,16 @@ class Variant:
                      if s not in self.params)
 
     @property
+    def trained(self) -> bool:
+        """Trains for an epoch budget (false: a selection on the validation split, nothing to iterate)."""
+        return agent_facts(self.agent).iterates
+
+    @property
+    def walks(self) -> bool:
+        """Answers by walking paths (what ``raptor explain`` shows)."""
+        return agent_facts(self.agent).walks
+
+    @property
     def training(self) -> str:
         """What its finetune stage does, in words."""
         return agent_facts(self.agent).training

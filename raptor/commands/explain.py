@@ -15,8 +15,8 @@ HELP = ("Answer a query typed in names and a date (subject, relation, date) with
 
 
 def register(p: argparse.ArgumentParser) -> None:
-    from raptor.agents.variants import PRETRAINED_VARIANT
-    from raptor.commands import non_negative_int
+    from raptor.agents.variants import PRETRAINED_VARIANT, VARIANTS
+    from raptor.commands import add_local_option, non_negative_int, positive_int
 
     p.add_argument("subject", help='subject entity name, e.g. "Barack Obama" (or an id)')
     p.add_argument("relation", help='relation name, e.g. "Make statement"; prefix "inverse:" for r^-1 (or an id)')
@@ -24,31 +24,34 @@ def register(p: argparse.ArgumentParser) -> None:
                    "time step; only history before it is used")
     p.add_argument("--model", help="trained model (.pt; default: the pipeline's best.pt of --variant and --seed, "
                    "runs/<dataset>/<variant>/train/seed<seed>/best.pt)")
-    p.add_argument("--variant", default=PRETRAINED_VARIANT, help="with no --model: whose model (default: %(default)s)")
+    p.add_argument("--variant", default=PRETRAINED_VARIANT, choices=[v for v in VARIANTS if VARIANTS[v].walks],
+                   help="with no --model: whose model (default: %(default)s)")
     p.add_argument("--seed", type=non_negative_int, default=0,
                    help="with no --model: which seed's model (default: %(default)s)")
     p.add_argument("--data", help="ingested dataset folder (default: the pipeline's, data/<dataset>/ingested)")
     p.add_argument("--graph", help="graph file (default: the pipeline's, data/<dataset>/graph.npz)")
     p.add_argument("--params", default="params.yaml", help="params file (default: %(default)s)")
+    add_local_option(p)
     p.add_argument("--dataset", help="dataset of params `datasets`: the pipeline's paths and the calendar "
                    "(default: the only one listed, or the data's name)")
-    p.add_argument("--top", type=int, default=10, help="answers to show (default: %(default)s)")
-    p.add_argument("--paths", type=int, default=2, help="supporting paths per answer (default: %(default)s)")
+    p.add_argument("--top", type=positive_int, default=10, help="answers to show (default: %(default)s)")
+    p.add_argument("--paths", type=positive_int, default=2, help="supporting paths per answer (default: %(default)s)")
 
 
 def run(args: argparse.Namespace) -> int:
     from raptor.agents.beam import explain
-    from raptor.config import load_params
+    from raptor.commands import command_params
     from raptor.constants import inverse_relation, stop_relation
     from raptor.runs.context import load_context
     from raptor.runs.rundir import RunDir
     from raptor.data.names import date_to_step, resolve, step_to_date
     from raptor.agents.base import load_model
+    from raptor.agents.variants import VARIANTS
 
     from raptor.constants import seed_dir
     from raptor.pipeline.stages import stage_output
 
-    params = load_params(args.params)
+    params, _ = command_params(args)
     default_name = args.dataset or (next(iter(params.datasets)) if len(params.datasets) == 1 else None)
     paths = {}
     for key, stage, what in (("data", "ingest", "the ingested data"), ("graph", "graph", "the graph"),
@@ -72,7 +75,11 @@ def run(args: argparse.Namespace) -> int:
     r = resolve(args.relation.split(":", 1)[1] if inverse else args.relation, ds.relation_names, "relation")
     if inverse:
         r = inverse_relation(r, R)
-    name = default_name or ds.meta.get("dataset")
+    # The calendar is the data's own (given with --data, it need not be the dataset params list).
+    name = args.dataset or ds.meta.get("dataset") or default_name
+    if args.dataset and ds.meta.get("dataset") not in (None, args.dataset):
+        print(f"note: --dataset {args.dataset}, but {paths['data']} holds {ds.meta.get('dataset')!r}: "
+              f"{args.dataset}'s calendar is used")
     # The params entry's calendar, else the one ingest read from dated raw files, else step numbers.
     entry = params.datasets.get(name)
     calendar = ds.meta.get("calendar") or {}
@@ -85,7 +92,11 @@ def run(args: argparse.Namespace) -> int:
                          f"{step_to_date(0, start_date, granularity)}, step 0)")
     from raptor.evaluation.stats import format_probability
 
-    policy, _ = load_model(paths["model"], ctx=ctx)
+    policy, meta = load_model(paths["model"], ctx=ctx)
+    if not meta.get("max_path_length"):
+        raise ValueError(f"{paths['model']}: a model of the {meta.get('variant') or meta.get('agent')!r} baseline, "
+                         "which ranks without paths: explain needs a model that walks paths "
+                         f"({', '.join(v for v in VARIANTS if VARIANTS[v].walks)})")
     policy.eval()
     answers = explain(policy, ctx.env, (s, r, t), params.eval, top_k=args.top, paths_per_entity=args.paths)
 

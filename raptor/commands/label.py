@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from raptor.config import load_params
+from raptor.commands import add_local_option, command_params
 
 NAME = "label"
 HELP = (
@@ -18,6 +18,7 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", required=True, help="ingested dataset folder (output of `raptor ingest`)")
     p.add_argument("--out", required=True, help="output folder (replaced as a whole when complete)")
     p.add_argument("--params", default="params.yaml", help="params file (default: %(default)s)")
+    add_local_option(p)
     p.add_argument("--graph", help="reuse a graph file from `raptor graph` (default: build it from --data)")
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--exact", action="store_true", help="exact reachability (labeling.max_in_edges = null)")
@@ -55,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
         overrides["labeling.workers"] = args.workers
     if args.partitions is not None:
         overrides["labeling.partitions"] = args.partitions
-    params = load_params(args.params, overrides)
+    params, _ = command_params(args, overrides)
     if args.part is not None:
         s = label_part(args.data, args.out, args.part, max_path_length=params.env.max_path_length,
                        config=params.labeling, graph_path=args.graph, show_progress=not args.no_progress)

@@ -140,15 +140,15 @@ def stage_call(kind: str, args: argparse.Namespace) -> StageCall:
     from raptor.pipeline.stages import ablation_stages, main_stages
 
     stages = declaration()[kind]
+    variant = getattr(args, "variant", None)
+    vs = _variants_of(stages)
+    if vs and not variant:  # before the params stage runs: a usage error costs nothing
+        raise StageArgumentError(f"--variant: {kind} runs one variant: give one of {', '.join(vs)}")
     params_path = args.params or resolve_params_file()
     if not Path(params_path).is_file():
         raise StageArgumentError(f"--params {params_path}: not found (the params stage writes it: `raptor params`)")
     params = load_resolved(params_path)
     dataset, d = params.dataset(args.dataset)
-    variant = getattr(args, "variant", None)
-    vs = _variants_of(stages)
-    if vs and not variant:
-        raise StageArgumentError(f"--variant: {kind} runs one variant: give one of {', '.join(vs)}")
     name = f"{kind}-{variant}" if variant else stages[0].name
     # The project's stages (dvc.yaml's, for its train.variants), else the declaration's.
     project = {s.name: s for s in main_stages(params.train.variants) + ablation_stages()}

@@ -18,7 +18,7 @@ HELP = (
 
 def register(p: argparse.ArgumentParser) -> None:
     from raptor.agents.variants import VARIANTS
-    from raptor.commands import non_negative_int
+    from raptor.commands import add_local_option, non_negative_int
 
     p.add_argument("--data", required=True, help="ingested dataset folder (output of `raptor ingest`)")
     p.add_argument("--graph", required=True, help="graph file (output of `raptor graph`)")
@@ -27,6 +27,7 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--labels", help="label tables (output of `raptor label`); needed by pretrained variants")
     p.add_argument("--seed", type=non_negative_int, default=0, help="random seed (initialisation, shuffling, sampling)")
     p.add_argument("--params", default="params.yaml", help="params file (default: params.yaml)")
+    add_local_option(p)
     p.add_argument("--profile", help="apply this profile of params.yaml (e.g. quick)")
     p.add_argument("--epochs", type=int, default=None, help="override rl.epochs")
     p.add_argument("--pretrain-epochs", type=int, default=None, help="override pretrain.epochs")
@@ -40,9 +41,11 @@ def register(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from raptor.config import load_params
+    from raptor.commands import command_params
+    from raptor.common.runtime import resolve_device, resolve_precision
     from raptor.runs.rundir import RunOptions
     from raptor.pipeline.experiment import load_context, run_variant
+    from raptor.agents import agent_facts
     from raptor.agents.variants import get
 
     overrides = {}
@@ -52,11 +55,25 @@ def run(args: argparse.Namespace) -> int:
         overrides["rl.epochs"] = args.epochs
     if args.pretrain_epochs is not None:
         overrides["pretrain.epochs"] = args.pretrain_epochs
-    params = load_params(args.params, overrides)
+    params, source = command_params(args, overrides)
     ctx = load_context(args.data, args.graph, params)
     out = Path(args.out)
     init, n_pre = None, 0
-    if get(args.variant).pretrained and params.pretrain.epochs > 0:
+    pretrains = get(args.variant).pretrained and params.pretrain.epochs > 0
+    budget = ((f"{params.pretrain.epochs} pretraining + " if pretrains else "") + f"{params.rl.epochs} RL epoch"
+              + ("s" if params.rl.epochs != 1 else ""))
+    if not get(args.variant).trained:
+        budget = "no training (fitted on the validation split)"
+    device = resolve_device(params.train.device)
+    facts = agent_facts(get(args.variant).agent)
+    if facts.precision_key:
+        section, key = facts.precision_key.split(".")
+        precision = resolve_precision(getattr(getattr(params, section), key), device.type)
+    else:
+        precision = facts.fixed_precision
+    print(f"train {args.variant} seed {args.seed}: params {source}; {budget}; {device.type}, {precision} "
+          f"-> {args.out}", flush=True)
+    if pretrains:
         from raptor.agents.actor_critic.pretrain import pretrain_run
 
         if not args.labels:
@@ -68,9 +85,15 @@ def run(args: argparse.Namespace) -> int:
     s = run_variant(ctx, args.variant, RunOptions(seed=args.seed, out_dir=out / "rl", resume=not args.fresh,
                                                   progress=not args.no_progress, resume_only=args.resume_only),
                     init_model=init, pretrain_epochs=n_pre)
-    best = f"{s['best_val_mrr']:.4f} at epoch {s['best_epoch']}" if s["best_val_mrr"] is not None else "n/a"
-    print(f"train {args.variant} seed {args.seed}: {s['pretrain_epochs']} pretraining + {s['rl_epochs']} RL epochs "
-          f"in {s['seconds']:.1f} s, best validation MRR {best} -> {args.out}")
+    if not get(args.variant).trained:
+        print(f"train {args.variant} seed {args.seed}: fitted in {s['seconds']:.1f} s, validation MRR "
+              f"{s['best_val_mrr']:.4f} -> {args.out}")
+    else:
+        # best_epoch counts from 0 in summary.json; people (and the stage logs) count epochs from 1
+        best = (f"{s['best_val_mrr']:.4f} after RL epoch {s['best_epoch'] + 1}" if s["best_val_mrr"] is not None
+                else "n/a")
+        print(f"train {args.variant} seed {args.seed}: {s['pretrain_epochs']} pretraining + {s['rl_epochs']} RL "
+              f"epochs in {s['seconds']:.1f} s (RL), best validation MRR {best} -> {args.out}")
     if s["restarted"]:
         print(f"(started afresh: {s['restarted']})")
     print(json.dumps(s, default=str))

@@ -455,6 +455,10 @@ def check_dvc_files(root: str | Path, params: Params, require_ablation: bool = T
     """Problems with the generated files under ``root`` (empty when they are up to date); without
     ``require_ablation`` a project may lack ``ablation/dvc.yaml`` and the plots' template (but not have
     stale ones): the pipeline runs without them."""
+    if not (Path(root) / DVC_FILE).exists():
+        return [f"no {DVC_FILE} in {Path(root).resolve()}: run the stages from the project's root folder (where "
+                f"{DVC_FILE} is), or make this folder a pipeline project with `python -m raptor.pipeline.stages write`; "
+                "a direct form runs on paths of your own without one (`raptor STAGE --help`)"]
     problems = []
     for rel, text in generated_files(params):
         path = Path(root) / rel
