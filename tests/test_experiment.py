@@ -113,6 +113,10 @@ def test_pure_rl_and_evaluation_outputs(ctx):
     metrics = evaluate_model(c, summary["model"], root / "eval/pure_rl/1", split="test")
     written = json.loads((root / "eval/pure_rl/1/metrics.json").read_text())
     assert set(["mrr", "hits@1", "hits@3", "hits@10"]) <= set(written)
+    # what the metrics depend on besides the data: the model and the evaluation params
+    assert written["model"] == str(summary["model"]) and written["model_sha256"] == summary["model_sha256"]
+    assert written["eval_params"]["beam_size"] == c.params.eval.beam_size
+    assert written["eval_params"]["score_rule"] == c.params.eval.score_rule
     n_test = len(c.dataset.splits["test"])
     assert written["queries"] == {"total": 2 * n_test, "forward": n_test, "inverse": n_test}
     pred = read_predictions(root / "eval/pure_rl/1/predictions.parquet")

@@ -15,6 +15,7 @@ inputs, or an epoch budget, it was not computed from.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from pathlib import Path
@@ -253,6 +254,10 @@ def evaluate_model(
     metrics["precision"] = precision
     metrics["seconds"] = round(seconds, 3)
     metrics["ms_per_query"] = round(1000 * seconds / max(len(queries), 1), 4)
+    # what the numbers depend on besides the data: the same model scores otherwise under another beam
+    metrics["model"] = str(model_path)
+    metrics["model_sha256"] = sha256_file(model_path)
+    metrics["eval_params"] = dataclasses.asdict(p.eval)
     out = RunDir(out_dir)
     out.path.mkdir(parents=True, exist_ok=True)
     # The predictions first (the larger file): a full disk leaves the previous metrics with their predictions.

@@ -115,15 +115,17 @@ def run_epochs(phase: Phase, policy: torch.nn.Module, optimizer: torch.optim.Opt
     from raptor.common.progress import progress_bar
 
     history, start = resume(phase, policy, optimizer, run)
-    bar = progress_bar(range(start, run.epochs), desc=phase.name, enabled=run.progress, initial=start,
-                       total=run.epochs)
-    for epoch in bar:
+    # Counted by hand, not by iterating the bar: a bar in a log file (rate-limited) counts lazily, so
+    # the postfix of epoch n was printed beside a count of epochs long past.
+    bar = progress_bar(desc=phase.name, enabled=run.progress, initial=start, total=run.epochs)
+    for epoch in range(start, run.epochs):
         if phase.done is not None and phase.done():
             break
         t0 = time.perf_counter()
         row: dict[str, Any] = {"epoch": epoch, **phase.run_epoch(epoch)}
         row["seconds"] = time.perf_counter() - t0
         end_epoch(phase, run, row, history, lambda: (policy.state_dict(), optimizer.state_dict()))
+        bar.update(1)
         bar.set_postfix(**phase.postfix(row))
     bar.close()
     return history
