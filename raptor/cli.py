@@ -35,6 +35,10 @@ DIRECT_MODULES: dict[str, str] = {
     "report": "raptor.commands.report",
 }
 
+#: The direct forms that read ``--dataset`` (ingest: the params entry of a raw folder); the others take
+#: the dataset from their paths, so ``--dataset`` there is refused rather than ignored.
+DIRECT_READS_DATASET = ("ingest",)
+
 #: Library commands (not stages), in the order ``raptor --help`` lists them.
 LIBRARY_MODULES: list[str] = [
     "raptor.commands.synthetic",
@@ -189,7 +193,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.set_defaults(_run=module.run)
     parser.epilog = (_wrap("stages, in pipeline order (dvc.yaml's names; --dataset, --params, --in NAME=PATH, "
                            "--out NAME=PATH, --variant: `raptor STAGE --help`):") + "\n" + _listing(stage_rows) +
-                     "\n\nlibrary commands (paths given, no Prefect):\n" + _listing(library_rows))
+                     "\n\nlibrary commands (on paths given):\n" + _listing(library_rows))
     return parser
 
 
@@ -213,6 +217,9 @@ def _select_direct(args: argparse.Namespace, direct: _Direct) -> bool:
                                  f"{', '.join(stage_only)} the stage form: use one")
     if len(bare) > 1:
         raise StageArgumentError("--out: the direct form writes one output (--out PATH)")
+    if getattr(args, "dataset", None) and args._kind not in DIRECT_READS_DATASET:
+        raise StageArgumentError(f"--dataset: the direct form of {args._kind} reads the dataset given with its paths "
+                                 "(--data); drop --dataset, or drop the direct form's options for the stage form")
     args.out = bare[0] if bare else None
     missing = [a.option_strings[0] for a in direct.required if getattr(args, a.dest) is None]
     if direct.needs_out and args.out is None:

@@ -213,6 +213,10 @@ def test_a_stage_defaults_to_the_paths_dvc_yaml_gives_it(tmp_path, monkeypatch):
                                                  "form: use one"),
     (["graph", "--out", "g.npz"], "raptor graph: error: the direct form needs --data (a bare --out PATH selects the "
                                   "direct form; the stage form takes --out NAME=PATH)"),
+    (["graph", "--data", "d", "--out", "g.npz", "--dataset", "TINY"], "raptor graph: error: --dataset: the direct "
+                                                                      "form of graph reads the dataset given with its paths"),
+    (["report", "--out", "x"], "raptor report: error: the direct form of report is --where (where every output is); "
+                               "the report stage takes --dataset D and --out NAME=PATH"),
     (["evaluate", "--variant", "nope"], "raptor evaluate: error: argument --variant: invalid choice: 'nope'"),
 ])
 def test_a_bad_stage_argument_is_one_clear_line(tmp_path, monkeypatch, capsys, argv, says):
@@ -390,3 +394,16 @@ def test_a_stage_missing_its_variant_is_refused_before_the_params_stage_runs(tmp
     assert main(["finetune"]) == 1
     assert "--variant: finetune runs one variant" in capsys.readouterr().err
     assert not (tmp_path / "build" / "params.json").exists()
+
+
+def test_synthetic_says_what_each_option_means_and_refuses_a_spec_it_cannot_make(tmp_path, capsys):
+    import dataclasses
+
+    from raptor.commands import synthetic
+    from raptor.data.synthetic import SyntheticSpec
+
+    assert set(synthetic.FIELD_HELP) == {f.name for f in dataclasses.fields(SyntheticSpec)}
+    assert main(["synthetic", "--out", str(tmp_path / "s"), "--num-relations", "5"]) == 1
+    assert capsys.readouterr().err.strip() == ("raptor synthetic: error: num_relations: at least 6 (5 planted "
+                                               "relations and noise), got 5")
+    assert not (tmp_path / "s").exists()

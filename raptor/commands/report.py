@@ -11,8 +11,9 @@ HELP = ("`--where` lists every output of the pipeline (from the stage declaratio
 
 
 def register(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--params", default="params.yaml", help="params file (default: %(default)s)")
-    p.add_argument("--local", default="params.local.yaml", help="local overrides (default: %(default)s, if present)")
+    p.add_argument("--params", default="params.yaml", help="params file, under --root (default: %(default)s)")
+    p.add_argument("--local", default="params.local.yaml", help="local overrides, under --root (default: %(default)s, "
+                   "if present)")
     p.add_argument("--root", default=".", help="project root (default: %(default)s)")
     p.add_argument("--where", action="store_true", help="only list where the outputs are")
 
@@ -24,10 +25,10 @@ def run(args: argparse.Namespace) -> int:
     from raptor.pipeline.stages import outputs
 
     if not args.where:
-        raise ValueError("--local and --root go with --where (the report itself: `raptor report --dataset D`, "
-                         "the stage)")
+        raise ValueError("the direct form of report is --where (where every output is); the report stage takes "
+                         "--dataset D and --out NAME=PATH (`raptor report --help`)")
     root = Path(args.root)
-    params = load_params(args.params, local=root / args.local)
+    params = load_params(root / args.params, local=root / args.local)
     for address, what, path in outputs(params):
         exists = "" if (root / path).exists() else "  (not yet produced)"
         print(f"{address:<34} {path:<44} {what}{exists}")

@@ -43,6 +43,13 @@ class SyntheticSpec:
 
 def generate(spec: SyntheticSpec = SyntheticSpec()) -> dict[str, np.ndarray]:
     """Generate split quadruples (int64 ``[n, 4]``, times in days starting at 0), deduplicated."""
+    if spec.num_relations < 6:
+        raise ValueError(f"num_relations: at least 6 (5 planted relations and noise), got {spec.num_relations}")
+    if spec.num_entities < 3 or spec.num_timestamps < 1:
+        raise ValueError(f"num_entities >= 3 and num_timestamps >= 1, got {spec.num_entities} and {spec.num_timestamps}")
+    if not (0 < spec.train_fraction and 0 <= spec.valid_fraction and spec.train_fraction + spec.valid_fraction < 1):
+        raise ValueError(f"train_fraction > 0, valid_fraction >= 0 and their sum < 1, got {spec.train_fraction} and "
+                         f"{spec.valid_fraction}")
     rng = np.random.default_rng(spec.seed)
     E, T = spec.num_entities, spec.num_timestamps
     R_A, R_B, R_C, R_D, R_E = 0, 1, 2, 3, 4
