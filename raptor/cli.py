@@ -260,6 +260,11 @@ def main(argv: list[str] | None = None) -> int:
         # Known user errors: one clear line, no traceback.
         print(f"raptor {args.command}: error: {exc}", file=sys.stderr)
         return 1
+    except BrokenPipeError:  # `raptor params --show | head`: the reader left; no traceback about it
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's recipe: no error at exit
+        return 1
 
 
 if __name__ == "__main__":

@@ -407,3 +407,21 @@ def test_synthetic_says_what_each_option_means_and_refuses_a_spec_it_cannot_make
     assert capsys.readouterr().err.strip() == ("raptor synthetic: error: num_relations: at least 6 (5 planted "
                                                "relations and noise), got 5")
     assert not (tmp_path / "s").exists()
+
+
+def test_params_show_prints_what_a_run_would_read_and_writes_nothing(tmp_path, monkeypatch, capsys):
+    import yaml
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "params.yaml").write_text("rl: {epochs: 7}\nprofiles:\n  small: {rl.batch_size: 64}\n")
+    (tmp_path / "params.local.yaml").write_text("profile: small\neval.beam_size: 5\n")
+    assert main(["params", "--show", "rl.epochs"]) == 0 and capsys.readouterr().out == "7\n"
+    assert main(["params", "--show", "rl"]) == 0
+    rl = yaml.safe_load(capsys.readouterr().out)
+    assert rl["epochs"] == 7 and rl["batch_size"] == 64 and rl["gamma"] == 0.95  # file, profile, paper default
+    assert main(["params", "--show"]) == 0
+    whole = yaml.safe_load(capsys.readouterr().out)
+    assert whole["eval"]["beam_size"] == 5 and whole["profile"] == "small"
+    assert main(["params", "--show", "rl.nope"]) == 1
+    assert "--show rl.nope: no key 'nope' there (keys: epochs, batch_size" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["params.local.yaml", "params.yaml"]

@@ -213,9 +213,32 @@ def add_params_arguments(p) -> None:
     p.add_argument("--params", default=PARAMS_SOURCE, help="params file (default: %(default)s)")
     p.add_argument("--local", default=LOCAL_PARAMS, help="local overrides (default: %(default)s; missing = none)")
     p.add_argument("--out", default=PARAMS_FILE, help="the resolved params (default: %(default)s)")
+    p.add_argument("--show", nargs="?", const="", metavar="KEY",
+                   help="print the resolved params (or one section or dotted key: rl, rl.epochs) as YAML and "
+                        "write nothing: what a run with this params.yaml, profile and local file would read")
 
 
 def run_params(args: argparse.Namespace) -> int:
     from raptor.pipeline.stages import main
 
+    if args.show is not None:
+        return show_params(args.params, args.local, args.show)
     return main(["resolve", "--params", args.params, "--local", args.local, "--out", args.out])
+
+
+def show_params(source: str, local: str, key: str) -> int:
+    """Print the resolved params of ``source`` with ``local`` (missing = none), or the value at the dotted
+    ``key``, as YAML; nothing is written."""
+    import yaml
+
+    from raptor.config import load_params, params_to_dict
+
+    value = params_to_dict(load_params(source, local=local))
+    for part in key.split(".") if key else ():
+        if not isinstance(value, dict) or part not in value:
+            known = ", ".join(value) if isinstance(value, dict) else "none: a value"
+            raise ValueError(f"--show {key}: no key {part!r} there (keys: {known})")
+        value = value[part]
+    print(yaml.safe_dump(value, sort_keys=False, default_flow_style=False).rstrip()
+          if isinstance(value, (dict, list)) else yaml.safe_dump(value).removesuffix("\n...\n").rstrip())
+    return 0
