@@ -425,3 +425,33 @@ def test_params_show_prints_what_a_run_would_read_and_writes_nothing(tmp_path, m
     assert main(["params", "--show", "rl.nope"]) == 1
     assert "--show rl.nope: no key 'nope' there (keys: epochs, batch_size" in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["params.local.yaml", "params.yaml"]
+
+
+def test_explain_shows_paths_that_differ_only_in_where_they_stayed_once(tmp_path, monkeypatch, capsys):
+    """A STOP step is not printed, so two such paths read the same: one line, with how many it stands for;
+    fewer answers than --top are said to be all the beam reached."""
+    from raptor.agents import beam
+    from raptor.constants import stop_relation
+    from raptor.data.synthetic import SyntheticSpec, write_raw
+
+    raw = write_raw(tmp_path / "raw", SyntheticSpec())
+    params = tmp_path / "p.yaml"
+    params.write_text("model: {entity_dim: 8, relation_dim: 8, time_dim: 2, step_dim: 2, mlp_hidden_dim: 8}\n"
+                      "rl: {epochs: 1, batch_size: 256}\neval: {valid_every: 1, beam_size: 5}\ntrain: {num_threads: 1}\n")
+    assert main(["ingest", "--raw", str(raw), "--out", str(tmp_path / "ing"), "--params", str(params)]) == 0
+    assert main(["graph", "--data", str(tmp_path / "ing"), "--out", str(tmp_path / "g.npz")]) == 0
+    common = ["--data", str(tmp_path / "ing"), "--graph", str(tmp_path / "g.npz"), "--params", str(params)]
+    assert main(["train", *common, "--out", str(tmp_path / "run"), "--no-progress"]) == 0
+    stop = stop_relation(SyntheticSpec().num_relations)
+    move, wait = {"relation": 0, "time": 3, "to": 7}, {"relation": stop, "time": 3, "to": 7}
+    answers = [{"entity": 7, "score": -1.0, "paths": [{"log_prob": -1.0, "hops": [move, wait, wait]},
+                                                      {"log_prob": -1.5, "hops": [wait, move, wait]},
+                                                      {"log_prob": -2.0, "hops": [wait, wait, wait]}]}]
+    monkeypatch.setattr(beam, "explain", lambda *a, **k: answers)
+    capsys.readouterr()
+    assert main(["explain", "Entity 1", "0", "30", "--model", str(tmp_path / "run/rl/best.pt"), *common]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "(the beam reached 1 entity)" in out
+    paths = [line for line in out if line.startswith("      p=")]
+    assert len(paths) == 2 and paths[0].endswith("(and 1 more the same but for where the walk stayed)")
+    assert paths[1].endswith("(stays at the subject)")

@@ -113,13 +113,21 @@ def run(args: argparse.Namespace) -> int:
     if not answers:
         print("no answer: the beam reached no entity (no history before this date?)")
         return 0
+    if len(answers) < args.top:
+        print(f"(the beam reached {len(answers)} entit{'y' if len(answers) == 1 else 'ies'})")
     for i, a in enumerate(answers, 1):
         print(f"{i:>2}. {ds.entity_names[a['entity']]}  (score {math.exp(a['score']):.3f})")
+        # A STOP step (staying put) is not shown: paths that differ only in where they waited read the
+        # same, so they are one line (the most probable), with how many others it stands for.
+        lines: dict[str, list] = {}
         for path in a["paths"]:
             hops = [h for h in path["hops"] if h["relation"] != stop_relation(R)]
             text = " -> ".join(
                 f"[{rel_name(h['relation'])} @ {step_to_date(h['time'], start_date, granularity)}] {ds.entity_names[h['to']]}"
                 for h in hops
             ) or "(stays at the subject)"
-            print(f"      p={format_probability(math.exp(path['log_prob']))}: {ds.entity_names[s]} {text}")
+            lines.setdefault(text, [path["log_prob"], 0])[1] += 1
+        for text, (log_prob, n) in lines.items():
+            also = f"  (and {n - 1} more the same but for where the walk stayed)" if n > 1 else ""
+            print(f"      p={format_probability(math.exp(log_prob))}: {ds.entity_names[s]} {text}{also}")
     return 0
