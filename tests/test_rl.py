@@ -148,10 +148,15 @@ def test_train_command_end_to_end(tmp_path, capsys):
             str(tmp_path / "run"), "--seed", "2", "--params", str(params), "--no-progress"]
     assert main(args + ["--epochs", "2"]) == 0
     first = json.loads((tmp_path / "run" / "rl" / "history.json").read_text())
+    capsys.readouterr()
     assert main(args) == 0  # resumes from the checkpoint of the 2-epoch run
     hist = json.loads((tmp_path / "run" / "rl" / "history.json").read_text())
     assert [h["epoch"] for h in hist] == [0, 1, 2]
     assert hist[:2] == first  # continued, not trained again: the first two rows' timings are kept
+    assert "3 RL epochs (RL " in (line := capsys.readouterr().out.splitlines()[1])
+    assert "(continued after RL epoch 2)" in line
+    assert main(args) == 0
+    assert "(already trained: nothing to do)" in capsys.readouterr().out.splitlines()[1]
     assert hist[1]["val_mrr"] is not None and 0 < hist[2]["val_mrr"] <= 1
     policy, meta = load_model(tmp_path / "run" / "rl" / "best.pt")
     assert meta["seed"] == 2 and meta["variant"] == "pure_rl"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 
 NAME = "train"
 #: One line for `raptor --help`.
@@ -41,12 +42,10 @@ def register(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from raptor.commands import command_params
-    from raptor.common.runtime import resolve_device, resolve_precision
-    from raptor.runs.rundir import RunOptions
-    from raptor.pipeline.experiment import load_context, run_variant
-    from raptor.agents import agent_facts
     from raptor.agents.variants import get
+    from raptor.commands import command_params
+    from raptor.pipeline.experiment import load_context, run_variant
+    from raptor.runs.rundir import RunDir, RunOptions
 
     overrides = {}
     if args.profile:
@@ -58,8 +57,35 @@ def run(args: argparse.Namespace) -> int:
     params, source = command_params(args, overrides)
     ctx = load_context(args.data, args.graph, params)
     out = Path(args.out)
-    init, n_pre = None, 0
+    init, n_pre, pre_seconds = None, 0, 0.0
     pretrains = get(args.variant).pretrained and params.pretrain.epochs > 0
+    print(_start_line(args, params, source, pretrains), flush=True)
+    done_before = RunDir(out / "rl").epochs_done() if not args.fresh else 0
+    if pretrains:
+        from raptor.agents.actor_critic.pretrain import pretrain_run
+
+        if not args.labels:
+            raise ValueError(f"variant {args.variant!r} pretrains on the reachability labels: give --labels")
+        n_pre = params.pretrain.epochs
+        started = time.perf_counter()
+        init = pretrain_run(ctx, args.labels, [n_pre], RunOptions(
+            seed=args.seed, out_dir=out / "pretrain", resume=not args.fresh, progress=not args.no_progress,
+            resume_only=args.resume_only))[n_pre]
+        pre_seconds = time.perf_counter() - started
+    s = run_variant(ctx, args.variant, RunOptions(seed=args.seed, out_dir=out / "rl", resume=not args.fresh,
+                                                  progress=not args.no_progress, resume_only=args.resume_only),
+                    init_model=init, pretrain_epochs=n_pre)
+    print(_end_line(args, s, pre_seconds, done_before))
+    print(json.dumps(s, default=str))
+    return 0
+
+
+def _start_line(args: argparse.Namespace, params, source: str, pretrains: bool) -> str:
+    """What a run reads and runs, before it starts: params, budget, device and precision, output."""
+    from raptor.agents import agent_facts
+    from raptor.agents.variants import get
+    from raptor.common.runtime import resolve_device, resolve_precision
+
     budget = ((f"{params.pretrain.epochs} pretraining + " if pretrains else "") + f"{params.rl.epochs} RL epoch"
               + ("s" if params.rl.epochs != 1 else ""))
     if not get(args.variant).trained:
@@ -71,30 +97,24 @@ def run(args: argparse.Namespace) -> int:
         precision = resolve_precision(getattr(getattr(params, section), key), device.type)
     else:
         precision = facts.fixed_precision
-    print(f"train {args.variant} seed {args.seed}: params {source}; {budget}; {device.type}, {precision} "
-          f"-> {args.out}", flush=True)
-    if pretrains:
-        from raptor.agents.actor_critic.pretrain import pretrain_run
+    return f"train {args.variant} seed {args.seed}: params {source}; {budget}; {device.type}, {precision} -> {args.out}"
 
-        if not args.labels:
-            raise ValueError(f"variant {args.variant!r} pretrains on the reachability labels: give --labels")
-        n_pre = params.pretrain.epochs
-        init = pretrain_run(ctx, args.labels, [n_pre], RunOptions(
-            seed=args.seed, out_dir=out / "pretrain", resume=not args.fresh, progress=not args.no_progress,
-            resume_only=args.resume_only))[n_pre]
-    s = run_variant(ctx, args.variant, RunOptions(seed=args.seed, out_dir=out / "rl", resume=not args.fresh,
-                                                  progress=not args.no_progress, resume_only=args.resume_only),
-                    init_model=init, pretrain_epochs=n_pre)
+
+def _end_line(args: argparse.Namespace, s: dict, pre_seconds: float, done_before: int) -> str:
+    """The run's outcome: epochs, time (pretraining and RL), best validation MRR, and whether the folder's
+    run was continued or already complete (``done_before``: RL epochs in its history before)."""
+    from raptor.agents.variants import get
+
+    head = f"train {args.variant} seed {args.seed}: "
     if not get(args.variant).trained:
-        print(f"train {args.variant} seed {args.seed}: fitted in {s['seconds']:.1f} s, validation MRR "
-              f"{s['best_val_mrr']:.4f} -> {args.out}")
-    else:
-        # best_epoch counts from 0 in summary.json; people (and the stage logs) count epochs from 1
-        best = (f"{s['best_val_mrr']:.4f} after RL epoch {s['best_epoch'] + 1}" if s["best_val_mrr"] is not None
-                else "n/a")
-        print(f"train {args.variant} seed {args.seed}: {s['pretrain_epochs']} pretraining + {s['rl_epochs']} RL "
-              f"epochs in {s['seconds']:.1f} s (RL), best validation MRR {best} -> {args.out}")
-    if s["restarted"]:
-        print(f"(started afresh: {s['restarted']})")
-    print(json.dumps(s, default=str))
-    return 0
+        return f"{head}fitted in {s['seconds']:.1f} s, validation MRR {s['best_val_mrr']:.4f} -> {args.out}"
+    # best_epoch counts from 0 in summary.json; people (and the stage logs) count epochs from 1
+    best = f"{s['best_val_mrr']:.4f} after RL epoch {s['best_epoch'] + 1}" if s["best_val_mrr"] is not None else "n/a"
+    took = f"RL {s['seconds']:.1f} s" + (f", pretraining {pre_seconds:.1f} s" if s["pretrain_epochs"] else "")
+    how = ""
+    if not s["restarted"] and done_before >= s["rl_epochs"] > 0:
+        how = " (already trained: nothing to do)"
+    elif not s["restarted"] and 0 < done_before:
+        how = f" (continued after RL epoch {done_before})"
+    return (f"{head}{s['pretrain_epochs']} pretraining + {s['rl_epochs']} RL epochs ({took}){how}, best validation "
+            f"MRR {best} -> {args.out}")
