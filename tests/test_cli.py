@@ -290,6 +290,8 @@ def test_a_stage_through_raptor_writes_what_the_flow_writes(tmp_path):
     """`raptor ingest` and `raptor graph` (dvc.yaml's paths by default) write what `python -m flows
     ingest|graph` writes (other paths given), each its stage's flow function (no Prefect API configured:
     without Prefect, flows/invocation.py)."""
+    import json
+
     import numpy as np
     import pandas as pd
 
@@ -306,6 +308,11 @@ def test_a_stage_through_raptor_writes_what_the_flow_writes(tmp_path):
                 flows + ["graph", "--params", PARAMS_FILE, "--in", "data=other/ingested", "--out", "out=other/g.npz"]):
         proc = subprocess.run(cmd, cwd=proj, env=env, capture_output=True, text=True)
         assert proc.returncode == 0, proc.stderr[-3000:]
+        # it says where it wrote, and its last line on stdout is still the result's JSON
+        out = next(a.split("=", 1)[1] for a in cmd if a.startswith("out=")) if "--out" in cmd else \
+            ("data/TINY/ingested" if "ingest" in cmd else "data/TINY/graph.npz")
+        assert f"TINY: done -> out={out}" in proc.stderr, proc.stderr[-2000:]
+        json.loads(proc.stdout.strip().splitlines()[-1])
     ours, theirs = proj / "data" / "TINY" / "ingested", proj / "other" / "ingested"
     names = sorted(p.name for p in ours.iterdir())
     assert names == sorted(p.name for p in theirs.iterdir()) and "train.parquet" in names

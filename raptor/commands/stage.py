@@ -194,10 +194,19 @@ def import_flows(module: str = "flows.stages"):
 
 def execute(kind: str, args: argparse.Namespace):
     """Run one stage as ``python -m flows KIND`` does: :func:`flows.stages.run_stage` (under the
-    project lock, a subflow of its pipeline invocation when there is one)."""
+    project lock, a subflow of its pipeline invocation when there is one). Says on stderr, when it
+    ends, what it wrote where (stdout's last line stays the result's JSON)."""
     call = stage_call(kind, args)
     fs = import_flows()
-    return fs.run_stage(call.kind, call.dataset, call.params, call.inputs, call.outputs, call.variant)
+    result = fs.run_stage(call.kind, call.dataset, call.params, call.inputs, call.outputs, call.variant)
+    print(done_line(call), file=sys.stderr)
+    return result
+
+
+def done_line(call: StageCall) -> str:
+    """``graph ICEWS14: done -> out=data/ICEWS14/graph.npz``."""
+    who = f"{call.kind} {call.dataset}" + (f" {call.variant}" if call.variant else "")
+    return f"{who}: done -> " + ", ".join(f"{name}={path}" for name, path in call.outputs.items())
 
 
 # ---------------------------------------------------------------------------------------------
