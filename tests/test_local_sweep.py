@@ -109,7 +109,12 @@ def test_unknown_arm_and_bad_jobs_are_one_clear_line(data, tmp_path, capsys):
                    "--out", str(tmp_path / "work-nods"), "--results", str(tmp_path / "results"), "--no-progress"])
     err = capsys.readouterr().err
     assert rc == 1 and "--dataset NODS: no such dataset in" in err and "lists T" in err
+    assert f"{data / 'data'} holds dataset 'raw'" in err  # ingested from a folder named raw
     assert not (tmp_path / "results").exists() and not (tmp_path / "work-nods").exists()  # nothing planned
+    rc = cli.main(["sweep", "t", "--dataset", "NODS", "--data", str(tmp_path / "nowhere"), "--graph",
+                   str(data / "graph.npz"), "--params", str(data / "params.yaml"), "--local", str(tmp_path / "none.yaml"),
+                   "--out", str(tmp_path / "work-nods"), "--results", str(tmp_path / "results"), "--no-progress"])
+    assert rc == 1 and f"{tmp_path / 'nowhere'} does not exist" in capsys.readouterr().err
 
 
 def test_a_failing_run_is_named_and_the_others_still_run(data, tmp_path, monkeypatch, capsys):

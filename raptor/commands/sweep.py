@@ -73,8 +73,10 @@ def _check_dataset_name(args: argparse.Namespace, params: dict) -> None:
     meta = Path(args.data or stage_output("ingest", args.dataset)) / "meta.json"
     named = read_json_object(meta, "re-run `raptor ingest`").get("dataset") if meta.is_file() else None
     if named != args.dataset:
+        held = (f"holds dataset {named!r}" if meta.is_file() else
+                "is not an ingested dataset" if meta.parent.exists() else "does not exist")
         raise ValueError(f"--dataset {args.dataset}: no such dataset in {args.params} (`datasets:` lists "
-                         f"{', '.join(declared) or 'none'}), and {meta.parent} holds dataset {named!r}")
+                         f"{', '.join(declared) or 'none'}), and {meta.parent} {held}")
 
 
 def run(args: argparse.Namespace) -> int:
