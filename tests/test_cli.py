@@ -462,3 +462,11 @@ def test_explain_shows_paths_that_differ_only_in_where_they_stayed_once(tmp_path
     paths = [line for line in out if line.startswith("      p=")]
     assert len(paths) == 2 and paths[0].endswith("(and 1 more the same but for where the walk stayed)")
     assert paths[1].endswith("(stays at the subject)")
+
+
+def test_a_stage_help_shows_the_paths_dvc_yaml_gives(capsys):
+    with pytest.raises(SystemExit):
+        main(["finetune", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "(data=data/<dataset>/ingested, graph=data/<dataset>/graph.npz, pretrain=runs/<dataset>/pretrain)" in text
+    assert "(out=runs/<dataset>/<variant>/train)" in text

@@ -72,6 +72,18 @@ def _names(stages: list, what: str) -> list[str]:
     return out
 
 
+def _templates(stages: list, what: str) -> str:
+    """``data=data/<dataset>/ingested, ...``: each name with the path dvc.yaml gives it (the first
+    stage's that has the name; a variant's paths name it)."""
+    from raptor.pipeline.stages import DATASET, RAW_DIR
+
+    seen: dict[str, str] = {}
+    for s in stages:
+        for name, path in getattr(s, what).items():
+            seen.setdefault(name, path.replace(DATASET, "<dataset>").replace(RAW_DIR, "<raw_dir>").replace(s.variant or "\0", "<variant>"))
+    return ", ".join(f"{n}={p}" for n, p in seen.items()) or "none"
+
+
 def add_stage_arguments(p, kind: str, stages: list, prog: str = "raptor") -> None:
     """The stage form's options of ``kind`` (identical in ``raptor`` and ``python -m flows``)."""
     from raptor.pipeline.stages import PARAMS_FILE
@@ -79,11 +91,10 @@ def add_stage_arguments(p, kind: str, stages: list, prog: str = "raptor") -> Non
     p.add_argument("--dataset", help="dataset name, a key of `datasets` in params.yaml (default: the only one listed)")
     p.add_argument("--params", default=None, help=f"resolved params file (default: {PARAMS_FILE}, made first from "
                    "params.yaml, its profile and params.local.yaml, as the params stage does)")
-    ins, outs = _names(stages, "inputs"), _names(stages, "outputs")
     p.add_argument("--in", dest="inputs", action="append", default=[], metavar="NAME=PATH",
-                   help=f"an input of the stage ({', '.join(ins) or 'none'}); default: the path dvc.yaml gives it")
+                   help=f"an input of the stage; default: the path dvc.yaml gives it ({_templates(stages, 'inputs')})")
     p.add_argument("--out", dest="outputs", action="append", default=[], metavar="NAME=PATH",
-                   help=f"an output of the stage ({', '.join(outs)}); default: the path dvc.yaml gives it")
+                   help=f"an output of the stage; default: the path dvc.yaml gives it ({_templates(stages, 'outputs')})")
     vs = _variants_of(stages)
     if vs:
         p.add_argument("--variant", choices=vs, help="the variant (required; a name of train.variants)")
