@@ -11,9 +11,12 @@ NAME = "train"
 SHORT = 'one seed of a variant on given paths, pretraining then RL (the stages: pretrain, finetune)'
 HELP = (
     "Train one seed of a variant on an ingested dataset (--data) and its graph (--graph): pure_rl "
-    "(actor-critic from scratch) or raptor (reachability pretraining from --labels into OUT/pretrain, then "
-    "RL into OUT/rl: checkpoint.pt, best.pt = best validation MRR, final.pt, history.json/csv, summary.json). "
-    "Resumes from --out when its checkpoints were written by the same configuration, data and code."
+    "(actor-critic from scratch), raptor (reachability pretraining from --labels into OUT/pretrain, then "
+    "actor-critic RL), titer (TITer's agent and REINFORCE) or recurrency (the training-free baseline, fitted on "
+    "the validation split), into OUT/rl: checkpoint.pt, best.pt = best validation MRR, final.pt, "
+    "history.json/csv, summary.json. Resumes from --out when its checkpoints were written by the same "
+    "configuration, data and code. Params: --params with the params.local.yaml beside it (--local), then "
+    "--profile, --epochs, --pretrain-epochs."
 )
 
 
@@ -26,7 +29,7 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, help="output folder for checkpoints, models and history")
     p.add_argument("--variant", default=next(iter(VARIANTS)), choices=list(VARIANTS), help="(default: %(default)s)")
     p.add_argument("--labels", help="label tables (output of `raptor label`); needed by pretrained variants")
-    p.add_argument("--seed", type=non_negative_int, default=0, help="random seed (initialisation, shuffling, sampling)")
+    p.add_argument("--seed", type=non_negative_int, default=0, help="random seed (initialisation, shuffling, sampling; default: %(default)s)")
     p.add_argument("--params", default="params.yaml", help="params file (default: params.yaml)")
     add_local_option(p)
     p.add_argument("--profile", help="apply this profile of params.yaml (e.g. quick)")

@@ -34,7 +34,7 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--mlflow-port", type=int, default=5000, help="MLflow UI port (default %(default)s; a free one "
                    "when taken)")
     p.add_argument("--only", choices=("prefect", "mlflow"), help="start only one of them")
-    p.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for each to answer")
+    p.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for each to answer (default: %(default)s)")
 
 
 def _port(wanted: int) -> int:
