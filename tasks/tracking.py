@@ -41,7 +41,7 @@ os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "20")
 # A stage's output is the stage's: no "Downloading artifacts" bars (hundreds of \r fragments in a log)
 # and no INFO lines of MLflow's own ("Creating initial MLflow database tables...") between raptor's.
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
-logging.getLogger("mlflow").setLevel(logging.WARNING)
+os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")  # read when mlflow configures its loggers (its import)
 PROJECT_ROOT = Path.cwd()  # tasks run in the project root (dvc.yaml's commands, the deployment)
 
 import mlflow  # noqa: E402

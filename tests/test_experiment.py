@@ -583,7 +583,7 @@ def test_a_lower_epoch_budget_retrains_and_a_higher_one_resumes(ctx, tmp_path, c
     assert json.loads((out / "summary.json").read_text())["epochs_trained"] == 2
     a = evaluate_model(c, out / "best.pt", tmp_path / "eval-run", split="test")
     b = evaluate_model(c, ref / "best.pt", tmp_path / "eval-ref", split="test")
-    assert without_timings(a) == without_timings(b)
+    assert without_timings({**a, "model": None}) == without_timings({**b, "model": None})  # the same model elsewhere
     # A larger budget continues the run from its checkpoint: epochs 0 and 1 are not trained again.
     seen.clear()
     s = run_variant(c, "pure_rl", RunOptions(seed=7, out_dir=out, epochs=3, progress=False), on_epoch_end=lambda _, e, m: None if m.get("replayed") else seen.append(e))

@@ -75,11 +75,9 @@ def run(args: argparse.Namespace) -> int:
     r = resolve(args.relation.split(":", 1)[1] if inverse else args.relation, ds.relation_names, "relation")
     if inverse:
         r = inverse_relation(r, R)
-    # The calendar is the data's own (given with --data, it need not be the dataset params list).
-    name = args.dataset or ds.meta.get("dataset") or default_name
-    if args.dataset and ds.meta.get("dataset") not in (None, args.dataset):
-        print(f"note: --dataset {args.dataset}, but {paths['data']} holds {ds.meta.get('dataset')!r}: "
-              f"{args.dataset}'s calendar is used")
+    # The calendar: --dataset's, else that of the data given with --data (it need not be the dataset
+    # params list), else that of the pipeline's dataset whose data this is.
+    name = args.dataset or (ds.meta.get("dataset") if args.data else None) or default_name
     # The params entry's calendar, else the one ingest read from dated raw files, else step numbers.
     entry = params.datasets.get(name)
     calendar = ds.meta.get("calendar") or {}
