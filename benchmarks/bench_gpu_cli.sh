@@ -18,19 +18,19 @@ for name, prec in (("auto", "auto"), ("float32", "float32")):
     q = {**p, "train": {**p["train"], "precision": prec}}
     yaml.safe_dump(q, open(f"/tmp/p-{name}.yaml", "w"))
 PY
-/usr/bin/time -f "label: %e s wall" python3 -m raptor.cli label --data $D/ingested --graph $D/graph.npz --out /tmp/labels --no-progress 2>&1 | tail -2
+/usr/bin/time -f "label: %e s wall" python3 -m raptor.cli label --data $D/ingested --graph $D/graph.npz --out /tmp/labels --local none --no-progress 2>&1 | tail -2
 for prec in auto float32; do
   /usr/bin/time -f "train $prec: %e s wall" python3 -m raptor.cli train --variant raptor --data $D/ingested --graph $D/graph.npz \
-     --labels /tmp/labels --out /tmp/b-$prec --params /tmp/p-$prec.yaml --pretrain-epochs 2 --epochs 2 --no-progress 2>&1 | tail -3
+     --labels /tmp/labels --out /tmp/b-$prec --params /tmp/p-$prec.yaml --local none --pretrain-epochs 2 --epochs 2 --no-progress 2>&1 | tail -3
   /usr/bin/time -f "test $prec: %e s wall" python3 -m raptor.cli evaluate --model /tmp/b-$prec/rl/best.pt --data $D/ingested \
-     --graph $D/graph.npz --out /tmp/e-$prec --params /tmp/p-$prec.yaml 2>&1 | tail -2
+     --graph $D/graph.npz --out /tmp/e-$prec --params /tmp/p-$prec.yaml --local none 2>&1 | tail -2
 done
 mkdir -p /tmp/keep
 for v in titer pure_rl; do  # the other two systems, 2 RL epochs from scratch (precision auto: titer.precision for TITer)
   /usr/bin/time -f "train $v: %e s wall" python3 -m raptor.cli train --variant $v --data $D/ingested --graph $D/graph.npz \
-     --out /tmp/b-$v --params /tmp/p-auto.yaml --epochs 2 --no-progress 2>&1 | tail -3
+     --out /tmp/b-$v --params /tmp/p-auto.yaml --local none --epochs 2 --no-progress 2>&1 | tail -3
   /usr/bin/time -f "test $v: %e s wall" python3 -m raptor.cli evaluate --model /tmp/b-$v/rl/best.pt --data $D/ingested \
-     --graph $D/graph.npz --out /tmp/e-$v --params /tmp/p-auto.yaml 2>&1 | tail -2
+     --graph $D/graph.npz --out /tmp/e-$v --params /tmp/p-auto.yaml --local none 2>&1 | tail -2
   cp /tmp/b-$v/rl/history.csv /tmp/keep/$v-rl-history.csv; cp /tmp/b-$v/rl/summary.json /tmp/keep/$v-rl-summary.json
   cp /tmp/e-$v/metrics.json /tmp/keep/$v-test-metrics.json
 done

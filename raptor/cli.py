@@ -260,11 +260,15 @@ def main(argv: list[str] | None = None) -> int:
         # Known user errors: one clear line, no traceback.
         print(f"raptor {args.command}: error: {exc}", file=sys.stderr)
         return 1
-    except BrokenPipeError:  # `raptor params --show | head`: the reader left; no traceback about it
+    except BrokenPipeError:  # `raptor params --show | head`: the reader of stdout left; no traceback about it
         import os
 
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's recipe: no error at exit
-        return 1
+        try:
+            sys.stdout.flush()
+        except BrokenPipeError:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's recipe: no error at exit
+            return 1
+        raise  # another pipe than stdout's: not the reader leaving
 
 
 if __name__ == "__main__":

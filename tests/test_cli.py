@@ -354,7 +354,19 @@ def test_direct_forms_apply_the_local_overrides_beside_their_params_and_say_what
     assert main(["train", *common, "--local", str(other), "--out", str(tmp_path / "run2"), "--no-progress"]) == 0
     assert len(json.loads((tmp_path / "run2/rl/history.json").read_text())) == 2
     assert main(["train", *common, "--local", str(tmp_path / "none.yaml"), "--out", str(tmp_path / "run3")]) == 1
-    assert capsys.readouterr().err.strip().endswith(f"--local {tmp_path / 'none.yaml'}: no such file")
+    assert capsys.readouterr().err.strip().endswith(f"--local {tmp_path / 'none.yaml'}: no such file "
+                                                    "(`--local none`: no local overrides)")
+    # --local none: the file beside --params is not read (params.yaml's 3 epochs)
+    assert main(["train", *common, "--local", "none", "--out", str(tmp_path / "run4"), "--no-progress"]) == 0
+    assert capsys.readouterr().out.splitlines()[0].startswith(f"train pure_rl seed 0: params {params} (profile paper); "
+                                                              "3 RL epochs;")
+    assert len(json.loads((tmp_path / "run4/rl/history.json").read_text())) == 3
+    # the start line says the epochs the run trains: under train.equal_total_epochs a variant without
+    # pretraining trains pretrain.epochs more
+    other.write_text("train.equal_total_epochs: true\npretrain.epochs: 2\nrl.epochs: 1\n")
+    assert main(["train", *common, "--local", str(other), "--out", str(tmp_path / "run5"), "--no-progress"]) == 0
+    assert "; 3 RL epochs;" in capsys.readouterr().out.splitlines()[0]
+    assert len(json.loads((tmp_path / "run5/rl/history.json").read_text())) == 3
     (tmp_path / "params.local.yaml").write_text("eval.beam_size: 3\n")  # evaluate reads it too
     assert main(["evaluate", "--model", str(tmp_path / "run/rl/best.pt"), *common, "--out", str(tmp_path / "ev")]) == 0
     assert "beam 3, score rule max" in capsys.readouterr().out
@@ -470,3 +482,37 @@ def test_a_stage_help_shows_the_paths_dvc_yaml_gives(capsys):
     text = " ".join(capsys.readouterr().out.split())
     assert "(data=data/<dataset>/ingested, graph=data/<dataset>/graph.npz, pretrain=runs/<dataset>/pretrain)" in text
     assert "(out=runs/<dataset>/<variant>/train)" in text
+
+
+def test_a_closed_stdout_ends_a_command_quietly_and_another_broken_pipe_is_not_hidden(monkeypatch, capsys):
+    import sys
+
+    from raptor import cli
+
+    def closed_reader(args):
+        raise BrokenPipeError(32, "Broken pipe")
+
+    class Stdout:  # the reader of stdout left: flushing it fails too
+        def flush(self):
+            raise BrokenPipeError(32, "Broken pipe")
+
+        def fileno(self):
+            return sys.__stdout__.fileno()
+
+    monkeypatch.setattr("os.dup2", lambda a, b: None)  # stdout is not redirected for real in a test
+    parser = cli.build_parser()
+    args = parser.parse_args(["results", "x", "--out", "y"])
+    args._run = closed_reader
+    monkeypatch.setattr(parser, "parse_args", lambda argv=None: args)
+    monkeypatch.setattr(cli, "build_parser", lambda: parser)
+    monkeypatch.setattr(sys, "stdout", Stdout())
+    assert cli.main([]) == 1
+    monkeypatch.undo()
+    # stdout still open: the broken pipe is another one's, raised as it is
+    parser = cli.build_parser()
+    args = parser.parse_args(["results", "x", "--out", "y"])
+    args._run = closed_reader
+    monkeypatch.setattr(parser, "parse_args", lambda argv=None: args)
+    monkeypatch.setattr(cli, "build_parser", lambda: parser)
+    with pytest.raises(BrokenPipeError):
+        cli.main([])

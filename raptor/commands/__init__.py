@@ -24,12 +24,16 @@ def positive_int(text: str) -> int:
     return value
 
 
+#: ``--local none``: read no local overrides file.
+NO_LOCAL = "none"
+
+
 def add_local_option(p: argparse.ArgumentParser) -> None:
     """``--local``: the untracked overrides file the direct forms apply on top of ``--params``, as the
     stages apply params.local.yaml on top of params.yaml (:func:`command_params`)."""
     p.add_argument("--local", default=None,
                    help="local overrides (profile: NAME, KEY: VALUE) applied on top of --params (default: "
-                        "params.local.yaml beside the --params file, when it exists)")
+                        "params.local.yaml beside the --params file, when it exists; `none`: no local file)")
 
 
 def command_params(args: argparse.Namespace, overrides: dict | None = None):
@@ -40,10 +44,13 @@ def command_params(args: argparse.Namespace, overrides: dict | None = None):
 
     from raptor.config import LOCAL_PARAMS, load_params
 
-    if args.local is not None and not Path(args.local).is_file():
-        raise FileNotFoundError(f"--local {args.local}: no such file")
-    local = Path(args.local) if args.local is not None else Path(args.params).parent / LOCAL_PARAMS
-    used = local if local.is_file() else None
+    if args.local == NO_LOCAL:
+        used = None
+    elif args.local is not None and not Path(args.local).is_file():
+        raise FileNotFoundError(f"--local {args.local}: no such file (`--local {NO_LOCAL}`: no local overrides)")
+    else:
+        local = Path(args.local) if args.local is not None else Path(args.params).parent / LOCAL_PARAMS
+        used = local if local.is_file() else None
     params = load_params(args.params, overrides, local=used)
     source = f"{args.params}" + (f" + {used}" if used else "") + f" (profile {params.profile})"
     return params, source

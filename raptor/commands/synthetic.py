@@ -35,7 +35,7 @@ def register(p: argparse.ArgumentParser) -> None:
     defaults = SyntheticSpec()
     for f in dataclasses.fields(SyntheticSpec):
         p.add_argument(f"--{f.name.replace('_', '-')}", type=type(getattr(defaults, f.name)),
-                       default=getattr(defaults, f.name), help=f"{FIELD_HELP[f.name]} (default: %(default)s)")
+                       default=getattr(defaults, f.name), help=f"{FIELD_HELP.get(f.name, '')} (default: %(default)s)".lstrip())
     p.add_argument("--preset", choices=sorted(SCALE_PRESETS),
                    help="instead: a TKG of this dataset's size and shape (Zipf popularity, recurring facts; "
                         "raptor.data.synthetic.ScaleSpec), seeded by --seed")

@@ -85,22 +85,18 @@ def run(args: argparse.Namespace) -> int:
 
 def _start_line(args: argparse.Namespace, params, source: str, pretrains: bool) -> str:
     """What a run reads and runs, before it starts: params, budget, device and precision, output."""
-    from raptor.agents import agent_facts
     from raptor.agents.variants import get
-    from raptor.common.runtime import resolve_device, resolve_precision
+    from raptor.common.runtime import resolve_device
+    from raptor.pipeline.experiment import effective_epochs, variant_precision
 
-    budget = ((f"{params.pretrain.epochs} pretraining + " if pretrains else "") + f"{params.rl.epochs} RL epoch"
-              + ("s" if params.rl.epochs != 1 else ""))
+    n_rl = effective_epochs(params, args.variant, params.pretrain.epochs if pretrains else 0)
+    budget = ((f"{params.pretrain.epochs} pretraining + " if pretrains else "") + f"{n_rl} RL epoch"
+              + ("s" if n_rl != 1 else ""))
     if not get(args.variant).trained:
         budget = "no training (fitted on the validation split)"
     device = resolve_device(params.train.device)
-    facts = agent_facts(get(args.variant).agent)
-    if facts.precision_key:
-        section, key = facts.precision_key.split(".")
-        precision = resolve_precision(getattr(getattr(params, section), key), device.type)
-    else:
-        precision = facts.fixed_precision
-    return f"train {args.variant} seed {args.seed}: params {source}; {budget}; {device.type}, {precision} -> {args.out}"
+    return (f"train {args.variant} seed {args.seed}: params {source}; {budget}; {device.type}, "
+            f"{variant_precision(params, args.variant, device)} -> {args.out}")
 
 
 def _end_line(args: argparse.Namespace, s: dict, pre_seconds: float, done_before: int) -> str:

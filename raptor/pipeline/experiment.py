@@ -15,7 +15,6 @@ inputs, or an epoch budget, it was not computed from.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import time
 from pathlib import Path
@@ -223,6 +222,10 @@ def _finish_run(out: Path, variant: str, seed: int, pretrain_epochs: int, n_rl: 
     return summary
 
 
+#: The ``eval`` params a test evaluation reads (the others say when and how long to validate).
+TEST_EVAL_PARAMS = ("beam_size", "score_rule", "rank_last_expansions")
+
+
 def evaluate_model(
     ctx: Context,
     model_path: str | Path,
@@ -240,6 +243,7 @@ def evaluate_model(
     if not model_path.exists():
         raise FileNotFoundError(f"model not found: {model_path} (train it first)")
     check_writable(out_dir, folder=True)  # now, not after minutes of beam search
+    model_sha256 = sha256_file(model_path)  # the model evaluated, read before it is loaded
     policy, meta = load_model(model_path, device=device, ctx=ctx)
     policy.eval()
     queries = ctx.queries(split)
@@ -254,10 +258,11 @@ def evaluate_model(
     metrics["precision"] = precision
     metrics["seconds"] = round(seconds, 3)
     metrics["ms_per_query"] = round(1000 * seconds / max(len(queries), 1), 4)
-    # what the numbers depend on besides the data: the same model scores otherwise under another beam
-    metrics["model"] = str(model_path)
-    metrics["model_sha256"] = sha256_file(model_path)
-    metrics["eval_params"] = dataclasses.asdict(p.eval)
+    # What the numbers depend on besides the data: the model (by content: a path would tie tracked records
+    # to one machine) and the eval params a test evaluation reads (the same model scores otherwise under
+    # another beam).
+    metrics["model_sha256"] = model_sha256
+    metrics["eval_params"] = {k: getattr(p.eval, k) for k in TEST_EVAL_PARAMS}
     out = RunDir(out_dir)
     out.path.mkdir(parents=True, exist_ok=True)
     # The predictions first (the larger file): a full disk leaves the previous metrics with their predictions.

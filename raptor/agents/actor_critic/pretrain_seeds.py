@@ -194,9 +194,9 @@ def pretrain_seeds(policies: Sequence[Policy], env: TemporalEnv, table: LabelTab
     states = [opt.state_dict() for opt in optimizers]
     if states[0]["state"]:  # resumed: Adam's moments and step count, each seed's own
         optimizer.load_state_dict(stack_optimizer_states(states))
-    bar = progress_bar(range(start, n_epochs), desc=f"pretrain {len(runs)} seeds", enabled=runs[0].progress,
-                       initial=start, total=n_epochs)
-    for epoch in bar:
+    # counted by hand, as raptor.runs.loop.run_epochs does (a bar in a log file counts lazily)
+    bar = progress_bar(desc=f"pretrain {len(runs)} seeds", enabled=runs[0].progress, initial=start, total=n_epochs)
+    for epoch in range(start, n_epochs):
         t0 = time.perf_counter()
         rows = _pretrain_epoch_seeds(stack, optimizer, env, table, queries, epoch, cfg, runs)
         seconds = time.perf_counter() - t0
@@ -206,6 +206,7 @@ def pretrain_seeds(policies: Sequence[Policy], env: TemporalEnv, table: LabelTab
             row = {"epoch": epoch, **rows[s], "seconds": seconds, "stacked_seeds": len(runs)}
             end_epoch(phases[s], runs[s], row, histories[s],
                       lambda s=s: (policies[s].state_dict(), seed_optimizer_state(opt_state, s)))
+        bar.update(1)
         bar.set_postfix(bce=f"{np.mean([row['bce'] for row in rows]):.3f}")
     bar.close()
     trained = start < n_epochs

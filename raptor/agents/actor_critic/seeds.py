@@ -139,9 +139,9 @@ def train_seeds(policies: Sequence[Policy], env: TemporalEnv, train_queries: np.
     stack, optimizer = _stack(policies, alone, active, rl)
     step = _graph_step(stack, env, host_env, rl, runs[0])
     start = starts.pop()
-    bar = progress_bar(range(start, n_epochs), desc=f"train {len(runs)} seeds", enabled=runs[0].progress,
-                       initial=start, total=n_epochs)
-    for epoch in bar:
+    # counted by hand, as raptor.runs.loop.run_epochs does (a bar in a log file counts lazily)
+    bar = progress_bar(desc=f"train {len(runs)} seeds", enabled=runs[0].progress, initial=start, total=n_epochs)
+    for epoch in range(start, n_epochs):
         if not active:
             break
         t0 = time.perf_counter()
@@ -153,6 +153,7 @@ def train_seeds(policies: Sequence[Policy], env: TemporalEnv, train_queries: np.
             row = {"epoch": epoch, **rows[j], "seconds": seconds, "stacked_seeds": len(active)}
             end_epoch(phases[s], runs[s], row, histories[s],
                       lambda s=s, j=j: (policies[s].state_dict(), seed_optimizer_state(opt_state, j)))
+        bar.update(1)
         bar.set_postfix(reward=f"{np.mean([row['reward'] for row in rows]):.3f}")
         still = [s for s in active if not selections[s].done()]
         if still != active:  # early stopping ended some seeds: the others go on as a smaller stack
