@@ -84,9 +84,12 @@ def _list_sweep(args) -> dict:
             "pretraining_runs": len(plan.pretrain), "training_runs": len(plan.train)}
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, prog: str = "python -m flows") -> int:
+    """Run ``argv`` (default: the command line); 1 on a refused input or a busy project, each said in one
+    line ``PROG STAGE: error: ...`` (``raptor sweep --prefect`` passes ``prog="raptor"``)."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    failed = f"{prog} {args.stage}: error:"
     from raptor.common.io import OutputError
     from raptor.pipeline.projectlock import ProjectBusy, project_lock
 
@@ -100,10 +103,10 @@ def main(argv: list[str] | None = None) -> int:
                 try:
                     result = pipeline_flow(root=args.root, targets=args.target)
                 except PipelineBusy as exc:
-                    print(f"python -m flows pipeline: error: {exc}", file=sys.stderr)
+                    print(failed, exc, file=sys.stderr)
                     return 1
         except ProjectBusy as exc:
-            print(f"python -m flows pipeline: error: {exc}", file=sys.stderr)
+            print(failed, exc, file=sys.stderr)
             return 1
     elif args.stage == "sweep":
         from raptor.config import ConfigError
@@ -131,11 +134,8 @@ def main(argv: list[str] | None = None) -> int:
                 with project_lock("."):
                     result = sweep_flow(name=args.name, dataset=args.dataset, source=args.params, local=args.local,
                                         out=args.out, results=args.results)
-        except (ConfigError, FileNotFoundError) as exc:
-            print(f"python -m flows sweep: error: {exc}", file=sys.stderr)
-            return 2
-        except ProjectBusy as exc:
-            print(f"python -m flows sweep: error: {exc}", file=sys.stderr)
+        except (ConfigError, FileNotFoundError, ProjectBusy) as exc:
+            print(failed, exc, file=sys.stderr)
             return 1
     elif args.stage == "results":
         from raptor.reporting.results import parse_sources
@@ -146,8 +146,8 @@ def main(argv: list[str] | None = None) -> int:
             parse_sources(args.sources)  # a bad source is refused before a flow run (and Prefect's server) starts
             result = results_records_flow(sources=args.sources)
         except (ValueError, OSError) as exc:  # a source without runs, a pattern matching nothing, no MLflow store
-            print(f"python -m flows results: error: {exc}", file=sys.stderr)
-            return 2
+            print(failed, exc, file=sys.stderr)
+            return 1
     else:
         from raptor.commands.stage import StageArgumentError, execute
         from raptor.config import ConfigError
@@ -157,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         except (StageArgumentError, ConfigError, ProjectBusy, OutputError) as exc:
             # OutputError: a full disk or an unwritable folder, already one line naming the path
             # (Prefect's log above holds the traceback of the failed flow run)
-            print(f"python -m flows {args.stage}: error: {exc}", file=sys.stderr)
+            print(failed, exc, file=sys.stderr)
             return 1
     print(json.dumps(result, default=str))  # whole: the last line is read back as JSON
     return 0

@@ -283,6 +283,13 @@ def test_sweep_front_door_runs_the_flows_options(tmp_path, capsys):
     assert capsys.readouterr().out == ours and ours.count("dvc exp run --queue") == 3
     assert main(["sweep", *common, "--jobs", "2"]) == 1
     assert capsys.readouterr().err.startswith("raptor sweep: error: --jobs: not with --prefect")
+    # an error inside the flow's path is the front door's own: its name and exit status, as without --prefect
+    unknown = ["nosuch", *common[1:-1], "--list"]
+    assert main(["sweep", *unknown]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("raptor sweep: error:") and "no sweep 'nosuch' (known: t)" in err
+    assert flows_main(["sweep", *unknown]) == 1
+    assert capsys.readouterr().err.startswith("python -m flows sweep: error:")
 
 
 @pytest.mark.slow

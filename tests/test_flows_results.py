@@ -148,5 +148,6 @@ def test_another_folder_under_a_logged_sets_name_is_refused_naming_both(records,
 def test_a_source_that_matches_nothing_is_an_error_of_the_command(records, capsys):
     from flows.__main__ import main
 
-    assert main(["results", "x=nowhere/*"]) == 2
-    assert "matches no folder" in capsys.readouterr().err
+    assert main(["results", "x=nowhere/*"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("python -m flows results: error:") and "matches no folder" in err

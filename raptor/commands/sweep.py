@@ -92,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
     if args.prefect or args.from_records or args.list or args.dvc:
         from raptor.commands.stage import import_flows
 
-        return import_flows("flows.__main__").main(_flows_argv(args))
+        return import_flows("flows.__main__").main(_flows_argv(args), prog="raptor")
     if args.jobs < 1 or args.threads < 1:
         raise ValueError(f"--jobs and --threads must be at least 1 (got {args.jobs}, {args.threads})")
     local = args.local if Path(args.local).exists() else None
