@@ -523,3 +523,55 @@ def test_a_closed_stdout_ends_a_command_quietly_and_another_broken_pipe_is_not_h
     monkeypatch.setattr(cli, "build_parser", lambda: parser)
     with pytest.raises(BrokenPipeError):
         cli.main([])
+
+
+def test_train_dry_run_says_per_phase_what_a_run_would_do_and_writes_nothing(tmp_path, capsys):
+    """`raptor train --dry-run` prints the start line and, per phase, start / continue after epoch k /
+    nothing to do / start afresh (why) / refuse (--resume-only), as the run then does; it writes nothing."""
+    import json
+
+    from raptor.data.synthetic import SyntheticSpec, write_raw
+
+    raw = write_raw(tmp_path / "raw", SyntheticSpec())
+    params = tmp_path / "p.yaml"
+    params.write_text("env: {max_actions: 30}\n"
+                      "model: {entity_dim: 16, relation_dim: 16, time_dim: 4, step_dim: 4, mlp_hidden_dim: 32}\n"
+                      "rl: {epochs: 2, batch_size: 256}\npretrain: {epochs: 1}\neval: {valid_every: 1, beam_size: 10}\n"
+                      "train: {num_threads: 1}\n")
+    ing, graph, labels, out = (str(tmp_path / n) for n in ("ing", "g.npz", "lab", "run"))
+    assert main(["ingest", "--raw", str(raw), "--out", ing, "--params", str(params)]) == 0
+    assert main(["graph", "--data", ing, "--out", graph]) == 0
+    assert main(["label", "--data", ing, "--graph", graph, "--out", labels, "--params", str(params),
+                 "--local", "none"]) == 0
+    common = ["train", "--data", ing, "--graph", graph, "--params", str(params), "--local", "none", "--out", out,
+              "--variant", "raptor", "--labels", labels, "--no-progress"]
+
+    def dry(*extra) -> list[str]:
+        capsys.readouterr()
+        assert main([*common, "--dry-run", *extra]) == 0
+        lines = capsys.readouterr().out.splitlines()
+        assert lines[0].startswith("train raptor seed 0: params ") and len(lines) == 3
+        return [line.split(": ", 1)[1] for line in lines[1:]]
+
+    assert dry() == ["would start (1 epochs)", "decided once pretraining has written pretrained-e1.pt (its weights "
+                     "are the RL run's input)"]
+    assert not (tmp_path / "run").exists()
+    assert main(common) == 0
+    tree = sorted((str(f), f.stat().st_mtime_ns) for f in (tmp_path / "run").rglob("*"))
+    assert dry() == ["already trained (1 of 1 epochs): nothing to do", "already trained (2 of 2 epochs): nothing to do"]
+    assert dry("--epochs", "3")[1] == "would continue after epoch 2 of 3"
+    assert dry("--pretrain-epochs", "2")[0] == "would continue after epoch 1 of 2"
+    assert dry("--epochs", "1")[1] == ("would start afresh, deleting what is there (2 epochs): it trained 2 epochs, more "
+                                       "than the 1 now asked (its weights after 1 epochs are not kept)")
+    assert dry("--fresh")[0] == "would start afresh, deleting what is there (1 epochs): asked to start afresh"
+    params.write_text(params.read_text().replace("rl: {", "rl: {gamma: 0.9, "))
+    said = dry()[1]
+    assert said == ("would start afresh, deleting what is there (2 epochs): changed since its checkpoints were "
+                    "written: params.rl.gamma: 0.95 -> 0.9")
+    assert dry("--resume-only")[1].startswith("would refuse to start afresh (--resume-only; 2 epochs there): changed")
+    assert sorted((str(f), f.stat().st_mtime_ns) for f in (tmp_path / "run").rglob("*")) == tree  # nothing written
+    capsys.readouterr()
+    assert main(common) == 0  # and the run does what the dry run said
+    assert "(continued after" not in capsys.readouterr().out
+    assert len(json.loads((tmp_path / "run/rl/history.json").read_text())) == 2
+    assert json.loads((tmp_path / "run/rl/run_config.json").read_text())["params"]["rl.gamma"] == 0.9

@@ -40,6 +40,9 @@ def register(p: argparse.ArgumentParser) -> None:
                    help="fail instead of deleting checkpoints in --out that were written by another configuration, "
                         "data or code (long runs: an edit must not throw hours away)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--dry-run", action="store_true",
+                   help="train nothing, write nothing: say what the run would read and, per phase, whether it "
+                        "would start, continue or start afresh in --out (and why), then exit")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -63,6 +66,9 @@ def run(args: argparse.Namespace) -> int:
     init, n_pre, pre_seconds = None, 0, 0.0
     pretrains = get(args.variant).pretrained and params.pretrain.epochs > 0
     print(_start_line(args, params, source, pretrains), flush=True)
+    if args.dry_run:
+        print("\n".join(_dry_run(args, ctx, pretrains)))
+        return 0
     done_before = RunDir(out / "rl").epochs_done() if not args.fresh else 0
     if pretrains:
         from raptor.agents.actor_critic.pretrain import pretrain_run
@@ -97,6 +103,53 @@ def _start_line(args: argparse.Namespace, params, source: str, pretrains: bool) 
     device = resolve_device(params.train.device)
     return (f"train {args.variant} seed {args.seed}: params {source}; {budget}; {device.type}, "
             f"{variant_precision(params, args.variant, device)} -> {args.out}")
+
+
+def _dry_run(args: argparse.Namespace, ctx, pretrains: bool) -> list[str]:
+    """Per phase (pretraining, RL), what a run with these arguments would do in its folder under --out:
+    start, continue after epoch k, nothing (trained), or start afresh / refuse (--resume-only), and why."""
+    from pathlib import Path
+
+    from raptor.agents.variants import get
+    from raptor.pipeline.experiment import effective_epochs, rl_verdict
+    from raptor.runs.rundir import RunDir, RunOptions
+
+    if not get(args.variant).trained:
+        return []  # the start line said it: nothing to train
+    out, lines, init, n_pre = Path(args.out), [], None, 0
+    if pretrains:
+        from raptor.agents.actor_critic.pretrain import pretrain_verdict
+
+        if not args.labels:
+            raise ValueError(f"variant {args.variant!r} pretrains on the reachability labels: give --labels")
+        n_pre = ctx.params.pretrain.epochs
+        run = RunOptions(seed=args.seed, out_dir=out / "pretrain", resume=not args.fresh)
+        why = pretrain_verdict(ctx, args.labels, [n_pre], run)
+        lines.append(_phase_line(args, "pretraining", run.out_dir, n_pre, why))
+        init = RunDir(run.out_dir).snapshot(n_pre)
+        if why is not None or not init.is_file():
+            return lines + [f"RL in {out / 'rl'}: decided once pretraining has written {init.name} (its weights "
+                            "are the RL run's input)"]
+    run = RunOptions(seed=args.seed, out_dir=out / "rl", resume=not args.fresh)
+    n_rl = effective_epochs(ctx.params, args.variant, n_pre)
+    return lines + [_phase_line(args, "RL", run.out_dir, n_rl, rl_verdict(ctx, args.variant, run, init, n_pre))]
+
+
+def _phase_line(args: argparse.Namespace, phase: str, folder, epochs: int, why) -> str:
+    """One phase's line of ``--dry-run`` (``why``: the folder's reason against continuing, or ``None``)."""
+    from raptor.runs.rundir import RunDir
+
+    done = RunDir(folder).epochs_done()
+    head = f"{phase} in {folder}: "
+    if why is not None and args.resume_only:
+        return f"{head}would refuse to start afresh (--resume-only; {done} epochs there): {why}"
+    if why is not None:
+        return f"{head}would start afresh, deleting what is there ({done} epochs): {why}"
+    if done == 0:
+        return f"{head}would start ({epochs} epochs)"
+    if done >= epochs:
+        return f"{head}already trained ({done} of {epochs} epochs): nothing to do"
+    return f"{head}would continue after epoch {done} of {epochs}"
 
 
 def _end_line(args: argparse.Namespace, s: dict, pre_seconds: float, done_before: int) -> str:

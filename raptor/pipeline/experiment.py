@@ -184,19 +184,35 @@ def _prepare_run(ctx: Context, variant: str, run: RunOptions, init_model: Option
                  pretrain_epochs: int, n_rl: int) -> tuple[dict[str, Any], Any]:
     """Seed ``run.seed``'s run folder made ready (:meth:`raptor.runs.rundir.RunDir.prepare`: resumable,
     or emptied and why); ``(meta its models record, what prepare said)``."""
-    p = ctx.params
+    fingerprint, past_the_budget = _rl_folder_rules(ctx, variant, run.seed, init_model, pretrain_epochs, n_rl)
+    restarted = RunDir(Path(run.out_dir)).prepare(fingerprint, run.resume, cannot_continue=past_the_budget,
+                                                  resume_only=run.resume_only)
+    meta = {"variant": variant, "dataset": ctx.dataset.meta.get("dataset"), "params": params_to_dict(ctx.params),
+            "pretrain_epochs": int(pretrain_epochs), "rl_epochs": n_rl}
+    return meta, restarted
+
+
+def rl_verdict(ctx: Context, variant: str, run: RunOptions, init_model: Optional[str | Path] = None,
+               pretrain_epochs: int = 0) -> Optional[str]:
+    """What :func:`run_variant` would do with ``run.out_dir``, touching nothing: why it would start afresh
+    (:meth:`raptor.runs.rundir.RunDir.verdict`), or ``None`` (new, or continued)."""
+    n_rl = effective_epochs(ctx.params, variant, pretrain_epochs, run.epochs)
+    fingerprint, past_the_budget = _rl_folder_rules(ctx, variant, run.seed, init_model, pretrain_epochs, n_rl)
+    return RunDir(Path(run.out_dir)).verdict(fingerprint, run.resume, cannot_continue=past_the_budget)
+
+
+def _rl_folder_rules(ctx: Context, variant: str, seed: int, init_model: Optional[str | Path], pretrain_epochs: int,
+                     n_rl: int) -> tuple[dict[str, Any], Callable[[Path], Optional[str]]]:
+    """An RL run folder's fingerprint and its reason against continuing (a checkpoint of a larger budget)."""
     agent = get_agent(variants.get(variant).agent)
     inputs = {**ctx.input_hashes(), "init_model": content_hash(init_model) if init_model else None}
-    fingerprint = RunDir.rl_fingerprint(p, variant, run.seed, inputs, code_hash(run_code(variant)), pretrain_epochs)
+    fingerprint = RunDir.rl_fingerprint(ctx.params, variant, seed, inputs, code_hash(run_code(variant)),
+                                        pretrain_epochs)
 
     def past_the_budget(folder: Path) -> Optional[str]:  # a run never stands for a smaller epoch budget
         return checkpoint_budget_mismatch(folder, agent.checkpoint_format, "RL checkpoint", n_rl)
 
-    restarted = RunDir(Path(run.out_dir)).prepare(fingerprint, run.resume, cannot_continue=past_the_budget,
-                                                  resume_only=run.resume_only)
-    meta = {"variant": variant, "dataset": ctx.dataset.meta.get("dataset"), "params": params_to_dict(p),
-            "pretrain_epochs": int(pretrain_epochs), "rl_epochs": n_rl}
-    return meta, restarted
+    return fingerprint, past_the_budget
 
 
 def _device_name(device) -> str:

@@ -176,19 +176,13 @@ class RunDir:
 
     # -- preparation -------------------------------------------------------------------------------
 
-    def prepare(self, fingerprint: dict[str, Any], resume: bool = True,
-                cannot_continue: Optional[Callable[[Path], Optional[str]]] = None,
-                resume_only: bool = False) -> Optional[str]:
-        """Make the folder hold only checkpoints of this ``fingerprint``: a folder written by any other
-        configuration (or any folder, without ``resume``, or one that ``cannot_continue(path)`` gives a
-        reason against) is emptied. Returns why it was emptied (also logged), or ``None`` when the
-        folder was new or is continued.
-
-        ``resume_only``: never empty a folder that holds files; raise :class:`RunMismatchError` naming
-        the reason instead, and leave the folder as it was (hours of a long run are not thrown away
-        because the code or a param moved under it)."""
+    def verdict(self, fingerprint: dict[str, Any], resume: bool = True,
+                cannot_continue: Optional[Callable[[Path], Optional[str]]] = None) -> Optional[str]:
+        """Why :meth:`prepare` would empty this folder for ``fingerprint``, or ``None`` when the folder
+        is new (or missing) or would be continued. Reads the folder, writes nothing."""
         out = self.path
-        out.mkdir(parents=True, exist_ok=True)
+        if not out.is_dir():
+            return None
         marker = self.config
         reason = None
         if marker.exists():
@@ -206,6 +200,22 @@ class RunDir:
             reason = f"holds files of an unknown run (no {self.CONFIG})" if resume else "asked to start afresh"
         if reason is None and cannot_continue is not None:
             reason = cannot_continue(out)
+        return reason
+
+    def prepare(self, fingerprint: dict[str, Any], resume: bool = True,
+                cannot_continue: Optional[Callable[[Path], Optional[str]]] = None,
+                resume_only: bool = False) -> Optional[str]:
+        """Make the folder hold only checkpoints of this ``fingerprint``: a folder written by any other
+        configuration (or any folder, without ``resume``, or one that ``cannot_continue(path)`` gives a
+        reason against) is emptied. Returns why it was emptied (also logged; :meth:`verdict` says it
+        beforehand), or ``None`` when the folder was new or is continued.
+
+        ``resume_only``: never empty a folder that holds files; raise :class:`RunMismatchError` naming
+        the reason instead, and leave the folder as it was (hours of a long run are not thrown away
+        because the code or a param moved under it)."""
+        out = self.path
+        out.mkdir(parents=True, exist_ok=True)
+        reason = self.verdict(fingerprint, resume, cannot_continue)
         if reason is not None and resume_only:
             raise RunMismatchError(f"{out}: refusing to start afresh (it holds a run that cannot be continued: "
                                    f"{reason}); move or delete the folder to start a new run there")
@@ -213,7 +223,7 @@ class RunDir:
             log.warning("%s: starting afresh, %s", out, reason)
             for child in out.iterdir():
                 shutil.rmtree(child) if child.is_dir() else child.unlink()
-        atomic_write_json(marker, fingerprint)
+        atomic_write_json(self.config, fingerprint)
         return reason
 
 

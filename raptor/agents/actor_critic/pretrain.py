@@ -375,7 +375,6 @@ def prepare_pretrain_runs(ctx, labels: LabelTable | str | Path, wanted: Sequence
     fingerprint (the same whether its seed trains alone or stacked, so either continues the other),
     and the label table loaded once and checked against the params; returns the table."""
     from raptor.labeling.store import label_table_hash, load_label_table
-    from raptor.common.provenance import code_hash
     from raptor.common.runtime import configure_runtime, resolve_device
 
     p = ctx.params
@@ -383,11 +382,6 @@ def prepare_pretrain_runs(ctx, labels: LabelTable | str | Path, wanted: Sequence
     configure_runtime(p.train.num_threads if num_threads is None else num_threads,
                       p.train.deterministic and resolve_device(p.train.device).type == "cuda")
     label_hash = label_table_hash(labels) if not isinstance(labels, LabelTable) else None
-
-    def past_a_snapshot(run: Path) -> Optional[str]:
-        done = RunDir(run).epochs_done()
-        missing = [n for n in wanted if n <= done and not RunDir(run).snapshot(n).exists()]
-        return f"the run is past the snapshots asked for after {missing} epochs" if missing else None
 
     # The table is read and checked before any run folder is prepared: labels of other data or other
     # settings must not cost a pretraining run its checkpoints.
@@ -399,13 +393,40 @@ def prepare_pretrain_runs(ctx, labels: LabelTable | str | Path, wanted: Sequence
         table = load_label_table(labels)
     check_labels_fit(ctx, table, f"label table {labels}" if not isinstance(labels, LabelTable) else "label table")
     for run in runs:
-        fingerprint = RunDir.fingerprint(p, "pretrain", run.seed, {**ctx.input_hashes(), "labels": label_hash},
-                                         code_hash([__name__]), continued=("pretrain.epochs",),
-                                         ignored_sections=("rl", "eval", "labeling"))
-        fingerprint["params"].pop("train.equal_total_epochs", None)
-        RunDir(Path(run.out_dir)).prepare(fingerprint, run.resume, cannot_continue=past_a_snapshot,
-                                          resume_only=run.resume_only)
+        RunDir(Path(run.out_dir)).prepare(_fingerprint(ctx, run.seed, label_hash), run.resume,
+                                          cannot_continue=_past_a_snapshot(wanted), resume_only=run.resume_only)
     return table
+
+
+def pretrain_verdict(ctx, labels: str | Path, epochs: Sequence[int], run: RunOptions) -> Optional[str]:
+    """What :func:`pretrain_run` would do with ``run.out_dir``, touching nothing: why it would start
+    afresh (:meth:`raptor.runs.rundir.RunDir.verdict`), or ``None`` (new, or continued)."""
+    from raptor.labeling.store import label_table_hash
+
+    return RunDir(Path(run.out_dir)).verdict(_fingerprint(ctx, run.seed, label_table_hash(labels)), run.resume,
+                                             cannot_continue=_past_a_snapshot(wanted_snapshots(epochs)))
+
+
+def _fingerprint(ctx, seed: int, label_hash: Optional[str]) -> dict[str, Any]:
+    """Seed ``seed``'s pretraining fingerprint: the params pretraining reads (more epochs continue a run),
+    the data, graph and labels by content, this module's code."""
+    from raptor.common.provenance import code_hash
+
+    fingerprint = RunDir.fingerprint(ctx.params, "pretrain", seed, {**ctx.input_hashes(), "labels": label_hash},
+                                     code_hash([__name__]), continued=("pretrain.epochs",),
+                                     ignored_sections=("rl", "eval", "labeling"))
+    fingerprint["params"].pop("train.equal_total_epochs", None)
+    return fingerprint
+
+
+def _past_a_snapshot(wanted: Sequence[int]) -> Callable[[Path], Optional[str]]:
+    """A run folder's reason against continuing: it is past an epoch count whose snapshot it lacks."""
+    def past_a_snapshot(run: Path) -> Optional[str]:
+        done = RunDir(run).epochs_done()
+        missing = [n for n in wanted if n <= done and not RunDir(run).snapshot(n).exists()]
+        return f"the run is past the snapshots asked for after {missing} epochs" if missing else None
+
+    return past_a_snapshot
 
 
 def check_labels_fit(ctx, table: LabelTable | PartitionedLabels, where: str) -> None:
