@@ -332,20 +332,25 @@ def test_a_stage_through_raptor_writes_what_the_flow_writes(tmp_path):
             np.testing.assert_array_equal(a[k], b[k])
 
 
-def test_direct_forms_apply_the_local_overrides_beside_their_params_and_say_what_they_read(tmp_path, capsys):
-    """params.local.yaml beside --params is applied by train, label, evaluate and explain as by the stages
-    (a profile chosen there used to be ignored, and the paper's budget started unannounced); --local
-    names another file; the start line names what was read and the budget."""
-    import json
-
+def _tiny_raw_and_params(tmp_path: Path, budget: str) -> tuple[Path, Path]:
+    """A synthetic raw dataset and a params file of a tiny model with ``budget`` (YAML lines)."""
     from raptor.data.synthetic import SyntheticSpec, write_raw
 
     raw = write_raw(tmp_path / "raw", SyntheticSpec())
     params = tmp_path / "p.yaml"
     params.write_text("env: {max_actions: 30}\n"
                       "model: {entity_dim: 16, relation_dim: 16, time_dim: 4, step_dim: 4, mlp_hidden_dim: 32}\n"
-                      "rl: {epochs: 3, batch_size: 256}\neval: {valid_every: 1, beam_size: 10}\n"
-                      "train: {num_threads: 1}\n")
+                      f"{budget}eval: {{valid_every: 1, beam_size: 10}}\ntrain: {{num_threads: 1}}\n")
+    return raw, params
+
+
+def test_direct_forms_apply_the_local_overrides_beside_their_params_and_say_what_they_read(tmp_path, capsys):
+    """params.local.yaml beside --params is applied by train, label, evaluate and explain as by the stages
+    (a profile chosen there used to be ignored, and the paper's budget started unannounced); --local
+    names another file; the start line names what was read and the budget."""
+    import json
+
+    raw, params = _tiny_raw_and_params(tmp_path, "rl: {epochs: 3, batch_size: 256}\n")
     (tmp_path / "params.local.yaml").write_text("rl.epochs: 1\n")
     assert main(["ingest", "--raw", str(raw), "--out", str(tmp_path / "ing"), "--params", str(params)]) == 0
     assert main(["graph", "--data", str(tmp_path / "ing"), "--out", str(tmp_path / "g.npz")]) == 0
@@ -530,14 +535,7 @@ def test_train_dry_run_says_per_phase_what_a_run_would_do_and_writes_nothing(tmp
     nothing to do / start afresh (why) / refuse (--resume-only), as the run then does; it writes nothing."""
     import json
 
-    from raptor.data.synthetic import SyntheticSpec, write_raw
-
-    raw = write_raw(tmp_path / "raw", SyntheticSpec())
-    params = tmp_path / "p.yaml"
-    params.write_text("env: {max_actions: 30}\n"
-                      "model: {entity_dim: 16, relation_dim: 16, time_dim: 4, step_dim: 4, mlp_hidden_dim: 32}\n"
-                      "rl: {epochs: 2, batch_size: 256}\npretrain: {epochs: 1}\neval: {valid_every: 1, beam_size: 10}\n"
-                      "train: {num_threads: 1}\n")
+    raw, params = _tiny_raw_and_params(tmp_path, "rl: {epochs: 2, batch_size: 256}\npretrain: {epochs: 1}\n")
     ing, graph, labels, out = (str(tmp_path / n) for n in ("ing", "g.npz", "lab", "run"))
     assert main(["ingest", "--raw", str(raw), "--out", ing, "--params", str(params)]) == 0
     assert main(["graph", "--data", ing, "--out", graph]) == 0
