@@ -76,3 +76,30 @@ def test_remaining_seconds_by_hand():
     assert remaining_seconds(history, 40, 0, recent=9) == 30 * 20  # no validation (pretraining)
     assert remaining_seconds(history, 10, 10) == 0.0  # the budget reached
     assert remaining_seconds([], 40, 10) is None  # nothing timed yet
+
+
+def test_a_resume_rewrites_history_files_left_behind_their_checkpoint(tmp_path):
+    """A kill between the last epoch's checkpoint and its history files left them an epoch short; the
+    resumed run has nothing to train, so the files are written again from the checkpoint's history."""
+    import json
+
+    from raptor.runs.loop import write_history
+    from raptor.runs.rundir import RunDir
+
+    env, q, E, R = synthetic_env(max_actions=50)[:4]
+    ev = EvalConfig(valid_every=1, beam_size=5)
+
+    def run(resume: bool):
+        torch.manual_seed(0)
+        return train(Policy(E, R, SMALL, 3), env, q["train"][:256], RLConfig(epochs=3, batch_size=256), ev,
+                     RunOptions(seed=0, out_dir=tmp_path, evaluate_fn=lambda p: {"mrr": 0.5}, progress=False,
+                                resume=resume))
+
+    full = run(False).history
+    fields = ("epoch", "reward", "val_mrr", "val_seconds")
+    write_history(tmp_path, full[:-1], fields)  # what the kill left: the checkpoint at epoch 2, the files at 1
+    assert len(json.loads(RunDir(tmp_path).history.read_text())) == 2
+    again = run(True).history
+    assert again == full  # resumed at the end: nothing trained, the checkpoint's history returned
+    assert json.loads(RunDir(tmp_path).history.read_text()) == json.loads(json.dumps(full))
+    assert RunDir(tmp_path).validation_csv.read_text().splitlines()[-1].startswith("2,0.5,")

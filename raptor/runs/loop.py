@@ -115,6 +115,7 @@ def run_epochs(phase: Phase, policy: torch.nn.Module, optimizer: torch.optim.Opt
     from raptor.common.progress import progress_bar
 
     history, start = resume(phase, policy, optimizer, run)
+    rewrite_history(phase, run, history)
     # Counted by hand, not by iterating the bar: a bar in a log file (rate-limited) counts lazily, so
     # the postfix of epoch n was printed beside a count of epochs long past.
     bar = progress_bar(desc=phase.name, enabled=run.progress, initial=start, total=run.epochs)
@@ -159,6 +160,14 @@ def resume(phase: Phase, policy: torch.nn.Module, optimizer: torch.optim.Optimiz
         for row in history:            # run), marked ``replayed``: those epochs were trained before
             run.on_epoch_end(row["epoch"], {**row, "replayed": True})
     return history, ck["epoch"] + 1
+
+
+def rewrite_history(phase: Phase, run: RunOptions, history: list[dict[str, Any]]) -> None:
+    """The history files of a resumed run written again from its checkpoint's history: a kill between
+    an epoch's checkpoint and its history files left them an epoch short, and a run resumed at its last
+    epoch trains nothing that would write them again (rows past the checkpoint, trained again, go)."""
+    if history and run.out_dir is not None:
+        phase.write_history(Path(run.out_dir), history)
 
 
 def end_epoch(phase: Phase, run: RunOptions, row: dict[str, Any], history: list[dict[str, Any]],
