@@ -323,6 +323,33 @@ def test_changed_code_restarts_rl(ctx, tmp_path, monkeypatch):
     assert s["restarted"] and "code" in s["restarted"]
 
 
+def test_a_run_keeps_the_precision_it_started_in_when_auto_resolves_otherwise(ctx, tmp_path, monkeypatch):
+    """``train.precision: auto`` is bfloat16 on a CPU with native bfloat16 and float32 elsewhere: a run
+    moved between the two does not go on in the other precision under the same fingerprint (its record
+    would name one precision for epochs trained in two); it starts afresh and says why (pretraining too)."""
+    import dataclasses
+
+    import raptor.common.runtime as runtime
+
+    c, root = ctx
+    auto = dataclasses.replace(c, params=dataclasses.replace(
+        c.params, train=dataclasses.replace(c.params.train, precision="auto")))
+    monkeypatch.setattr(runtime, "_cpu_flags", lambda: frozenset({"avx512_bf16"}))
+    pre = tmp_path / "pre"
+    pretrain_run(auto, root / "labels", [1], RunOptions(seed=0, out_dir=pre, progress=False))
+    s = run_variant(auto, "pure_rl", RunOptions(seed=0, out_dir=tmp_path / "rl", epochs=1, progress=False))
+    assert s["precision"] == "bfloat16" and json.loads((tmp_path / "rl/run_config.json").read_text())["precision"] == "bfloat16"
+    assert run_variant(auto, "pure_rl", RunOptions(seed=0, out_dir=tmp_path / "rl", epochs=2, progress=False))["restarted"] is None
+    monkeypatch.setattr(runtime, "_cpu_flags", lambda: frozenset())  # the same folders on a CPU without it
+    s = run_variant(auto, "pure_rl", RunOptions(seed=0, out_dir=tmp_path / "rl", epochs=2, progress=False))
+    assert s["precision"] == "float32" and s["restarted"].endswith("precision: 'bfloat16' -> 'float32'")
+    assert [h["epoch"] for h in json.loads((tmp_path / "rl/history.json").read_text())] == [0, 1]
+    seen = []
+    pretrain_run(auto, root / "labels", [1], RunOptions(seed=0, out_dir=pre, progress=False),
+                 on_epoch_end=lambda _, e, m: None if m.get("replayed") else seen.append(e))
+    assert seen == [0] and json.loads((pre / "run_config.json").read_text())["precision"] == "float32"
+
+
 def test_resume_only_refuses_to_delete_a_run_it_cannot_continue(ctx, tmp_path, monkeypatch):
     """Long runs pass ``resume_only``: a run whose code changed under it fails with a clear error and
     its checkpoints stay as they were (two paper-budget runs were once lost to a silent restart)."""

@@ -83,6 +83,11 @@ def variant_precision(params: Params, variant: str, device) -> str:
     return get_agent(variants.get(variant).agent).precision(params, device)
 
 
+def resolved_precision(params: Params, variant: str) -> str:
+    """:func:`variant_precision` on the device ``train.device`` resolves to here: what a run's fingerprint holds."""
+    return variant_precision(params, variant, resolve_device(params.train.device))
+
+
 def run_code(variant: str) -> list[str]:
     """The modules a run of ``variant`` runs (its code hash): this one and its agent's."""
     return [__name__, *agent_facts(variants.get(variant).agent).code]
@@ -207,7 +212,7 @@ def _rl_folder_rules(ctx: Context, variant: str, seed: int, init_model: Optional
     agent = get_agent(variants.get(variant).agent)
     inputs = {**ctx.input_hashes(), "init_model": content_hash(init_model) if init_model else None}
     fingerprint = RunDir.rl_fingerprint(ctx.params, variant, seed, inputs, code_hash(run_code(variant)),
-                                        pretrain_epochs)
+                                        pretrain_epochs, resolved_precision(ctx.params, variant))
 
     def past_the_budget(folder: Path) -> Optional[str]:  # a run never stands for a smaller epoch budget
         return checkpoint_budget_mismatch(folder, agent.checkpoint_format, "RL checkpoint", n_rl)

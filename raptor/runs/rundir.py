@@ -151,14 +151,16 @@ class RunDir:
 
     @staticmethod
     def rl_fingerprint(params: Params, variant: str, seed: int, inputs: dict[str, Optional[str]], code: str,
-                       pretrain_epochs: int = 0) -> dict[str, Any]:
+                       pretrain_epochs: int = 0, precision: Optional[str] = None) -> dict[str, Any]:
         """The fingerprint of one RL run: labels and pretraining reach it through ``init_model`` (an
-        input), and it holds only the params its agent reads (actor-critic: model, rl; TITer: titer)."""
+        input), and it holds only the params its agent reads (actor-critic: model, rl; TITer: titer).
+        ``precision``: the one its training resolved ``train.precision`` to (``auto`` is bfloat16 on one
+        machine and float32 on another: a run does not change precision when it moves)."""
         from raptor.agents import variants
 
         return RunDir.fingerprint(params, "rl", seed, inputs, code, continued=("rl.epochs",),
                                   ignored_sections=("pretrain", "labeling") + variants.get(variant).unread_params,
-                                  variant=variant, pretrain_epochs=int(pretrain_epochs))
+                                  variant=variant, pretrain_epochs=int(pretrain_epochs), precision=precision)
 
     @staticmethod
     def differences(old: dict, new: dict, prefix: str = "") -> list[str]:

@@ -409,12 +409,15 @@ def pretrain_verdict(ctx, labels: str | Path, epochs: Sequence[int], run: RunOpt
 
 def _fingerprint(ctx, seed: int, label_hash: Optional[str]) -> dict[str, Any]:
     """Seed ``seed``'s pretraining fingerprint: the params pretraining reads (more epochs continue a run),
-    the data, graph and labels by content, this module's code."""
+    the data, graph and labels by content, this module's code, and the precision it trains in."""
     from raptor.common.provenance import code_hash
+    from raptor.common.runtime import resolve_device, resolve_precision
 
-    fingerprint = RunDir.fingerprint(ctx.params, "pretrain", seed, {**ctx.input_hashes(), "labels": label_hash},
+    p = ctx.params
+    fingerprint = RunDir.fingerprint(p, "pretrain", seed, {**ctx.input_hashes(), "labels": label_hash},
                                      code_hash([__name__]), continued=("pretrain.epochs",),
-                                     ignored_sections=("rl", "eval", "labeling"))
+                                     ignored_sections=("rl", "eval", "labeling"),
+                                     precision=resolve_precision(p.train.precision, resolve_device(p.train.device)))
     fingerprint["params"].pop("train.equal_total_epochs", None)
     return fingerprint
 
