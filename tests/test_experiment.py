@@ -1,5 +1,6 @@
 """A whole run of each variant and its evaluation, on a tiny synthetic dataset."""
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -117,6 +118,8 @@ def test_pure_rl_and_evaluation_outputs(ctx):
     assert written["model_sha256"] == summary["model_sha256"] and "model" not in written  # no machine's path
     assert written["eval_params"] == {"beam_size": c.params.eval.beam_size, "score_rule": c.params.eval.score_rule,
                                       "rank_last_expansions": c.params.eval.rank_last_expansions}
+    assert written["env_params"] == dataclasses.asdict(c.params.env) and written["inputs"] == c.input_hashes()
+    assert len(written["code"]) == 64
     n_test = len(c.dataset.splits["test"])
     assert written["queries"] == {"total": 2 * n_test, "forward": n_test, "inverse": n_test}
     pred = read_predictions(root / "eval/pure_rl/1/predictions.parquet")
@@ -124,6 +127,44 @@ def test_pure_rl_and_evaluation_outputs(ctx):
     # metrics.json agrees with the ranks in predictions.parquet.
     assert metrics["mrr"] == pytest.approx(float(np.mean(1.0 / pred.rank)))
     assert written["hits@10"] == pytest.approx(float(np.mean(pred.rank <= 10)))
+
+
+def test_an_evaluation_records_and_warns_of_mdp_params_other_than_the_models(ctx, tmp_path, caplog):
+    """The same model ranks otherwise under another action cap: metrics.json says which it ran with, and a
+    warning says it differs from the model's training params."""
+    import logging
+
+    c, _ = ctx
+    summary = run_variant(c, "pure_rl", RunOptions(seed=0, out_dir=tmp_path / "run", epochs=1, progress=False))
+    capped = dataclasses.replace(c, params=dataclasses.replace(c.params, env=dataclasses.replace(c.params.env, max_actions=3)))
+    caplog.set_level(logging.WARNING, logger="raptor")
+    evaluate_model(c, summary["model"], tmp_path / "same")
+    assert "other MDP params" not in caplog.text
+    evaluate_model(capped, summary["model"], tmp_path / "capped")
+    trained = c.params.env.max_actions
+    assert f"env.max_actions=3 (trained with {trained})" in caplog.text
+    assert json.loads((tmp_path / "capped/metrics.json").read_text())["env_params"]["max_actions"] == 3
+
+
+def test_an_evaluation_killed_between_its_files_leaves_no_metrics_of_another_model(ctx, tmp_path, monkeypatch):
+    """metrics.json says an evaluation is whole: evaluating another model into the same folder removes the
+    previous metrics before it writes the predictions, so a kill between the two files leaves predictions
+    without metrics, never beside another model's."""
+    import raptor.pipeline.experiment as experiment
+
+    c, _ = ctx
+    models = [run_variant(c, "pure_rl", RunOptions(seed=s, out_dir=tmp_path / f"run{s}", epochs=1, progress=False))
+              ["model"] for s in (0, 1)]
+    out = tmp_path / "eval"
+    evaluate_model(c, models[0], out)
+
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt  # the process ends here: predictions written, metrics not
+
+    monkeypatch.setattr(experiment, "write_metrics", killed)
+    with pytest.raises(KeyboardInterrupt):
+        evaluate_model(c, models[1], out)
+    assert (out / "predictions.parquet").is_file() and not (out / "metrics.json").exists()
 
 
 def test_errors_are_clear(ctx, tmp_path, monkeypatch):
@@ -214,8 +255,6 @@ def test_explain_defaults_to_the_pipelines_outputs(ctx, tmp_path, capsys, monkey
 
 
 def test_resume_only_continues_the_same_configuration(ctx, tmp_path):
-    import dataclasses
-
     c, root = ctx
     out = tmp_path / "run"
     run_variant(c, "pure_rl", RunOptions(seed=4, out_dir=out, epochs=1, progress=False))
@@ -327,8 +366,6 @@ def test_a_run_keeps_the_precision_it_started_in_when_auto_resolves_otherwise(ct
     """``train.precision: auto`` is bfloat16 on a CPU with native bfloat16 and float32 elsewhere: a run
     moved between the two does not go on in the other precision under the same fingerprint (its record
     would name one precision for epochs trained in two); it starts afresh and says why (pretraining too)."""
-    import dataclasses
-
     import raptor.common.runtime as runtime
 
     c, root = ctx
@@ -399,8 +436,6 @@ def test_truncated_checkpoint_without_a_previous_one_is_one_clear_cli_line(ctx, 
 
 
 def test_equal_total_epochs_gives_pure_rl_the_pretraining_budget(ctx, tmp_path):
-    import dataclasses
-
     from raptor.pipeline.experiment import effective_epochs
 
     c, _ = ctx

@@ -247,6 +247,17 @@ def _finish_run(out: Path, variant: str, seed: int, pretrain_epochs: int, n_rl: 
 TEST_EVAL_PARAMS = ("beam_size", "score_rule", "rank_last_expansions")
 
 
+def _env_params(params: Params, meta: dict[str, Any], model_path: Path) -> dict[str, Any]:
+    """The MDP's params an evaluation ran with (the same model ranks otherwise under another action cap),
+    with a warning where they are not the ones the model was trained with."""
+    env = params_to_dict(params)["env"]
+    trained = (meta.get("params") or {}).get("env") or {}
+    changed = [f"env.{k}={v!r} (trained with {trained[k]!r})" for k, v in env.items() if k in trained and trained[k] != v]
+    if changed:
+        log.warning("evaluating %s with other MDP params than it was trained with: %s", model_path, ", ".join(changed))
+    return env
+
+
 def evaluate_model(
     ctx: Context,
     model_path: str | Path,
@@ -284,9 +295,14 @@ def evaluate_model(
     # another beam).
     metrics["model_sha256"] = model_sha256
     metrics["eval_params"] = {k: getattr(p.eval, k) for k in TEST_EVAL_PARAMS}
+    metrics["env_params"] = _env_params(p, meta, model_path)
+    metrics["inputs"] = ctx.input_hashes()
+    metrics["code"] = code_hash([__name__, *agent_facts(agent_of(meta)).code])
     out = RunDir(out_dir)
     out.path.mkdir(parents=True, exist_ok=True)
-    # The predictions first (the larger file): a full disk leaves the previous metrics with their predictions.
+    # metrics.json, written last, says the evaluation is whole: the previous one goes first, so a kill or a
+    # full disk between the two files never leaves these predictions beside another evaluation's metrics.
+    out.metrics.unlink(missing_ok=True)
     write_predictions(
         out.predictions, queries[:, :4], res.cand_entity, res.cand_score, ranks,
         best_path={"path_entities": res.path_entity, "path_relations": res.path_relation,

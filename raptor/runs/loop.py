@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import csv
 import io as _io
+import json
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -163,10 +164,18 @@ def resume(phase: Phase, policy: torch.nn.Module, optimizer: torch.optim.Optimiz
 
 
 def rewrite_history(phase: Phase, run: RunOptions, history: list[dict[str, Any]]) -> None:
-    """The history files of a resumed run written again from its checkpoint's history: a kill between
-    an epoch's checkpoint and its history files left them an epoch short, and a run resumed at its last
-    epoch trains nothing that would write them again (rows past the checkpoint, trained again, go)."""
-    if history and run.out_dir is not None:
+    """The history files of a resumed run written again from its checkpoint's history where
+    ``history.json`` (written last of them) holds other epochs: a kill between an epoch's checkpoint and
+    its history files left them an epoch short, and a run resumed at its last epoch trains nothing that
+    would write them again (rows past the checkpoint, to be trained again, go)."""
+    if not history or run.out_dir is None:
+        return
+    written = RunDir(run.out_dir).history
+    try:
+        epochs = [row["epoch"] for row in json.loads(written.read_text())]
+    except (OSError, ValueError, TypeError, KeyError):
+        epochs = None
+    if epochs != [row["epoch"] for row in history]:
         phase.write_history(Path(run.out_dir), history)
 
 
@@ -202,10 +211,9 @@ VALIDATION_FIELDS = ("epoch", "val_mrr", "val_seconds")
 
 
 def write_history(out: Path, history: list[dict[str, Any]], fields: Sequence[str]) -> None:
-    """``history.json`` (every key), ``history.csv`` (``fields``, empty where missing) and
-    ``validation.csv`` (the validated epochs' rows only), atomically."""
-    atomic_write_json(RunDir(out).history, history)
-
+    """``history.csv`` (``fields``, empty where missing), ``validation.csv`` (the validated epochs' rows
+    only) and ``history.json`` (every key), each atomically; the JSON last, so that where it holds an
+    epoch the tables hold it too (:func:`rewrite_history`)."""
     def table(columns: Sequence[str], rows: list[dict[str, Any]]) -> str:
         buf = _io.StringIO()
         w = csv.DictWriter(buf, fieldnames=list(columns), extrasaction="ignore", lineterminator="\n")
@@ -217,6 +225,7 @@ def write_history(out: Path, history: list[dict[str, Any]], fields: Sequence[str
     atomic_write_text(RunDir(out).history_csv, table(fields, history))
     validated = [row for row in history if row.get("val_mrr") is not None]
     atomic_write_text(RunDir(out).validation_csv, table([f for f in VALIDATION_FIELDS if f in fields], validated))
+    atomic_write_json(RunDir(out).history, history)
 
 
 @dataclass
