@@ -66,6 +66,26 @@ def test_raptor_variant_pretrains_then_finetunes(ctx):
     assert json.loads((root / "runs/raptor/0/summary.json").read_text())["variant"] == "raptor"
 
 
+def test_equal_runs_in_other_folders_make_equal_models_and_a_summary_counts_every_epochs_time(ctx, tmp_path):
+    """A pretrained variant's models name their initial weights by content, not by path, so the same run
+    in two folders gives the same model_sha256; ``train_seconds`` sums every epoch's training and
+    validation, those of an earlier process included (``seconds``: this process's)."""
+    c, root = ctx
+    snap = pretrain_run(c, root / "labels", [1], RunOptions(seed=0, out_dir=tmp_path / "pre", progress=False))[1]
+    shutil.copy(snap, tmp_path / "elsewhere.pt")
+    a = run_variant(c, "raptor", RunOptions(seed=0, out_dir=tmp_path / "a", epochs=1, progress=False),
+                    init_model=snap, pretrain_epochs=1)
+    b = run_variant(c, "raptor", RunOptions(seed=0, out_dir=tmp_path / "b", epochs=1, progress=False),
+                    init_model=tmp_path / "elsewhere.pt", pretrain_epochs=1)
+    assert a["model_sha256"] == b["model_sha256"] is not None
+    s = run_variant(c, "raptor", RunOptions(seed=0, out_dir=tmp_path / "a", epochs=2, progress=False),
+                    init_model=snap, pretrain_epochs=1)
+    history = json.loads((tmp_path / "a/history.json").read_text())
+    assert len(history) == 2 and s["train_seconds"] == round(
+        sum(r["seconds"] for r in history) + sum(r.get("val_seconds") or 0 for r in history), 2)
+    assert s["train_seconds"] > s["seconds"] - 1e-9 or s["seconds"] > history[1]["seconds"]
+
+
 def test_pretrain_runs_stacks_the_seeds_and_a_seed_continues_alone(ctx, tmp_path):
     """``pretrain_runs`` (``train.stacked_seeds`` of the pretrain stage): each seed's folder has its
     snapshots and a stacked history; the folder's fingerprint is the one alone, so ``pretrain_run``

@@ -151,7 +151,7 @@ def run_variants(ctx: Context, variant: str, runs: Sequence[RunOptions], *,
     train_runs = []
     for run, init_model, hook, (meta, _) in zip(runs, init_models, hooks, prepared):
         if init_model is not None:
-            meta["init_model"] = str(init_model)
+            meta["init_model_sha256"] = sha256_file(init_model)  # by content: a path would make equal models differ
         train_runs.append(RunOptions(
             seed=run.seed, epochs=n_rl, out_dir=Path(run.out_dir), device=device, precision=precision, resume=run.resume,
             progress=run.progress, evaluate_fn=validator, on_epoch_end=_rl_hook(hook), meta=meta,
@@ -238,6 +238,9 @@ def _finish_run(out: Path, variant: str, seed: int, pretrain_epochs: int, n_rl: 
         "model": str(RunDir(out).best), "restarted": restarted,
         "model_sha256": sha256_file(RunDir(out).best) if RunDir(out).best.is_file() else None,
         "seconds": round(time.perf_counter() - started, 2), "stacked_seeds": result.stacked_seeds,
+        # every epoch's training and validation, whichever process trained it (`seconds`: this one's)
+        "train_seconds": round(sum(row.get("seconds") or 0.0 for row in result.history)
+                               + sum(row.get("val_seconds") or 0.0 for row in result.history), 2),
     }
     atomic_write_json(RunDir(out).summary, summary)
     return summary

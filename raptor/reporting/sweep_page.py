@@ -52,7 +52,7 @@ def collect_results(plan: Plan, root: Optional[str | Path] = None) -> dict[str, 
         runs.append({"arm": job.arm, "variant": job.variant, "seed": job.seed,
                      "pretrain_epochs": job.pretrain_epochs, "rl_epochs": summary.get("rl_epochs"),
                      "best_val_mrr": summary.get("best_val_mrr"), "best_epoch": summary.get("best_epoch"),
-                     "train_seconds": summary.get("seconds"), "device": summary.get("device"),
+                     "train_seconds": summary.get("train_seconds", summary.get("seconds")), "device": summary.get("device"),
                      "precision": summary.get("precision"),
                      **{f"test_{m}": metrics.get(m) for m in METRIC_KEYS}})
     keys = ("best_val_mrr",) + tuple(f"test_{m}" for m in METRIC_KEYS)
