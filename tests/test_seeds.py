@@ -255,6 +255,26 @@ def test_train_seeds_leaves_each_run_folder_as_alone_and_resumes(synthetic, tmp_
         for x, y in zip(a.state_dict().values(), b.state_dict().values()):
             assert torch.equal(x, y)
 
+    # killed between two seeds' checkpoint writes of the last epoch (seed 0's written, the others' not): the seed
+    # ahead is set back to its previous checkpoint and the three go on stacked, to the same bits
+    import os
+    import shutil
+
+    shutil.copytree(tmp_path / "stacked", tmp_path / "apart")
+    for seed in SEEDS[1:]:
+        ckpt = tmp_path / "apart" / f"seed{seed}" / "checkpoint.pt"
+        os.replace(checkpoints.previous(ckpt), ckpt)
+        (tmp_path / "apart" / f"seed{seed}" / "final.pt").unlink()
+    apart = train_seeds(policies(E, R), env, queries, rl, ev, _runs(tmp_path / "apart", rl, evaluate))
+    for i, seed in enumerate(SEEDS):
+        assert [h["stacked_seeds"] for h in apart[i].history] == [3, 3, 3] and apart[i].stacked_seeds == 3
+        assert [{k: v for k, v in row.items() if "seconds" not in k} for row in apart[i].history] == [
+            {k: v for k, v in row.items() if "seconds" not in k} for row in stacked[i].history]
+        for name in ("final.pt", "best.pt"):
+            a, _ = load_model(tmp_path / "apart" / f"seed{seed}" / name)
+            b, _ = load_model(tmp_path / "stacked" / f"seed{seed}" / name)
+            assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values())), name
+
     # a stacked run's checkpoint continues alone: its format is a run alone's
     ck = checkpoints.load_latest(tmp_path / "stacked" / f"seed{SEEDS[0]}" / "checkpoint.pt",
                                  rl_mod.CHECKPOINT_FORMAT, "RAPTOR RL checkpoint")
@@ -299,7 +319,18 @@ def test_seeds_at_different_epochs_train_alone_and_early_stopping_shrinks_the_st
     runs = [RunOptions(seed=s, out_dir=tmp_path / f"b{s}", progress=False, epochs=3) for s in SEEDS[:2]]
     res = train_seeds(policies(E, R, seeds=SEEDS[:2]), env, queries, rl6, ev0, runs)
     assert [[h["epoch"] for h in r.history] for r in res] == [[0, 1, 2], [0, 1, 2]]
-    assert [r.stacked_seeds for r in res] == [1, 1]
+    assert [r.stacked_seeds for r in res] == [1, 1]  # never set back: the seed ahead trained alone
+
+    # seeds apart after stacked epochs (not the last epoch of a stacked run): alone, and the summary still
+    # says how many seeds trained the epochs that were stacked
+    stacked = [RunOptions(seed=s, out_dir=tmp_path / f"c{s}", progress=False, resume=False, epochs=2) for s in SEEDS[:2]]
+    train_seeds(policies(E, R, seeds=SEEDS[:2]), env, queries, rl6, ev0, stacked)
+    rl_mod.train(policies(E, R, seeds=SEEDS[:1])[0], env, queries, rl6, ev0,
+                 RunOptions(seed=SEEDS[0], out_dir=tmp_path / f"c{SEEDS[0]}", progress=False, epochs=3))
+    runs = [RunOptions(seed=s, out_dir=tmp_path / f"c{s}", progress=False, epochs=4) for s in SEEDS[:2]]
+    res = train_seeds(policies(E, R, seeds=SEEDS[:2]), env, queries, rl6, ev0, runs)
+    assert [[h.get("stacked_seeds", 1) for h in r.history] for r in res] == [[2, 2, 1, 1], [2, 2, 1, 1]]
+    assert [r.stacked_seeds for r in res] == [2, 2]
 
 
 def test_train_seeds_refuses_runs_that_cannot_share_a_step(synthetic):

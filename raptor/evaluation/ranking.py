@@ -557,17 +557,16 @@ def sorted_candidates(cand_entity, cand_score) -> tuple[np.ndarray, np.ndarray, 
     return offsets, ent_s[keep].astype(ID_DTYPE), sc_s[keep]
 
 
-def write_predictions(
-    path: str | Path,
+def predictions_table(
     queries,
     cand_entity,
     cand_score,
     rank,
     best_path: Mapping | None = None,
     names: tuple[Sequence[str], Sequence[str]] | None = None,
-) -> None:
-    """Write ``predictions.parquet`` atomically, one row per query of the int ``[Q, 4]`` ``queries``
-    ``(subject, relation, object, time)``.
+) -> pa.Table:
+    """The table of ``predictions.parquet`` (:func:`write_predictions`), one row per query of the int
+    ``[Q, 4]`` ``queries`` ``(subject, relation, object, time)``.
 
     Columns: int32 ``subject``, ``relation`` (inverse queries as ``relation + R``), ``object``
     (the gold), ``time``; ``candidates`` list<int32> (every reached entity, by descending score,
@@ -608,7 +607,13 @@ def write_predictions(
             cols[name] = pa.ListArray.from_arrays(pa.array(p_off, type=pa.int32()), pa.array(p_val, type=pa.int32()))
     if names is not None:
         cols.update(_name_columns(qs, offsets, c_ent, *names))
-    table = pa.table(cols).replace_schema_metadata({"format": PREDICTIONS_FORMAT})
+    return pa.table(cols).replace_schema_metadata({"format": PREDICTIONS_FORMAT})
+
+
+def write_predictions(path: str | Path, queries, cand_entity, cand_score, rank, best_path: Mapping | None = None,
+                      names: tuple[Sequence[str], Sequence[str]] | None = None) -> None:
+    """Write ``predictions.parquet`` atomically: :func:`predictions_table` of the same arguments."""
+    table = predictions_table(queries, cand_entity, cand_score, rank, best_path, names)
     with atomic_path(path) as tmp:
         pq.write_table(table, tmp)
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
+import pyarrow.parquet as pq
 import torch
 
 from raptor.agents import variants
@@ -30,11 +31,12 @@ from raptor.agents.beam import beam_search
 from raptor.config import Params, params_to_dict
 from raptor.constants import METRIC_KEYS
 from raptor.runs.context import Context, load_context  # noqa: F401 (load_context: the stages' entry point, re-exported)
-from raptor.common.io import atomic_write_json, check_writable, sha256_file
+from raptor.common.io import atomic_path, atomic_write_json, check_writable, sha256_file
 from raptor.runs.loop import checkpoint_budget_mismatch
 from raptor.agents.policy import Policy
 from raptor.common.provenance import code_hash, content_hash
-from raptor.evaluation.ranking import FilterIndex, build_filter, evaluation_metrics, filtered_ranks, write_metrics, write_predictions
+from raptor.evaluation.ranking import (FilterIndex, build_filter, evaluation_metrics, filtered_ranks, predictions_table,
+                                       write_metrics)
 from raptor.runs.checkpoints import CheckpointError
 from raptor.runs.rundir import RunDir, RunOptions
 from raptor.common.runtime import configure_runtime, resolve_device
@@ -303,14 +305,17 @@ def evaluate_model(
     metrics["code"] = code_hash([__name__, *agent_facts(agent_of(meta)).code])
     out = RunDir(out_dir)
     out.path.mkdir(parents=True, exist_ok=True)
-    # metrics.json, written last, says the evaluation is whole: the previous one goes first, so a kill or a
-    # full disk between the two files never leaves these predictions beside another evaluation's metrics.
-    out.metrics.unlink(missing_ok=True)
-    write_predictions(
-        out.predictions, queries[:, :4], res.cand_entity, res.cand_score, ranks,
+    table = predictions_table(
+        queries[:, :4], res.cand_entity, res.cand_score, ranks,
         best_path={"path_entities": res.path_entity, "path_relations": res.path_relation,
                    "path_times": res.path_time},
         names=(ctx.dataset.entity_names, ctx.dataset.relation_labels()),
     )
+    # metrics.json, written last, says the evaluation is whole. A full disk while the predictions are written
+    # leaves both previous files; once they are complete the previous metrics go before they land, so a kill
+    # between the two files leaves these predictions without metrics, never beside another evaluation's.
+    with atomic_path(out.predictions) as tmp:
+        pq.write_table(table, tmp)
+        out.metrics.unlink(missing_ok=True)
     write_metrics(out.metrics, metrics)
     return metrics

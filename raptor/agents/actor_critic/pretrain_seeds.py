@@ -42,7 +42,7 @@ from raptor.agents.actor_critic.pretrain import (PRETRAIN_CHECKPOINT_FORMAT, _RE
                                                  graph_batch, pretrain_options, pretrain_step, pretrain_terms,
                                                  raise_unlabeled, read_stats, wanted_snapshots)
 from raptor.agents.actor_critic.graph_step import GraphStep
-from raptor.agents.actor_critic.stack import (SeedUniforms, StackedPolicy, check_stackable, not_alone, resume_epoch,
+from raptor.agents.actor_critic.stack import (SeedUniforms, StackedPolicy, aligned_resume_epochs, check_stackable, not_alone,
                                               seed_optimizer_state, stack_optimizer_states)
 from raptor.agents.policy import Policy
 from raptor.common.io import atomic_write_json
@@ -160,7 +160,7 @@ def pretrain_seeds(policies: Sequence[Policy], env: TemporalEnv, table: LabelTab
     if isinstance(table, PartitionedLabels):
         return alone("a partitioned label table (pretrain.labels_in_memory: part) is read part by part in "
                      "each seed's own order")
-    if len({resume_epoch(r, PRETRAIN_CHECKPOINT_FORMAT, _WHAT) for r in runs}) > 1:
+    if len(set(aligned_resume_epochs(runs, PRETRAIN_CHECKPOINT_FORMAT, _WHAT))) > 1:
         return alone("their runs resume at different epochs")
     metas = [{**model_meta(p, r.meta, r.seed), "phase": "pretrain"} for p, r in zip(policies, runs)]
     runs = [replace(r, epochs=n_epochs, out_dir=Path(r.out_dir) if r.out_dir is not None else None, meta=m)

@@ -39,7 +39,8 @@ from raptor.agents.actor_critic.graph_step import GraphStep, draw_uniforms, grap
 from raptor.agents.actor_critic.rl import (CHECKPOINT_FORMAT, LOSS_PARTS, _write_history, entropy_coefficient,
                                            grouped_actor_critic_terms, make_optimizer, train)
 from raptor.agents.actor_critic.stack import (SeedUniforms, StackedPolicy, check_stackable, clip_per_seed,  # noqa: F401
-                                              not_alone, resume_epoch, seed_optimizer_state, stack_optimizer_states)
+                                              aligned_resume_epochs, not_alone, resume_epoch, seed_optimizer_state,
+                                              stack_optimizer_states)
 from raptor.agents.policy import Policy
 from raptor.agents.rollout import rollout
 from raptor.common.runtime import autocast, epoch_seed
@@ -119,8 +120,10 @@ def train_seeds(policies: Sequence[Policy], env: TemporalEnv, train_queries: np.
     n_epochs = rl.epochs if runs[0].epochs is None else runs[0].epochs
     runs = [replace(r, epochs=n_epochs, out_dir=Path(r.out_dir) if r.out_dir is not None else None,
                     meta=model_meta(p, r.meta, r.seed)) for p, r in zip(policies, runs)]
-    if len(runs) == 1 or len({resume_epoch(r, CHECKPOINT_FORMAT, "RAPTOR RL checkpoint") for r in runs}) > 1:
-        return [train(p, env, train_queries, rl, eval_cfg, r) for p, r in zip(policies, runs)]
+    if len(runs) == 1 or len(set(aligned_resume_epochs(runs, CHECKPOINT_FORMAT, "RAPTOR RL checkpoint"))) > 1:
+        # alone (a kill between two seeds' checkpoints of one epoch leaves them apart): the summary still
+        # says how many seeds trained the epochs that were stacked
+        return [_most_stacked(train(p, env, train_queries, rl, eval_cfg, r)) for p, r in zip(policies, runs)]
     device = runs[0].device
     for policy in policies:
         policy.to(device)
@@ -166,8 +169,12 @@ def train_seeds(policies: Sequence[Policy], env: TemporalEnv, train_queries: np.
                 stack, optimizer = _stack(policies, alone, active, rl)
                 step = _graph_step(stack, env, host_env, rl, runs[0])
     bar.close()
-    return [replace(sel.finish(h, n_epochs), stacked_seeds=max([row.get("stacked_seeds", 1) for row in h] or [1]))
-            for sel, h in zip(selections, histories)]
+    return [_most_stacked(sel.finish(h, n_epochs)) for sel, h in zip(selections, histories)]
+
+
+def _most_stacked(result: TrainResult) -> TrainResult:
+    """``result`` saying the most seeds any of its epochs was trained with at once (its rows' ``stacked_seeds``)."""
+    return replace(result, stacked_seeds=max([row.get("stacked_seeds", 1) for row in result.history] or [1]))
 
 
 def _graph_step(stack: StackedPolicy, env, host_env: TemporalEnv, rl: RLConfig, run: RunOptions):

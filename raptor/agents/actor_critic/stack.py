@@ -270,6 +270,39 @@ def resume_epoch(run: RunOptions, fmt: str, what: str) -> int:
     return 0 if ck is None else int(ck["epoch"]) + 1
 
 
+def aligned_resume_epochs(runs: Sequence[RunOptions], fmt: str, what: str) -> list[int]:
+    """The epochs ``runs`` resume at (:func:`resume_epoch`), made equal where an interrupted stacked run
+    left them apart. A kill between two seeds' checkpoint writes of one stacked epoch leaves some seeds a
+    checkpoint ahead of the others: when every seed ahead has a latest checkpoint whose last epoch was
+    trained stacked with as many seeds as ``runs`` and a previous one (``checkpoint.pt.prev``; none: no
+    checkpoint) where the others stand, each is set back to that previous checkpoint, and the epochs it
+    drops are trained again, stacked, to the same bits. Otherwise the epochs are returned as they are
+    (the seeds then train alone)."""
+    import logging
+    import os
+
+    starts = [resume_epoch(r, fmt, what) for r in runs]
+    low = min(starts, default=0)
+    ahead = [Path(r.out_dir) / RunDir.CHECKPOINT for r, start in zip(runs, starts) if start > low]
+    if len(runs) < 2 or not ahead:
+        return starts
+    for path in ahead:
+        prev = checkpoints.previous(path)
+        try:
+            rows = checkpoints.load(path, fmt, what).get("history") or []
+            back = int(checkpoints.load(prev, fmt, what)["epoch"]) + 1 if prev.exists() else 0
+        except (checkpoints.CheckpointError, OSError):
+            return starts
+        if back != low or not rows or rows[-1].get("stacked_seeds") != len(runs):
+            return starts
+    for path in ahead:
+        logging.getLogger("raptor").warning("%s: set back to the previous checkpoint, after epoch %d like the other "
+                                            "seeds of its interrupted stacked run, to go on stacked", path, low)
+        prev = checkpoints.previous(path)
+        os.replace(prev, path) if prev.exists() else path.unlink()
+    return [low] * len(runs)
+
+
 def not_alone(epoch: int) -> dict[str, Any]:  # pragma: no cover - a stacked phase trains in its own loop
     """The ``run_epoch`` of a stacked seed's :class:`raptor.runs.loop.Phase`: never called (the stack trains
     its epochs; the phase only resumes and ends them)."""
