@@ -689,3 +689,14 @@ def test_the_device_beam_search_equals_the_host_one_with_titers_agent(seed):
         dev = beam_search(p, env2, q2, EvalConfig(beam_size=50), SearchOptions(backend="device"))
     np.testing.assert_array_equal(dev.cand_entity, host.cand_entity)
     np.testing.assert_allclose(dev.cand_score, host.cand_score, rtol=1e-6, atol=1e-6)
+
+
+def test_a_dirichlet_fit_is_saved_whole_under_its_own_name(tmp_path):
+    """``dirichlet.npz`` is renamed into place (no partial file for a reader) under exactly its name."""
+    fit = DirichletFit(alpha=np.array([[1.0, 2.0], [np.nan, np.nan]]), fitted=np.array([True, False]),
+                       rounds=np.array([3, 0]), seconds=0.5)
+    fit.save(tmp_path / "dirichlet.npz")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dirichlet.npz"]
+    with np.load(tmp_path / "dirichlet.npz") as z:
+        np.testing.assert_array_equal(z["alpha"], fit.alpha)
+        assert z["rounds"].tolist() == [3, 0] and float(z["seconds"]) == 0.5

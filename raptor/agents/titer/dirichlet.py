@@ -359,7 +359,11 @@ class DirichletFit:
     seconds: float  # wall time of the fit
 
     def save(self, path: str | Path) -> None:
-        np.savez(path, alpha=self.alpha, fitted=self.fitted, rounds=self.rounds, seconds=self.seconds)
+        """Written whole or not at all (renamed into place)."""
+        from raptor.common.io import atomic_path
+
+        with atomic_path(path) as tmp, open(tmp, "wb") as fh:  # a file object: savez adds no ".npz" to it
+            np.savez(fh, alpha=self.alpha, fitted=self.fitted, rounds=self.rounds, seconds=self.seconds)
 
 
 def fit_dirichlet(stats: DirichletStatistics, cfg: TITerConfig = TITerConfig(), workers: Optional[int] = None,
