@@ -139,7 +139,8 @@ def test_pure_rl_and_evaluation_outputs(ctx):
     assert written["eval_params"] == {"beam_size": c.params.eval.beam_size, "score_rule": c.params.eval.score_rule,
                                       "rank_last_expansions": c.params.eval.rank_last_expansions}
     assert written["env_params"] == dataclasses.asdict(c.params.env) and written["inputs"] == c.input_hashes()
-    assert len(written["code"]) == 64
+    assert len(written["code"]) == 64 and written["runtime"]["torch"] == torch.__version__
+    assert summary["runtime"]["threads"] == written["runtime"]["threads"] >= 1
     n_test = len(c.dataset.splits["test"])
     assert written["queries"] == {"total": 2 * n_test, "forward": n_test, "inverse": n_test}
     pred = read_predictions(root / "eval/pure_rl/1/predictions.parquet")

@@ -147,3 +147,23 @@ def test_pretraining_runs_no_experiment_code():
                          "agents/titer/dirichlet.py", "agents/actor_critic/rl.py", "agents/titer/agent.py"}, sorted(files)
     deps = set(stages.code_deps(_stage("pretrain")))
     assert not deps & {"raptor/pipeline/experiment.py", "raptor/agents/beam.py", "raptor/agents/actor_critic/rl.py", "raptor/agents/titer/training.py"}
+
+
+def test_runtime_record_names_the_commit_versions_threads_and_machine():
+    import subprocess
+
+    import numpy
+    import torch
+
+    from raptor.common.provenance import PACKAGE_DIR, runtime_record
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        r = runtime_record("cpu")
+    finally:
+        torch.set_num_threads(threads)
+    head = subprocess.run(["git", "-C", str(PACKAGE_DIR.parent), "rev-parse", "HEAD"], capture_output=True, text=True)
+    assert r["commit"] == (head.stdout.strip() or None) and isinstance(r["dirty"], bool) == bool(r["commit"])
+    assert (r["torch"], r["numpy"], r["threads"], r["accelerator"]) == (torch.__version__, numpy.__version__, 1, None)
+    assert r["python"].count(".") == 2 and r["cpu"]

@@ -6,6 +6,8 @@
 * :func:`code_hash`: one SHA-256 over those files' contents (a comment change counts: cheap and safe).
 * :func:`content_hash`: SHA-256 of a file, or of a folder's files (relative names and contents),
   so a run fingerprint changes when its data, graph, labels or initial weights do.
+* :func:`runtime_record`: what else a run's numbers depend on (commit, library versions, threads, machine),
+  kept in its ``summary.json`` and ``metrics.json``.
 """
 
 from __future__ import annotations
@@ -118,3 +120,53 @@ def _file_digest(path: Path, chunk: int = 1 << 20) -> str:
         while block := fh.read(chunk):
             h.update(block)
     return h.hexdigest()
+
+
+def runtime_record(device: str = "cpu") -> dict[str, object]:
+    """What a run's numbers depend on besides its params and inputs, as its records keep it: the git commit
+    of this package's checkout (``None`` outside one) and whether its tracked files had uncommitted
+    changes, the versions of Python, torch, NumPy and numba, the threads torch computes with, the CPU's
+    model and, on a GPU, the device's name. Bit-identical reruns are promised on the same machine, commit
+    and thread count: this says which those were."""
+    import platform
+    import subprocess
+
+    import numpy
+    import torch
+
+    def git(*args: str) -> Optional[str]:
+        try:
+            return subprocess.run(["git", "-C", str(PACKAGE_DIR.parent), *args], capture_output=True, text=True,
+                                  check=True, timeout=30).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return None
+
+    commit = git("rev-parse", "HEAD")
+    dirty = git("status", "--porcelain", "--untracked-files=no", "--", PACKAGE) if commit else None
+    try:
+        import numba
+
+        numba_version: Optional[str] = numba.__version__
+    except ImportError:
+        numba_version = None
+    dev = torch.device(device)
+    return {
+        "commit": commit or None, "dirty": bool(dirty) if commit else None,
+        "python": platform.python_version(), "torch": torch.__version__, "numpy": numpy.__version__,
+        "numba": numba_version, "threads": torch.get_num_threads(), "cpu": _cpu_model(),
+        "accelerator": torch.cuda.get_device_name(dev) if dev.type == "cuda" else None,
+    }
+
+
+@functools.lru_cache(maxsize=1)
+def _cpu_model() -> Optional[str]:
+    """The CPU's model name (Linux: /proc/cpuinfo), else what :mod:`platform` says, else ``None``."""
+    import platform
+
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or None

@@ -34,7 +34,7 @@ from raptor.runs.context import Context, load_context  # noqa: F401 (load_contex
 from raptor.common.io import atomic_path, atomic_write_json, check_writable, sha256_file
 from raptor.runs.loop import checkpoint_budget_mismatch
 from raptor.agents.policy import Policy
-from raptor.common.provenance import code_hash, content_hash
+from raptor.common.provenance import code_hash, content_hash, runtime_record
 from raptor.evaluation.ranking import (FilterIndex, build_filter, evaluation_metrics, filtered_ranks, predictions_table,
                                        write_metrics)
 from raptor.runs.checkpoints import CheckpointError
@@ -243,6 +243,7 @@ def _finish_run(out: Path, variant: str, seed: int, pretrain_epochs: int, n_rl: 
         # every epoch's training and validation, whichever process trained it (`seconds`: this one's)
         "train_seconds": round(sum(row.get("seconds") or 0.0 for row in result.history)
                                + sum(row.get("val_seconds") or 0.0 for row in result.history), 2),
+        "runtime": runtime_record(device),
     }
     atomic_write_json(RunDir(out).summary, summary)
     return summary
@@ -303,6 +304,7 @@ def evaluate_model(
     metrics["env_params"] = _env_params(p, meta, model_path)
     metrics["inputs"] = ctx.input_hashes()
     metrics["code"] = code_hash([__name__, *agent_facts(agent_of(meta)).code])
+    metrics["runtime"] = runtime_record(device)
     out = RunDir(out_dir)
     out.path.mkdir(parents=True, exist_ok=True)
     table = predictions_table(
