@@ -573,3 +573,31 @@ def test_train_dry_run_says_per_phase_what_a_run_would_do_and_writes_nothing(tmp
     assert "(continued after" not in capsys.readouterr().out
     assert len(json.loads((tmp_path / "run/rl/history.json").read_text())) == 2
     assert json.loads((tmp_path / "run/rl/run_config.json").read_text())["params"]["rl.gamma"] == 0.9
+
+
+def test_train_says_continued_or_nothing_to_do_from_the_checkpoint_not_the_history_files(tmp_path, capsys):
+    """A kill between the last epoch's checkpoint and its history files leaves them an epoch short: the run
+    then has nothing to train, and says so (it said "continued after RL epoch 1"); a real continuation is
+    said and recorded (``resumed_at``)."""
+    import json
+
+    from raptor.runs.loop import write_history
+
+    raw, params = _tiny_raw_and_params(tmp_path, "rl: {epochs: 2, batch_size: 256}\n")
+    ing, graph, out = (str(tmp_path / n) for n in ("ing", "g.npz", "run"))
+    assert main(["ingest", "--raw", str(raw), "--out", ing, "--params", str(params)]) == 0
+    assert main(["graph", "--data", ing, "--out", graph]) == 0
+    common = ["train", "--data", ing, "--graph", graph, "--params", str(params), "--local", "none", "--out", out,
+              "--no-progress"]
+    assert main([*common, "--epochs", "1"]) == 0
+    capsys.readouterr()
+    assert main(common) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "(continued after RL epoch 1)" in lines[-2]
+    assert json.loads(lines[-1])["resumed_at"] == [1]
+    history = json.loads((tmp_path / "run/rl/history.json").read_text())
+    write_history(tmp_path / "run/rl", history[:1], ("epoch", "reward"))  # what such a kill leaves
+    assert main(common) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "(already trained: nothing to do)" in lines[-2]
+    assert len(json.loads((tmp_path / "run/rl/history.json").read_text())) == 2

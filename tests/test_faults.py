@@ -33,8 +33,9 @@ PARAMS = (
     "eval: {valid_every: 1, beam_size: 10}\n"
     "train: {num_threads: 1}\n"
 )
-#: Wall-clock fields, the only ones two identical runs may differ in.
-TIMING_KEYS = {"seconds", "ms_per_query", "epoch_seconds", "wall_time_s", "wall_s"}
+#: Wall-clock fields and where a run was resumed, the only ones a killed and resumed run and an uninterrupted
+#: one may differ in.
+TIMING_KEYS = {"seconds", "ms_per_query", "epoch_seconds", "wall_time_s", "wall_s", "resumed", "resumed_at"}
 
 
 def raptor(root: Path, *args: str) -> subprocess.Popen:

@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     from raptor.agents.variants import get
     from raptor.commands import command_params
     from raptor.pipeline.experiment import load_context, run_variant
-    from raptor.runs.rundir import RunDir, RunOptions
+    from raptor.runs.rundir import RunOptions
 
     overrides = {}
     if args.profile:
@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     if args.dry_run:
         print("\n".join(_dry_run(args, ctx, pretrains)))
         return 0
-    done_before = RunDir(out / "rl").epochs_done() if not args.fresh else 0
+    done_before = _checkpointed_epochs(args.variant, out / "rl") if not args.fresh else 0
     if pretrains:
         from raptor.agents.actor_critic.pretrain import pretrain_run
 
@@ -152,9 +152,24 @@ def _phase_line(args: argparse.Namespace, phase: str, folder, epochs: int, why) 
     return f"{head}would continue after epoch {done} of {epochs}"
 
 
+def _checkpointed_epochs(variant: str, folder) -> int:
+    """The epochs the RL checkpoint in ``folder`` holds (0: none): where a run continues (its history
+    files may lag behind it, after a kill between the two)."""
+    from raptor.agents import get_agent
+    from raptor.agents.variants import get
+    from raptor.runs import checkpoints
+    from raptor.runs.rundir import RunDir
+
+    if not get(variant).trained:
+        return 0
+    fmt = get_agent(get(variant).agent).checkpoint_format
+    ck = checkpoints.load_latest(RunDir(folder).checkpoint, fmt, "RL checkpoint")
+    return 0 if ck is None else int(ck["epoch"]) + 1
+
+
 def _end_line(args: argparse.Namespace, s: dict, pre_seconds: float, done_before: int) -> str:
     """The run's outcome: epochs, time (pretraining and RL), best validation MRR, and whether the folder's
-    run was continued or already complete (``done_before``: RL epochs in its history before)."""
+    run was continued or already complete (``done_before``: RL epochs its checkpoint held before)."""
     from raptor.agents.variants import get
 
     head = f"train {args.variant} seed {args.seed}: "
@@ -164,7 +179,7 @@ def _end_line(args: argparse.Namespace, s: dict, pre_seconds: float, done_before
     best = f"{s['best_val_mrr']:.4f} after RL epoch {s['best_epoch'] + 1}" if s["best_val_mrr"] is not None else "n/a"
     took = f"RL {s['seconds']:.1f} s" + (f", pretraining {pre_seconds:.1f} s" if s["pretrain_epochs"] else "")
     how = ""
-    if not s["restarted"] and done_before >= s["rl_epochs"] > 0:
+    if not s["restarted"] and done_before >= s["epochs_trained"] > 0:
         how = " (already trained: nothing to do)"
     elif not s["restarted"] and 0 < done_before:
         how = f" (continued after RL epoch {done_before})"

@@ -32,7 +32,7 @@ from raptor.config import Params, params_to_dict
 from raptor.constants import METRIC_KEYS
 from raptor.runs.context import Context, load_context  # noqa: F401 (load_context: the stages' entry point, re-exported)
 from raptor.common.io import atomic_path, atomic_write_json, check_writable, sha256_file
-from raptor.runs.loop import checkpoint_budget_mismatch
+from raptor.runs.loop import checkpoint_budget_mismatch, resumed_at
 from raptor.agents.policy import Policy
 from raptor.common.provenance import code_hash, content_hash, runtime_record
 from raptor.evaluation.ranking import (FilterIndex, build_filter, evaluation_metrics, filtered_ranks, predictions_table,
@@ -244,6 +244,7 @@ def _finish_run(out: Path, variant: str, seed: int, pretrain_epochs: int, n_rl: 
         "train_seconds": round(sum(row.get("seconds") or 0.0 for row in result.history)
                                + sum(row.get("val_seconds") or 0.0 for row in result.history), 2),
         "runtime": runtime_record(device),
+        "resumed_at": resumed_at(result.history),  # epochs where another process continued the run
     }
     atomic_write_json(RunDir(out).summary, summary)
     return summary

@@ -126,6 +126,7 @@ def run_epochs(phase: Phase, policy: torch.nn.Module, optimizer: torch.optim.Opt
         t0 = time.perf_counter()
         row: dict[str, Any] = {"epoch": epoch, **phase.run_epoch(epoch)}
         row["seconds"] = time.perf_counter() - t0
+        mark_resumed(row, start)
         end_epoch(phase, run, row, history, lambda: (policy.state_dict(), optimizer.state_dict()))
         bar.update(1)
         bar.set_postfix(**phase.postfix(row))
@@ -161,6 +162,18 @@ def resume(phase: Phase, policy: torch.nn.Module, optimizer: torch.optim.Optimiz
         for row in history:            # run), marked ``replayed``: those epochs were trained before
             run.on_epoch_end(row["epoch"], {**row, "replayed": True})
     return history, ck["epoch"] + 1
+
+
+def mark_resumed(row: dict[str, Any], start: int) -> None:
+    """Mark ``row`` ``resumed`` when it is the first epoch a process trained after continuing a run from
+    its checkpoint (``start``: the epoch it continued at): a record says where a run was resumed."""
+    if start > 0 and row["epoch"] == start:
+        row["resumed"] = True
+
+
+def resumed_at(history: Sequence[dict[str, Any]]) -> list[int]:
+    """The epochs at which a run was continued from a checkpoint by another process (:func:`mark_resumed`)."""
+    return [row["epoch"] for row in history if row.get("resumed")]
 
 
 def rewrite_history(phase: Phase, run: RunOptions, history: list[dict[str, Any]]) -> None:

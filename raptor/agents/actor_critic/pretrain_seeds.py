@@ -54,7 +54,7 @@ from raptor.labeling.table import LabelTable
 from raptor.mdp.device_env import DeviceEnv, on_device
 from raptor.mdp.env import TemporalEnv
 from raptor.runs.checkpoints import model_meta, save_model
-from raptor.runs.loop import Phase, end_epoch, resume, rewrite_history
+from raptor.runs.loop import Phase, end_epoch, mark_resumed, resume, rewrite_history
 from raptor.runs.rundir import RunDir, RunOptions
 
 log = logging.getLogger("raptor")
@@ -206,6 +206,7 @@ def pretrain_seeds(policies: Sequence[Policy], env: TemporalEnv, table: LabelTab
         opt_state = optimizer.state_dict()
         for s in range(len(runs)):
             row = {"epoch": epoch, **rows[s], "seconds": seconds, "stacked_seeds": len(runs)}
+            mark_resumed(row, start)
             end_epoch(phases[s], runs[s], row, histories[s],
                       lambda s=s: (policies[s].state_dict(), seed_optimizer_state(opt_state, s)))
         bar.update(1)

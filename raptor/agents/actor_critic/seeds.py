@@ -48,7 +48,7 @@ from raptor.config import EvalConfig, RLConfig
 from raptor.mdp.device_env import on_device
 from raptor.mdp.env import TemporalEnv
 from raptor.runs.checkpoints import model_meta
-from raptor.runs.loop import Phase, Selection, TrainResult, end_epoch, resume, rewrite_history
+from raptor.runs.loop import Phase, Selection, TrainResult, end_epoch, mark_resumed, resume, rewrite_history
 from raptor.runs.rundir import RunOptions
 
 # ------------------------------------------------------------------------------------------------
@@ -156,6 +156,7 @@ def train_seeds(policies: Sequence[Policy], env: TemporalEnv, train_queries: np.
         opt_state = optimizer.state_dict()
         for j, s in enumerate(active):
             row = {"epoch": epoch, **rows[j], "seconds": seconds, "stacked_seeds": len(active)}
+            mark_resumed(row, start)
             end_epoch(phases[s], runs[s], row, histories[s],
                       lambda s=s, j=j: (policies[s].state_dict(), seed_optimizer_state(opt_state, j)))
         bar.update(1)
