@@ -373,7 +373,7 @@ def log_trained(t: Training, summary: dict, params: Params) -> None:
     run, job, out = t.run, t.job, RunDir(t.job.out_dir)
     best_epoch = summary.get("best_epoch")
     run.log_metrics(_numeric({"best_val_mrr": summary["best_val_mrr"], "final_reward": summary["final_reward"],
-                              "train_seconds": summary["seconds"], "epochs_trained": summary["epochs_trained"],
+                              "train_seconds": summary.get("train_seconds", summary["seconds"]), "epochs_trained": summary["epochs_trained"],
                               # 1-based, as the steps (summary.json keeps the library's 0-based index)
                               "best_epoch": None if best_epoch is None else best_epoch + 1}),
                     step=0)
@@ -502,7 +502,7 @@ def log_record_task(job: RecordJob) -> Optional[str]:
                         for x in epoch_series("rl", int(row["epoch"]), row, job.pretrain_epochs)])
         run.log_metrics(_numeric({"best_val_mrr": summary.get("best_val_mrr"),
                                   "final_reward": summary.get("final_reward"),
-                                  "train_seconds": summary.get("seconds")}), step=0)
+                                  "train_seconds": summary.get("train_seconds", summary.get("seconds"))}), step=0)
         metrics = _read_json(RunDir(job.record_eval).metrics)
         run.log_metrics({f"{metrics.get('split', 'test')}/{k}": v for k, v in _numeric(metrics).items()}, step=0)
         run.set_tags({"precision": summary.get("precision")})

@@ -597,7 +597,16 @@ def test_train_says_continued_or_nothing_to_do_from_the_checkpoint_not_the_histo
     assert json.loads(lines[-1])["resumed_at"] == [1]
     history = json.loads((tmp_path / "run/rl/history.json").read_text())
     write_history(tmp_path / "run/rl", history[:1], ("epoch", "reward"))  # what such a kill leaves
+    assert main([*common, "--dry-run"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].endswith("already trained (2 of 2 epochs): nothing to do")
     assert main(common) == 0
     lines = capsys.readouterr().out.splitlines()
     assert "(already trained: nothing to do)" in lines[-2]
     assert len(json.loads((tmp_path / "run/rl/history.json").read_text())) == 2
+    # another agent's checkpoint in the folder: started afresh, as its fingerprint differs (not an error)
+    assert main([*common, "--variant", "titer", "--dry-run"]) == 0
+    assert "would start afresh, deleting what is there (files): changed since" in capsys.readouterr().out
+    assert main([*common, "--variant", "titer"]) == 0
+    assert json.loads(capsys.readouterr().out.splitlines()[-1])["restarted"]
+    assert main([*common, "--variant", "recurrency", "--dry-run"]) == 0
+    assert "would delete what is there and fit again: changed since" in capsys.readouterr().out

@@ -103,3 +103,20 @@ def test_a_resume_rewrites_history_files_left_behind_their_checkpoint(tmp_path):
     assert again == full  # resumed at the end: nothing trained, the checkpoint's history returned
     assert json.loads(RunDir(tmp_path).history.read_text()) == json.loads(json.dumps(full))
     assert RunDir(tmp_path).validation_csv.read_text().splitlines()[-1].startswith("2,0.5,")
+
+
+def test_checkpoint_progress_counts_the_checkpoint_and_sees_an_early_stop(tmp_path):
+    from raptor.agents.actor_critic.rl import CHECKPOINT_FORMAT
+    from raptor.runs.loop import checkpoint_progress
+
+    env, q, E, R = synthetic_env(max_actions=50)[:4]
+    scores = iter([0.5, 0.4, 0.3, 0.2])
+    assert checkpoint_progress(tmp_path, CHECKPOINT_FORMAT, "RL checkpoint") == (0, False)
+    torch.manual_seed(0)
+    res = train(Policy(E, R, SMALL, 3), env, q["train"][:256], RLConfig(epochs=4, batch_size=256),
+                EvalConfig(valid_every=1, beam_size=5, patience=1),
+                RunOptions(seed=0, out_dir=tmp_path, evaluate_fn=lambda p: {"mrr": next(scores)}, progress=False))
+    assert res.stopped_early and len(res.history) == 2
+    assert checkpoint_progress(tmp_path, CHECKPOINT_FORMAT, "RL checkpoint") == (2, True)
+    # another format (a folder another agent wrote): nothing this run can continue
+    assert checkpoint_progress(tmp_path, "raptor.agents.titer.training-checkpoint/v1", "x") == (0, False)

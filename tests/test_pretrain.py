@@ -316,7 +316,7 @@ def _stack_runs(root, **kw):
 
 
 def _no_seconds(history):
-    return [{k: v for k, v in row.items() if k not in ("seconds", "stacked_seeds")} for row in history]
+    return [{k: v for k, v in row.items() if k not in ("seconds", "stacked_seeds", "resumed")} for row in history]
 
 
 def test_pretrain_seeds_trains_each_seed_as_alone_and_resumes(synthetic, tmp_path):
@@ -365,11 +365,32 @@ def test_pretrain_seeds_trains_each_seed_as_alone_and_resumes(synthetic, tmp_pat
     assert sorted(replayed) == [(0, True)] * 2 + [(1, False)] * 2
     for i, seed in enumerate(STACK_SEEDS):
         assert _no_seconds(resumed[i]) == _no_seconds(stacked[i])
+        assert [h["epoch"] for h in resumed[i] if h.get("resumed")] == [1]
         for name in ("pretrained.pt", "pretrained-e1.pt"):
             a, _ = load_model(tmp_path / "resumed" / f"seed{seed}" / name)
             b, _ = load_model(tmp_path / "stacked" / f"seed{seed}" / name)
             for x, y in zip(a.state_dict().values(), b.state_dict().values()):
                 assert torch.equal(x, y), name
+
+    # killed between the two seeds' checkpoint writes of the last epoch (the first seed's snapshot and checkpoint
+    # written, the second's not): the first is set back to its previous checkpoint and both go on stacked, to the
+    # same bits
+    import os
+    import shutil
+
+    shutil.copytree(tmp_path / "stacked", tmp_path / "apart")
+    first, second = (tmp_path / "apart" / f"seed{seed}" for seed in STACK_SEEDS)
+    os.replace(checkpoints.previous(second / "checkpoint.pt"), second / "checkpoint.pt")
+    for name in ("pretrained-e2.pt", "pretrained.pt"):
+        (second / name).unlink()
+    (first / "pretrained.pt").unlink()
+    apart = pretrain_seeds(_policies(spec), env, table, sub, cfg, _stack_runs(tmp_path / "apart"), snapshots=(1, 2))
+    for i, seed in enumerate(STACK_SEEDS):
+        assert _no_seconds(apart[i]) == _no_seconds(stacked[i]) and [h["stacked_seeds"] for h in apart[i]] == [2, 2]
+        for name in ("pretrained.pt", "pretrained-e2.pt"):
+            a, _ = load_model(tmp_path / "apart" / f"seed{seed}" / name)
+            b, _ = load_model(tmp_path / "stacked" / f"seed{seed}" / name)
+            assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values())), name
 
     # a stacked run's checkpoint is a run alone's: it continues alone toward more epochs
     folder = tmp_path / "stacked" / f"seed{STACK_SEEDS[0]}"

@@ -49,6 +49,19 @@ def test_a_saved_record_is_valid_for_its_run_only(tmp_path):
     assert valid_record(tmp_path / "nowhere", re_, FINGERPRINT, 4) is None
 
 
+def test_a_record_matches_an_auto_precision_whatever_the_training_machine_resolved(tmp_path):
+    """``train.precision: auto`` resolves by the machine that trains: a sweep matching records elsewhere asks
+    for precision None, which a record of either precision matches; an explicit one must be the record's."""
+    train, ev = _run(tmp_path)
+    (train / RUN_CONFIG_FILE).write_text(json.dumps({**FINGERPRINT, "precision": "bfloat16"}))
+    rt, re_ = tmp_path / "rec/train/seed0", tmp_path / "rec/eval/seed0"
+    save_record(train, ev, rt, re_)
+    assert valid_record(rt, re_, {**FINGERPRINT, "precision": None}, 4) is not None
+    assert valid_record(rt, re_, {**FINGERPRINT, "precision": "bfloat16"}, 4) is not None
+    assert valid_record(rt, re_, {**FINGERPRINT, "precision": "float32"}, 4) is None
+    assert valid_record(rt, re_, {**FINGERPRINT, "precision": None, "code": "other"}, 4) is None
+
+
 @pytest.mark.parametrize("damage", ["no run_config", "no ranks", "bad history", "no metrics"])
 def test_a_partial_or_damaged_record_is_not_valid(tmp_path, damage):
     train, ev = _run(tmp_path)

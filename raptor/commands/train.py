@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     if args.dry_run:
         print("\n".join(_dry_run(args, ctx, pretrains)))
         return 0
-    done_before = _checkpointed_epochs(args.variant, out / "rl") if not args.fresh else 0
+    done_before = _progress(args.variant, out / "rl")[0] if not args.fresh else 0
     if pretrains:
         from raptor.agents.actor_critic.pretrain import pretrain_run
 
@@ -107,15 +107,14 @@ def _start_line(args: argparse.Namespace, params, source: str, pretrains: bool) 
 
 def _dry_run(args: argparse.Namespace, ctx, pretrains: bool) -> list[str]:
     """Per phase (pretraining, RL), what a run with these arguments would do in its folder under --out:
-    start, continue after epoch k, nothing (trained), or start afresh / refuse (--resume-only), and why."""
+    start, continue after epoch k, nothing (trained), or start afresh / refuse (--resume-only), and why,
+    from the checks the run makes (the folder's fingerprint, its checkpoint) but the label table's fit."""
     from pathlib import Path
 
     from raptor.agents.variants import get
     from raptor.pipeline.experiment import effective_epochs, rl_verdict
     from raptor.runs.rundir import RunDir, RunOptions
 
-    if not get(args.variant).trained:
-        return []  # the start line said it: nothing to train
     out, lines, init, n_pre = Path(args.out), [], None, 0
     if pretrains:
         from raptor.agents.actor_critic.pretrain import pretrain_verdict
@@ -131,40 +130,46 @@ def _dry_run(args: argparse.Namespace, ctx, pretrains: bool) -> list[str]:
             return lines + [f"RL in {out / 'rl'}: decided once pretraining has written {init.name} (its weights "
                             "are the RL run's input)"]
     run = RunOptions(seed=args.seed, out_dir=out / "rl", resume=not args.fresh)
-    n_rl = effective_epochs(ctx.params, args.variant, n_pre)
-    return lines + [_phase_line(args, "RL", run.out_dir, n_rl, rl_verdict(ctx, args.variant, run, init, n_pre))]
+    why = rl_verdict(ctx, args.variant, run, init, n_pre)
+    if not get(args.variant).trained:
+        return [f"fit in {run.out_dir}: " + ("would fit on the validation split" if why is None else
+                                             f"would delete what is there and fit again: {why}")]
+    return lines + [_phase_line(args, "RL", run.out_dir, effective_epochs(ctx.params, args.variant, n_pre), why)]
 
 
 def _phase_line(args: argparse.Namespace, phase: str, folder, epochs: int, why) -> str:
-    """One phase's line of ``--dry-run`` (``why``: the folder's reason against continuing, or ``None``)."""
-    from raptor.runs.rundir import RunDir
-
-    done = RunDir(folder).epochs_done()
+    """One phase's line of ``--dry-run`` (``why``: the folder's reason against continuing, or ``None``),
+    counting the epochs its checkpoint holds, as the run does."""
+    done, stopped = _progress(args.variant, folder, phase)
     head = f"{phase} in {folder}: "
+    there = f"{done} epochs" if done else "files"
     if why is not None and args.resume_only:
-        return f"{head}would refuse to start afresh (--resume-only; {done} epochs there): {why}"
+        return f"{head}would refuse to start afresh (--resume-only; {there} there): {why}"
     if why is not None:
-        return f"{head}would start afresh, deleting what is there ({done} epochs): {why}"
+        return f"{head}would start afresh, deleting what is there ({there}): {why}"
     if done == 0:
         return f"{head}would start ({epochs} epochs)"
+    if stopped:
+        return f"{head}already trained (stopped early after {done} of {epochs} epochs): nothing to do"
     if done >= epochs:
         return f"{head}already trained ({done} of {epochs} epochs): nothing to do"
     return f"{head}would continue after epoch {done} of {epochs}"
 
 
-def _checkpointed_epochs(variant: str, folder) -> int:
-    """The epochs the RL checkpoint in ``folder`` holds (0: none): where a run continues (its history
-    files may lag behind it, after a kill between the two)."""
+def _progress(variant: str, folder, phase: str = "RL") -> tuple[int, bool]:
+    """:func:`raptor.runs.loop.checkpoint_progress` of ``variant``'s ``phase`` (``RL`` or ``pretraining``)
+    checkpoint in ``folder``: the epochs it holds and whether its run stopped early."""
     from raptor.agents import get_agent
     from raptor.agents.variants import get
-    from raptor.runs import checkpoints
-    from raptor.runs.rundir import RunDir
+    from raptor.runs.loop import checkpoint_progress
 
-    if not get(variant).trained:
-        return 0
-    fmt = get_agent(get(variant).agent).checkpoint_format
-    ck = checkpoints.load_latest(RunDir(folder).checkpoint, fmt, "RL checkpoint")
-    return 0 if ck is None else int(ck["epoch"]) + 1
+    if phase == "pretraining":
+        from raptor.agents.actor_critic.pretrain import PRETRAIN_CHECKPOINT_FORMAT as fmt
+    elif not get(variant).trained:
+        return 0, False
+    else:
+        fmt = get_agent(get(variant).agent).checkpoint_format
+    return checkpoint_progress(folder, fmt, f"{phase} checkpoint")
 
 
 def _end_line(args: argparse.Namespace, s: dict, pre_seconds: float, done_before: int) -> str:

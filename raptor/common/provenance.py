@@ -136,8 +136,9 @@ def runtime_record(device: str = "cpu") -> dict[str, object]:
 
     def git(*args: str) -> Optional[str]:
         try:
-            return subprocess.run(["git", "-C", str(PACKAGE_DIR.parent), *args], capture_output=True, text=True,
-                                  check=True, timeout=30).stdout.strip()
+            # --no-optional-locks: a status must not take the index lock from a user's commit
+            return subprocess.run(["git", "--no-optional-locks", "-C", str(PACKAGE_DIR.parent), *args],
+                                  capture_output=True, text=True, check=True, timeout=30).stdout.strip()
         except (OSError, subprocess.SubprocessError):
             return None
 
@@ -151,7 +152,7 @@ def runtime_record(device: str = "cpu") -> dict[str, object]:
         numba_version = None
     dev = torch.device(device)
     return {
-        "commit": commit or None, "dirty": bool(dirty) if commit else None,
+        "commit": commit or None, "dirty": None if dirty is None else bool(dirty),  # None: git could not tell
         "python": platform.python_version(), "torch": torch.__version__, "numpy": numpy.__version__,
         "numba": numba_version, "threads": torch.get_num_threads(), "cpu": _cpu_model(),
         "accelerator": torch.cuda.get_device_name(dev) if dev.type == "cuda" else None,

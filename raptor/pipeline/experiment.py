@@ -15,6 +15,7 @@ inputs, or an epoch budget, it was not computed from.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from pathlib import Path
@@ -32,7 +33,7 @@ from raptor.config import Params, params_to_dict
 from raptor.constants import METRIC_KEYS
 from raptor.runs.context import Context, load_context  # noqa: F401 (load_context: the stages' entry point, re-exported)
 from raptor.common.io import atomic_path, atomic_write_json, check_writable, sha256_file
-from raptor.runs.loop import checkpoint_budget_mismatch, resumed_at
+from raptor.runs.loop import checkpoint_budget_mismatch, phase_seconds, resumed_at
 from raptor.agents.policy import Policy
 from raptor.common.provenance import code_hash, content_hash, runtime_record
 from raptor.evaluation.ranking import (FilterIndex, build_filter, evaluation_metrics, filtered_ranks, predictions_table,
@@ -83,6 +84,12 @@ def effective_epochs(params: Params, variant: str, pretrain_epochs: int, rl_epoc
 def variant_precision(params: Params, variant: str, device) -> str:
     """The resolved autocast precision of ``variant``'s runs: its agent's (:attr:`raptor.agents.Agent.precision_key`)."""
     return get_agent(variants.get(variant).agent).precision(params, device)
+
+
+def precision_setting(params: Params, variant: str) -> str:
+    """``variant``'s precision param as written (``auto`` unresolved), or its agent's fixed precision."""
+    key = get_agent(variants.get(variant).agent).precision_key
+    return functools.reduce(getattr, key.split("."), params) if key else agent_facts(variants.get(variant).agent).fixed_precision
 
 
 def resolved_precision(params: Params, variant: str) -> str:
@@ -147,7 +154,7 @@ def run_variants(ctx: Context, variant: str, runs: Sequence[RunOptions], *,
     # The initial weights are read and checked before any run folder is prepared: a damaged or foreign
     # pretrained model must not cost a finished run its checkpoints.
     policies = [_initial_policy(ctx, agent, run.seed, init_model, device) for run, init_model in zip(runs, init_models)]
-    prepared = [_prepare_run(ctx, variant, run, init_model, pretrain_epochs, n_rl)
+    prepared = [_prepare_run(ctx, variant, run, init_model, pretrain_epochs, n_rl, precision)
                 for run, init_model in zip(runs, init_models)]
     started = time.perf_counter()
     train_runs = []
@@ -188,10 +195,11 @@ def _rl_hook(hook: Optional[EpochHook]):
 
 
 def _prepare_run(ctx: Context, variant: str, run: RunOptions, init_model: Optional[str | Path],
-                 pretrain_epochs: int, n_rl: int) -> tuple[dict[str, Any], Any]:
+                 pretrain_epochs: int, n_rl: int, precision: str) -> tuple[dict[str, Any], Any]:
     """Seed ``run.seed``'s run folder made ready (:meth:`raptor.runs.rundir.RunDir.prepare`: resumable,
     or emptied and why); ``(meta its models record, what prepare said)``."""
-    fingerprint, past_the_budget = _rl_folder_rules(ctx, variant, run.seed, init_model, pretrain_epochs, n_rl)
+    fingerprint, past_the_budget = _rl_folder_rules(ctx, variant, run.seed, init_model, (pretrain_epochs, n_rl),
+                                                    precision)
     restarted = RunDir(Path(run.out_dir)).prepare(fingerprint, run.resume, cannot_continue=past_the_budget,
                                                   resume_only=run.resume_only)
     meta = {"variant": variant, "dataset": ctx.dataset.meta.get("dataset"), "params": params_to_dict(ctx.params),
@@ -204,17 +212,20 @@ def rl_verdict(ctx: Context, variant: str, run: RunOptions, init_model: Optional
     """What :func:`run_variant` would do with ``run.out_dir``, touching nothing: why it would start afresh
     (:meth:`raptor.runs.rundir.RunDir.verdict`), or ``None`` (new, or continued)."""
     n_rl = effective_epochs(ctx.params, variant, pretrain_epochs, run.epochs)
-    fingerprint, past_the_budget = _rl_folder_rules(ctx, variant, run.seed, init_model, pretrain_epochs, n_rl)
+    fingerprint, past_the_budget = _rl_folder_rules(ctx, variant, run.seed, init_model, (pretrain_epochs, n_rl),
+                                                    resolved_precision(ctx.params, variant))
     return RunDir(Path(run.out_dir)).verdict(fingerprint, run.resume, cannot_continue=past_the_budget)
 
 
-def _rl_folder_rules(ctx: Context, variant: str, seed: int, init_model: Optional[str | Path], pretrain_epochs: int,
-                     n_rl: int) -> tuple[dict[str, Any], Callable[[Path], Optional[str]]]:
-    """An RL run folder's fingerprint and its reason against continuing (a checkpoint of a larger budget)."""
+def _rl_folder_rules(ctx: Context, variant: str, seed: int, init_model: Optional[str | Path],
+                     epochs: tuple[int, int], precision: str) -> tuple[dict[str, Any], Callable[[Path], Optional[str]]]:
+    """An RL run folder's fingerprint and its reason against continuing (a checkpoint of a larger budget);
+    ``epochs``: ``(pretraining epochs, RL epochs)``; ``precision``: the resolved one it trains in."""
+    pretrain_epochs, n_rl = epochs
     agent = get_agent(variants.get(variant).agent)
     inputs = {**ctx.input_hashes(), "init_model": content_hash(init_model) if init_model else None}
     fingerprint = RunDir.rl_fingerprint(ctx.params, variant, seed, inputs, code_hash(run_code(variant)),
-                                        pretrain_epochs, resolved_precision(ctx.params, variant))
+                                        pretrain_epochs, precision)
 
     def past_the_budget(folder: Path) -> Optional[str]:  # a run never stands for a smaller epoch budget
         return checkpoint_budget_mismatch(folder, agent.checkpoint_format, "RL checkpoint", n_rl)
@@ -241,8 +252,7 @@ def _finish_run(out: Path, variant: str, seed: int, pretrain_epochs: int, n_rl: 
         "model_sha256": sha256_file(RunDir(out).best) if RunDir(out).best.is_file() else None,
         "seconds": round(time.perf_counter() - started, 2), "stacked_seeds": result.stacked_seeds,
         # every epoch's training and validation, whichever process trained it (`seconds`: this one's)
-        "train_seconds": round(sum(row.get("seconds") or 0.0 for row in result.history)
-                               + sum(row.get("val_seconds") or 0.0 for row in result.history), 2),
+        "train_seconds": round(phase_seconds(result.history), 2),
         "runtime": runtime_record(device),
         "resumed_at": resumed_at(result.history),  # epochs where another process continued the run
     }

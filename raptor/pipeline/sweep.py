@@ -410,12 +410,15 @@ def expected_fingerprint(params: Params, job: TrainJob, input_hashes: Mapping[st
     """The fingerprint :func:`raptor.pipeline.experiment.run_variant` writes for ``job`` (``params``: the arm's;
     ``input_hashes``: :meth:`raptor.runs.context.Context.input_hashes` of the sweep's data and graph), before
     it runs: what a run record must match to stand for the run. ``job.init_model`` must exist."""
-    from raptor.pipeline.experiment import resolved_precision, run_code
+    from raptor.pipeline.experiment import precision_setting, run_code
     from raptor.common.provenance import code_hash, content_hash
 
     inputs = {**input_hashes, "init_model": content_hash(job.init_model) if job.init_model else None}
+    # `auto` resolves by the machine that trains (a Dask worker, a GPU box), not the one matching records:
+    # None, which a record of either precision matches (raptor.reporting.records.valid_record)
+    setting = precision_setting(params, job.variant)
     return RunDir.rl_fingerprint(params, job.variant, job.seed, inputs, code_hash(run_code(job.variant)),
-                                 job.pretrain_epochs, resolved_precision(params, job.variant))
+                                 job.pretrain_epochs, None if setting == "auto" else setting)
 
 
 def recorded_runs(plan: Plan, params: Mapping[str, Params], input_hashes: Mapping[str, Optional[str]],

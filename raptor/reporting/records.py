@@ -65,11 +65,17 @@ def save_record(train_dir: str | Path, eval_dir: str | Path, record_train: str |
 def valid_record(record_train: str | Path, record_eval: str | Path, fingerprint: Mapping[str, Any],
                  rl_epochs: int) -> Optional[dict[str, Any]]:
     """The record's ``summary.json`` if it is complete and is the record of the run ``fingerprint``
-    describes, trained for ``rl_epochs`` RL epochs (all of them, or stopped early); else ``None``.
+    describes, trained for ``rl_epochs`` RL epochs (all of them, or stopped early); else ``None``. A
+    ``precision`` of ``None`` in ``fingerprint`` (``train.precision: auto``) matches a record of any.
     A missing, partial or unreadable record, another fingerprint (params, inputs or code) or another
     epoch budget is not valid: the run is trained again."""
     complete = read_record(record_train, record_eval)
-    if complete is None or complete[0] != dict(fingerprint) or complete[1].get("rl_epochs") != rl_epochs:
+    if complete is None:
+        return None
+    recorded = dict(complete[0])
+    if fingerprint.get("precision", "") is None:  # `auto`: the precision the training machine resolved
+        recorded["precision"] = None
+    if recorded != dict(fingerprint) or complete[1].get("rl_epochs") != rl_epochs:
         return None
     return complete[1]
 

@@ -47,7 +47,7 @@ from raptor.reporting.records import write_ranks
 from raptor.reporting.runs_reader import (COMMIT_FILE, PREDICTIONS_FILE, RANKS_FILE, READING_FILE, ranks_source,
                                           read_fingerprint, read_history, read_ranks, read_readings,
                                           read_json, read_metrics, read_summary, recorded_commit, seed_dirs)
-from raptor.runs.forecast import phase_seconds
+from raptor.runs.loop import phase_seconds
 from raptor.runs.rundir import RunDir
 from raptor.reporting.paper import (ABLATION_REWARD_EPOCHS, DATASETS as PAPER_DATASETS, MAIN_TABLE,
                                     MARKED as PAPER_MARKED, REWARD_THRESHOLD)

@@ -26,7 +26,7 @@ from typing import Any, Optional, Sequence
 
 from raptor.agents import variants
 from raptor.reporting import runs_reader
-from raptor.runs.loop import remaining_seconds
+from raptor.runs.loop import phase_seconds, remaining_seconds
 
 #: The params file of one dataset's runs in a long-runs folder, where they have their own (``longrun.sh``
 #: writes it for ``--dataset DS --set KEY=VALUE``); the folder's ``params.yaml`` otherwise.
@@ -44,11 +44,6 @@ def _history(run_dir: Path) -> Optional[list[dict[str, Any]]]:
     never fail), or ``None`` when missing, unreadable or not a list."""
     rows = runs_reader.read_history(run_dir, lenient=True)
     return rows if isinstance(rows, list) else None
-
-
-def phase_seconds(history: Sequence[dict[str, Any]]) -> float:
-    """Seconds a phase took: its epochs' ``seconds`` plus their validation rounds' ``val_seconds``."""
-    return sum(float(r.get("seconds") or 0) + float(r.get("val_seconds") or 0) for r in history)
 
 
 @dataclass(frozen=True)

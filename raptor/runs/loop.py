@@ -97,6 +97,21 @@ def budget_mismatch(ck: Optional[dict[str, Any]], n_epochs: int) -> Optional[str
     return None
 
 
+def checkpoint_progress(out: str | Path, fmt: str, what: str) -> tuple[int, bool]:
+    """``(epochs the latest readable checkpoint of format ``fmt`` in ``out`` holds, whether its run had
+    stopped early there)``: where a run continues (its history files may lag behind it, after a kill
+    between the two). ``(0, False)`` where there is none, or none of this format can be read (a folder
+    another agent wrote, a damaged file): such a run starts afresh."""
+    try:
+        ck = checkpoints.load_latest(Path(out) / CHECKPOINT_FILE, fmt, what)
+    except checkpoints.CheckpointError:
+        return 0, False
+    if ck is None:
+        return 0, False
+    history = ck.get("history") or []
+    return int(ck["epoch"]) + 1, bool(history and history[-1].get("early_stop"))
+
+
 def checkpoint_budget_mismatch(out: Path, fmt: str, what: str, n_epochs: int) -> Optional[str]:
     """:func:`budget_mismatch` of the latest readable checkpoint of format ``fmt`` in ``out``."""
     return budget_mismatch(checkpoints.load_latest(out / CHECKPOINT_FILE, fmt, what), n_epochs)
@@ -169,6 +184,11 @@ def mark_resumed(row: dict[str, Any], start: int) -> None:
     its checkpoint (``start``: the epoch it continued at): a record says where a run was resumed."""
     if start > 0 and row["epoch"] == start:
         row["resumed"] = True
+
+
+def phase_seconds(history: Sequence[dict[str, Any]]) -> float:
+    """Seconds a phase took: its epochs' ``seconds`` plus their validation rounds' ``val_seconds``."""
+    return sum(float(r.get("seconds") or 0) + float(r.get("val_seconds") or 0) for r in history)
 
 
 def resumed_at(history: Sequence[dict[str, Any]]) -> list[int]:

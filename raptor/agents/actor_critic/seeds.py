@@ -113,7 +113,9 @@ def train_seeds(policies: Sequence[Policy], env: TemporalEnv, train_queries: np.
     trained at once (the module docstring). The runs differ only in their seed, folder, hooks and
     ``meta``; each run folder ends as the run alone would leave it (checkpoints, history, ``best.pt``,
     ``final.pt``), its history rows saying how many seeds trained that epoch at once
-    (``stacked_seeds``). Runs resumed at different epochs, or a single run, are trained alone."""
+    (``stacked_seeds``). Runs that an interrupted stack left a checkpoint apart go on stacked
+    (:func:`raptor.agents.actor_critic.stack.aligned_resume_epochs`); runs resumed at other different epochs,
+    or a single run, are trained alone."""
     from raptor.common.progress import progress_bar
 
     check_stackable("train_seeds", policies, runs)
@@ -121,8 +123,8 @@ def train_seeds(policies: Sequence[Policy], env: TemporalEnv, train_queries: np.
     runs = [replace(r, epochs=n_epochs, out_dir=Path(r.out_dir) if r.out_dir is not None else None,
                     meta=model_meta(p, r.meta, r.seed)) for p, r in zip(policies, runs)]
     if len(runs) == 1 or len(set(aligned_resume_epochs(runs, CHECKPOINT_FORMAT, "RAPTOR RL checkpoint"))) > 1:
-        # alone (a kill between two seeds' checkpoints of one epoch leaves them apart): the summary still
-        # says how many seeds trained the epochs that were stacked
+        # alone (seeds resumed apart, not by an interrupted stack): the summary still says how many seeds
+        # trained the epochs that were stacked
         return [_most_stacked(train(p, env, train_queries, rl, eval_cfg, r)) for p, r in zip(policies, runs)]
     device = runs[0].device
     for policy in policies:

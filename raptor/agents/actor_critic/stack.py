@@ -264,10 +264,11 @@ def stack_optimizer_states(states: Sequence[dict[str, Any]]) -> dict[str, Any]:
 def resume_epoch(run: RunOptions, fmt: str, what: str) -> int:
     """The epoch ``run`` would resume at (0: none) from its checkpoint of format ``fmt`` (``what``:
     its name in errors), read without restoring anything."""
+    from raptor.runs.loop import checkpoint_progress
+
     if not run.resume or run.out_dir is None:
         return 0
-    ck = checkpoints.load_latest(Path(run.out_dir) / RunDir.CHECKPOINT, fmt, what)
-    return 0 if ck is None else int(ck["epoch"]) + 1
+    return checkpoint_progress(run.out_dir, fmt, what)[0]
 
 
 def aligned_resume_epochs(runs: Sequence[RunOptions], fmt: str, what: str) -> list[int]:
