@@ -381,7 +381,7 @@ def fit_dirichlet(stats: DirichletStatistics, cfg: TITerConfig = TITerConfig(), 
     --maxiter 100``). Only the digamma and trigamma are ours (scipy's ufuncs cannot run in numba):
     same values to ~1e-15.
 
-    Why this is not TITer's minutes: TITer fits count vectors, not proportions, and for 127 of
+    Why this is not TITer's minutes: TITer fits count vectors, not proportions, and for some of
     ICEWS14's 452 relations ``sum_j exp(mean log D_j) > 1``, where the likelihood has no maximum (it
     grows without bound along ``s``). Those relations never meet ``tol``: their mean fixed point
     falls into a cycle and runs to ``inner_maxiter`` in every one of the ``maxiter`` rounds, and
