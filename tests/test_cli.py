@@ -562,6 +562,8 @@ def test_train_dry_run_says_per_phase_what_a_run_would_do_and_writes_nothing(tmp
     assert dry("--epochs", "1")[1] == ("would start afresh, deleting what is there (2 epochs): it trained 2 epochs, more "
                                        "than the 1 now asked (its weights after 1 epochs are not kept)")
     assert dry("--fresh")[0] == "would start afresh, deleting what is there (1 epochs): asked to start afresh"
+    assert dry("--fresh", "--resume-only") == ["would refuse to start afresh (--resume-only; 1 epochs there): asked to "
+                                               "start afresh", "not reached (pretraining would refuse)"]
     params.write_text(params.read_text().replace("rl: {", "rl: {gamma: 0.9, "))
     said = dry()[1]
     assert said == ("would start afresh, deleting what is there (2 epochs): changed since its checkpoints were "

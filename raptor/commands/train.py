@@ -126,6 +126,8 @@ def _dry_run(args: argparse.Namespace, ctx, pretrains: bool) -> list[str]:
         why = pretrain_verdict(ctx, args.labels, [n_pre], run)
         lines.append(_phase_line(args, "pretraining", run.out_dir, n_pre, why))
         init = RunDir(run.out_dir).snapshot(n_pre)
+        if why is not None and args.resume_only:
+            return lines + [f"RL in {out / 'rl'}: not reached (pretraining would refuse)"]
         if why is not None or not init.is_file():
             return lines + [f"RL in {out / 'rl'}: decided once pretraining has written {init.name} (its weights "
                             "are the RL run's input)"]
