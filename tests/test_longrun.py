@@ -820,7 +820,7 @@ def test_a_parked_run_continues_on_another_machine(tmp_path):
         history = json.loads((out / "rl" / "history.json").read_text())
         assert [h["epoch"] for h in history] == list(range(epochs))
         assert history[:done_before] == before  # kept from before the move (their timings too), not trained again
-        assert "started afresh" not in (out / "train.log").read_text()
+        assert "afresh" not in (out / "train.log").read_text()  # "starting afresh", "refusing to start afresh"
         gone = parked / "runs" / "TINY" / "pure_rl" / "seed0"
         for _ in range(100):  # the job drops the parked copy right after the test (`forget`: RUNS, then the copy)
             if (parked / "RUNS").read_text() == "" and not gone.exists():
