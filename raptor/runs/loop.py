@@ -131,7 +131,6 @@ def run_epochs(phase: Phase, policy: torch.nn.Module, optimizer: torch.optim.Opt
     from raptor.common.progress import progress_bar
 
     history, start = resume(phase, policy, optimizer, run)
-    rewrite_history(phase, run, history)
     # Counted by hand, not by iterating the bar: a bar in a log file (rate-limited) counts lazily, so
     # the postfix of epoch n was printed beside a count of epochs long past.
     bar = progress_bar(desc=phase.name, enabled=run.progress, initial=start, total=run.epochs)
@@ -153,7 +152,8 @@ def resume(phase: Phase, policy: torch.nn.Module, optimizer: torch.optim.Optimiz
            run: RunOptions) -> tuple[list[dict[str, Any]], int]:
     """``(history, first epoch to train)`` of ``run``: with ``run.resume`` and a readable checkpoint in
     ``run.out_dir``, its weights, optimizer state and ``phase.state`` are restored into ``policy``,
-    ``optimizer`` and ``phase`` and its history is replayed to ``run.on_epoch_end`` (marked
+    ``optimizer`` and ``phase``, its history files are written again where they lag behind it
+    (:func:`rewrite_history`) and its history is replayed to ``run.on_epoch_end`` (marked
     ``replayed``); else ``([], 0)``. Refuses a checkpoint of another seed or one that cannot continue
     toward ``run.epochs`` (:func:`budget_mismatch`, for a ``budget_bound`` phase)."""
     out = Path(run.out_dir) if run.out_dir is not None else None
@@ -173,6 +173,7 @@ def resume(phase: Phase, policy: torch.nn.Module, optimizer: torch.optim.Optimiz
     optimizer.load_state_dict(ck["optimizer"])
     history = ck["history"]
     phase.state.update({k: ck[k] for k in phase.state if k in ck})
+    rewrite_history(phase, run, history)
     if run.on_epoch_end is not None:  # a resumed run reports its whole history (e.g. to a new MLflow
         for row in history:            # run), marked ``replayed``: those epochs were trained before
             run.on_epoch_end(row["epoch"], {**row, "replayed": True})

@@ -54,7 +54,7 @@ from raptor.labeling.table import LabelTable
 from raptor.mdp.device_env import DeviceEnv, on_device
 from raptor.mdp.env import TemporalEnv
 from raptor.runs.checkpoints import model_meta, save_model
-from raptor.runs.loop import Phase, end_epoch, mark_resumed, resume, rewrite_history
+from raptor.runs.loop import Phase, end_epoch, mark_resumed, resume
 from raptor.runs.rundir import RunDir, RunOptions
 
 log = logging.getLogger("raptor")
@@ -184,8 +184,6 @@ def pretrain_seeds(policies: Sequence[Policy], env: TemporalEnv, table: LabelTab
     phases = [Phase("pretrain", PRETRAIN_CHECKPOINT_FORMAT, _WHAT, run_epoch=not_alone, write_history=write_history,
                     after_epoch=snapshot_of(s), budget_bound=False) for s in range(len(runs))]
     resumed = [resume(ph, p, opt, r) for ph, p, opt, r in zip(phases, policies, optimizers, runs)]
-    for phase, run, (history, _) in zip(phases, runs, resumed):
-        rewrite_history(phase, run, history)
     histories = [h for h, _ in resumed]
     start = resumed[0][1]
     queries = np.ascontiguousarray(train_queries, dtype=np.int64)

@@ -48,7 +48,7 @@ from raptor.config import EvalConfig, RLConfig
 from raptor.mdp.device_env import on_device
 from raptor.mdp.env import TemporalEnv
 from raptor.runs.checkpoints import model_meta
-from raptor.runs.loop import Phase, Selection, TrainResult, end_epoch, mark_resumed, resume, rewrite_history
+from raptor.runs.loop import Phase, Selection, TrainResult, end_epoch, mark_resumed, resume
 from raptor.runs.rundir import RunOptions
 
 # ------------------------------------------------------------------------------------------------
@@ -136,8 +136,6 @@ def train_seeds(policies: Sequence[Policy], env: TemporalEnv, train_queries: np.
     phases = [Phase("train", CHECKPOINT_FORMAT, "RAPTOR RL checkpoint", run_epoch=not_alone, write_history=_write_history,
                     after_epoch=sel.after_epoch, state=sel.state, done=sel.done) for sel in selections]
     resumed = [resume(ph, p, opt, r) for ph, p, opt, r in zip(phases, policies, alone, runs)]
-    for phase, run, (history, _) in zip(phases, runs, resumed):
-        rewrite_history(phase, run, history)
     starts = {start for _, start in resumed}
     histories = [h for h, _ in resumed]
     queries = np.ascontiguousarray(train_queries, dtype=np.int64)
