@@ -31,42 +31,51 @@
 #                                   runs unattended; one thread count per queue; a run that cannot start goes to
 #                                   queue.failed; `queue` alone lists it, `queue --clear` empties it. Takes
 #                                   --commit and --set as `start` does, for a queue made before any start
-#   scripts/longrun.sh resume [--threads N]  start again every run of every dataset that is neither alive nor
-#                                   tested (after a reboot or a session that ended: the same as naming them to
-#                                   start), then the queue's runs that the freed cores allow
-#   scripts/longrun.sh status       one line per run: epochs done, best validation MRR, alive or not, and the
+#   scripts/longrun.sh resume [--threads N]  unpark, then start again every run of every dataset that is neither
+#                                   alive nor tested (after a reboot or a session that ended: the same as naming
+#                                   them to start), then the queue's runs that the freed cores allow; a dataset
+#                                   whose runs cannot start is named (exit 1) and the others go on
+#   scripts/longrun.sh status       one line per run: epochs done, best validation MRR, running, stopped or
+#                                   failed (its job's exit status), and the
 #                                   training time left at its recent pace (the test evaluation not included);
 #                                   then the queue, and when each queued run would start and end (runs/forecast.py)
 #   scripts/longrun.sh stop         SIGTERM to the runs' process groups, then wait until they have ended (each
 #                                   resumes from its last checkpoint); a group still alive after LONGRUN_STOP_WAIT
-#                                   seconds (default 300) makes it exit 1 naming its pid (park then parks nothing)
+#                                   seconds (default 300) makes it exit 1 naming its pid (park SIGKILLs it: a
+#                                   checkpoint is written under a temporary name and renamed)
 #   scripts/longrun.sh rescore [--dataset DS] [--threads N] --set KEY=VALUE...  evaluate every tested variant run's (not the
 #                                   ablation's or sweeps' arms') best model again
 #                                   under an evaluation-only reading (`raptor rescore`, docs/evaluation.md) into
 #                                   runs/DS/VARIANT/seedS/rescore/KEY=VALUE/, in the foreground, by this working
 #                                   tree's code (the pinned commit may predate the command); `raptor collect` keeps it
 #   scripts/longrun.sh park         stop the runs, then copy every run not yet tested, with its last checkpoints
-#                                   (a .prev only where its latest is missing), the pinned commit, the params files and the queue, into
+#                                   (a .prev only where its latest is missing), every tested run without them (its
+#                                   records and best model: the only copy that travels until `raptor collect` and a
+#                                   commit), the pinned commit, the params files and the queue, into
 #                                   longruns-parked/ (with LONGRUN_DIR=X: X-parked; LONGRUN_PARK names another),
 #                                   replacing what was there, each run's
 #                                   files under a SHA256SUMS and the runs listed in RUNS. The folder is not
 #                                   git-ignored: it travels with a work tree that is kept when the machine changes,
 #                                   as .longruns/ does not; where only commits travel, commit it (an ICEWS14 run:
-#                                   21-62 MB). Refused while it holds runs not restored here (they would be lost).
-#                                   A run's parked copy is removed (`forget`) when its job has tested it
-#   scripts/longrun.sh unpark       put back the parked runs that .longruns/ has no folder of (`resume` does it
+#                                   21-62 MB). Refused while it holds runs not restored here, or further along than
+#                                   here (they would be lost). Each copy is checked against the run's files
+#   scripts/longrun.sh unpark       put back the parked runs that .longruns/ has no folder of, or one less far
+#                                   along (tested, then pretraining epochs, then RL epochs: a folder left on a
+#                                   machine the runs moved on from; it and the queue here go to superseded/) (`resume` does it
 #                                   first; with none, it does nothing): the park's list, commit, params and queue and every file of each run
 #                                   it restores checked against the sums (a file
 #                                   changed, missing or unlisted, or a park without its RUNS, is refused, nothing
 #                                   restored; `park` refuses such a folder too), the source pinned at their commit
 #                                   where none is (another pin is refused), the params files, queue and queue.failed
 #                                   copied where missing (a params file that differs but for train.num_threads is refused; a
-#                                   queue here is kept as it is).
-#                                   A folder here wins; a run moved away to start anew comes back from the park
-#                                   unless `forget` removed it there. `start` makes the data, graph and labels again
-#                                   (the runs' fingerprints check that they hash the same)
+#                                   queue here is kept as it is, unless runs here were behind).
+#                                   A folder here as far along wins; a run moved away to start anew comes back from
+#                                   the park unless `forget` removed it there. `start` makes the data, graph and
+#                                   labels again (the runs' fingerprints check that they hash the same). `start` and
+#                                   `queue` refuse while the park holds runs to restore
 #   scripts/longrun.sh forget --dataset DS VARIANT:SEED   remove one run from the park (its copy, its line in RUNS;
-#                                   the sums kept whole); a run's job does it once the run is tested
+#                                   the sums kept whole): a tested run once collected and committed, or a run to
+#                                   start anew
 #   scripts/longrun.sh rebalance [--plan]  the queue's next runs, if the alive runs leave them their cores;
 #                                   with nothing queued, when exactly one run is alive and it has fewer threads
 #                                   than the machine has cores: stop it and start it again on all cores (it
@@ -77,7 +86,10 @@
 # and its scheduler autogroup too, so work started from a shell is not slowed), one job per VARIANT:SEED:
 # train, resuming from the checkpoint, then test. Starting a run that is alive, or finished and tested,
 # does nothing. A run whose checkpoints another configuration or code wrote is never deleted: it fails
-# (train --resume-only), and its log says why; move its folder away to start it anew.
+# (train --resume-only), and its log says why; move its folder away (and `forget` it) to start it anew.
+# Precision `auto` is refused (it resolves by the CPU; give --set train.precision=float32 or bfloat16), and so is
+# a pinned commit whose `raptor train`/`evaluate` lack an option the jobs pass. A job's pid is kept with its boot
+# id and start time (pid.id), so a pid reused after the job ended is not taken for it.
 # --threads N sets train.num_threads (torch threads per run; not in a run's fingerprint, so runs continue under
 # another value, though the last bits of float rounding may differ) in the params file of the runs this call starts (params.yaml, or their dataset's
 # params-DS.yaml): one run on 2 cores, --threads 2;
@@ -149,14 +161,31 @@ run_spec() {  # the VARIANT:SEED (raptor:SEED:pN, VARIANT:SEED:NAME/ARM) and dat
     *) echo "? $1" ;;
   esac
 }
-is_alive() {  # the run whose job has this pid: its process group, or the job itself in the moment before its setsid
-  [ -n "$1" ] && { kill -0 -- "-$1" 2>/dev/null || kill -0 "$1" 2>/dev/null; }
+boot_id=$(cat /proc/sys/kernel/random/boot_id 2>/dev/null || echo unknown)
+proc_start() {  # when process $1 started (clock ticks since boot: field 22 of /proc/PID/stat, after its "(name)")
+  local s; s=$(cat "/proc/$1/stat" 2>/dev/null) || return 1; s=${s##*) }
+  set -- $s; [ -n "${20:-}" ] && echo "${20}"
+}
+live_pid() {  # the pid of run folder $1's job while it is alive, else nothing (status 1): its process group exists
+  # (or the job itself, in the moment before its setsid) and, where `start` recorded the job's identity (pid.id: boot
+  # id, start time), that pid is still the job: pids wrap within hours, and a pid file outlives its job
+  local pid b st now
+  [ -f "$1/pid" ] || return 1
+  pid=$(cat "$1/pid"); [[ "$pid" =~ ^[0-9]+$ ]] || return 1
+  kill -0 -- "-$pid" 2>/dev/null || kill -0 "$pid" 2>/dev/null || return 1
+  if [ -f "$1/pid.id" ]; then
+    read -r b st < "$1/pid.id" || true
+    [ "$b" = "$boot_id" ] || return 1
+    # (a leader gone while its group lives keeps the group's id from reuse: then the group is the job's)
+    if now=$(proc_start "$pid"); then [ "$now" = "$st" ] || return 1; fi
+  fi
+  echo "$pid"
 }
 alive_runs() {  # one line per run alive and not yet tested: its folder (a tested run is done, even while its job ends;
   local out  # so is the run whose ending job calls rebalance, tested or failed: LONGRUN_ENDING)
   while IFS= read -r out; do
     [ -f "$out/pid" ] && [ ! -f "$out/eval/metrics.json" ] && [ "$out" != "${LONGRUN_ENDING:-}" ] || continue
-    is_alive "$(cat "$out/pid")" && echo "$out"
+    live_pid "$out" > /dev/null && echo "$out"
   done < <(run_dirs)
   return 0
 }
@@ -187,7 +216,7 @@ fill() {  # start the queue's runs in order, while the alive runs leave each its
       echo "queue: $ds $spec waits ($held of $cores cores held, it takes $need)"; return 0
     fi
     if [ "${1:-0}" = 1 ]; then echo "queue: would start $ds $spec, threads: $t"; return 0; fi
-    if ! "$self" start --dataset "$ds" --threads "$t" "$spec" 9>&-; then  # not retried: it would block the queue
+    if ! LONGRUN_LOCKED=1 "$self" start --dataset "$ds" --threads "$t" "$spec" 9>&-; then  # not retried: it would block the queue
       echo "queue: $ds $spec did not start (above); moved to $queue_file.failed, the queue goes on" >&2
       echo "$ds $spec $t" >> "$queue_file.failed"
     fi
@@ -202,7 +231,8 @@ pin_source() {  # the pinned worktree and the runs' params: made by the first st
     # (no `git worktree prune` here: it would cut the link of a long-runs folder moved without `git worktree repair`)
     git worktree add --detach "$dir/src" "$commit" >/dev/null || {
       echo "longrun.sh: could not pin $commit in $dir/src (above). If git still registers that folder because a" \
-           "long-runs folder was moved, run \`git worktree repair NEW_FOLDER/src\`; if it was deleted, \`git worktree prune\`" >&2; exit 1; }
+           "long-runs folder was moved, run \`git worktree repair NEW_FOLDER/src\`; if it was deleted with a machine" \
+           "that parked its runs, \`scripts/longrun.sh resume\` restores them at their own pin; else \`git worktree prune\`" >&2; exit 1; }
     echo "pinned $(git -C "$dir/src" rev-parse --short HEAD) in $dir/src"
   elif [ "$commit" != HEAD ] && [ "$(git rev-parse "$commit")" != "$(git -C "$dir/src" rev-parse HEAD)" ]; then
     echo "longrun.sh: $dir/src is pinned at $(git -C "$dir/src" rev-parse --short HEAD), not $commit; stop the runs" \
@@ -261,10 +291,16 @@ with open(dst + ".tmp", "w") as fh:  # atomically: a half-written file is never 
     fh.write(text)
 try:  # a misspelt key or a bad value is refused here, not hours later by a queued run
     from raptor.config import load_params
-    load_params(dst + ".tmp")
+    p = load_params(dst + ".tmp")
 except Exception as exc:
     os.unlink(dst + ".tmp")
     sys.exit(f"longrun.sh: --set {' '.join(sets)}: {type(exc).__name__}: {exc}")
+# precision `auto` resolves by the CPU, and long runs move between CPUs with and without native bfloat16
+auto = [f"{k}.precision" for k in ("train", "titer") if getattr(getattr(p, k, None), "precision", None) == "auto"]
+if auto:
+    os.unlink(dst + ".tmp")
+    sys.exit(f"longrun.sh: {', '.join(auto)} would be auto, which resolves by the CPU (bfloat16 where it is native), and "
+             "long runs move between machines: add --set " + " ".join(f"{k}=float32" for k in auto) + " (or bfloat16)")
 os.replace(dst + ".tmp", dst)
 PY
 }
@@ -305,6 +341,198 @@ write_arm_params(params, name, arm, out)
 PY
 }
 
+refuse_while_parked() {  # $1: the command. Runs parked and not restored here (a new machine), or restored less far
+  # along than the park (a machine left behind): a start now would pin anew or train them again from an older
+  # checkpoint, and the next park would replace the parked copies
+  local ahead
+  check_park
+  ahead=$(parked_ahead)
+  [ -n "$ahead" ] || return 0
+  echo "longrun.sh $1: $park holds runs not restored here:" >&2; sed 's/^/  /; s/\t/: /' <<< "$ahead" >&2
+  echo "\`scripts/longrun.sh resume\` restores and continues them (\`unpark\` restores only); to start one of them anew," \
+       "\`forget\` it first; a park of runs tested and collected is retired as docs/deployment.md says. Nothing was started" >&2
+  exit 1
+}
+run_params_check() {  # the params file $1 as the pinned code loads it: prints train.num_threads; refuses precision
+  # `auto` (it resolves by the CPU, and long runs move between CPUs with and without native bfloat16)
+  PYTHONPATH="$dir/src" "$py" -P - "$1" <<'PY' || exit 1
+import sys
+from raptor.config import load_params
+try:
+    p = load_params(sys.argv[1])
+except Exception as exc:
+    sys.exit(f"longrun.sh: {sys.argv[1]}: {type(exc).__name__}: {exc}")
+auto = [f"{k}.precision" for k in ("train", "titer") if getattr(getattr(p, k, None), "precision", None) == "auto"]
+if auto:
+    sys.exit(f"longrun.sh: {sys.argv[1]}: {', '.join(auto)} is auto, which resolves by the CPU (bfloat16 where it is native), "
+             "and long runs move between machines: give --set " + " ".join(f"{k}=float32" for k in auto) +
+             " (or bfloat16) to the first start, or to a start or queue with --dataset for a dataset with no runs yet")
+print(p.train.num_threads)
+PY
+}
+
+
+stop_runs() {  # $1: who says it; $2 = kill: SIGKILL what SIGTERM did not end. SIGTERM to every run's process group
+  # (setsid made the job's shell its leader: the shell and its python), then up to LONGRUN_STOP_WAIT s for each group to
+  # end; then, with kill (park: a park that does not happen loses the session's work, and a checkpoint is written to a
+  # temporary name and renamed, so a kill leaves the last whole one), SIGKILL and 10 s more; exits 1 if one lives on
+  local out pid i n wait_s="${LONGRUN_STOP_WAIT:-300}" pids=() outs=()
+  [[ "$wait_s" =~ ^[0-9]+$ ]] || { echo "longrun.sh $1: LONGRUN_STOP_WAIT='$wait_s' is not a whole number of seconds" >&2; exit 2; }
+  while IFS= read -r out; do
+    pid=$(live_pid "$out") || continue
+    # (|| true: a group that ends between the two kills must not end this script under set -e)
+    kill -TERM -- "-$pid" 2>/dev/null || true; echo "stopped pid $pid ($out)"; pids+=("$pid"); outs+=("$out")
+  done < <(run_dirs)
+  for i in "${!pids[@]}"; do
+    pid=${pids[$i]}; out=${outs[$i]}
+    for ((n = 0; n < 2 * wait_s; n++)); do kill -0 -- "-$pid" 2>/dev/null || break; sleep 0.5; done
+    if kill -0 -- "-$pid" 2>/dev/null && [ "${2:-}" = kill ]; then
+      echo "longrun.sh $1: pid $pid ($out) did not stop in $wait_s s (LONGRUN_STOP_WAIT): SIGKILL" >&2
+      kill -KILL -- "-$pid" 2>/dev/null || true
+      for ((n = 0; n < 20; n++)); do kill -0 -- "-$pid" 2>/dev/null || break; sleep 0.5; done
+    fi
+    if kill -0 -- "-$pid" 2>/dev/null; then
+      echo "longrun.sh $1: pid $pid ($out) did not stop in $wait_s s (LONGRUN_STOP_WAIT); end it with kill -KILL -- -$pid" >&2
+      exit 1
+    fi
+  done
+  return 0
+}
+
+recover_park() {  # a park cut short between its two renames: the previous park put back where it was missing
+  local old
+  for old in "$park".tmp-old-*; do
+    [ -d "$old" ] || continue
+    if [ -e "$park" ]; then rm -rf "$old"  # the swap was done: this is the park it replaced
+    else mv "$old" "$park"; echo "longrun.sh: $park was missing; the park before it ($old, left by a park cut short) is back" >&2; fi
+  done
+  return 0
+}
+recover_park  # (before any command reads the park)
+keep_park_hint="rename it inside the work tree (e.g. mv $park $park-hold), never delete it: it may hold the only copy of runs"
+check_park() {  # a park folder that exists must be whole at its top: RUNS, COMMIT and the params as park wrote them
+  local bad
+  recover_park
+  [ -d "$park" ] && [ -n "$(ls -A "$park")" ] || return 0
+  [ -f "$park/SHA256SUMS" ] && [ -f "$park/RUNS" ] && [ -f "$park/runs/COMMIT" ] || {
+    echo "longrun.sh: $park lacks SHA256SUMS, RUNS or runs/COMMIT: not a park that longrun.sh wrote, or a damaged one" \
+         "(nothing was done; $keep_park_hint)" >&2; exit 1; }
+  bad=$(cd "$park" && sha256sum --strict --quiet -c SHA256SUMS 2>&1) || {
+    echo "longrun.sh: $park: files differ from their SHA256SUMS (nothing was done; $keep_park_hint):" >&2; echo "$bad" >&2; exit 1; }
+  return 0
+}
+any_py() { if [ -x "$py" ]; then "$py" "$@"; else python3 "$@"; fi; }  # (json and yaml only: no .venv needed)
+parked_ahead() {  # the parked runs (as the park's RUNS lists them) that $dir has no folder of, or a folder less far
+  # along than the parked copy (left on a machine the runs have since moved on from): "REL<tab>WHY", one per line.
+  # How far: tested, then the pretraining epochs, then the RL epochs (the rows of their history.json)
+  [ -f "$park/RUNS" ] || return 0
+  any_py - "$park" "$dir" <<'PY'
+import json
+import sys
+from pathlib import Path
+park, here = Path(sys.argv[1]), Path(sys.argv[2])
+def rows(path):
+    try:
+        history = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return 0
+    return len(history) if isinstance(history, list) else 0
+def progress(run):
+    return ((run / "eval" / "metrics.json").is_file(), rows(run / "pretrain" / "history.json"), rows(run / "rl" / "history.json"))
+def words(p):
+    return "tested" if p[0] else (f"pretraining epoch {p[1]}, " if p[1] else "") + f"RL epoch {p[2]}"
+for rel in (park / "RUNS").read_text().splitlines():
+    if not rel:
+        continue
+    if not (here / rel).exists():
+        print(f"{rel}\tno folder here")
+    elif progress(park / rel) > progress(here / rel):
+        print(f"{rel}\there at {words(progress(here / rel))}, parked at {words(progress(park / rel))}")
+PY
+}
+same_params() {  # params files $1 and $2 the same but for train.num_threads (a no-effect key that `start --threads`
+  # rewrites, adding an overrides block where there was none)
+  any_py - "$1" "$2" <<'PY'
+import sys
+import yaml
+def load(path):
+    params = yaml.safe_load(open(path)) or {}
+    over = dict(params.get("overrides") or {})
+    over.pop("train.num_threads", None)
+    params["overrides"] = over
+    if isinstance(params.get("train"), dict):
+        params["train"] = {k: v for k, v in params["train"].items() if k != "num_threads"}
+    return params
+sys.exit(0 if load(sys.argv[1]) == load(sys.argv[2]) else 1)
+PY
+}
+unpark() {  # the parked runs that $dir has no folder of, or one less far along, back into it (see `unpark` in the
+  [ -d "$park" ] || return 0  # header); says what it did
+  local ahead restore behind rel f pinned bad listed kept aside="" n=0
+  check_park
+  ahead=$(parked_ahead)
+  [ -n "$ahead" ] || { echo "unpark: every run parked in $park has a folder here, as far along; nothing to restore"; return 0; }
+  restore=$(cut -f1 <<< "$ahead"); behind=$(awk -F'\t' '$2 != "no folder here" { print $1 }' <<< "$ahead")
+  for rel in $behind; do
+    echo "unpark: $(run_spec "$dir/$rel"): $(awk -F'\t' -v r="$rel" '$1 == r { print $2 }' <<< "$ahead")"
+    ! live_pid "$dir/$rel" > /dev/null || {
+      echo "longrun.sh unpark: $(run_spec "$dir/$rel") is training here, behind its parked copy: \`scripts/longrun.sh stop\`," \
+           "then unpark (nothing was restored)" >&2; exit 1; }
+  done
+  # every file checked, none missing and none unlisted (a folder cut short in transit is refused whole)
+  for f in $restore; do
+    [ -f "$park/$f/SHA256SUMS" ] || { echo "longrun.sh unpark: $park/$f has no SHA256SUMS (nothing was restored)" >&2; exit 1; }
+    bad=$(cd "$park/$f" && sha256sum --strict --quiet -c SHA256SUMS 2>&1) || {
+      echo "longrun.sh unpark: $park/$f: files differ from their SHA256SUMS (nothing was restored):" >&2
+      echo "$bad" >&2; exit 1; }
+    listed=$(sed 's/^[0-9a-f]*  //' "$park/$f/SHA256SUMS" | sort); kept=$(cd "$park/$f" && find . -type f ! -name SHA256SUMS | sort)
+    [ "$listed" = "$kept" ] || { echo "longrun.sh unpark: $park/$f holds other files than its SHA256SUMS lists (nothing was restored)" >&2; exit 1; }
+  done
+  pinned=$(cat "$park/runs/COMMIT")
+  git cat-file -e "$pinned^{commit}" 2>/dev/null || {
+    echo "longrun.sh unpark: the parked runs are pinned at $pinned, which this repository does not have" >&2; exit 1; }
+  if [ -d "$dir/src" ]; then
+    [ "$(git -C "$dir/src" rev-parse HEAD 2>/dev/null)" = "$pinned" ] || {
+      echo "longrun.sh unpark: $dir/src is pinned at $(git -C "$dir/src" rev-parse --short HEAD 2>/dev/null || echo '?'), the" \
+           "parked runs ($(echo $restore | tr ' ' ',')) at ${pinned:0:7}: finish the runs here and move $dir aside" \
+           "(docs/deployment.md), or $keep_park_hint" >&2; exit 1; }
+  fi
+  for f in "$park"/params*.yaml; do
+    [ -f "$f" ] && [ -f "$dir/$(basename "$f")" ] && ! same_params "$f" "$dir/$(basename "$f")" && {
+      echo "longrun.sh unpark: $dir/$(basename "$f") differs from the parked one: the parked runs were made with" \
+           "$f (nothing was restored)" >&2; exit 1; }
+  done
+  mkdir -p "$dir/runs"
+  if [ ! -d "$dir/src" ]; then
+    # (-f: git may still register this path for a folder since deleted; `git worktree prune` would also cut the
+    # link of long-runs folders moved aside, docs/sweeps.md)
+    git worktree add -f --quiet --detach "$dir/src" "$pinned"
+    echo "unpark: pinned ${pinned:0:7} in $dir/src"
+  fi
+  # where runs here are behind the park, this folder was left behind: its queue too (runs it lists may have started
+  # elsewhere since), so the park's replaces it; what is replaced is kept under superseded/
+  [ -z "$behind" ] || aside="$dir/superseded/$(date -u +%Y%m%dT%H%M%SZ)"
+  for f in $(sed 's/^[0-9a-f]*  //' "$park/SHA256SUMS" | grep -E '^(params.*\.yaml|queue|queue\.failed|venv\.txt)$'); do  # (listed ones only)
+    if [ -n "$aside" ] && [[ "$f" == queue* ]] && [ -f "$dir/$f" ]; then
+      mkdir -p "$aside"; mv "$dir/$f" "$aside/$f"; echo "unpark: the queue here was older than the park's: moved to $aside/$f"
+    fi
+    [ ! -f "$dir/$f" ] && { cp "$park/$f" "$dir/" || exit 1; echo "unpark: $f"; }
+  done
+  [ -f "$dir/runs/COMMIT" ] || echo "$pinned" > "$dir/runs/COMMIT"
+  for rel in $restore; do
+    # copied beside it under a hidden name (no run glob matches it), then renamed: a copy cut short is never a run
+    f="$(dirname "$dir/$rel")/.unpark-$(basename "$rel")"
+    mkdir -p "$(dirname "$dir/$rel")"; rm -rf "$f"
+    cp -a "$park/$rel" "$f" && rm -f "$f/SHA256SUMS" || { rm -rf "$f"; echo "longrun.sh unpark: copying $park/$rel to $f failed" >&2; exit 1; }
+    if [ -e "$dir/$rel" ]; then  # behind the park: kept, out of the runs' tree
+      mkdir -p "$(dirname "$aside/$rel")"; mv "$dir/$rel" "$aside/$rel"; echo "unpark: the folder here moved to $aside/$rel"
+    fi
+    mv "$f" "$dir/$rel"
+    n=$((n + 1)); echo "unpark: $(run_spec "$dir/$rel") restored"
+  done
+  echo "unpark: $n runs restored from $park"
+}
+
 if [ "$cmd" = queue ]; then
   if [ "$clear" = 1 ]; then
     [ ${#runs[@]} -eq 0 ] || { echo "longrun.sh queue --clear: takes no runs" >&2; exit 2; }
@@ -326,111 +554,26 @@ if [ "$cmd" = queue ]; then
   # pin the source and write the params now (start's refusals, before anything is queued): the queued
   # runs start later with neither --commit nor --set
   [ -x "$py" ] || { echo "longrun.sh: no .venv: run scripts/setup.sh first" >&2; exit 1; }
+  refuse_while_parked queue
   pin_source
+  run_params_check "$(params_of "$dataset")" > /dev/null
   for spec in "${runs[@]}"; do  # a sweep's arm: refused now, not when the queue reaches it, if its params are
     IFS=: read -r variant seed arm <<< "$spec"
-    if [[ "$arm" == */* ]]; then write_arm_params "$dataset" "$arm" "$variant" "$seed"; fi
+    if [[ "$arm" == */* ]]; then
+      write_arm_params "$dataset" "$arm" "$variant" "$seed"; run_params_check "$dir/sweeps/$dataset/$arm.yaml" > /dev/null
+    fi
   done
   lock_queue
   for spec in "${runs[@]}"; do
     out=$(run_dir "$dataset" "$spec")
     if [ -f "$queue_file" ] && awk -v d="$dataset" -v s="$spec" '$1 == d && $2 == s { f = 1 } END { exit !f }' "$queue_file"; then echo "queue: $dataset $spec is queued already"; continue; fi
     if [ -f "$out/eval/metrics.json" ]; then echo "queue: $dataset $spec is finished and tested; not queued"; continue; fi
-    if [ -f "$out/pid" ] && is_alive "$(cat "$out/pid")"; then echo "queue: $dataset $spec is running; not queued"; continue; fi
+    if live_pid "$out" > /dev/null; then echo "queue: $dataset $spec is running; not queued"; continue; fi
     echo "$dataset $spec ${threads:-1}" >> "$queue_file"; echo "queue: $dataset $spec, threads: ${threads:-1}"
   done
   fill
   exit $?
 fi
-
-stop_runs() {  # $1: who says it. SIGTERM to every run's process group (setsid made the job's shell its leader: the
-  # shell and its python), then up to LONGRUN_STOP_WAIT s for each group to end; exits 1 if one does not
-  local f pid i wait_s="${LONGRUN_STOP_WAIT:-300}"
-  [[ "$wait_s" =~ ^[0-9]+$ ]] || { echo "longrun.sh $1: LONGRUN_STOP_WAIT='$wait_s' is not a whole number of seconds" >&2; exit 2; }
-  while IFS= read -r f; do
-    f="$f/pid"; [ -f "$f" ] || continue
-    # (|| true: a group that ends between the two kills must not end this script under set -e)
-    pid=$(cat "$f"); kill -0 -- "-$pid" 2>/dev/null && { kill -TERM -- "-$pid" 2>/dev/null || true; echo "stopped pid $pid ($(dirname "$f"))"; }
-  done < <(run_dirs)
-  while IFS= read -r f; do
-    f="$f/pid"; [ -f "$f" ] || continue
-    pid=$(cat "$f"); for ((i = 0; i < 2 * wait_s; i++)); do kill -0 -- "-$pid" 2>/dev/null || break; sleep 0.5; done
-    if kill -0 -- "-$pid" 2>/dev/null; then
-      echo "longrun.sh $1: pid $pid ($(dirname "$f")) did not stop in $wait_s s (LONGRUN_STOP_WAIT); end it with kill -KILL -- -$pid" >&2
-      exit 1
-    fi
-  done < <(run_dirs)
-  return 0
-}
-
-check_park() {  # a park folder that exists must be whole at its top: RUNS, COMMIT and the params as park wrote them
-  local bad
-  [ -d "$park" ] && [ -n "$(ls -A "$park")" ] || return 0
-  [ -f "$park/SHA256SUMS" ] && [ -f "$park/RUNS" ] && [ -f "$park/runs/COMMIT" ] || {
-    echo "longrun.sh: $park lacks SHA256SUMS, RUNS or runs/COMMIT: not a park that longrun.sh wrote, or a damaged one" \
-         "(nothing was done; move it away)" >&2; exit 1; }
-  bad=$(cd "$park" && sha256sum --strict --quiet -c SHA256SUMS 2>&1) || {
-    echo "longrun.sh: $park: files differ from their SHA256SUMS (nothing was done; move it away):" >&2; echo "$bad" >&2; exit 1; }
-  return 0
-}
-parked_missing() {  # the parked runs (relative folders, as listed in the park's RUNS) that $dir has no folder of
-  local rel
-  [ -f "$park/RUNS" ] || return 0
-  while read -r rel; do [ -n "$rel" ] && [ ! -e "$dir/$rel" ] && echo "$rel"; done < "$park/RUNS"
-  return 0
-}
-same_params() {  # files $1 and $2 equal but for train.num_threads (a no-effect key that `start --threads` rewrites)
-  cmp -s <(grep -v '^  train\.num_threads:' "$1") <(grep -v '^  train\.num_threads:' "$2")
-}
-unpark() {  # the parked runs that $dir has no folder of, back into it (see `unpark` in the header); says what it did
-  [ -d "$park" ] || return 0
-  local missing rel f pinned bad listed kept n=0
-  check_park
-  missing=$(parked_missing)
-  [ -n "$missing" ] || { echo "unpark: every run parked in $park has a folder here; nothing to restore"; return 0; }
-  # every file checked, none missing and none unlisted (a folder cut short in transit is refused whole)
-  for f in $missing; do
-    [ -f "$park/$f/SHA256SUMS" ] || { echo "longrun.sh unpark: $park/$f has no SHA256SUMS (nothing was restored)" >&2; exit 1; }
-    bad=$(cd "$park/$f" && sha256sum --strict --quiet -c SHA256SUMS 2>&1) || {
-      echo "longrun.sh unpark: $park/$f: files differ from their SHA256SUMS (nothing was restored):" >&2
-      echo "$bad" >&2; exit 1; }
-    [ -n "$f" ] || continue
-    listed=$(sed 's/^[0-9a-f]*  //' "$park/$f/SHA256SUMS" | sort); kept=$(cd "$park/$f" && find . -type f ! -name SHA256SUMS | sort)
-    [ "$listed" = "$kept" ] || { echo "longrun.sh unpark: $park/$f holds other files than its SHA256SUMS lists (nothing was restored)" >&2; exit 1; }
-  done
-  pinned=$(cat "$park/runs/COMMIT")
-  git cat-file -e "$pinned^{commit}" 2>/dev/null || {
-    echo "longrun.sh unpark: the parked runs are pinned at $pinned, which this repository does not have" >&2; exit 1; }
-  if [ -d "$dir/src" ]; then
-    [ "$(git -C "$dir/src" rev-parse HEAD 2>/dev/null)" = "$pinned" ] || {
-      echo "longrun.sh unpark: $dir/src is pinned at $(git -C "$dir/src" rev-parse --short HEAD 2>/dev/null || echo '?'), the" \
-           "parked runs ($(echo $missing | tr ' ' ',')) at ${pinned:0:7}: finish or move away the runs here, or move $park away" >&2; exit 1; }
-  fi
-  for f in "$park"/params*.yaml; do
-    [ -f "$f" ] && [ -f "$dir/$(basename "$f")" ] && ! same_params "$f" "$dir/$(basename "$f")" && {
-      echo "longrun.sh unpark: $dir/$(basename "$f") differs from the parked one: the parked runs were made with" \
-           "$f (move one away)" >&2; exit 1; }
-  done
-  mkdir -p "$dir/runs"
-  if [ ! -d "$dir/src" ]; then
-    git worktree prune  # a worktree registered by a folder since deleted would block the add
-    git worktree add --quiet --detach "$dir/src" "$pinned"
-    echo "unpark: pinned ${pinned:0:7} in $dir/src"
-  fi
-  for f in $(sed 's/^[0-9a-f]*  //' "$park/SHA256SUMS" | grep -E '^(params.*\.yaml|queue|queue\.failed)$'); do  # (listed ones only)
-    [ ! -f "$dir/$f" ] && { cp "$park/$f" "$dir/" || exit 1; echo "unpark: $f"; }
-  done
-  [ -f "$dir/runs/COMMIT" ] || echo "$pinned" > "$dir/runs/COMMIT"
-  for rel in $missing; do
-    # copied beside it under a hidden name (no run glob matches it), then renamed: a copy cut short is never a run
-    f="$(dirname "$dir/$rel")/.unpark-$(basename "$rel")"
-    mkdir -p "$(dirname "$dir/$rel")"; rm -rf "$f"
-    { cp -a "$park/$rel" "$f" && rm -f "$f/SHA256SUMS" && mv "$f" "$dir/$rel"; } || {
-      rm -rf "$f"; echo "longrun.sh unpark: copying $park/$rel to $dir/$rel failed" >&2; exit 1; }
-    n=$((n + 1)); echo "unpark: $(run_spec "$dir/$rel") restored"
-  done
-  echo "unpark: $n runs restored from $park"
-}
 
 if [ "$cmd" = unpark ]; then
   [ ${#runs[@]} -eq 0 ] && [ ${#sets[@]} -eq 0 ] || { echo "longrun.sh unpark: takes no runs and no --set" >&2; exit 2; }
@@ -461,33 +604,41 @@ if [ "$cmd" = park ]; then
   [ ${#runs[@]} -eq 0 ] && [ ${#sets[@]} -eq 0 ] || { echo "longrun.sh park: takes no runs and no --set" >&2; exit 2; }
   [ -f "$dir/runs/COMMIT" ] || { echo "no long runs under $dir to park"; exit 0; }
   check_park
-  missing=$(parked_missing)
-  [ -z "$missing" ] || { echo "longrun.sh park: $park holds runs not restored here ($(echo $missing | tr ' ' ',')):" \
-    "\`scripts/longrun.sh unpark\` first, or move $park away; nothing was parked or stopped" >&2; exit 1; }
+  ahead=$(parked_ahead)
+  [ -z "$ahead" ] || { echo "longrun.sh park: $park holds runs not restored here, which replacing it would lose:" >&2
+    sed 's/^/  /; s/\t/: /' <<< "$ahead" >&2
+    echo "\`scripts/longrun.sh unpark\` (or resume) first; nothing was parked or stopped" >&2; exit 1; }
   lock_queue  # no ending job's rebalance starts a queued run while the runs are stopped and copied
-  stop_runs "park (nothing parked)"
-  rm -rf "$park".tmp-*  # what a park killed midway left (git-ignored: *.tmp-*)
+  stop_runs "park (nothing parked)" kill
+  rm -rf "$park".tmp-[0-9]*  # what a park killed midway left (git-ignored: *.tmp-*; a tmp-old-* is recover_park's)
   tmp="$park.tmp-$$"; mkdir -p "$tmp/runs"
   trap 'rm -rf "$tmp"' EXIT  # a half-written park is never left to be trusted
   cp "$dir/runs/COMMIT" "$tmp/runs/"
-  for f in "$dir"/params*.yaml "$queue_file" "$queue_file.failed"; do [ -f "$f" ] && cp "$f" "$tmp/"; done
+  for f in "$dir"/params*.yaml "$queue_file" "$queue_file.failed" "$dir/venv.txt"; do [ -f "$f" ] && cp "$f" "$tmp/"; done
   n=0; : > "$tmp/RUNS"
   while IFS= read -r out; do
     [ -d "$out" ] || continue
-    if [ -f "$out/eval/metrics.json" ]; then echo "park: $(run_spec "$out") is tested: not parked (raptor collect keeps its records)"; continue; fi
-    rel="${out#"$dir"/}"; mkdir -p "$tmp/$rel"
-    (cd "$out" && find . -type f ! -name pid ! -name '*.prev' ! -name '*.tmp*' -print0 | tar cf - --null -T -) | (cd "$tmp/$rel" && tar xf -)
+    rel="${out#"$dir"/}"; mkdir -p "$tmp/$rel"; skip=(! -name pid ! -name pid.id ! -name '*.prev' ! -name '*.tmp*'); what=""
+    # a tested run (the only copy of its records until `raptor collect` and a commit) goes without what training
+    # resumes from: its test, histories, summaries, configs and best model (which rescore reads)
+    if [ -f "$out/eval/metrics.json" ]; then skip+=(! -name 'checkpoint.pt*' ! -name final.pt ! -path './pretrain/*.pt'); what="tested, "; fi
+    (cd "$out" && find . -type f "${skip[@]}" -print0 | tar cf - --null -T -) | (cd "$tmp/$rel" && tar xf -)
     # a .prev whose latest file is missing goes too (code before 2026-11-29 moved the latest aside for a moment
     # while writing the next: a run stopped then has only its .prev to resume from)
-    while IFS= read -r -d '' f; do
+    [ -n "$what" ] || while IFS= read -r -d '' f; do
       [ -e "$out/${f%.prev}" ] || { mkdir -p "$(dirname "$tmp/$rel/$f")" && cp -p "$out/$f" "$tmp/$rel/$f"; } || exit 1
     done < <(cd "$out" && find . -type f -name '*.prev' -print0)
-    (cd "$tmp/$rel" && find . -type f ! -name SHA256SUMS | sort > ../.files-$$ && xargs -d '\n' -r sha256sum < ../.files-$$ > SHA256SUMS; rm -f ../.files-$$)
-    if [ ! -s "$tmp/$rel/SHA256SUMS" ]; then rm -rf "$tmp/$rel"; echo "park: $(run_spec "$out") has nothing to resume from: not parked"; continue; fi
+    # the sums of the copies, checked against the run's own files (a copy that went wrong is not parked as whole)
+    (cd "$tmp/$rel" && find . -type f ! -name SHA256SUMS | sort > ../.files-$$ && xargs -d '\n' -r sha256sum < ../.files-$$ > SHA256SUMS) || {
+      echo "longrun.sh park: could not checksum the copy of $out (above); nothing was parked (the previous park is kept)" >&2; exit 1; }
+    rm -f "$tmp/$(dirname "$rel")/.files-$$"
+    if [ ! -s "$tmp/$rel/SHA256SUMS" ]; then rm -rf "${tmp:?}/$rel"; echo "park: $(run_spec "$out") has nothing to resume from: not parked"; continue; fi
+    bad=$(cd "$out" && sha256sum --strict --quiet -c "$tmp/$rel/SHA256SUMS" 2>&1) || {
+      echo "longrun.sh park: the copy of $out differs from it (nothing was parked; the previous park is kept):" >&2; echo "$bad" >&2; exit 1; }
     echo "$rel" >> "$tmp/RUNS"
-    n=$((n + 1)); echo "park: $(run_spec "$out") ($(du -sh "$tmp/$rel" | cut -f1))"
+    n=$((n + 1)); echo "park: $(run_spec "$out") (${what}$(du -sh "$tmp/$rel" | cut -f1))"
   done < <(run_dirs)
-  (cd "$tmp" && sha256sum RUNS runs/COMMIT $(ls params*.yaml queue queue.failed 2>/dev/null) > SHA256SUMS)
+  (cd "$tmp" && sha256sum RUNS runs/COMMIT $(ls params*.yaml queue queue.failed venv.txt 2>/dev/null) > SHA256SUMS)
   old="$park.tmp-old-$$"  # (the earlier park, moved aside for the moment of the swap; git-ignored too)
   if [ -d "$park" ]; then mv "$park" "$old"; fi
   mv "$tmp" "$park"; trap - EXIT; rm -rf "$old"
@@ -498,7 +649,7 @@ fi
 if [ "$cmd" = resume ]; then
   [ ${#runs[@]} -eq 0 ] && [ ${#sets[@]} -eq 0 ] || { echo "longrun.sh resume: takes no runs and no --set (it resumes every run under $dir/runs)" >&2; exit 2; }
   unpark
-  found=0
+  found=0; failed=()
   for ds_dir in "$dir"/runs/*/; do
     [ -d "$ds_dir" ] || continue
     specs=()
@@ -508,10 +659,13 @@ if [ "$cmd" = resume ]; then
     done < <(run_dirs "$(basename "$ds_dir")")
     [ ${#specs[@]} -gt 0 ] || continue
     found=1
-    "$self" start --dataset "$(basename "$ds_dir")" ${threads:+--threads "$threads"} "${specs[@]}"
+    # (one dataset's failure, e.g. its raw data missing on this machine, does not keep the others from resuming)
+    "$self" start --dataset "$(basename "$ds_dir")" ${threads:+--threads "$threads"} "${specs[@]}" ||
+      { failed+=("$(basename "$ds_dir")"); echo "resume: the runs of $(basename "$ds_dir") did not start (above)" >&2; }
   done
   [ "$found" = 1 ] || echo "no long runs under $dir to resume"
-  if [ -s "$queue_file" ]; then lock_queue; fill; exit $?; fi
+  if [ -s "$queue_file" ]; then lock_queue; fill; fi
+  [ ${#failed[@]} -eq 0 ] || { echo "longrun.sh resume: the runs of ${failed[*]} did not start" >&2; exit 1; }
   exit 0
 fi
 
@@ -544,16 +698,21 @@ if [ "$cmd" = status ]; then
     fi
     if [ -s "$queue_file.failed" ]; then echo "failed to start (not retried): $(tr '\n' ';' < "$queue_file.failed")"; fi
   }
-  waiting=()  # parked runs with no folder here: what `resume` would restore
-  while read -r rel; do [ -n "$rel" ] && waiting+=("$(run_spec "$park/$rel")"); done <<< "$(parked_missing)"
+  waiting=(); behind=()  # parked runs with no folder here, or one less far along: what `resume` would restore
+  while IFS=$'\t' read -r rel why; do
+    [ -n "$rel" ] || continue
+    if [ "$why" = "no folder here" ]; then waiting+=("$(run_spec "$park/$rel")"); else behind+=("$(run_spec "$park/$rel") ($why)"); fi
+  done <<< "$(parked_ahead)"
   [ ${#waiting[@]} -eq 0 ] || echo "parked in $park, not here yet (\`resume\` restores them): $(IFS=,; echo "${waiting[*]}" | sed 's/,/, /g')"
+  [ ${#behind[@]} -eq 0 ] || echo "parked in $park further along than here (\`resume\` restores them, the folders here set aside): $(IFS=';'; echo "${behind[*]}" | sed 's/;/; /g')"
   [ -d "$dir/runs" ] || { echo "no long runs under $dir"; show_queue; exit 0; }
   echo "source: $(git -C "$dir/src" rev-parse --short HEAD 2>/dev/null || echo '?') ($dir/src)"
   args=()  # (folder, state, threads) of every run; one python reads them all (raptor/runs/forecast.py)
   while IFS= read -r out; do
     [ -d "$out" ] || continue
-    pid=$(cat "$out/pid" 2>/dev/null || true)
-    alive=stopped; [ -n "$pid" ] && kill -0 -- "-$pid" 2>/dev/null && alive="running (pid $pid)"
+    if pid=$(live_pid "$out"); then alive="running (pid $pid)"
+    elif [ -f "$out/exit" ] && [ "$(cat "$out/exit")" != 0 ]; then alive="failed (exit status $(cat "$out/exit"); see its train.log)"
+    else alive=stopped; fi
     args+=("$out" "$alive" "$(cat "$out/threads" 2>/dev/null || echo 0)")
   done < <(run_dirs)
   # (if python fails, the lines it printed stand and the queue is listed after them)
@@ -607,7 +766,7 @@ if [ "$cmd" = rebalance ]; then
   pid=$(cat "$out/pid"); kill -TERM -- "-$pid" 2>/dev/null || true
   for _ in $(seq 600); do kill -0 -- "-$pid" 2>/dev/null || break; sleep 0.5; done
   if kill -0 -- "-$pid" 2>/dev/null; then echo "rebalance: pid $pid did not stop in 300 s; left as it is" >&2; exit 1; fi
-  "$self" start --dataset "$ds" --threads 0 "$spec" 9>&-  # not exec: the lock is held until the run exists
+  LONGRUN_LOCKED=1 "$self" start --dataset "$ds" --threads 0 "$spec" 9>&-  # not exec: the lock is held until the run exists
   exit $?
 fi
 
@@ -617,6 +776,9 @@ fi
 
 [ ${#runs[@]} -gt 0 ] || { echo "longrun.sh start: name at least one VARIANT:SEED (e.g. raptor:0)" >&2; exit 2; }
 check_specs "${runs[@]}"
+# one start at a time, and none while a park stops and copies the runs (fill and rebalance hold the lock already)
+[ "${LONGRUN_LOCKED:-}" = 1 ] || lock_queue
+refuse_while_parked start
 pin_source
 params=$(params_of "$dataset")  # (a --set with --dataset may have just written the dataset's own)
 if [ -n "$threads" ]; then  # a no-effect key: rewritten in place, so the runs' fingerprints stay as they were
@@ -640,23 +802,49 @@ PY
   echo "train.num_threads: $threads in $params"
 fi
 # Fail here, with the key named, rather than in every background run; the runs' thread count (rebalance reads it).
-run_threads=$(PYTHONPATH="$dir/src" "$py" -c "import sys; from raptor.config import load_params; print(load_params(sys.argv[1]).train.num_threads)" "$params")
+run_threads=$(run_params_check "$params")
+# The packages the runs train with (the .venv is this work tree's lock, not the pin's; a new machine's setup may
+# bring other versions, which no fingerprint records): kept by the first start, compared by every later one
+freeze=$("$py" -m pip freeze 2>/dev/null | grep -v -e '^#' -e '^-e ' | sort) || true
+if [ -n "$freeze" ]; then
+  if [ ! -f "$dir/venv.txt" ]; then printf '%s\n' "$freeze" > "$dir/venv.txt"
+  elif [ "$freeze" != "$(cat "$dir/venv.txt")" ]; then
+    echo "longrun.sh: warning: this .venv's packages differ from those of the runs' first start ($dir/venv.txt):" \
+         "$(diff <(cat "$dir/venv.txt") <(printf '%s\n' "$freeze") | grep '^[<>]' | head -6 | paste -sd' ')" >&2
+  fi
+fi
 
 data="$dir/data/$dataset"
 mkdir -p "$data" "$dir/runs"
 git -C "$dir/src" rev-parse HEAD > "$dir/runs/COMMIT"  # the commit `raptor results` names for these runs
 [ -f "$data/ingested/meta.json" ] || raptor ingest --dataset "$dataset" --params "$params" --out "$data/ingested"
 [ -f "$data/graph.npz" ] || raptor graph --data "$data/ingested" --out "$data/graph.npz"
-# A run whose fingerprint changed (code, params, data) must fail, not start afresh over hours of epochs.
+# The options the jobs give the pinned code, checked against its own --help now (an older pin may lack one: the job
+# would fail at once, with only its train.log to say so). A run whose fingerprint changed (code, params, data) must
+# fail, not start afresh over hours of epochs: --resume-only, where the pin has it.
+train_opts=$(raptor train --help 2>&1 | grep -o -- '--[a-z-]*' | sort -u) || true
+eval_opts=$(raptor evaluate --help 2>&1 | grep -o -- '--[a-z-]*' | sort -u) || true
+need=(train:--data train:--graph train:--out train:--variant train:--seed train:--params train:--no-progress
+      evaluate:--model evaluate:--data evaluate:--graph evaluate:--params evaluate:--split evaluate:--out)
+for spec in "${runs[@]}"; do
+  [[ "$spec" == raptor:* ]] && need+=(train:--labels)
+  [[ "$spec" =~ ^raptor:[0-9]+:p[0-9]+$ ]] && need+=(train:--pretrain-epochs)
+done
+for opt in "${need[@]}"; do
+  if [ "${opt%%:*}" = train ]; then have=$train_opts; else have=$eval_opts; fi
+  grep -qxF -- "${opt#*:}" <<< "$have" || {
+    echo "longrun.sh: the pinned source ($(git -C "$dir/src" rev-parse --short HEAD)) has no \`raptor ${opt%%:*} ${opt#*:}\`," \
+         "which these runs need: pin a later commit (nothing was started)" >&2; exit 1; }
+done
 guard=--resume-only
-grep -q -- "--resume-only" "$dir/src/raptor/commands/train.py" || {
+grep -qxF -- --resume-only <<< "$train_opts" || {
   guard=""; echo "longrun.sh: warning: the pinned source predates --resume-only; a run whose code or params changed restarts" >&2; }
 for spec in "${runs[@]}"; do
   IFS=: read -r variant seed arm <<< "$spec"
   out=$(run_dir "$dataset" "$spec"); name="$variant seed $seed"; extra="$guard"; run_params="$params"
   if [[ "$arm" == */* ]]; then  # a sweep's arm: its params file, from the dataset's, written anew by each start
     name="sweep ${arm%%/*} arm ${arm#*/} $variant seed $seed"; run_params="$dir/sweeps/$dataset/$arm.yaml"
-    write_arm_params "$dataset" "$arm" "$variant" "$seed"
+    write_arm_params "$dataset" "$arm" "$variant" "$seed"; run_params_check "$run_params" > /dev/null
   elif [ -n "$arm" ]; then name="ablation $arm seed $seed"; extra="--pretrain-epochs ${arm#p} $guard"; fi
   labels=()
   if [ "$variant" = raptor ]; then
@@ -664,20 +852,24 @@ for spec in "${runs[@]}"; do
     labels=(--labels "$data/labels")
   fi
   mkdir -p "$out"
-  if [ -f "$out/pid" ] && is_alive "$(cat "$out/pid")"; then
-    echo "$name: already running (pid $(cat "$out/pid"))"; continue
-  fi
+  if pid=$(live_pid "$out"); then echo "$name: already running (pid $pid)"; continue; fi
   if [ -f "$out/eval/metrics.json" ]; then echo "$name: finished and evaluated"; continue; fi
-  # train (resuming from the checkpoint), then test the best-validation model (and drop the run's parked copy, now
-  # stale: unparked elsewhere it would train again), then give the freed cores to
-  # the queue's next run or a run left alone (rebalance, also after a failure; `stop` ends the whole job): one background job
-  echo "$run_threads" > "$out/threads"
+  if [ -f "$out/threads" ] && [ "$(cat "$out/threads")" != "$run_threads" ]; then  # (no result changes: a note)
+    echo "$name: ran with $(cat "$out/threads") threads, continues with $run_threads (train.num_threads in $params; --threads N sets it)"
+  fi
+  # train (resuming from the checkpoint), then test the best-validation model, then record the exit status (status
+  # tells a failed run from a stopped one: a stopped job never gets there) and give the freed cores to the queue's
+  # next run or a run left alone (rebalance, also after a failure; `stop` ends the whole job): one background job.
+  # (The run's parked copy stays until the next park replaces it with the tested run's records.)
+  echo "$run_threads" > "$out/threads"; rm -f "$out/exit" "$out/pid.id"
   (PYTHONPATH="$dir/src" nohup setsid nice -n 19 sh -c 'echo 19 > /proc/$$/autogroup 2>/dev/null || true; "$0" -P -m raptor.cli train --data "$1" --graph "$2" --out "$3" \
        --variant "$4" --seed "$5" --params "$6" $7 --no-progress && "$0" -P -m raptor.cli evaluate \
-       --model "$3/rl/best.pt" --data "$1" --graph "$2" --params "$6" --split test --out "$3/eval" && "$8" forget --dataset "$9" "${10}"; LONGRUN_ENDING="$3" "$8" rebalance' \
+       --model "$3/rl/best.pt" --data "$1" --graph "$2" --params "$6" --split test --out "$3/eval"; echo $? > "$3/exit"; LONGRUN_ENDING="$3" "$8" rebalance' \
      "$py" "$data/ingested" "$data/graph.npz" "$out" "$variant" "$seed" "$run_params" "${labels[*]+${labels[*]}} $extra" \
-     "$root/scripts/longrun.sh" "$dataset" "$spec" >> "$out/train.log" 2>&1 & echo $! > "$out/pid")
+     "$root/scripts/longrun.sh" >> "$out/train.log" 2>&1 9>&- & echo $! > "$out/pid")
   pid=$(cat "$out/pid")
+  # the job's identity beside its pid (live_pid): a pid reused once the job has ended is not the job
+  if st=$(proc_start "$pid"); then echo "$boot_id $st" > "$out/pid.id"; fi
   # (the job's shell lowers its own autogroup, after setsid made it one: writing it from here raced
   # with setsid and once lowered the caller's group to 19 and left the run's at 0)
   echo "$name: started (pid $pid), log $out/train.log"

@@ -96,14 +96,16 @@ def test_stop_ends_the_whole_process_group(tmp_path):
 
 
 @pytest.mark.parametrize("cmd", ["stop", "park"])
-def test_a_run_that_ignores_sigterm_makes_stop_and_park_fail_naming_it(tmp_path, monkeypatch, cmd):
-    """A group still alive after LONGRUN_STOP_WAIT seconds: `stop` and `park` exit 1 naming its pid and how
-    to end it; park writes no park (a copy of a run still training would not be a checkpoint to trust)."""
+def test_a_run_that_ignores_sigterm_makes_stop_fail_naming_it_and_park_kill_it(tmp_path, monkeypatch, cmd):
+    """A group still alive after LONGRUN_STOP_WAIT seconds: `stop` exits 1 naming its pid and how to end it,
+    leaving it alive; `park` (a park that does not happen loses the session's runs) SIGKILLs it, says so, and
+    parks (a checkpoint is written to a temporary name and renamed: a kill leaves the last whole one)."""
     import signal
     import threading
 
     run = tmp_path / "lr" / "runs" / "ICEWS14" / "pure_rl" / "seed0"
-    run.mkdir(parents=True)
+    (run / "rl").mkdir(parents=True)
+    (run / "rl" / "checkpoint.pt").write_bytes(b"ck")
     (tmp_path / "lr" / "runs" / "COMMIT").write_text("0" * 40 + "\n")
     # (an ignored signal stays ignored in the child: the whole group outlives SIGTERM)
     job = subprocess.Popen(["sh", "-c", "trap '' TERM; sleep 300 & wait"], cwd=run, start_new_session=True)
@@ -115,13 +117,24 @@ def test_a_run_that_ignores_sigterm_makes_stop_and_park_fail_naming_it(tmp_path,
         assert r.returncode == 2 and "LONGRUN_STOP_WAIT='x' is not a whole number" in r.stderr, r.stdout + r.stderr
         monkeypatch.setenv("LONGRUN_STOP_WAIT", "1")
         r = _run(cmd, tmp_path=tmp_path)
-        assert r.returncode == 1, r.stdout + r.stderr
-        assert f"pid {job.pid} ({run}) did not stop in 1 s" in r.stderr and f"kill -KILL -- -{job.pid}" in r.stderr
-        os.kill(job.pid, 0)  # still alive: nothing was killed harder than asked
-        assert not (tmp_path / "lr-parked").exists()
+        if cmd == "stop":
+            assert r.returncode == 1, r.stdout + r.stderr
+            assert f"pid {job.pid} ({run}) did not stop in 1 s" in r.stderr and f"kill -KILL -- -{job.pid}" in r.stderr
+            os.kill(job.pid, 0)  # still alive: nothing was killed harder than asked
+            assert not (tmp_path / "lr-parked").exists()
+        else:
+            assert r.returncode == 0, r.stdout + r.stderr
+            assert f"pid {job.pid} ({run}) did not stop in 1 s (LONGRUN_STOP_WAIT): SIGKILL" in r.stderr
+            with pytest.raises(ProcessLookupError):
+                os.killpg(job.pid, 0)
+            assert (tmp_path / "lr-parked" / "runs/ICEWS14/pure_rl/seed0/rl/checkpoint.pt").read_bytes() == b"ck"
+            assert "park: 1 runs in" in r.stdout, r.stdout
         assert not list(tmp_path.glob("lr-parked.tmp-*"))
     finally:
-        os.killpg(job.pid, signal.SIGKILL)
+        try:
+            os.killpg(job.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 def test_a_moved_long_runs_folder_that_git_still_registers_gets_a_hint(tmp_path):
@@ -553,7 +566,8 @@ def _head() -> str:
 
 def _parkable(tmp_path: Path) -> Path:
     """A long-runs folder as on the first machine: two stopped runs (an ablation arm in pretraining, an
-    ICEWS18 run in RL) with checkpoints and their .prev, a tested run, two params files and a queue."""
+    ICEWS18 run in RL) with checkpoints and their .prev, a tested run (its checkpoints still there), two params
+    files and a queue."""
     lr = tmp_path / "lr"
     (lr / "runs").mkdir(parents=True)
     (lr / "src").symlink_to(ROOT)
@@ -568,7 +582,11 @@ def _parkable(tmp_path: Path) -> Path:
         (out / name / "history.json").write_text("[]")
         (out / "pid").write_text("999999999\n")  # no such process: the run is stopped
         (out / "train.log").write_text("log\n")
-    _done_run(lr, "ICEWS14", "titer/seed0")
+    tested = _done_run(lr, "ICEWS14", "titer/seed0")
+    (tested / "rl").mkdir()
+    for name in ("best.pt", "checkpoint.pt", "checkpoint.pt.prev"):  # the test read best.pt; the others resume
+        (tested / "rl" / name).write_bytes(os.urandom(64))
+    (tested / "rl" / "history.json").write_text('[{"epoch": 0}]')
     return lr
 
 
@@ -598,7 +616,7 @@ def test_runs_are_told_by_their_place_under_runs_not_by_the_names_around_them(tm
 
 def test_a_sweep_arms_run_parks_and_unparks_like_the_others(tmp_path):
     """A stopped run of a sweep's arm is parked with the others (its folder under runs/DS/sweeps/NAME/ARM/),
-    named by its spec, and restored from the park; a tested one is not parked."""
+    named by its spec, and restored from the park; a tested one is parked without checkpoints."""
     import shutil
 
     lr, parked = _parkable(tmp_path), tmp_path / "parked"
@@ -609,12 +627,12 @@ def test_a_sweep_arms_run_parks_and_unparks_like_the_others(tmp_path):
     _done_run(lr, "ICEWS18", "sweeps/wd/default/pure_rl/seed1")
     r = _run_parked("park", tmp_path=tmp_path)
     assert r.returncode == 0, r.stderr
-    assert "park: ICEWS18 pure_rl:1:wd/rl.weight_decay=0.001 (" in r.stdout and "park: 3 runs in" in r.stdout, r.stdout
-    assert "ICEWS18 pure_rl:1:wd/default is tested: not parked" in r.stdout, r.stdout
+    assert "park: ICEWS18 pure_rl:1:wd/rl.weight_decay=0.001 (" in r.stdout and "park: 5 runs in" in r.stdout, r.stdout
+    assert "park: ICEWS18 pure_rl:1:wd/default (tested, " in r.stdout, r.stdout
     assert (parked / "RUNS").read_text().splitlines()[-1] == "runs/ICEWS18/sweeps/wd/rl.weight_decay=0.001/pure_rl/seed1"
     shutil.rmtree(lr)
     out = _run_parked("status", tmp_path=tmp_path).stdout
-    assert "ICEWS14 raptor:0:p50, ICEWS18 pure_rl:1:wd/rl.weight_decay=0.001" in out, out
+    assert "ICEWS14 raptor:0:p50, ICEWS18 pure_rl:1:wd/default, ICEWS18 pure_rl:1:wd/rl.weight_decay=0.001" in out, out
     r = _run_parked("unpark", tmp_path=tmp_path)
     try:
         assert r.returncode == 0 and "unpark: ICEWS18 pure_rl:1:wd/rl.weight_decay=0.001 restored" in r.stdout, r.stdout + r.stderr
@@ -629,31 +647,34 @@ def _drop_worktree(src: Path) -> None:
 
 
 def test_park_keeps_what_resumes_and_unpark_puts_it_back(tmp_path):
-    """`park` copies every untested run with its last checkpoints (not the .prev ones, not the pid), the
-    commit, params and queue, each file under a sha256; with .longruns/ gone (another machine), `unpark`
-    pins the source at that commit and restores them byte for byte; a folder already here wins; a params
-    file that differs only in its thread count is the same params; `park` refuses to drop runs it has
-    not restored."""
+    """`park` copies every untested run with its last checkpoints (not the .prev ones, not the pid), every tested
+    run without its checkpoints (its records exist nowhere else until collected), the commit, params and queue,
+    each file under a sha256; with .longruns/ gone (another machine), `unpark` pins the source at that commit and
+    restores them byte for byte; a folder here as far along wins; a params file that differs only in its thread
+    count is the same params; `park` refuses to drop runs it has not restored."""
     import shutil
 
     lr, parked = _parkable(tmp_path), tmp_path / "parked"
     head = _head()
     r = _run_parked("park", tmp_path=tmp_path)
     assert r.returncode == 0, r.stderr
-    assert "ICEWS14 titer:0 is tested: not parked" in r.stdout and "park: 2 runs in" in r.stdout, r.stdout
+    assert "park: ICEWS14 titer:0 (tested, " in r.stdout and "park: 3 runs in" in r.stdout, r.stdout
     kept = sorted(str(p.relative_to(parked)) for p in parked.rglob("*") if p.is_file())
     assert kept == sorted([
         "RUNS", "SHA256SUMS", "params.yaml", "params-ICEWS18.yaml", "queue", "runs/COMMIT",
+        "runs/ICEWS14/titer/seed0/SHA256SUMS", "runs/ICEWS14/titer/seed0/eval/metrics.json",
+        "runs/ICEWS14/titer/seed0/rl/best.pt", "runs/ICEWS14/titer/seed0/rl/history.json",
         *(f"runs/ICEWS14/ablation/p50/seed0/{f}" for f in
           ("SHA256SUMS", "pretrain/checkpoint.pt", "pretrain/history.json", "train.log")),
         *(f"runs/ICEWS18/raptor/seed0/{f}" for f in ("SHA256SUMS", "rl/checkpoint.pt", "rl/history.json", "train.log"))])
-    assert (parked / "RUNS").read_text() == "runs/ICEWS18/raptor/seed0\nruns/ICEWS14/ablation/p50/seed0\n"
+    assert (parked / "RUNS").read_text() == \
+        "runs/ICEWS14/titer/seed0\nruns/ICEWS18/raptor/seed0\nruns/ICEWS14/ablation/p50/seed0\n"
     assert not list(tmp_path.glob("parked.*"))  # the temporary folders went
     assert (lr / "runs/ICEWS14/titer/seed0/eval/metrics.json").exists()  # park copies; it deletes nothing
 
     shutil.rmtree(lr)  # another machine: the ignored folder is gone, the parked one came along
     out = _run_parked("status", tmp_path=tmp_path).stdout
-    assert "not here yet (`resume` restores them): ICEWS18 raptor:0, ICEWS14 raptor:0:p50" in out, out
+    assert "not here yet (`resume` restores them): ICEWS14 titer:0, ICEWS18 raptor:0, ICEWS14 raptor:0:p50" in out, out
     (tmp_path / "lr" / "runs").mkdir(parents=True)
     (tmp_path / "lr" / "runs" / "COMMIT").write_text(head + "\n")
     r = _run_parked("park", tmp_path=tmp_path)  # parking here now would drop the runs not yet restored
@@ -663,13 +684,15 @@ def test_park_keeps_what_resumes_and_unpark_puts_it_back(tmp_path):
     r = _run_parked("unpark", tmp_path=tmp_path)
     try:
         assert r.returncode == 0, r.stderr
-        assert f"unpark: pinned {head[:7]} in {lr}/src" in r.stdout and "unpark: 2 runs restored" in r.stdout, r.stdout
+        assert f"unpark: pinned {head[:7]} in {lr}/src" in r.stdout and "unpark: 3 runs restored" in r.stdout, r.stdout
         assert subprocess.run(["git", "-C", str(lr / "src"), "rev-parse", "HEAD"], capture_output=True,
                               text=True).stdout.strip() == head
         for rel in ("runs/ICEWS14/ablation/p50/seed0/pretrain/checkpoint.pt", "runs/ICEWS18/raptor/seed0/rl/checkpoint.pt",
-                    "runs/ICEWS18/raptor/seed0/train.log", "params.yaml", "params-ICEWS18.yaml", "queue", "runs/COMMIT"):
+                    "runs/ICEWS18/raptor/seed0/train.log", "params.yaml", "params-ICEWS18.yaml", "queue", "runs/COMMIT",
+                    "runs/ICEWS14/titer/seed0/eval/metrics.json", "runs/ICEWS14/titer/seed0/rl/best.pt"):
             assert (lr / rel).read_bytes() == (parked / rel).read_bytes(), rel
-        assert not (lr / "runs/ICEWS18/raptor/seed0/SHA256SUMS").exists() and not (lr / "runs/ICEWS14/titer").exists()
+        assert not (lr / "runs/ICEWS18/raptor/seed0/SHA256SUMS").exists()
+        assert not (lr / "runs/ICEWS14/titer/seed0/rl/checkpoint.pt").exists()  # a tested run resumes from nothing
         assert not list(lr.rglob(".unpark-*"))
         assert "not here yet" not in _run_parked("status", tmp_path=tmp_path).stdout
         # restored: another unpark has nothing to do, whatever `start --threads` or `queue --clear` did since
@@ -677,7 +700,8 @@ def test_park_keeps_what_resumes_and_unpark_puts_it_back(tmp_path):
         (lr / "queue").unlink()
         r = _run_parked("unpark", tmp_path=tmp_path)
         assert r.returncode == 0 and "nothing to restore" in r.stdout and not (lr / "queue").exists(), r.stdout + r.stderr
-        # a run folder here wins over its parked copy; a moved-away one comes back, with a thread count rewritten
+        # a run folder here as far along as its parked copy wins; a moved-away one comes back, with a thread count
+        # rewritten (in an overrides block `start --threads` added)
         (lr / "runs/ICEWS18/raptor/seed0/rl/checkpoint.pt").write_bytes(b"newer, here")
         shutil.rmtree(lr / "runs/ICEWS14/ablation/p50/seed0")
         r = _run_parked("unpark", tmp_path=tmp_path)
@@ -699,7 +723,7 @@ def test_park_keeps_what_resumes_and_unpark_puts_it_back(tmp_path):
     ("extra file", "holds other files than its SHA256SUMS lists"),
     ("cut sums", "files differ from their SHA256SUMS"),
     ("commit", "files differ from their SHA256SUMS"),
-    ("pinned elsewhere", "the parked runs (runs/ICEWS18/raptor/seed0,runs/ICEWS14/ablation/p50/seed0) at"),
+    ("pinned elsewhere", "the parked runs (runs/ICEWS14/titer/seed0,runs/ICEWS18/raptor/seed0,runs/ICEWS14/ablation/p50/seed0) at"),
 ])
 def test_unpark_refuses_a_damaged_park_and_restores_nothing(tmp_path, damage, message):
     """A parked folder changed or cut short in transit, or a source here pinned at another commit: `resume`
@@ -752,7 +776,7 @@ def test_park_keeps_a_previous_checkpoint_whose_latest_is_missing(tmp_path):
     lr, parked = _parkable(tmp_path), tmp_path / "parked"
     (lr / "runs/ICEWS18/raptor/seed0/rl/checkpoint.pt").unlink()
     r = _run_parked("park", tmp_path=tmp_path)
-    assert r.returncode == 0 and "park: 2 runs in" in r.stdout, r.stdout + r.stderr
+    assert r.returncode == 0 and "park: 3 runs in" in r.stdout, r.stdout + r.stderr
     run = parked / "runs/ICEWS18/raptor/seed0"
     assert (run / "rl/checkpoint.pt.prev").read_bytes() == b"older" and not (run / "rl/checkpoint.pt").exists()
     assert "rl/checkpoint.pt.prev" in (run / "SHA256SUMS").read_text()
@@ -821,12 +845,20 @@ def test_a_parked_run_continues_on_another_machine(tmp_path):
         assert [h["epoch"] for h in history] == list(range(epochs))
         assert history[:done_before] == before  # kept from before the move (their timings too), not trained again
         assert "afresh" not in (out / "train.log").read_text()  # "starting afresh", "refusing to start afresh"
-        gone = parked / "runs" / "TINY" / "pure_rl" / "seed0"
-        for _ in range(100):  # the job drops the parked copy right after the test (`forget`: RUNS, then the copy)
-            if (parked / "RUNS").read_text() == "" and not gone.exists():
+        for _ in range(200):  # the job writes its exit status after the test
+            if (out / "exit").exists() and (out / "exit").read_text().strip():
                 break
             time.sleep(0.1)
-        assert (parked / "RUNS").read_text() == "" and not (parked / "runs" / "TINY" / "pure_rl" / "seed0").exists()
+        assert (out / "exit").read_text().strip() == "0"
+        # the parked copy stays until a park replaces it with the tested run (records and best model, no checkpoint):
+        # until `raptor collect` and a commit, the park is the only copy that travels
+        assert (parked / "RUNS").read_text() == "runs/TINY/pure_rl/seed0\n"
+        r = _run_parked("park", tmp_path=tmp_path)
+        assert r.returncode == 0 and "park: TINY pure_rl:0 (tested, " in r.stdout, r.stdout + r.stderr
+        copy = parked / "runs" / "TINY" / "pure_rl" / "seed0"
+        assert (copy / "eval" / "metrics.json").read_bytes() == (out / "eval" / "metrics.json").read_bytes()
+        assert (copy / "rl" / "best.pt").exists() and not list(copy.rglob("checkpoint.pt*"))
+        assert "finished and evaluated" in _run_parked("resume", tmp_path=tmp_path).stdout
     finally:
         _kill_runs(out)
 
@@ -837,11 +869,11 @@ def test_a_moved_folder_of_long_runs_parks_beside_itself(tmp_path):
     _parkable(tmp_path)
     r = _run("park", tmp_path=tmp_path)
     assert r.returncode == 0 and f"in {tmp_path}/lr-parked" in r.stdout, r.stdout + r.stderr
-    assert (tmp_path / "lr-parked" / "RUNS").read_text().count("\n") == 2
+    assert (tmp_path / "lr-parked" / "RUNS").read_text().count("\n") == 3
 
 
 def test_forget_drops_one_parked_run_and_the_rest_still_unparks(tmp_path):
-    """A run tested after a park (its job calls `forget`) or moved away to start anew leaves the park whole:
+    """A run dropped from the park (collected and committed, or to start anew) leaves the park whole:
     its copy and its line in RUNS go, the sums still hold, and on another machine the other run is restored
     and the forgotten one is not."""
     import shutil
@@ -850,7 +882,7 @@ def test_forget_drops_one_parked_run_and_the_rest_still_unparks(tmp_path):
     assert _run_parked("park", tmp_path=tmp_path).returncode == 0
     r = _run_parked("forget", "--dataset", "ICEWS18", "raptor:0", tmp_path=tmp_path)
     assert r.returncode == 0 and "forget: ICEWS18 raptor:0 removed" in r.stdout, r.stdout + r.stderr
-    assert (parked / "RUNS").read_text() == "runs/ICEWS14/ablation/p50/seed0\n"
+    assert (parked / "RUNS").read_text() == "runs/ICEWS14/titer/seed0\nruns/ICEWS14/ablation/p50/seed0\n"
     assert not (parked / "runs/ICEWS18/raptor/seed0").exists()
     assert "is not parked" in _run_parked("forget", "--dataset", "ICEWS18", "raptor:0", tmp_path=tmp_path).stdout
     r = _run_parked("forget", "raptor:0", "pure_rl:0", tmp_path=tmp_path)
@@ -858,7 +890,7 @@ def test_forget_drops_one_parked_run_and_the_rest_still_unparks(tmp_path):
     shutil.rmtree(lr)
     r = _run_parked("unpark", tmp_path=tmp_path)
     try:
-        assert r.returncode == 0 and "ICEWS14 raptor:0:p50 restored" in r.stdout and "1 runs restored" in r.stdout, \
+        assert r.returncode == 0 and "ICEWS14 raptor:0:p50 restored" in r.stdout and "2 runs restored" in r.stdout, \
             r.stdout + r.stderr
         assert not (lr / "runs/ICEWS18").exists()
     finally:
@@ -999,3 +1031,176 @@ def test_a_sweeps_arms_train_as_long_runs_and_are_recorded_as_the_sweep_records_
         assert not results.exists()
     finally:
         _kill_runs(*runs)
+
+
+# --- moving between machines: what a park must never lose (the 2026-11-29 review of longrun.sh) ---
+
+def _history(run: Path, phase: str, epochs: int) -> None:
+    (run / phase).mkdir(parents=True, exist_ok=True)
+    (run / phase / "history.json").write_text(str([{"epoch": e} for e in range(epochs)]).replace("'", '"'))
+
+
+@pytest.mark.parametrize("cmd", [("start", "pure_rl:3"), ("queue", "pure_rl:3")])
+def test_start_and_queue_refuse_while_parked_runs_are_not_restored(tmp_path, cmd):
+    """On a machine the park has come to and nothing is restored yet, `start` or `queue` would pin the
+    work tree's commit and train runs from epoch 0, and the next park would replace the parked ones: refused,
+    pointing at `resume`, before anything is pinned or written."""
+    import shutil
+
+    lr = _parkable(tmp_path)
+    assert _run_parked("park", tmp_path=tmp_path).returncode == 0
+    shutil.rmtree(lr)
+    r = _run_parked(*cmd, tmp_path=tmp_path)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "holds runs not restored here" in r.stderr and "runs/ICEWS18/raptor/seed0: no folder here" in r.stderr, r.stderr
+    assert "`scripts/longrun.sh resume` restores and continues them" in r.stderr and "Nothing was started" in r.stderr
+    assert not (lr / "src").exists() and not (lr / "params.yaml").exists() and not (lr / "queue").exists()
+    assert not (lr / "runs").exists()
+
+
+def test_a_folder_left_behind_gives_way_to_the_parks_further_runs(tmp_path):
+    """A machine left behind keeps an older .longruns/: its runs, less far along than the park (another machine
+    trained on and parked), are not the ones to continue. `status` says so, `park` and `start` refuse (parking
+    would replace the park with the older runs), and `unpark` restores the parked runs, setting the folders here
+    (and the queue here, as old) aside under superseded/, never deleting them; a run here as far along or further
+    stays. A run training here behind its parked copy is refused until stopped."""
+    import shutil
+
+    from helpers import session_with_child
+
+    lr, parked = _parkable(tmp_path), tmp_path / "parked"
+    run, arm = lr / "runs/ICEWS18/raptor/seed0", lr / "runs/ICEWS14/ablation/p50/seed0"
+    _history(run, "pretrain", 2)
+    _history(run, "rl", 5)
+    _history(arm, "pretrain", 3)
+    assert _run_parked("park", tmp_path=tmp_path).returncode == 0
+    parked_ck = (parked / "runs/ICEWS18/raptor/seed0/rl/checkpoint.pt").read_bytes()
+    # this machine as it was before the others went on: the RL run 3 epochs back, the arm 1 epoch ahead
+    _history(run, "rl", 2)
+    (run / "rl" / "checkpoint.pt").write_bytes(b"older, here")
+    _history(arm, "pretrain", 4)
+    (lr / "queue").write_text("ICEWS14 titer:9 1\n")
+    (lr / "params.yaml").write_text("rl: {epochs: 1}\n")  # no overrides block: the thread count alone differs
+    before = sorted(str(p.relative_to(parked)) for p in parked.rglob("*"))
+
+    out = _run_parked("status", tmp_path=tmp_path).stdout
+    assert "further along than here" in out and \
+        "ICEWS18 raptor:0 (here at pretraining epoch 2, RL epoch 2, parked at pretraining epoch 2, RL epoch 5)" in out, out
+    for cmd in (("park",), ("start", "--dataset", "ICEWS18", "pure_rl:4")):
+        r = _run_parked(*cmd, tmp_path=tmp_path)
+        assert r.returncode == 1 and "holds runs not restored here" in r.stderr, (cmd, r.stderr)
+        assert "runs/ICEWS18/raptor/seed0: here at pretraining epoch 2, RL epoch 2, parked at" in r.stderr, r.stderr
+        assert "ablation" not in r.stderr  # the arm here is further along: nothing to restore
+    assert sorted(str(p.relative_to(parked)) for p in parked.rglob("*")) == before
+
+    job, _ = session_with_child(tmp_path)  # the run behind, training here: refused, nothing moved
+    try:
+        (run / "pid").write_text(f"{job.pid}\n")
+        r = _run_parked("unpark", tmp_path=tmp_path)
+        assert r.returncode == 1 and "ICEWS18 raptor:0 is training here, behind its parked copy" in r.stderr, r.stderr
+        assert (run / "rl" / "checkpoint.pt").read_bytes() == b"older, here"
+    finally:
+        import signal
+        os.killpg(job.pid, signal.SIGKILL)
+        job.wait()
+    (run / "pid").unlink()  # (stopped; its sleep may linger as a zombie in the group where nothing reaps it)
+
+    r = _run_parked("unpark", tmp_path=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "unpark: ICEWS18 raptor:0 restored" in r.stdout and "unpark: 1 runs restored" in r.stdout, r.stdout
+    assert (run / "rl" / "checkpoint.pt").read_bytes() == parked_ck
+    aside = list((lr / "superseded").iterdir())
+    assert len(aside) == 1, aside
+    assert (aside[0] / "runs/ICEWS18/raptor/seed0/rl/checkpoint.pt").read_bytes() == b"older, here"
+    assert (aside[0] / "queue").read_text() == "ICEWS14 titer:9 1\n"
+    assert (lr / "queue").read_bytes() == (parked / "queue").read_bytes()
+    assert (arm / "pretrain" / "history.json").read_text().count("epoch") == 4  # the arm further along here stayed
+    assert "nothing to restore" in _run_parked("unpark", tmp_path=tmp_path).stdout
+    assert _run_parked("park", tmp_path=tmp_path).returncode == 0  # now it may replace the park
+
+
+def test_a_park_cut_between_its_two_renames_is_put_back(tmp_path):
+    """A park killed after it moved the previous park aside and before the new one took its place: the next
+    command that reads the park puts the previous one back (the next park used to delete it, its name being
+    a temporary one); one left beside a park that was swapped in is removed."""
+    lr, parked = _parkable(tmp_path), tmp_path / "parked"
+    assert _run_parked("park", tmp_path=tmp_path).returncode == 0
+    runs = (parked / "RUNS").read_text()
+    parked.rename(tmp_path / "parked.tmp-old-4242")
+    r = _run_parked("unpark", tmp_path=tmp_path)
+    assert r.returncode == 0 and "parked.tmp-old-4242, left by a park cut short) is back" in r.stderr, r.stdout + r.stderr
+    assert (parked / "RUNS").read_text() == runs and not (tmp_path / "parked.tmp-old-4242").exists()
+    (tmp_path / "parked.tmp-old-99").mkdir()
+    assert _run_parked("park", tmp_path=tmp_path).returncode == 0
+    assert not list(tmp_path.glob("parked.tmp-*")) and (parked / "RUNS").read_text() == runs
+
+
+def test_a_pid_that_is_no_longer_the_runs_job_is_not_the_run(tmp_path):
+    """pids wrap within hours and a pid file outlives its job: a live process whose start time is not the one
+    `start` recorded (pid.id) is another process. `status` says stopped and `stop` leaves it alone; with the
+    job's own start time it is the run."""
+    import signal
+
+    from helpers import session_with_child
+
+    lr = _pinned(tmp_path)
+    run = lr / "runs/ICEWS14/pure_rl/seed0"
+    run.mkdir(parents=True)
+    job, _ = session_with_child(tmp_path)
+    try:
+        (run / "pid").write_text(f"{job.pid}\n")
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        start = Path(f"/proc/{job.pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+        (run / "pid.id").write_text(f"{boot} {int(start) + 1}\n")
+        assert "stopped" in _run("status", tmp_path=tmp_path).stdout
+        r = _run("stop", tmp_path=tmp_path)
+        assert r.returncode == 0 and "stopped pid" not in r.stdout, r.stdout
+        os.killpg(job.pid, 0)  # alive: not ours to stop
+        (run / "pid.id").write_text(f"{boot} {start}\n")
+        assert f"running (pid {job.pid})" in _run("status", tmp_path=tmp_path).stdout
+        (run / "pid.id").write_text(f"another-boot {start}\n")
+        assert "stopped" in _run("status", tmp_path=tmp_path).stdout
+    finally:
+        os.killpg(job.pid, signal.SIGKILL)
+        job.wait()
+
+
+def test_status_tells_a_failed_run_from_a_stopped_one(tmp_path):
+    """A job that ended with a non-zero status (its train or test failed) wrote it to `exit`; a stopped job
+    never gets there."""
+    lr = _pinned(tmp_path)
+    failed, stopped = lr / "runs/ICEWS14/pure_rl/seed0", lr / "runs/ICEWS14/pure_rl/seed1"
+    for run in (failed, stopped):
+        run.mkdir(parents=True)
+    (failed / "exit").write_text("1\n")
+    out = _run("status", tmp_path=tmp_path).stdout
+    line = {x.split(":")[0]: x for x in out.splitlines()}
+    assert "failed (exit status 1; see its train.log)" in line["ICEWS14/pure_rl/seed0"], out
+    assert "stopped" in line["ICEWS14/pure_rl/seed1"], out
+
+
+def test_precision_auto_is_refused_for_long_runs(tmp_path):
+    """`auto` resolves by the CPU, and long runs move between CPUs with and without native bfloat16: a first
+    start whose params would say auto writes no params file; a run whose params say auto does not start."""
+    lr = tmp_path / "lr"
+    _src_stand_in(lr, params="train:\n  precision: auto\n")
+    r = _run("start", "--set", "rl.epochs=1", "pure_rl:0", tmp_path=tmp_path)
+    assert r.returncode == 1 and "train.precision would be auto" in r.stderr, r.stderr
+    assert "--set train.precision=float32" in r.stderr and not (lr / "params.yaml").exists()
+    (lr / "params.yaml").write_text("titer: {precision: auto}\n")
+    r = _run("start", "titer:0", tmp_path=tmp_path)
+    assert r.returncode == 1 and "titer.precision is auto" in r.stderr, r.stderr
+    assert not (lr / "runs").exists()
+
+
+def test_resume_goes_on_past_a_dataset_that_cannot_start(tmp_path):
+    """One dataset's runs failing to start (its data missing here) does not keep the others from resuming:
+    they are started, and resume exits 1 naming the one that failed."""
+    lr = tmp_path / "lr"
+    _src_stand_in(lr)
+    (lr / "params.yaml").write_text("rl: {epochs: 1}\n")
+    (lr / "runs/ABC/pure_rl/seed0").mkdir(parents=True)
+    _done_run(lr, "ICEWS14", "pure_rl/seed0")
+    r = _run("resume", tmp_path=tmp_path)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "resume: the runs of ABC did not start" in r.stderr and "pure_rl seed 0: finished and evaluated" in r.stdout
