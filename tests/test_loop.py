@@ -120,3 +120,43 @@ def test_checkpoint_progress_counts_the_checkpoint_and_sees_an_early_stop(tmp_pa
     assert checkpoint_progress(tmp_path, CHECKPOINT_FORMAT, "RL checkpoint") == (2, True)
     # another format (a folder another agent wrote): nothing this run can continue
     assert checkpoint_progress(tmp_path, "raptor.agents.titer.training-checkpoint/v1", "x") == (0, False)
+
+
+def test_the_best_model_on_disk_is_always_the_checkpointed_best_epochs(tmp_path, monkeypatch):
+    """Validation finds a new best before the epoch's checkpoint is written: a kill between the two must not
+    leave that epoch's model as best.pt, since the resumed run trains the epoch again (on another machine or
+    thread count, perhaps to a lower MRR) and would test a model its record does not name. The new best waits
+    in best.pt.next until the checkpoint is written; a resumed run drops a stale one."""
+    from raptor.agents.base import load_model
+    from raptor.runs import checkpoints as ck
+    from raptor.runs.rundir import RunDir
+
+    env, q, E, R = synthetic_env(max_actions=50)[:4]
+    ev = EvalConfig(valid_every=1, beam_size=5)
+
+    def run(scores, resume):
+        it = iter(scores)
+        torch.manual_seed(0)
+        return train(Policy(E, R, SMALL, 3), env, q["train"][:256], RLConfig(epochs=3, batch_size=256), ev,
+                     RunOptions(seed=0, out_dir=tmp_path, evaluate_fn=lambda p: {"mrr": next(it)}, progress=False,
+                                resume=resume))
+
+    real_save = ck.save
+
+    def killed_at_epoch_1(path, obj, keep_previous=False):
+        if obj.get("epoch") == 1 and str(path).endswith("checkpoint.pt"):
+            raise KeyboardInterrupt("killed before epoch 1's checkpoint")
+        return real_save(path, obj, keep_previous)
+
+    monkeypatch.setattr(ck, "save", killed_at_epoch_1)
+    with pytest.raises(KeyboardInterrupt):
+        run([0.3, 0.5, 0.1], resume=False)  # epoch 1 validates better than epoch 0, then the kill
+    best = RunDir(tmp_path).best
+    assert load_model(best)[1]["epoch"] == 0  # not the killed attempt's epoch 1
+    assert best.with_name("best.pt.next").exists()
+    monkeypatch.setattr(ck, "save", real_save)
+    res = run([0.2, 0.1], resume=True)  # epoch 1 again, elsewhere: worse than epoch 0 this time
+    assert res.best_epoch == 0 and load_model(best)[1]["epoch"] == 0
+    assert not best.with_name("best.pt.next").exists()
+    res = run([], resume=True)  # trained: nothing left, the best model as recorded
+    assert load_model(best)[1]["epoch"] == res.best_epoch == 0

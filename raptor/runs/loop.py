@@ -27,6 +27,7 @@ from __future__ import annotations
 import csv
 import io as _io
 import json
+import os
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -62,6 +63,10 @@ class Phase:
     #: ``(epoch, row, last) -> bool``: after the epoch is trained, before it is checkpointed; may add
     #: to ``row``; True forces a checkpoint at this epoch.
     after_epoch: Optional[Callable[[int, dict[str, Any], bool], bool]] = None
+    #: After the epoch's checkpoint (or its ``after_epoch``, where none is due): puts in place what must
+    #: not be on disk before the checkpoint that accounts for it (the best model: a kill between the two
+    #: would leave the best model of an epoch the resumed run trains again, perhaps otherwise).
+    after_checkpoint: Optional[Callable[[], None]] = None
     #: The progress bar's postfix for a row.
     postfix: Callable[[dict[str, Any]], dict[str, Any]] = lambda row: {}
     #: Extra values kept in checkpoints and restored on resume (the phase reads and updates them).
@@ -230,6 +235,8 @@ def end_epoch(phase: Phase, run: RunOptions, row: dict[str, Any], history: list[
                              {"format": phase.checkpoint_format, "epoch": epoch, "n_epochs": run.epochs,
                               "policy": policy_state, "optimizer": optimizer_state, "history": history,
                               "meta": run.meta, **phase.state}, keep_previous=True)
+        if phase.after_checkpoint is not None:
+            phase.after_checkpoint()
         phase.write_history(out, history)
     if run.on_epoch_end is not None:
         run.on_epoch_end(epoch, row)
@@ -293,6 +300,11 @@ class Selection:
     more) into the row, the best-MRR weights to ``out/best.pt``; ``patience > 0`` ends the phase after
     that many rounds in a row without a better MRR. Its counters live in ``state`` (the phase's
     checkpointed state), so a resumed run selects as an uninterrupted one.
+
+    A new best model is written to ``best.pt.next`` and renamed to ``best.pt`` by :meth:`commit` once
+    the epoch's checkpoint is written (``Phase.after_checkpoint``): ``best.pt`` is always the model of
+    the checkpointed ``state["best_epoch"]``. A ``best.pt.next`` found on start belongs to an epoch no
+    checkpoint holds (a kill between the two), which the resumed run trains again: it is removed.
     """
 
     def __init__(self, policy: torch.nn.Module, evaluate_fn: Optional[Callable[[Any], dict[str, float]]],
@@ -301,6 +313,9 @@ class Selection:
         self.policy, self.evaluate_fn, self.out, self.meta = policy, evaluate_fn, out, meta
         self.valid_every, self.patience, self.early = valid_every, patience, early
         self.state: dict[str, Any] = {"best_mrr": None, "best_epoch": None, "rounds_since_best": 0}
+        self.pending = RunDir(out).best.with_name(RunDir.BEST + ".next") if out is not None else None
+        if self.pending is not None:
+            self.pending.unlink(missing_ok=True)
 
     def done(self) -> bool:
         return self.patience > 0 and self.state["rounds_since_best"] >= self.patience
@@ -319,14 +334,18 @@ class Selection:
         st = self.state
         if st["best_mrr"] is None or row["val_mrr"] > st["best_mrr"]:
             st.update(best_mrr=row["val_mrr"], best_epoch=epoch, rounds_since_best=0)
-            if self.out is not None:
-                checkpoints.save_model(RunDir(self.out).best, self.policy,
-                                       {**self.meta, "epoch": epoch, "val_mrr": row["val_mrr"]})
+            if self.pending is not None:
+                checkpoints.save_model(self.pending, self.policy, {**self.meta, "epoch": epoch, "val_mrr": row["val_mrr"]})
         else:
             st["rounds_since_best"] += 1
         if self.done():
             row["early_stop"] = True
         return True  # the best model or the early-stopping count moved: checkpoint it
+
+    def commit(self) -> None:
+        """The best model written at this epoch's validation, in place (after the epoch's checkpoint)."""
+        if self.pending is not None and self.pending.exists():
+            os.replace(self.pending, RunDir(self.out).best)
 
     def finish(self, history: list[dict[str, Any]], n_epochs: int) -> TrainResult:
         """``final.pt`` (and ``best.pt`` = final when nothing was validated); the result."""

@@ -209,6 +209,7 @@ def train(policy: Policy, env: TemporalEnv, train_queries: np.ndarray, rl: RLCon
         return train_epoch(policy, optimizer, env, queries, epoch, rl, run)
 
     phase = Phase("train", CHECKPOINT_FORMAT, "RAPTOR RL checkpoint", run_epoch, _write_history,
-                  selection.after_epoch, postfix=rl_postfix, state=selection.state, done=selection.done)
+                  selection.after_epoch, postfix=rl_postfix, state=selection.state, done=selection.done,
+                  after_checkpoint=selection.commit)
     history = run_epochs(phase, policy, optimizer, run)
     return selection.finish(history, n_epochs)

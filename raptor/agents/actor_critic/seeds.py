@@ -134,7 +134,8 @@ def train_seeds(policies: Sequence[Policy], env: TemporalEnv, train_queries: np.
                             early=(eval_cfg.valid_every_early, eval_cfg.valid_early_epochs))
                   for p, r in zip(policies, runs)]
     phases = [Phase("train", CHECKPOINT_FORMAT, "RAPTOR RL checkpoint", run_epoch=not_alone, write_history=_write_history,
-                    after_epoch=sel.after_epoch, state=sel.state, done=sel.done) for sel in selections]
+                    after_epoch=sel.after_epoch, after_checkpoint=sel.commit, state=sel.state, done=sel.done)
+              for sel in selections]
     resumed = [resume(ph, p, opt, r) for ph, p, opt, r in zip(phases, policies, alone, runs)]
     starts = {start for _, start in resumed}
     histories = [h for h, _ in resumed]

@@ -666,7 +666,8 @@ def train_titer(policy: TITerPolicy, env: TemporalEnv, train_queries: np.ndarray
         return row
 
     phase = Phase("titer", TITER_CHECKPOINT_FORMAT, "TITer checkpoint", run_epoch, _write_history,
-                  selection.after_epoch, postfix=rl_postfix, state=state, done=selection.done)
+                  selection.after_epoch, postfix=rl_postfix, state=state, done=selection.done,
+                  after_checkpoint=selection.commit)
     history = run_epochs(phase, policy, optimizer, run)
     return selection.finish(history, n_epochs)
 
