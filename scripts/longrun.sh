@@ -72,10 +72,11 @@
 #                                   A folder here as far along wins; a run moved away to start anew comes back from
 #                                   the park unless `forget` removed it there. `start` makes the data, graph and
 #                                   labels again (the runs' fingerprints check that they hash the same). `start` and
-#                                   `queue` refuse while the park holds runs to restore
+#                                   `queue` refuse while the park holds runs to restore (exit 3: the queue waits,
+#                                   whole, and rebalance stops no run)
 #   scripts/longrun.sh forget --dataset DS VARIANT:SEED   remove one run from the park (its copy, its line in RUNS;
-#                                   the sums kept whole): a tested run once collected and committed, or a run to
-#                                   start anew
+#                                   the sums kept whole): a run to start anew, or a tested run once collected and
+#                                   committed (refused while its parked copy is older than the tested run here)
 #   scripts/longrun.sh rebalance [--plan]  the queue's next runs, if the alive runs leave them their cores;
 #                                   with nothing queued, when exactly one run is alive and it has fewer threads
 #                                   than the machine has cores: stop it and start it again on all cores (it
@@ -87,7 +88,8 @@
 # train, resuming from the checkpoint, then test. Starting a run that is alive, or finished and tested,
 # does nothing. A run whose checkpoints another configuration or code wrote is never deleted: it fails
 # (train --resume-only), and its log says why; move its folder away (and `forget` it) to start it anew.
-# Precision `auto` is refused (it resolves by the CPU; give --set train.precision=float32 or bfloat16), and so is
+# Precision `auto` is refused (it resolves by the CPU; give --set train.precision=float32 or bfloat16; runs started
+# with it before this check: LONGRUN_ALLOW_AUTO=1), and so is
 # a pinned commit whose `raptor train`/`evaluate` lack an option the jobs pass. A job's pid is kept with its boot
 # id and start time (pid.id), so a pid reused after the job ended is not taken for it.
 # --threads N sets train.num_threads (torch threads per run; not in a run's fingerprint, so runs continue under
@@ -99,7 +101,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD; self="$root/scripts/longrun.sh"  # $0 may be relative to the caller's folder
-dir="${LONGRUN_DIR:-$root/.longruns}"; dir="${dir%/}"
+dir="${LONGRUN_DIR:-$root/.longruns}"; dir=$(realpath -m "$dir")  # (relative: to the work tree, as before; absolute
+# from here on, since park checks its copies from inside the run folders)
 cmd="${1:-}"; [ $# -gt 0 ] && shift
 commit=HEAD; dataset=ICEWS14; dataset_given=0; sets=(); runs=(); threads=; plan=0; clear=0
 while [ $# -gt 0 ]; do
@@ -126,8 +129,8 @@ queue_file="$dir/queue"; cores=$(nproc); py="$root/.venv/bin/python"
 if [ -n "${LONGRUN_PARK:-}" ]; then park="$LONGRUN_PARK"
 elif [ "$(realpath -m "$dir")" != "$(realpath -m "$root/.longruns")" ]; then park="$dir-parked"
 else park="$root/longruns-parked"; fi
-park="${park%/}"
 [ -n "$park" ] || { echo "longrun.sh: LONGRUN_PARK names no folder" >&2; exit 2; }
+park=$(realpath -m "$park")
 name_re='[A-Za-z0-9][A-Za-z0-9_.=+,-]*'  # a sweep's or an arm's name (raptor.pipeline.sweep.ARM_NAME): folder names
 check_specs() {  # before anything is made
   local spec
@@ -198,12 +201,19 @@ cores_held() {  # the cores the alive runs hold: their threads (0 = all cores)
   done <<< "$(alive_runs)"
   echo "$sum"
 }
+# LONGRUN_LOCKED=1: the caller (fill, rebalance) holds the lock for this process; never passed on to the jobs
+locked=0; [ "${LONGRUN_LOCKED:-}" = 1 ] && locked=1; inherited_lock=$locked; unset LONGRUN_LOCKED
 lock_queue() {  # one writer of the queue at a time (two runs may finish together); fd 9 is closed in every
   mkdir -p "$dir"  # job started under it, or the job would hold the lock for hours
-  exec 9>"$dir/queue.lock"; flock 9
+  [ "$locked" = 1 ] || { exec 9>"$dir/queue.lock"; flock 9; locked=1; }
 }
+unlock_queue() { [ "$locked" = 1 ] && { exec 9>&-; locked=0; }; return 0; }
 fill() {  # start the queue's runs in order, while the alive runs leave each its cores; $1 = 1: only say what
-  local ds spec t need held  # would start. A run that fails to start goes to queue.failed, not back in the queue.
+  local ds spec t need held why rc  # would start. A run that fails to start goes to queue.failed, not back in the queue;
+  # while the park holds runs to restore here, nothing starts and the queue stays as it is
+  [ -s "$queue_file" ] || return 0
+  why=$(park_blocks)
+  if [ -n "$why" ]; then echo "queue: nothing started: $why" >&2; return 0; fi
   while [ -s "$queue_file" ]; do
     read -r ds spec t < "$queue_file" || true
     if ! [[ "$t" =~ ^[0-9]+$ ]] || [ -z "$spec" ]; then  # not a line `queue` wrote
@@ -216,7 +226,9 @@ fill() {  # start the queue's runs in order, while the alive runs leave each its
       echo "queue: $ds $spec waits ($held of $cores cores held, it takes $need)"; return 0
     fi
     if [ "${1:-0}" = 1 ]; then echo "queue: would start $ds $spec, threads: $t"; return 0; fi
-    if ! LONGRUN_LOCKED=1 "$self" start --dataset "$ds" --threads "$t" "$spec" 9>&-; then  # not retried: it would block the queue
+    rc=0; LONGRUN_LOCKED=1 "$self" start --dataset "$ds" --threads "$t" "$spec" 9>&- || rc=$?
+    if [ "$rc" = 3 ]; then echo "queue: $ds $spec waits: the park holds runs to restore here (above)" >&2; return 0; fi
+    if [ "$rc" != 0 ]; then  # not retried: it would block the queue
       echo "queue: $ds $spec did not start (above); moved to $queue_file.failed, the queue goes on" >&2
       echo "$ds $spec $t" >> "$queue_file.failed"
     fi
@@ -351,11 +363,19 @@ refuse_while_parked() {  # $1: the command. Runs parked and not restored here (a
   echo "longrun.sh $1: $park holds runs not restored here:" >&2; sed 's/^/  /; s/\t/: /' <<< "$ahead" >&2
   echo "\`scripts/longrun.sh resume\` restores and continues them (\`unpark\` restores only); to start one of them anew," \
        "\`forget\` it first; a park of runs tested and collected is retired as docs/deployment.md says. Nothing was started" >&2
-  exit 1
+  exit 3  # (fill tells this refusal from a run that cannot start: the queue waits, whole)
+}
+park_blocks() {  # why the park keeps runs from starting here, in a line (nothing: it does not)
+  local ahead
+  if ! (check_park) > /dev/null 2>&1; then echo "$park fails its checks (\`scripts/longrun.sh unpark\` says why)"; return 0; fi
+  ahead=$(parked_ahead)
+  [ -z "$ahead" ] || echo "$park holds runs not restored here ($(cut -f1 <<< "$ahead" | paste -sd, -)): \`scripts/longrun.sh resume\`"
+  return 0
 }
 run_params_check() {  # the params file $1 as the pinned code loads it: prints train.num_threads; refuses precision
   # `auto` (it resolves by the CPU, and long runs move between CPUs with and without native bfloat16)
   PYTHONPATH="$dir/src" "$py" -P - "$1" <<'PY' || exit 1
+import os
 import sys
 from raptor.config import load_params
 try:
@@ -363,10 +383,14 @@ try:
 except Exception as exc:
     sys.exit(f"longrun.sh: {sys.argv[1]}: {type(exc).__name__}: {exc}")
 auto = [f"{k}.precision" for k in ("train", "titer") if getattr(getattr(p, k, None), "precision", None) == "auto"]
-if auto:
-    sys.exit(f"longrun.sh: {sys.argv[1]}: {', '.join(auto)} is auto, which resolves by the CPU (bfloat16 where it is native), "
-             "and long runs move between machines: give --set " + " ".join(f"{k}=float32" for k in auto) +
-             " (or bfloat16) to the first start, or to a start or queue with --dataset for a dataset with no runs yet")
+why = (f"{sys.argv[1]}: {', '.join(auto)} is auto, which resolves by the CPU (bfloat16 where it is native), and long runs "
+       "move between machines")
+if auto and os.environ.get("LONGRUN_ALLOW_AUTO") == "1":  # runs started so before the refusal existed
+    print(f"longrun.sh: warning: {why} (LONGRUN_ALLOW_AUTO=1)", file=sys.stderr)
+elif auto:
+    sys.exit(f"longrun.sh: {why}: give --set " + " ".join(f"{k}=float32" for k in auto) + " (or bfloat16) to the first "
+             "start, or to a start or queue with --dataset for a dataset with no runs yet (runs started with auto before "
+             "this check: LONGRUN_ALLOW_AUTO=1)")
 print(p.train.num_threads)
 PY
 }
@@ -399,8 +423,9 @@ stop_runs() {  # $1: who says it; $2 = kill: SIGKILL what SIGTERM did not end. S
   return 0
 }
 
-recover_park() {  # a park cut short between its two renames: the previous park put back where it was missing
-  local old
+recover_park() {  # a park cut short between its two renames: the previous park put back where it was missing (under
+  local old  # the lock only: a park in progress holds it between its renames, which this must never fall between)
+  [ "$locked" = 1 ] || return 0
   for old in "$park".tmp-old-*; do
     [ -d "$old" ] || continue
     if [ -e "$park" ]; then rm -rf "$old"  # the swap was done: this is the park it replaced
@@ -408,7 +433,6 @@ recover_park() {  # a park cut short between its two renames: the previous park 
   done
   return 0
 }
-recover_park  # (before any command reads the park)
 keep_park_hint="rename it inside the work tree (e.g. mv $park $park-hold), never delete it: it may hold the only copy of runs"
 check_park() {  # a park folder that exists must be whole at its top: RUNS, COMMIT and the params as park wrote them
   local bad
@@ -467,7 +491,7 @@ sys.exit(0 if load(sys.argv[1]) == load(sys.argv[2]) else 1)
 PY
 }
 unpark() {  # the parked runs that $dir has no folder of, or one less far along, back into it (see `unpark` in the
-  [ -d "$park" ] || return 0  # header); says what it did
+  recover_park; [ -d "$park" ] || return 0  # header); says what it did
   local ahead restore behind rel f pinned bad listed kept aside="" n=0
   check_park
   ahead=$(parked_ahead)
@@ -512,10 +536,13 @@ unpark() {  # the parked runs that $dir has no folder of, or one less far along,
   # where runs here are behind the park, this folder was left behind: its queue too (runs it lists may have started
   # elsewhere since), so the park's replaces it; what is replaced is kept under superseded/
   [ -z "$behind" ] || aside="$dir/superseded/$(date -u +%Y%m%dT%H%M%SZ)"
+  if [ -n "$aside" ]; then  # (the park's queue replaces it, or none where the park has none: cleared there since)
+    for f in queue queue.failed; do
+      [ -f "$dir/$f" ] || continue
+      mkdir -p "$aside"; mv "$dir/$f" "$aside/$f"; echo "unpark: the $f here was older than the park: moved to $aside/$f"
+    done
+  fi
   for f in $(sed 's/^[0-9a-f]*  //' "$park/SHA256SUMS" | grep -E '^(params.*\.yaml|queue|queue\.failed|venv\.txt)$'); do  # (listed ones only)
-    if [ -n "$aside" ] && [[ "$f" == queue* ]] && [ -f "$dir/$f" ]; then
-      mkdir -p "$aside"; mv "$dir/$f" "$aside/$f"; echo "unpark: the queue here was older than the park's: moved to $aside/$f"
-    fi
     [ ! -f "$dir/$f" ] && { cp "$park/$f" "$dir/" || exit 1; echo "unpark: $f"; }
   done
   [ -f "$dir/runs/COMMIT" ] || echo "$pinned" > "$dir/runs/COMMIT"
@@ -577,8 +604,8 @@ fi
 
 if [ "$cmd" = unpark ]; then
   [ ${#runs[@]} -eq 0 ] && [ ${#sets[@]} -eq 0 ] || { echo "longrun.sh unpark: takes no runs and no --set" >&2; exit 2; }
-  [ -d "$park" ] || { echo "nothing parked in $park"; exit 0; }
-  unpark; exit 0
+  [ -d "$park" ] || [ -n "$(compgen -G "$park.tmp-old-*")" ] || { echo "nothing parked in $park"; exit 0; }
+  lock_queue; unpark; exit 0
 fi
 
 if [ "$cmd" = forget ]; then
@@ -589,6 +616,12 @@ if [ "$cmd" = forget ]; then
   check_park
   rel="$(run_dir "$dataset" "${runs[0]}")"; rel="${rel#"$dir"/}"
   grep -qxF "$rel" "$park/RUNS" || { echo "forget: $dataset ${runs[0]} is not parked"; exit 0; }
+  if [ -f "$dir/$rel/eval/metrics.json" ] && [ ! -f "$park/$rel/eval/metrics.json" ]; then  # (jobs started by older
+    # versions of this script call forget once their run is tested)
+    echo "longrun.sh forget: $dataset ${runs[0]} is tested here and its parked copy is not: \`scripts/longrun.sh park\`" \
+         "first (until collected and committed, the park is the only copy of its records that travels); nothing removed" >&2
+    exit 1
+  fi
   # the list first, so a forget cut short leaves a copy that is only left over, never a listed run half gone
   grep -vxF "$rel" "$park/RUNS" > "$park/RUNS.tmp-$$" || true
   mv "$park/RUNS.tmp-$$" "$park/RUNS"
@@ -603,12 +636,12 @@ fi
 if [ "$cmd" = park ]; then
   [ ${#runs[@]} -eq 0 ] && [ ${#sets[@]} -eq 0 ] || { echo "longrun.sh park: takes no runs and no --set" >&2; exit 2; }
   [ -f "$dir/runs/COMMIT" ] || { echo "no long runs under $dir to park"; exit 0; }
+  lock_queue  # no ending job's rebalance starts a queued run while the runs are stopped and copied
   check_park
   ahead=$(parked_ahead)
   [ -z "$ahead" ] || { echo "longrun.sh park: $park holds runs not restored here, which replacing it would lose:" >&2
     sed 's/^/  /; s/\t/: /' <<< "$ahead" >&2
     echo "\`scripts/longrun.sh unpark\` (or resume) first; nothing was parked or stopped" >&2; exit 1; }
-  lock_queue  # no ending job's rebalance starts a queued run while the runs are stopped and copied
   stop_runs "park (nothing parked)" kill
   rm -rf "$park".tmp-[0-9]*  # what a park killed midway left (git-ignored: *.tmp-*; a tmp-old-* is recover_park's)
   tmp="$park.tmp-$$"; mkdir -p "$tmp/runs"
@@ -621,7 +654,9 @@ if [ "$cmd" = park ]; then
     rel="${out#"$dir"/}"; mkdir -p "$tmp/$rel"; skip=(! -name pid ! -name pid.id ! -name '*.prev' ! -name '*.tmp*'); what=""
     # a tested run (the only copy of its records until `raptor collect` and a commit) goes without what training
     # resumes from: its test, histories, summaries, configs and best model (which rescore reads)
-    if [ -f "$out/eval/metrics.json" ]; then skip+=(! -name 'checkpoint.pt*' ! -name final.pt ! -path './pretrain/*.pt'); what="tested, "; fi
+    if [ -f "$out/eval/metrics.json" ]; then
+      skip+=(! -name 'checkpoint.pt*' ! -name final.pt ! -path './pretrain/*.pt' ! -name predictions.parquet); what="tested, "
+    fi
     (cd "$out" && find . -type f "${skip[@]}" -print0 | tar cf - --null -T -) | (cd "$tmp/$rel" && tar xf -)
     # a .prev whose latest file is missing goes too (code before 2026-11-29 moved the latest aside for a moment
     # while writing the next: a run stopped then has only its .prev to resume from)
@@ -641,14 +676,16 @@ if [ "$cmd" = park ]; then
   (cd "$tmp" && sha256sum RUNS runs/COMMIT $(ls params*.yaml queue queue.failed venv.txt 2>/dev/null) > SHA256SUMS)
   old="$park.tmp-old-$$"  # (the earlier park, moved aside for the moment of the swap; git-ignored too)
   if [ -d "$park" ]; then mv "$park" "$old"; fi
-  mv "$tmp" "$park"; trap - EXIT; rm -rf "$old"
+  mv -T "$tmp" "$park"; trap - EXIT; rm -rf "$old"  # (-T: never into a folder of that name, whatever put one there)
   echo "park: $n runs in $park ($(du -sh "$park" | cut -f1)); \`scripts/longrun.sh resume\` continues them on any machine with this repository"
   exit 0
 fi
 
 if [ "$cmd" = resume ]; then
   [ ${#runs[@]} -eq 0 ] && [ ${#sets[@]} -eq 0 ] || { echo "longrun.sh resume: takes no runs and no --set (it resumes every run under $dir/runs)" >&2; exit 2; }
-  unpark
+  if [ -d "$park" ] || [ -n "$(compgen -G "$park.tmp-old-*")" ]; then
+    lock_queue; unpark; unlock_queue  # (each start below takes the lock for itself)
+  fi
   found=0; failed=()
   for ds_dir in "$dir"/runs/*/; do
     [ -d "$ds_dir" ] || continue
@@ -698,6 +735,9 @@ if [ "$cmd" = status ]; then
     fi
     if [ -s "$queue_file.failed" ]; then echo "failed to start (not retried): $(tr '\n' ';' < "$queue_file.failed")"; fi
   }
+  if [ ! -d "$park" ] && [ -n "$(compgen -G "$park.tmp-old-*")" ]; then
+    echo "a park was cut short: $(compgen -G "$park.tmp-old-*" | head -n 1) holds the one before it (the next unpark, resume, park or start puts it back)"
+  fi
   waiting=(); behind=()  # parked runs with no folder here, or one less far along: what `resume` would restore
   while IFS=$'\t' read -r rel why; do
     [ -n "$rel" ] || continue
@@ -763,6 +803,8 @@ if [ "$cmd" = rebalance ]; then
   if [ "$t" = 0 ] || [ "$t" -ge "$cores" ]; then echo "rebalance: $ds $spec has all $cores cores"; exit 0; fi
   echo "rebalance: restart $ds $spec with $cores threads (it has $t)"
   [ "$plan" = 1 ] && exit 0
+  why=$(park_blocks)  # (before the run is stopped: a start refused after it would leave it stopped)
+  if [ -n "$why" ]; then echo "rebalance: $ds $spec left as it is: $why" >&2; exit 1; fi
   pid=$(cat "$out/pid"); kill -TERM -- "-$pid" 2>/dev/null || true
   for _ in $(seq 600); do kill -0 -- "-$pid" 2>/dev/null || break; sleep 0.5; done
   if kill -0 -- "-$pid" 2>/dev/null; then echo "rebalance: pid $pid did not stop in 300 s; left as it is" >&2; exit 1; fi
@@ -777,7 +819,7 @@ fi
 [ ${#runs[@]} -gt 0 ] || { echo "longrun.sh start: name at least one VARIANT:SEED (e.g. raptor:0)" >&2; exit 2; }
 check_specs "${runs[@]}"
 # one start at a time, and none while a park stops and copies the runs (fill and rebalance hold the lock already)
-[ "${LONGRUN_LOCKED:-}" = 1 ] || lock_queue
+lock_queue
 refuse_while_parked start
 pin_source
 params=$(params_of "$dataset")  # (a --set with --dataset may have just written the dataset's own)
@@ -817,13 +859,24 @@ fi
 data="$dir/data/$dataset"
 mkdir -p "$data" "$dir/runs"
 git -C "$dir/src" rev-parse HEAD > "$dir/runs/COMMIT"  # the commit `raptor results` names for these runs
+# the data, graph and label tables (minutes on a new machine) made without the lock, so that a park (the session's
+# safety net) is not held up by them; the runs are launched under it
+[ "$inherited_lock" = 1 ] || unlock_queue
 [ -f "$data/ingested/meta.json" ] || raptor ingest --dataset "$dataset" --params "$params" --out "$data/ingested"
 [ -f "$data/graph.npz" ] || raptor graph --data "$data/ingested" --out "$data/graph.npz"
+if [[ " ${runs[*]} " == *" raptor:"* ]] && [ ! -f "$data/labels/summary.json" ]; then
+  raptor label --data "$data/ingested" --params "$params" --out "$data/labels"
+fi
+lock_queue
 # The options the jobs give the pinned code, checked against its own --help now (an older pin may lack one: the job
 # would fail at once, with only its train.log to say so). A run whose fingerprint changed (code, params, data) must
 # fail, not start afresh over hours of epochs: --resume-only, where the pin has it.
-train_opts=$(raptor train --help 2>&1 | grep -o -- '--[a-z-]*' | sort -u) || true
-eval_opts=$(raptor evaluate --help 2>&1 | grep -o -- '--[a-z-]*' | sort -u) || true
+for sub in train evaluate; do
+  help=$(raptor "$sub" --help 2>&1) || {  # (an import that fails on this machine, not a missing option)
+    echo "longrun.sh: the pinned source could not run \`raptor $sub --help\` (nothing was started):" >&2
+    tail -n 5 <<< "$help" >&2; exit 1; }
+  if [ "$sub" = train ]; then train_opts=$(grep -o -- '--[a-z-]*' <<< "$help" | sort -u); else eval_opts=$(grep -o -- '--[a-z-]*' <<< "$help" | sort -u); fi
+done
 need=(train:--data train:--graph train:--out train:--variant train:--seed train:--params train:--no-progress
       evaluate:--model evaluate:--data evaluate:--graph evaluate:--params evaluate:--split evaluate:--out)
 for spec in "${runs[@]}"; do
@@ -848,7 +901,6 @@ for spec in "${runs[@]}"; do
   elif [ -n "$arm" ]; then name="ablation $arm seed $seed"; extra="--pretrain-epochs ${arm#p} $guard"; fi
   labels=()
   if [ "$variant" = raptor ]; then
-    [ -f "$data/labels/summary.json" ] || raptor label --data "$data/ingested" --params "$params" --out "$data/labels"
     labels=(--labels "$data/labels")
   fi
   mkdir -p "$out"

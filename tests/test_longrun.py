@@ -586,6 +586,7 @@ def _parkable(tmp_path: Path) -> Path:
     (tested / "rl").mkdir()
     for name in ("best.pt", "checkpoint.pt", "checkpoint.pt.prev"):  # the test read best.pt; the others resume
         (tested / "rl" / name).write_bytes(os.urandom(64))
+    (tested / "eval" / "predictions.parquet").write_bytes(b"what raptor collect leaves out")
     (tested / "rl" / "history.json").write_text('[{"epoch": 0}]')
     return lr
 
@@ -1051,7 +1052,7 @@ def test_start_and_queue_refuse_while_parked_runs_are_not_restored(tmp_path, cmd
     assert _run_parked("park", tmp_path=tmp_path).returncode == 0
     shutil.rmtree(lr)
     r = _run_parked(*cmd, tmp_path=tmp_path)
-    assert r.returncode == 1, r.stdout + r.stderr
+    assert r.returncode == 3, r.stdout + r.stderr  # (3: the park's refusal, which a queue waits out whole)
     assert "holds runs not restored here" in r.stderr and "runs/ICEWS18/raptor/seed0: no folder here" in r.stderr, r.stderr
     assert "`scripts/longrun.sh resume` restores and continues them" in r.stderr and "Nothing was started" in r.stderr
     assert not (lr / "src").exists() and not (lr / "params.yaml").exists() and not (lr / "queue").exists()
@@ -1086,9 +1087,9 @@ def test_a_folder_left_behind_gives_way_to_the_parks_further_runs(tmp_path):
     out = _run_parked("status", tmp_path=tmp_path).stdout
     assert "further along than here" in out and \
         "ICEWS18 raptor:0 (here at pretraining epoch 2, RL epoch 2, parked at pretraining epoch 2, RL epoch 5)" in out, out
-    for cmd in (("park",), ("start", "--dataset", "ICEWS18", "pure_rl:4")):
+    for cmd, code in ((("park",), 1), (("start", "--dataset", "ICEWS18", "pure_rl:4"), 3)):
         r = _run_parked(*cmd, tmp_path=tmp_path)
-        assert r.returncode == 1 and "holds runs not restored here" in r.stderr, (cmd, r.stderr)
+        assert r.returncode == code and "holds runs not restored here" in r.stderr, (cmd, r.stderr)
         assert "runs/ICEWS18/raptor/seed0: here at pretraining epoch 2, RL epoch 2, parked at" in r.stderr, r.stderr
         assert "ablation" not in r.stderr  # the arm here is further along: nothing to restore
     assert sorted(str(p.relative_to(parked)) for p in parked.rglob("*")) == before
@@ -1204,3 +1205,136 @@ def test_resume_goes_on_past_a_dataset_that_cannot_start(tmp_path):
     r = _run("resume", tmp_path=tmp_path)
     assert r.returncode == 1, r.stdout + r.stderr
     assert "resume: the runs of ABC did not start" in r.stderr and "pure_rl seed 0: finished and evaluated" in r.stdout
+
+
+def test_a_park_that_blocks_starts_never_stops_a_run_nor_drains_the_queue(tmp_path):
+    """Runs parked and not restored here keep `start` from starting anything (exit 3); an ending job's
+    `rebalance` must then neither stop the lone run to restart it on all cores (it would stay stopped) nor move
+    the queue to queue.failed (never retried): both wait, whole, for `resume`."""
+    import shutil
+    import signal
+
+    from helpers import session_with_child
+
+    lr = _parkable(tmp_path)
+    assert _run_parked("park", tmp_path=tmp_path).returncode == 0
+    shutil.rmtree(lr / "runs/ICEWS14/titer/seed0")  # (collected, say, and removed without `forget`)
+    shutil.rmtree(lr / "runs/ICEWS14/ablation")
+    run = lr / "runs/ICEWS18/raptor/seed0"
+    job, _ = session_with_child(tmp_path)
+    try:
+        (run / "pid").write_text(f"{job.pid}\n")
+        (run / "threads").write_text("1\n")
+        (lr / "queue").write_text("ICEWS18 pure_rl:0 1\nICEWS18 pure_rl:1 1\n")
+        r = _run_parked("rebalance", tmp_path=tmp_path)
+        assert r.returncode == 0 and "queue: nothing started" in r.stderr and "holds runs not restored here" in r.stderr, \
+            r.stdout + r.stderr
+        assert (lr / "queue").read_text() == "ICEWS18 pure_rl:0 1\nICEWS18 pure_rl:1 1\n"
+        assert not (lr / "queue.failed").exists()
+        (lr / "queue").unlink()
+        if (os.cpu_count() or 1) > 1:  # the lone run has fewer threads than the machine has cores
+            r = _run_parked("rebalance", tmp_path=tmp_path)
+            assert r.returncode == 1 and "ICEWS18 raptor:0 left as it is" in r.stderr, r.stdout + r.stderr
+        os.killpg(job.pid, 0)  # still running
+    finally:
+        os.killpg(job.pid, signal.SIGKILL)
+        job.wait()
+
+
+def test_park_works_with_relative_folders(tmp_path):
+    """LONGRUN_DIR and LONGRUN_PARK relative (to the work tree): park checks each copy from inside the run's
+    folder, which a relative park path would not reach."""
+    _parkable(tmp_path)
+    env = {**os.environ, "LONGRUN_DIR": os.path.relpath(tmp_path / "lr", ROOT),
+           "LONGRUN_PARK": os.path.relpath(tmp_path / "parked", ROOT)}
+    r = subprocess.run(["bash", str(SCRIPT), "park"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "park: 3 runs in" in r.stdout, r.stdout + r.stderr
+    assert (tmp_path / "parked" / "RUNS").read_text().count("\n") == 3
+
+
+def test_forget_refuses_a_run_tested_here_whose_parked_copy_is_not(tmp_path):
+    """Jobs started by older versions of the script call `forget` once their run is tested: the park's copy
+    would go while the tested records exist only in the ignored folder. Refused until a park has taken them."""
+    lr, parked = _parkable(tmp_path), tmp_path / "parked"
+    assert _run_parked("park", tmp_path=tmp_path).returncode == 0
+    _done_run(lr, "ICEWS18", "raptor/seed0")
+    r = _run_parked("forget", "--dataset", "ICEWS18", "raptor:0", tmp_path=tmp_path)
+    assert r.returncode == 1 and "is tested here and its parked copy is not" in r.stderr, r.stdout + r.stderr
+    assert "runs/ICEWS18/raptor/seed0" in (parked / "RUNS").read_text()
+    assert _run_parked("park", tmp_path=tmp_path).returncode == 0
+    r = _run_parked("forget", "--dataset", "ICEWS18", "raptor:0", tmp_path=tmp_path)
+    assert r.returncode == 0 and "removed" in r.stdout, r.stdout + r.stderr
+
+
+def test_a_queue_cleared_where_the_runs_went_is_set_aside_on_the_machine_left_behind(tmp_path):
+    """The park has no queue (cleared on the machine the runs moved to); the machine left behind still has
+    one: with runs here behind the park, it goes to superseded/ too, and no queue is left to start runs."""
+    lr, parked = _parkable(tmp_path), tmp_path / "parked"
+    run = lr / "runs/ICEWS18/raptor/seed0"
+    _history(run, "rl", 4)
+    (lr / "queue").unlink()
+    assert _run_parked("park", tmp_path=tmp_path).returncode == 0
+    _history(run, "rl", 1)
+    (lr / "queue").write_text("ICEWS14 titer:9 1\n")
+    r = _run_parked("unpark", tmp_path=tmp_path)
+    assert r.returncode == 0 and "ICEWS18 raptor:0 restored" in r.stdout, r.stdout + r.stderr
+    assert not (lr / "queue").exists()
+    assert [q.read_text() for q in (lr / "superseded").glob("*/queue")] == ["ICEWS14 titer:9 1\n"]
+
+
+def _standin_pin(tmp_path: Path, precision: str = "float32", no_progress: bool = False) -> Path:
+    """A long-runs folder pinned at a stand-in source: a `raptor` package whose `load_params` gives these
+    precisions and whose `raptor train` lacks `--no-progress` (unless asked for), its data made."""
+    lr = tmp_path / "lr"
+    _src_stand_in(lr)
+    pkg = lr / "src" / "raptor"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "config.py").write_text(
+        "from types import SimpleNamespace as NS\n"
+        f"def load_params(path):\n    return NS(train=NS(num_threads=1, precision={precision!r}), titer=NS(precision={precision!r}))\n")
+    train_opts = ["--data", "--graph", "--out", "--variant", "--seed", "--params", "--labels", "--resume-only"]
+    train_opts += ["--no-progress"] if no_progress else []
+    (pkg / "cli.py").write_text(
+        "import argparse\np = argparse.ArgumentParser(prog='raptor')\nsub = p.add_subparsers()\n"
+        f"t = sub.add_parser('train')\nfor o in {train_opts!r}: t.add_argument(o)\n"
+        "e = sub.add_parser('evaluate')\nfor o in ['--model', '--data', '--graph', '--params', '--split', '--out']: e.add_argument(o)\n"
+        "p.parse_args()\n")
+    (lr / "params.yaml").write_text("rl: {epochs: 1}\n")
+    _done_run(lr, "ICEWS14", "titer/seed9")
+    return lr
+
+
+def test_start_checks_the_pins_options_and_keeps_the_packages_it_started_with(tmp_path):
+    """A pinned commit without an option the jobs pass is refused at start, naming it, before any run folder
+    (not by a background job that dies at once); a pin whose code cannot even import says so; the first start
+    keeps the .venv's packages in venv.txt and a later start under other packages warns, naming them."""
+    lr = _standin_pin(tmp_path)
+    r = _run("start", "titer:0", tmp_path=tmp_path)
+    assert r.returncode == 1 and "has no `raptor train --no-progress`" in r.stderr, r.stdout + r.stderr
+    assert not (lr / "runs/ICEWS14/titer/seed0").exists()
+    venv = (lr / "venv.txt").read_text()
+    assert "torch==" in venv and "raptor" not in venv.lower()  # (this work tree itself is not a package version)
+    (lr / "venv.txt").write_text(venv + "fakepkg==1.0\n")
+    r = _run("start", "titer:0", tmp_path=tmp_path)
+    assert "packages differ from those of the runs' first start" in r.stderr and "< fakepkg==1.0" in r.stderr, r.stderr
+    (lr / "src" / "raptor" / "cli.py").write_text("raise ImportError('no such package on this machine')\n")
+    r = _run("start", "titer:0", tmp_path=tmp_path)
+    assert r.returncode == 1 and "could not run `raptor train --help`" in r.stderr, r.stderr
+    assert "no such package on this machine" in r.stderr
+
+
+@pytest.mark.parametrize("allow", [False, True])
+def test_runs_started_with_precision_auto_resume_only_when_allowed(tmp_path, monkeypatch, allow):
+    """A folder whose params say auto (runs started before the refusal): refused, the message naming
+    LONGRUN_ALLOW_AUTO=1, which lets them through with a warning."""
+    _standin_pin(tmp_path, precision="auto")
+    if allow:
+        monkeypatch.setenv("LONGRUN_ALLOW_AUTO", "1")
+    r = _run("start", "titer:0", tmp_path=tmp_path)
+    assert r.returncode == 1, r.stdout + r.stderr
+    if allow:
+        assert "warning" in r.stderr and "(LONGRUN_ALLOW_AUTO=1)" in r.stderr
+        assert "has no `raptor train --no-progress`" in r.stderr  # past the precision check, to the next one
+    else:
+        assert "train.precision, titer.precision is auto" in r.stderr and "LONGRUN_ALLOW_AUTO=1" in r.stderr
