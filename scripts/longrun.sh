@@ -101,7 +101,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD; self="$root/scripts/longrun.sh"  # $0 may be relative to the caller's folder
-dir="${LONGRUN_DIR:-$root/.longruns}"; dir=$(realpath -m "$dir")  # (relative: to the work tree, as before; absolute
+dir="${LONGRUN_DIR:-$root/.longruns}"; dir=$(realpath -m -s "$dir")  # (relative: to the work tree, as before; absolute
 # from here on, since park checks its copies from inside the run folders)
 cmd="${1:-}"; [ $# -gt 0 ] && shift
 commit=HEAD; dataset=ICEWS14; dataset_given=0; sets=(); runs=(); threads=; plan=0; clear=0
@@ -130,7 +130,7 @@ if [ -n "${LONGRUN_PARK:-}" ]; then park="$LONGRUN_PARK"
 elif [ "$(realpath -m "$dir")" != "$(realpath -m "$root/.longruns")" ]; then park="$dir-parked"
 else park="$root/longruns-parked"; fi
 [ -n "$park" ] || { echo "longrun.sh: LONGRUN_PARK names no folder" >&2; exit 2; }
-park=$(realpath -m "$park")
+park=$(realpath -m -s "$park")
 name_re='[A-Za-z0-9][A-Za-z0-9_.=+,-]*'  # a sweep's or an arm's name (raptor.pipeline.sweep.ARM_NAME): folder names
 check_specs() {  # before anything is made
   local spec
@@ -201,8 +201,11 @@ cores_held() {  # the cores the alive runs hold: their threads (0 = all cores)
   done <<< "$(alive_runs)"
   echo "$sum"
 }
-# LONGRUN_LOCKED=1: the caller (fill, rebalance) holds the lock for this process; never passed on to the jobs
-locked=0; [ "${LONGRUN_LOCKED:-}" = 1 ] && locked=1; inherited_lock=$locked; unset LONGRUN_LOCKED
+# LONGRUN_LOCKED=PID: the caller (fill, rebalance: PID, this process's parent) holds the lock for this `start`; never
+# passed on to the jobs, and taken from no other process (a job's environment may carry an older version's value)
+locked=0
+[ "$cmd" = start ] && [ "${LONGRUN_LOCKED:-}" = "$PPID" ] && locked=1
+inherited_lock=$locked; unset LONGRUN_LOCKED
 lock_queue() {  # one writer of the queue at a time (two runs may finish together); fd 9 is closed in every
   mkdir -p "$dir"  # job started under it, or the job would hold the lock for hours
   [ "$locked" = 1 ] || { exec 9>"$dir/queue.lock"; flock 9; locked=1; }
@@ -226,7 +229,7 @@ fill() {  # start the queue's runs in order, while the alive runs leave each its
       echo "queue: $ds $spec waits ($held of $cores cores held, it takes $need)"; return 0
     fi
     if [ "${1:-0}" = 1 ]; then echo "queue: would start $ds $spec, threads: $t"; return 0; fi
-    rc=0; LONGRUN_LOCKED=1 "$self" start --dataset "$ds" --threads "$t" "$spec" 9>&- || rc=$?
+    rc=0; LONGRUN_LOCKED=$$ "$self" start --dataset "$ds" --threads "$t" "$spec" 9>&- || rc=$?
     if [ "$rc" = 3 ]; then echo "queue: $ds $spec waits: the park holds runs to restore here (above)" >&2; return 0; fi
     if [ "$rc" != 0 ]; then  # not retried: it would block the queue
       echo "queue: $ds $spec did not start (above); moved to $queue_file.failed, the queue goes on" >&2
@@ -581,6 +584,7 @@ if [ "$cmd" = queue ]; then
   # pin the source and write the params now (start's refusals, before anything is queued): the queued
   # runs start later with neither --commit nor --set
   [ -x "$py" ] || { echo "longrun.sh: no .venv: run scripts/setup.sh first" >&2; exit 1; }
+  lock_queue  # (before the park is read: a park cut short is put back under it)
   refuse_while_parked queue
   pin_source
   run_params_check "$(params_of "$dataset")" > /dev/null
@@ -611,9 +615,9 @@ fi
 if [ "$cmd" = forget ]; then
   [ ${#runs[@]} -eq 1 ] && [ ${#sets[@]} -eq 0 ] || { echo "longrun.sh forget: name one run (--dataset DS VARIANT:SEED)" >&2; exit 2; }
   check_specs "${runs[@]}"
-  [ -f "$park/RUNS" ] || { echo "forget: nothing parked in $park"; exit 0; }
   lock_queue  # (park takes it too)
-  check_park
+  check_park  # (which puts back a park cut short)
+  [ -f "$park/RUNS" ] || { echo "forget: nothing parked in $park"; exit 0; }
   rel="$(run_dir "$dataset" "${runs[0]}")"; rel="${rel#"$dir"/}"
   grep -qxF "$rel" "$park/RUNS" || { echo "forget: $dataset ${runs[0]} is not parked"; exit 0; }
   if [ -f "$dir/$rel/eval/metrics.json" ] && [ ! -f "$park/$rel/eval/metrics.json" ]; then  # (jobs started by older
@@ -654,9 +658,8 @@ if [ "$cmd" = park ]; then
     rel="${out#"$dir"/}"; mkdir -p "$tmp/$rel"; skip=(! -name pid ! -name pid.id ! -name '*.prev' ! -name '*.tmp*'); what=""
     # a tested run (the only copy of its records until `raptor collect` and a commit) goes without what training
     # resumes from: its test, histories, summaries, configs and best model (which rescore reads)
-    if [ -f "$out/eval/metrics.json" ]; then
-      skip+=(! -name 'checkpoint.pt*' ! -name final.pt ! -path './pretrain/*.pt' ! -name predictions.parquet); what="tested, "
-    fi
+    # (predictions.parquet stays: `raptor collect` makes the record's ranks from it)
+    if [ -f "$out/eval/metrics.json" ]; then skip+=(! -name 'checkpoint.pt*' ! -name final.pt ! -path './pretrain/*.pt'); what="tested, "; fi
     (cd "$out" && find . -type f "${skip[@]}" -print0 | tar cf - --null -T -) | (cd "$tmp/$rel" && tar xf -)
     # a .prev whose latest file is missing goes too (code before 2026-11-29 moved the latest aside for a moment
     # while writing the next: a run stopped then has only its .prev to resume from)
@@ -808,7 +811,7 @@ if [ "$cmd" = rebalance ]; then
   pid=$(cat "$out/pid"); kill -TERM -- "-$pid" 2>/dev/null || true
   for _ in $(seq 600); do kill -0 -- "-$pid" 2>/dev/null || break; sleep 0.5; done
   if kill -0 -- "-$pid" 2>/dev/null; then echo "rebalance: pid $pid did not stop in 300 s; left as it is" >&2; exit 1; fi
-  LONGRUN_LOCKED=1 "$self" start --dataset "$ds" --threads 0 "$spec" 9>&-  # not exec: the lock is held until the run exists
+  LONGRUN_LOCKED=$$ "$self" start --dataset "$ds" --threads 0 "$spec" 9>&-  # not exec: the lock is held until the run exists
   exit $?
 fi
 

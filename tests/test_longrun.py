@@ -586,7 +586,7 @@ def _parkable(tmp_path: Path) -> Path:
     (tested / "rl").mkdir()
     for name in ("best.pt", "checkpoint.pt", "checkpoint.pt.prev"):  # the test read best.pt; the others resume
         (tested / "rl" / name).write_bytes(os.urandom(64))
-    (tested / "eval" / "predictions.parquet").write_bytes(b"what raptor collect leaves out")
+    (tested / "eval" / "predictions.parquet").write_bytes(b"whence raptor collect makes the ranks")
     (tested / "rl" / "history.json").write_text('[{"epoch": 0}]')
     return lr
 
@@ -664,6 +664,7 @@ def test_park_keeps_what_resumes_and_unpark_puts_it_back(tmp_path):
     assert kept == sorted([
         "RUNS", "SHA256SUMS", "params.yaml", "params-ICEWS18.yaml", "queue", "runs/COMMIT",
         "runs/ICEWS14/titer/seed0/SHA256SUMS", "runs/ICEWS14/titer/seed0/eval/metrics.json",
+        "runs/ICEWS14/titer/seed0/eval/predictions.parquet",
         "runs/ICEWS14/titer/seed0/rl/best.pt", "runs/ICEWS14/titer/seed0/rl/history.json",
         *(f"runs/ICEWS14/ablation/p50/seed0/{f}" for f in
           ("SHA256SUMS", "pretrain/checkpoint.pt", "pretrain/history.json", "train.log")),
@@ -1338,3 +1339,18 @@ def test_runs_started_with_precision_auto_resume_only_when_allowed(tmp_path, mon
         assert "has no `raptor train --no-progress`" in r.stderr  # past the precision check, to the next one
     else:
         assert "train.precision, titer.precision is auto" in r.stderr and "LONGRUN_ALLOW_AUTO=1" in r.stderr
+
+
+@pytest.mark.parametrize("cmd", [("rebalance",), ("start", "pure_rl:0")])
+def test_a_lock_named_in_the_environment_is_not_taken_for_held(tmp_path, cmd):
+    """Only a `start` whose parent holds the lock (LONGRUN_LOCKED = its parent's pid) skips taking it: a job's
+    environment may carry a value an older version of the script set, and its ending `rebalance` (or a hand
+    `start`) must still wait for a park that holds the lock."""
+    import fcntl
+
+    lr = _pinned(tmp_path)
+    with open(lr / "queue.lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # a park in progress, say
+        env = {**os.environ, "LONGRUN_DIR": str(lr), "LONGRUN_PARK": str(tmp_path / "parked"), "LONGRUN_LOCKED": "1"}
+        with pytest.raises(subprocess.TimeoutExpired):
+            subprocess.run(["bash", str(SCRIPT), *cmd], cwd=ROOT, env=env, capture_output=True, text=True, timeout=3)
