@@ -799,7 +799,8 @@ def test_park_and_unpark_refuse_arguments_and_say_when_empty(tmp_path):
 def test_a_parked_run_continues_on_another_machine(tmp_path):
     """A tiny Pure-RL run stopped midway by `park`; its long-runs folder deleted (a new machine); `resume`
     restores it from the parked copy and it trains on from its checkpoint to the end and is tested, its
-    history one epoch after another, and its parked copy is dropped once it is tested."""
+    history one epoch after another; its parked copy stays until a park replaces it with the tested run (records,
+    predictions and best model, no checkpoint), which a later resume leaves as it is."""
     import json
     import shutil
     import time
