@@ -8,6 +8,10 @@
 #                larger datasets), checked by loading it; runs of DS queued before it read it too. Once DS
 #                has runs the same --set again changes nothing and another is refused
 #   data/DS/     ingested data, graph and label tables, made from src/ when missing
+#   venv.txt     the packages (pip freeze) of the first start; later starts warn where this .venv's differ
+#   queue, queue.failed, queue.lock  the runs to start later (`queue`), those that could not start, the lock
+#                one writer at a time holds
+#   superseded/DATE/  folders (runs, queue) set aside by `unpark` for the park's copies further along
 #   runs/DS/VARIANT/seedS/  `raptor train` outputs (pretrain/, rl/), resumed from their checkpoints, then
 #                           eval/: `raptor evaluate` of rl/best.pt on test; train.log beside them
 #   runs/DS/ablation/pN/seedS/  the same for an arm of the pretraining-epochs ablation: RL-RAPTOR with N
@@ -33,7 +37,7 @@
 #                                   --commit and --set as `start` does, for a queue made before any start
 #   scripts/longrun.sh resume [--threads N]  unpark, then start again every run of every dataset that is neither
 #                                   alive nor tested (after a reboot or a session that ended: the same as naming
-#                                   them to start), then the queue's runs that the freed cores allow; a dataset
+#                                   them to start; a dataset whose runs are all tested is left alone), then the queue's runs that the freed cores allow; a dataset
 #                                   whose runs cannot start is named (exit 1) and the others go on
 #   scripts/longrun.sh status       one line per run: epochs done, best validation MRR, running, stopped or
 #                                   failed (its job's exit status), and the
@@ -56,8 +60,8 @@
 #                                   replacing what was there, each run's
 #                                   files under a SHA256SUMS and the runs listed in RUNS. The folder is not
 #                                   git-ignored: it travels with a work tree that is kept when the machine changes,
-#                                   as .longruns/ does not; where only commits travel, commit it (an ICEWS14 run:
-#                                   21-62 MB). Refused while it holds runs not restored here, or further along than
+#                                   as .longruns/ does not; where only commits travel, commit it (an ICEWS14 arm
+#                                   in RL: 62 MB; two ICEWS18 runs in RL: 191 MB; docs/deployment.md). Refused while it holds runs not restored here, or further along than
 #                                   here (they would be lost). Each copy is checked against the run's files
 #   scripts/longrun.sh unpark       put back the parked runs that .longruns/ has no folder of, or one less far
 #                                   along (tested, then pretraining epochs, then RL epochs: a folder left on a
@@ -75,8 +79,11 @@
 #                                   `queue` refuse while the park holds runs to restore (exit 3: the queue waits,
 #                                   whole, and rebalance stops no run)
 #   scripts/longrun.sh forget --dataset DS VARIANT:SEED   remove one run from the park (its copy, its line in RUNS;
-#                                   the sums kept whole): a run to start anew, or a tested run once collected and
-#                                   committed (refused while its parked copy is older than the tested run here)
+#                                   the sums kept whole): a run to start anew, its folder here moved away. Not for
+#                                   tested runs: the park does not remember what it forgot (a folder of the run
+#                                   left on another machine would train again), so they stay parked, without
+#                                   checkpoints, until the campaign's park is retired (docs/deployment.md); refused
+#                                   for a run tested here whose parked copy is not
 #   scripts/longrun.sh rebalance [--plan]  the queue's next runs, if the alive runs leave them their cores;
 #                                   with nothing queued, when exactly one run is alive and it has fewer threads
 #                                   than the machine has cores: stop it and start it again on all cores (it
@@ -271,8 +278,10 @@ pin_source() {  # the pinned worktree and the runs' params: made by the first st
 }
 write_params() {  # $1: the params file to write: $2 (a params file; none: the pinned params.yaml) with --set
   # added to its overrides, and loaded by the pinned code before it replaces $1. An existing $1 with these --set
-  # values already is kept; with others it is rewritten while $3 (its dataset has runs) is 0, else refused
-  PYTHONPATH="$dir/src" "$py" - "$dir/src/params.yaml" "$1" "$2" "${3:-0}" "${sets[@]+"${sets[@]}"}" <<'PY'
+  # values already is kept; with others it is rewritten while $3 (its dataset has runs) is 0, else refused.
+  # Written to $1.tmp, then renamed: a half-written file is never read as the runs' params
+  rm -f "$1.tmp"  # (left by a start killed midway: never taken for this one's)
+  PYTHONPATH="$dir/src" "$py" - "$dir/src/params.yaml" "$1" "$2" "${3:-0}" "${sets[@]+"${sets[@]}"}" <<'PY' || exit 1
 import os
 import sys
 import yaml
@@ -302,7 +311,7 @@ if MARK in text:  # the body as it is (hand edits kept), its overrides block wri
 if over:
     text += "\n# longrun.sh --set\noverrides:\n" + "".join(f"  {k}: {yaml.safe_dump(v, default_flow_style=True).strip().removesuffix('...').strip()}\n"
                                                           for k, v in over.items())
-with open(dst + ".tmp", "w") as fh:  # atomically: a half-written file is never read as the runs' params
+with open(dst + ".tmp", "w") as fh:
     fh.write(text)
 try:  # a misspelt key or a bad value is refused here, not hours later by a queued run
     from raptor.config import load_params
@@ -310,14 +319,11 @@ try:  # a misspelt key or a bad value is refused here, not hours later by a queu
 except Exception as exc:
     os.unlink(dst + ".tmp")
     sys.exit(f"longrun.sh: --set {' '.join(sets)}: {type(exc).__name__}: {exc}")
-# precision `auto` resolves by the CPU, and long runs move between CPUs with and without native bfloat16
-auto = [f"{k}.precision" for k in ("train", "titer") if getattr(getattr(p, k, None), "precision", None) == "auto"]
-if auto:
-    os.unlink(dst + ".tmp")
-    sys.exit(f"longrun.sh: {', '.join(auto)} would be auto, which resolves by the CPU (bfloat16 where it is native), and "
-             "long runs move between machines: add --set " + " ".join(f"{k}=float32" for k in auto) + " (or bfloat16)")
-os.replace(dst + ".tmp", dst)
 PY
+  [ -f "$1.tmp" ] || return 0  # (the same --set as before: nothing written)
+  # precision `auto` refused as for a run (LONGRUN_ALLOW_AUTO is for runs started so before, not for new params)
+  if ! (LONGRUN_ALLOW_AUTO= run_params_check "$1.tmp" "$1" > /dev/null); then rm -f "$1.tmp"; exit 1; fi
+  mv -f "$1.tmp" "$1"
 }
 dataset_runs() {  # the run folders of dataset $1 (empty: none yet)
   local out
@@ -375,18 +381,20 @@ park_blocks() {  # why the park keeps runs from starting here, in a line (nothin
   [ -z "$ahead" ] || echo "$park holds runs not restored here ($(cut -f1 <<< "$ahead" | paste -sd, -)): \`scripts/longrun.sh resume\`"
   return 0
 }
-run_params_check() {  # the params file $1 as the pinned code loads it: prints train.num_threads; refuses precision
-  # `auto` (it resolves by the CPU, and long runs move between CPUs with and without native bfloat16)
-  PYTHONPATH="$dir/src" "$py" -P - "$1" <<'PY' || exit 1
+run_params_check() {  # the params file $1 (named $2 in messages, where given) as the pinned code loads it: prints
+  # train.num_threads; refuses precision `auto` (it resolves by the CPU, and long runs move between CPUs with and
+  # without native bfloat16)
+  PYTHONPATH="$dir/src" "$py" -P - "$1" "${2:-$1}" <<'PY' || exit 1
 import os
 import sys
 from raptor.config import load_params
+path, name = sys.argv[1], sys.argv[2]
 try:
-    p = load_params(sys.argv[1])
+    p = load_params(path)
 except Exception as exc:
-    sys.exit(f"longrun.sh: {sys.argv[1]}: {type(exc).__name__}: {exc}")
+    sys.exit(f"longrun.sh: {name}: {type(exc).__name__}: {exc}")
 auto = [f"{k}.precision" for k in ("train", "titer") if getattr(getattr(p, k, None), "precision", None) == "auto"]
-why = (f"{sys.argv[1]}: {', '.join(auto)} is auto, which resolves by the CPU (bfloat16 where it is native), and long runs "
+why = (f"{name}: {', '.join(auto)} is auto, which resolves by the CPU (bfloat16 where it is native), and long runs "
        "move between machines")
 if auto and os.environ.get("LONGRUN_ALLOW_AUTO") == "1":  # runs started so before the refusal existed
     print(f"longrun.sh: warning: {why} (LONGRUN_ALLOW_AUTO=1)", file=sys.stderr)
@@ -436,6 +444,8 @@ recover_park() {  # a park cut short between its two renames: the previous park 
   done
   return 0
 }
+park_cut() { compgen -G "$park.tmp-old-*" > /dev/null; }  # the park before one cut short between its renames is there
+park_present() { [ -d "$park" ] || park_cut; }  # a park, or what a park cut short left
 keep_park_hint="rename it inside the work tree (e.g. mv $park $park-hold), never delete it: it may hold the only copy of runs"
 check_park() {  # a park folder that exists must be whole at its top: RUNS, COMMIT and the params as park wrote them
   local bad
@@ -608,7 +618,7 @@ fi
 
 if [ "$cmd" = unpark ]; then
   [ ${#runs[@]} -eq 0 ] && [ ${#sets[@]} -eq 0 ] || { echo "longrun.sh unpark: takes no runs and no --set" >&2; exit 2; }
-  [ -d "$park" ] || [ -n "$(compgen -G "$park.tmp-old-*")" ] || { echo "nothing parked in $park"; exit 0; }
+  park_present || { echo "nothing parked in $park"; exit 0; }
   lock_queue; unpark; exit 0
 fi
 
@@ -622,8 +632,9 @@ if [ "$cmd" = forget ]; then
   grep -qxF "$rel" "$park/RUNS" || { echo "forget: $dataset ${runs[0]} is not parked"; exit 0; }
   if [ -f "$dir/$rel/eval/metrics.json" ] && [ ! -f "$park/$rel/eval/metrics.json" ]; then  # (jobs started by older
     # versions of this script call forget once their run is tested)
-    echo "longrun.sh forget: $dataset ${runs[0]} is tested here and its parked copy is not: \`scripts/longrun.sh park\`" \
-         "first (until collected and committed, the park is the only copy of its records that travels); nothing removed" >&2
+    echo "longrun.sh forget: $dataset ${runs[0]} is tested here and its parked copy is not: until collected and" \
+         "committed, the park is the only copy of its records that travels; \`scripts/longrun.sh park\` keeps them (a" \
+         "tested run stays parked until the campaign's park is retired, docs/deployment.md); nothing removed" >&2
     exit 1
   fi
   # the list first, so a forget cut short leaves a copy that is only left over, never a listed run half gone
@@ -686,19 +697,22 @@ fi
 
 if [ "$cmd" = resume ]; then
   [ ${#runs[@]} -eq 0 ] && [ ${#sets[@]} -eq 0 ] || { echo "longrun.sh resume: takes no runs and no --set (it resumes every run under $dir/runs)" >&2; exit 2; }
-  if [ -d "$park" ] || [ -n "$(compgen -G "$park.tmp-old-*")" ]; then
+  if park_present; then
     lock_queue; unpark; unlock_queue  # (each start below takes the lock for itself)
   fi
   found=0; failed=()
   for ds_dir in "$dir"/runs/*/; do
     [ -d "$ds_dir" ] || continue
-    specs=()
+    specs=(); tested=0
     while IFS= read -r out; do
       [ -d "$out" ] || continue
+      # (a tested run is done: a dataset with no other is not started, which would make its data again)
+      if [ -f "$out/eval/metrics.json" ]; then tested=$((tested + 1)); continue; fi
       specs+=("$(run_spec "$out" | cut -d' ' -f2)")
     done < <(run_dirs "$(basename "$ds_dir")")
-    [ ${#specs[@]} -gt 0 ] || continue
+    [ ${#specs[@]} -gt 0 ] || [ "$tested" -gt 0 ] || continue
     found=1
+    if [ ${#specs[@]} -eq 0 ]; then echo "resume: $(basename "$ds_dir"): every run is tested ($tested); nothing to start"; continue; fi
     # (one dataset's failure, e.g. its raw data missing on this machine, does not keep the others from resuming)
     "$self" start --dataset "$(basename "$ds_dir")" ${threads:+--threads "$threads"} "${specs[@]}" ||
       { failed+=("$(basename "$ds_dir")"); echo "resume: the runs of $(basename "$ds_dir") did not start (above)" >&2; }
@@ -738,8 +752,8 @@ if [ "$cmd" = status ]; then
     fi
     if [ -s "$queue_file.failed" ]; then echo "failed to start (not retried): $(tr '\n' ';' < "$queue_file.failed")"; fi
   }
-  if [ ! -d "$park" ] && [ -n "$(compgen -G "$park.tmp-old-*")" ]; then
-    echo "a park was cut short: $(compgen -G "$park.tmp-old-*" | head -n 1) holds the one before it (the next unpark, resume, park or start puts it back)"
+  if [ ! -d "$park" ] && park_cut; then
+    echo "a park was cut short: $(compgen -G "$park.tmp-old-*" | head -n 1) holds the one before it (the next start, queue, resume, unpark, park or forget puts it back)"
   fi
   waiting=(); behind=()  # parked runs with no folder here, or one less far along: what `resume` would restore
   while IFS=$'\t' read -r rel why; do
@@ -804,10 +818,10 @@ if [ "$cmd" = rebalance ]; then
   out="${alive[0]}"; read -r ds spec <<< "$(run_spec "$out")"
   t=$(cat "$out/threads" 2>/dev/null || echo 0)
   if [ "$t" = 0 ] || [ "$t" -ge "$cores" ]; then echo "rebalance: $ds $spec has all $cores cores"; exit 0; fi
-  echo "rebalance: restart $ds $spec with $cores threads (it has $t)"
-  [ "$plan" = 1 ] && exit 0
   why=$(park_blocks)  # (before the run is stopped: a start refused after it would leave it stopped)
   if [ -n "$why" ]; then echo "rebalance: $ds $spec left as it is: $why" >&2; exit 1; fi
+  echo "rebalance: restart $ds $spec with $cores threads (it has $t)"
+  [ "$plan" = 1 ] && exit 0
   pid=$(cat "$out/pid"); kill -TERM -- "-$pid" 2>/dev/null || true
   for _ in $(seq 600); do kill -0 -- "-$pid" 2>/dev/null || break; sleep 0.5; done
   if kill -0 -- "-$pid" 2>/dev/null; then echo "rebalance: pid $pid did not stop in 300 s; left as it is" >&2; exit 1; fi
@@ -862,7 +876,7 @@ fi
 data="$dir/data/$dataset"
 mkdir -p "$data" "$dir/runs"
 git -C "$dir/src" rev-parse HEAD > "$dir/runs/COMMIT"  # the commit `raptor results` names for these runs
-# the data, graph and label tables (minutes on a new machine) made without the lock, so that a park (the session's
+# the data, graph and label tables (once per folder and dataset) made without the lock, so that a park (the session's
 # safety net) is not held up by them; the runs are launched under it
 [ "$inherited_lock" = 1 ] || unlock_queue
 [ -f "$data/ingested/meta.json" ] || raptor ingest --dataset "$dataset" --params "$params" --out "$data/ingested"

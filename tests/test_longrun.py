@@ -50,6 +50,10 @@ def test_bad_commands_are_refused_and_create_nothing(tmp_path, args, code, messa
 def test_help_and_status_of_an_empty_folder(tmp_path):
     r = _run("--help", tmp_path=tmp_path)
     assert r.returncode == 0 and "scripts/longrun.sh start" in r.stdout and "set -euo" not in r.stdout
+    # every folder the script writes is named, and `forget` is not offered for tested runs (the park would
+    # not remember them: a folder of one left on another machine would train again)
+    assert all(f in r.stdout for f in ("venv.txt", "queue.failed", "superseded/", "params-DS.yaml", "data/DS/"))
+    assert "does not remember what it forgot" in r.stdout and "once collected and" not in r.stdout
     r = _run("status", tmp_path=tmp_path)
     assert r.returncode == 0 and "no long runs under" in r.stdout
     r = _run("resume", tmp_path=tmp_path)
@@ -196,7 +200,7 @@ def test_threads_rewrite_the_no_effect_key_only(tmp_path):
     done = _done_run(lr, "ICEWS14", "pure_rl/seed0")
     params = lr / "params.yaml"
     params.write_text("rl:\n  epochs: 7\n")
-    r = _run("resume", "--threads", "1", tmp_path=tmp_path)
+    r = _run("start", "--threads", "1", "pure_rl:0", tmp_path=tmp_path)
     assert r.returncode == 0, r.stderr
     assert "finished and evaluated" in r.stdout and "train.num_threads: 1" in r.stdout
     assert params.read_text().endswith("overrides:\n  train.num_threads: 1\n")
@@ -861,7 +865,7 @@ def test_a_parked_run_continues_on_another_machine(tmp_path):
         copy = parked / "runs" / "TINY" / "pure_rl" / "seed0"
         assert (copy / "eval" / "metrics.json").read_bytes() == (out / "eval" / "metrics.json").read_bytes()
         assert (copy / "rl" / "best.pt").exists() and not list(copy.rglob("checkpoint.pt*"))
-        assert "finished and evaluated" in _run_parked("resume", tmp_path=tmp_path).stdout
+        assert "TINY: every run is tested (1); nothing to start" in _run_parked("resume", tmp_path=tmp_path).stdout
     finally:
         _kill_runs(out)
 
@@ -876,7 +880,7 @@ def test_a_moved_folder_of_long_runs_parks_beside_itself(tmp_path):
 
 
 def test_forget_drops_one_parked_run_and_the_rest_still_unparks(tmp_path):
-    """A run dropped from the park (collected and committed, or to start anew) leaves the park whole:
+    """A run dropped from the park (to start anew) leaves the park whole:
     its copy and its line in RUNS go, the sums still hold, and on another machine the other run is restored
     and the forgotten one is not."""
     import shutil
@@ -1188,8 +1192,9 @@ def test_precision_auto_is_refused_for_long_runs(tmp_path):
     lr = tmp_path / "lr"
     _src_stand_in(lr, params="train:\n  precision: auto\n")
     r = _run("start", "--set", "rl.epochs=1", "pure_rl:0", tmp_path=tmp_path)
-    assert r.returncode == 1 and "train.precision would be auto" in r.stderr, r.stderr
-    assert "--set train.precision=float32" in r.stderr and not (lr / "params.yaml").exists()
+    assert r.returncode == 1 and "train.precision is auto" in r.stderr, r.stderr
+    assert "--set train.precision=float32" in r.stderr and not list(lr.glob("params.yaml*"))
+    assert f"{lr / 'params.yaml'}: train.precision" in r.stderr  # the file named, not its temporary copy
     (lr / "params.yaml").write_text("titer: {precision: auto}\n")
     r = _run("start", "titer:0", tmp_path=tmp_path)
     assert r.returncode == 1 and "titer.precision is auto" in r.stderr, r.stderr
@@ -1206,7 +1211,22 @@ def test_resume_goes_on_past_a_dataset_that_cannot_start(tmp_path):
     _done_run(lr, "ICEWS14", "pure_rl/seed0")
     r = _run("resume", tmp_path=tmp_path)
     assert r.returncode == 1, r.stdout + r.stderr
-    assert "resume: the runs of ABC did not start" in r.stderr and "pure_rl seed 0: finished and evaluated" in r.stdout
+    assert "resume: the runs of ABC did not start" in r.stderr and "ICEWS14: every run is tested (1)" in r.stdout
+
+
+def test_resume_leaves_a_dataset_whose_runs_are_all_tested_alone(tmp_path):
+    """A dataset whose runs are all tested is done: `resume` neither makes its data again nor fails where its
+    raw data is missing (a park's tested runs restored on a new machine)."""
+    lr = tmp_path / "lr"
+    _src_stand_in(lr)
+    (lr / "params.yaml").write_text("rl: {epochs: 1}\n")
+    for run in ("pure_rl/seed0", "raptor/seed0", "ablation/p10/seed1"):
+        (lr / "runs/ABC" / run / "eval").mkdir(parents=True)
+        (lr / "runs/ABC" / run / "eval/metrics.json").write_text('{"mrr": 0.4}')
+    r = _run("resume", tmp_path=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "resume: ABC: every run is tested (3); nothing to start" in r.stdout
+    assert not (lr / "data").exists() and not (lr / "runs/ABC/pure_rl/seed0/pid").exists()
 
 
 def test_a_park_that_blocks_starts_never_stops_a_run_nor_drains_the_queue(tmp_path):
@@ -1235,6 +1255,9 @@ def test_a_park_that_blocks_starts_never_stops_a_run_nor_drains_the_queue(tmp_pa
         assert not (lr / "queue.failed").exists()
         (lr / "queue").unlink()
         if (os.cpu_count() or 1) > 1:  # the lone run has fewer threads than the machine has cores
+            r = _run_parked("rebalance", "--plan", tmp_path=tmp_path)  # the plan says what rebalance would do
+            assert r.returncode == 1 and "ICEWS18 raptor:0 left as it is" in r.stderr, r.stdout + r.stderr
+            assert "restart" not in r.stdout
             r = _run_parked("rebalance", tmp_path=tmp_path)
             assert r.returncode == 1 and "ICEWS18 raptor:0 left as it is" in r.stderr, r.stdout + r.stderr
         os.killpg(job.pid, 0)  # still running
