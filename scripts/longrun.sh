@@ -27,7 +27,8 @@
 # `git add results/paper-budget-DS`, then `raptor results "paper budget=results/paper-budget-DS/*" ...` puts
 # them on the results page.
 #
-#   scripts/longrun.sh start [--commit REV] [--dataset DS] [--set KEY=VALUE]... [--threads N] VARIANT:SEED... [raptor:SEED:pN]... [VARIANT:SEED:NAME/ARM]...
+#   scripts/longrun.sh start [--commit REV] [--dataset DS] [--set KEY=VALUE]... [--threads N]
+#                            VARIANT:SEED... [raptor:SEED:pN]... [VARIANT:SEED:NAME/ARM]...
 #   scripts/longrun.sh queue [--dataset DS] [--threads N] VARIANT:SEED... [raptor:SEED:pN]... [VARIANT:SEED:NAME/ARM]...
 #                                   runs to start later, in this order, each with N threads (default 1; 0 = all
 #                                   cores): the next one starts as soon as the alive runs leave it its cores (at
@@ -37,8 +38,9 @@
 #                                   --commit and --set as `start` does, for a queue made before any start
 #   scripts/longrun.sh resume [--threads N]  unpark, then start again every run of every dataset that is neither
 #                                   alive nor tested (after a reboot or a session that ended: the same as naming
-#                                   them to start; a dataset whose runs are all tested is left alone), then the queue's runs that the freed cores allow; a dataset
-#                                   whose runs cannot start is named (exit 1) and the others go on
+#                                   them to start; a dataset whose runs are all tested is left alone), then the
+#                                   queue's runs that the freed cores allow; a dataset whose runs cannot start is
+#                                   named (exit 1) and the others go on
 #   scripts/longrun.sh status       one line per run: epochs done, best validation MRR, running, stopped or
 #                                   failed (its job's exit status), and the
 #                                   training time left at its recent pace (the test evaluation not included);
@@ -61,18 +63,20 @@
 #                                   files under a SHA256SUMS and the runs listed in RUNS. The folder is not
 #                                   git-ignored: it travels with a work tree that is kept when the machine changes,
 #                                   as .longruns/ does not; where only commits travel, commit it (an ICEWS14 arm
-#                                   in RL: 62 MB; two ICEWS18 runs in RL: 191 MB; docs/deployment.md). Refused while it holds runs not restored here, or further along than
-#                                   here (they would be lost). Each copy is checked against the run's files
+#                                   in RL: 62 MB; two ICEWS18 runs in RL: 191 MB; docs/deployment.md). Refused
+#                                   while it holds runs not restored here, or further along than here (they would
+#                                   be lost). Each copy is checked against the run's files
 #   scripts/longrun.sh unpark       put back the parked runs that .longruns/ has no folder of, or one less far
 #                                   along (tested, then pretraining epochs, then RL epochs: a folder left on a
-#                                   machine the runs moved on from; it and the queue here go to superseded/) (`resume` does it
-#                                   first; with none, it does nothing): the park's list, commit, params and queue and every file of each run
-#                                   it restores checked against the sums (a file
-#                                   changed, missing or unlisted, or a park without its RUNS, is refused, nothing
-#                                   restored; `park` refuses such a folder too), the source pinned at their commit
-#                                   where none is (another pin is refused), the params files, queue and queue.failed
-#                                   copied where missing (a params file that differs but for train.num_threads is refused; a
-#                                   queue here is kept as it is, unless runs here were behind).
+#                                   machine the runs moved on from; it and the queue here go to superseded/)
+#                                   (`resume` does it first; with none, it does nothing): the park's list, commit,
+#                                   params and queue and every file of each run it restores checked against the
+#                                   sums (a file changed, missing or unlisted, or a park without its RUNS, is
+#                                   refused, nothing restored; `park` refuses such a folder too), the source pinned
+#                                   at their commit where none is (another pin is refused), the params files, queue
+#                                   and queue.failed copied where missing (a params file that differs but for
+#                                   train.num_threads is refused; a queue here is kept as it is, unless runs here
+#                                   were behind).
 #                                   A folder here as far along wins; a run moved away to start anew comes back from
 #                                   the park unless `forget` removed it there. `start` makes the data, graph and
 #                                   labels again (the runs' fingerprints check that they hash the same). `start` and
