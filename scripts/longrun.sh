@@ -83,11 +83,11 @@
 #                                   `queue` refuse while the park holds runs to restore (exit 3: the queue waits,
 #                                   whole, and rebalance stops no run)
 #   scripts/longrun.sh forget --dataset DS VARIANT:SEED   remove one run from the park (its copy, its line in RUNS;
-#                                   the sums kept whole): a run to start anew, its folder here moved away. Not for
-#                                   tested runs: the park does not remember what it forgot (a folder of the run
-#                                   left on another machine would train again), so they stay parked, without
-#                                   checkpoints, until the campaign's park is retired (docs/deployment.md); refused
-#                                   for a run tested here whose parked copy is not
+#                                   the sums kept whole): a run to start anew (move its folder here away first).
+#                                   Refused for a run tested here: the park does not remember what it forgot (a
+#                                   folder of the run left on another machine would train again), so tested runs
+#                                   stay parked, without checkpoints, until the campaign's park is retired
+#                                   (docs/deployment.md)
 #   scripts/longrun.sh rebalance [--plan]  the queue's next runs, if the alive runs leave them their cores;
 #                                   with nothing queued, when exactly one run is alive and it has fewer threads
 #                                   than the machine has cores: stop it and start it again on all cores (it
@@ -104,9 +104,9 @@
 # a pinned commit whose `raptor train`/`evaluate` lack an option the jobs pass. A job's pid is kept with its boot
 # id and start time (pid.id), so a pid reused after the job ended is not taken for it.
 # --threads N sets train.num_threads (torch threads per run; not in a run's fingerprint, so runs continue under
-# another value, though the last bits of float rounding may differ) in the params file of the runs this call starts (params.yaml, or their dataset's
-# params-DS.yaml): one run on 2 cores, --threads 2;
-# two at once, --threads 1 (a run already alive keeps its threads: stop it and start it again).
+# another value, though the last bits of float rounding may differ) in the params file of the runs this call
+# starts (params.yaml, or their dataset's params-DS.yaml): one run on 2 cores, --threads 2; two at once,
+# --threads 1 (a run already alive keeps its threads: stop it and start it again).
 # Example, the paper's budget in float32, two runs at once with one thread each:
 #   scripts/longrun.sh start --set train.precision=float32 --threads 1 raptor:0 pure_rl:0
 set -euo pipefail
@@ -285,7 +285,7 @@ write_params() {  # $1: the params file to write: $2 (a params file; none: the p
   # values already is kept; with others it is rewritten while $3 (its dataset has runs) is 0, else refused.
   # Written to $1.tmp, then renamed: a half-written file is never read as the runs' params
   rm -f "$1.tmp"  # (left by a start killed midway: never taken for this one's)
-  PYTHONPATH="$dir/src" "$py" - "$dir/src/params.yaml" "$1" "$2" "${3:-0}" "${sets[@]+"${sets[@]}"}" <<'PY' || exit 1
+  PYTHONPATH="$dir/src" "$py" -P - "$dir/src/params.yaml" "$1" "$2" "${3:-0}" "${sets[@]+"${sets[@]}"}" <<'PY' || exit 1
 import os
 import sys
 import yaml
@@ -319,14 +319,15 @@ with open(dst + ".tmp", "w") as fh:
     fh.write(text)
 try:  # a misspelt key or a bad value is refused here, not hours later by a queued run
     from raptor.config import load_params
-    p = load_params(dst + ".tmp")
+    load_params(dst + ".tmp")
 except Exception as exc:
     os.unlink(dst + ".tmp")
     sys.exit(f"longrun.sh: --set {' '.join(sets)}: {type(exc).__name__}: {exc}")
 PY
   [ -f "$1.tmp" ] || return 0  # (the same --set as before: nothing written)
-  # precision `auto` refused as for a run (LONGRUN_ALLOW_AUTO is for runs started so before, not for new params)
-  if ! (LONGRUN_ALLOW_AUTO= run_params_check "$1.tmp" "$1" > /dev/null); then rm -f "$1.tmp"; exit 1; fi
+  # precision `auto` refused as for a run, whatever LONGRUN_ALLOW_AUTO says (it is for runs started so before, not for
+  # a params file written now: new)
+  if ! (LONGRUN_ALLOW_AUTO=new run_params_check "$1.tmp" "$1" > /dev/null); then rm -f "$1.tmp"; exit 1; fi
   mv -f "$1.tmp" "$1"
 }
 dataset_runs() {  # the run folders of dataset $1 (empty: none yet)
@@ -387,7 +388,8 @@ park_blocks() {  # why the park keeps runs from starting here, in a line (nothin
 }
 run_params_check() {  # the params file $1 (named $2 in messages, where given) as the pinned code loads it: prints
   # train.num_threads; refuses precision `auto` (it resolves by the CPU, and long runs move between CPUs with and
-  # without native bfloat16)
+  # without native bfloat16), unless LONGRUN_ALLOW_AUTO=1 (runs started so before); LONGRUN_ALLOW_AUTO=new: $1 is
+  # about to be written as $2 (write_params), and auto is refused whatever the caller's LONGRUN_ALLOW_AUTO
   PYTHONPATH="$dir/src" "$py" -P - "$1" "${2:-$1}" <<'PY' || exit 1
 import os
 import sys
@@ -398,10 +400,13 @@ try:
 except Exception as exc:
     sys.exit(f"longrun.sh: {name}: {type(exc).__name__}: {exc}")
 auto = [f"{k}.precision" for k in ("train", "titer") if getattr(getattr(p, k, None), "precision", None) == "auto"]
-why = (f"{name}: {', '.join(auto)} is auto, which resolves by the CPU (bfloat16 where it is native), and long runs "
-       "move between machines")
-if auto and os.environ.get("LONGRUN_ALLOW_AUTO") == "1":  # runs started so before the refusal existed
+allow = os.environ.get("LONGRUN_ALLOW_AUTO")
+why = (f"{name}: {', '.join(auto)} {'would be' if allow == 'new' else 'is'} auto, which resolves by the CPU (bfloat16 "
+       "where it is native), and long runs move between machines")
+if auto and allow == "1":  # runs started so before the refusal existed
     print(f"longrun.sh: warning: {why} (LONGRUN_ALLOW_AUTO=1)", file=sys.stderr)
+elif auto and allow == "new":
+    sys.exit(f"longrun.sh: {why}: add --set " + " ".join(f"{k}=float32" for k in auto) + " (or bfloat16)")
 elif auto:
     sys.exit(f"longrun.sh: {why}: give --set " + " ".join(f"{k}=float32" for k in auto) + " (or bfloat16) to the first "
              "start, or to a start or queue with --dataset for a dataset with no runs yet (runs started with auto before "
@@ -634,11 +639,11 @@ if [ "$cmd" = forget ]; then
   [ -f "$park/RUNS" ] || { echo "forget: nothing parked in $park"; exit 0; }
   rel="$(run_dir "$dataset" "${runs[0]}")"; rel="${rel#"$dir"/}"
   grep -qxF "$rel" "$park/RUNS" || { echo "forget: $dataset ${runs[0]} is not parked"; exit 0; }
-  if [ -f "$dir/$rel/eval/metrics.json" ] && [ ! -f "$park/$rel/eval/metrics.json" ]; then  # (jobs started by older
-    # versions of this script call forget once their run is tested)
-    echo "longrun.sh forget: $dataset ${runs[0]} is tested here and its parked copy is not: until collected and" \
-         "committed, the park is the only copy of its records that travels; \`scripts/longrun.sh park\` keeps them (a" \
-         "tested run stays parked until the campaign's park is retired, docs/deployment.md); nothing removed" >&2
+  if [ -f "$dir/$rel/eval/metrics.json" ]; then  # (jobs started by older versions of this script call forget once
+    # their run is tested: where the parked copy is not, the park is the only copy of its records that travels)
+    echo "longrun.sh forget: $dataset ${runs[0]} is tested here: a tested run stays parked until the campaign's park is" \
+         "retired (docs/deployment.md), as the park does not remember what it forgot; \`scripts/longrun.sh park\` keeps" \
+         "its records (to start it anew, move its folder away first); nothing removed" >&2
     exit 1
   fi
   # the list first, so a forget cut short leaves a copy that is only left over, never a listed run half gone

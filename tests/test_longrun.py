@@ -1186,15 +1186,21 @@ def test_status_tells_a_failed_run_from_a_stopped_one(tmp_path):
     assert "stopped" in line["ICEWS14/pure_rl/seed1"], out
 
 
-def test_precision_auto_is_refused_for_long_runs(tmp_path):
+def test_precision_auto_is_refused_for_long_runs(tmp_path, monkeypatch):
     """`auto` resolves by the CPU, and long runs move between CPUs with and without native bfloat16: a first
     start whose params would say auto writes no params file; a run whose params say auto does not start."""
     lr = tmp_path / "lr"
     _src_stand_in(lr, params="train:\n  precision: auto\n")
     r = _run("start", "--set", "rl.epochs=1", "pure_rl:0", tmp_path=tmp_path)
-    assert r.returncode == 1 and "train.precision is auto" in r.stderr, r.stderr
+    assert r.returncode == 1 and "train.precision would be auto" in r.stderr, r.stderr
     assert "--set train.precision=float32" in r.stderr and not list(lr.glob("params.yaml*"))
-    assert f"{lr / 'params.yaml'}: train.precision" in r.stderr  # the file named, not its temporary copy
+    assert f"{lr / 'params.yaml'}: train.precision would be auto" in r.stderr  # the file named, not its temporary copy
+    # LONGRUN_ALLOW_AUTO=1 lets runs started with auto before the refusal resume; it writes no new auto params
+    monkeypatch.setenv("LONGRUN_ALLOW_AUTO", "1")
+    r = _run("start", "--set", "rl.epochs=1", "pure_rl:0", tmp_path=tmp_path)
+    assert r.returncode == 1 and "train.precision would be auto" in r.stderr, r.stderr
+    assert "LONGRUN_ALLOW_AUTO" not in r.stderr and not list(lr.glob("params.yaml*"))
+    monkeypatch.delenv("LONGRUN_ALLOW_AUTO")
     (lr / "params.yaml").write_text("titer: {precision: auto}\n")
     r = _run("start", "titer:0", tmp_path=tmp_path)
     assert r.returncode == 1 and "titer.precision is auto" in r.stderr, r.stderr
@@ -1203,15 +1209,26 @@ def test_precision_auto_is_refused_for_long_runs(tmp_path):
 
 def test_resume_goes_on_past_a_dataset_that_cannot_start(tmp_path):
     """One dataset's runs failing to start (its data missing here) does not keep the others from resuming:
-    they are started, and resume exits 1 naming the one that failed."""
+    their untested runs reach `start` (here one alive already), their tested ones are not named to it, and
+    resume exits 1 naming the dataset that failed."""
+    import signal
+
     lr = tmp_path / "lr"
     _src_stand_in(lr)
     (lr / "params.yaml").write_text("rl: {epochs: 1}\n")
     (lr / "runs/ABC/pure_rl/seed0").mkdir(parents=True)
     _done_run(lr, "ICEWS14", "pure_rl/seed0")
-    r = _run("resume", tmp_path=tmp_path)
-    assert r.returncode == 1, r.stdout + r.stderr
-    assert "resume: the runs of ABC did not start" in r.stderr and "ICEWS14: every run is tested (1)" in r.stdout
+    alive = lr / "runs/ICEWS14/titer/seed1"
+    alive.mkdir(parents=True)
+    job, _ = session_with_child(tmp_path)
+    try:
+        (alive / "pid").write_text(f"{job.pid}\n")
+        r = _run("resume", tmp_path=tmp_path)
+        assert r.returncode == 1, r.stdout + r.stderr
+        assert "resume: the runs of ABC did not start" in r.stderr and "titer seed 1: already running" in r.stdout
+        assert "finished and evaluated" not in r.stdout and "every run is tested" not in r.stdout
+    finally:
+        os.killpg(job.pid, signal.SIGKILL)
 
 
 def test_resume_leaves_a_dataset_whose_runs_are_all_tested_alone(tmp_path):
@@ -1226,7 +1243,7 @@ def test_resume_leaves_a_dataset_whose_runs_are_all_tested_alone(tmp_path):
     r = _run("resume", tmp_path=tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "resume: ABC: every run is tested (3); nothing to start" in r.stdout
-    assert not (lr / "data").exists() and not (lr / "runs/ABC/pure_rl/seed0/pid").exists()
+    assert not (lr / "data").exists() and not (lr / "runs/COMMIT").exists() and not (lr / "venv.txt").exists()
 
 
 def test_a_park_that_blocks_starts_never_stops_a_run_nor_drains_the_queue(tmp_path):
@@ -1277,18 +1294,26 @@ def test_park_works_with_relative_folders(tmp_path):
     assert (tmp_path / "parked" / "RUNS").read_text().count("\n") == 3
 
 
-def test_forget_refuses_a_run_tested_here_whose_parked_copy_is_not(tmp_path):
+def test_forget_refuses_a_run_tested_here(tmp_path):
     """Jobs started by older versions of the script call `forget` once their run is tested: the park's copy
-    would go while the tested records exist only in the ignored folder. Refused until a park has taken them."""
+    would go while the tested records exist only in the ignored folder. And once parked tested, the park would not
+    remember a forgotten run (a folder of it left on another machine would train again). Refused while the run is
+    tested here, parked or not; a run whose folder was moved away (to start anew) is forgotten."""
+    import shutil
+
     lr, parked = _parkable(tmp_path), tmp_path / "parked"
     assert _run_parked("park", tmp_path=tmp_path).returncode == 0
     _done_run(lr, "ICEWS18", "raptor/seed0")
-    r = _run_parked("forget", "--dataset", "ICEWS18", "raptor:0", tmp_path=tmp_path)
-    assert r.returncode == 1 and "is tested here and its parked copy is not" in r.stderr, r.stdout + r.stderr
-    assert "runs/ICEWS18/raptor/seed0" in (parked / "RUNS").read_text()
-    assert _run_parked("park", tmp_path=tmp_path).returncode == 0
+    for _ in range(2):  # before and after a park has taken the tested run
+        r = _run_parked("forget", "--dataset", "ICEWS18", "raptor:0", tmp_path=tmp_path)
+        assert r.returncode == 1 and "is tested here" in r.stderr and "nothing removed" in r.stderr, r.stdout + r.stderr
+        assert "runs/ICEWS18/raptor/seed0" in (parked / "RUNS").read_text()
+        assert _run_parked("park", tmp_path=tmp_path).returncode == 0
+    assert (parked / "runs/ICEWS18/raptor/seed0/eval/metrics.json").exists()
+    shutil.move(lr / "runs/ICEWS18/raptor/seed0", tmp_path / "moved-away")
     r = _run_parked("forget", "--dataset", "ICEWS18", "raptor:0", tmp_path=tmp_path)
     assert r.returncode == 0 and "removed" in r.stdout, r.stdout + r.stderr
+    assert "runs/ICEWS18/raptor/seed0" not in (parked / "RUNS").read_text()
 
 
 def test_a_queue_cleared_where_the_runs_went_is_set_aside_on_the_machine_left_behind(tmp_path):
