@@ -327,7 +327,7 @@ PY
   [ -f "$1.tmp" ] || return 0  # (the same --set as before: nothing written)
   # precision `auto` refused as for a run, whatever LONGRUN_ALLOW_AUTO says (it is for runs started so before, not for
   # a params file written now: new)
-  if ! (LONGRUN_ALLOW_AUTO=new run_params_check "$1.tmp" "$1" > /dev/null); then rm -f "$1.tmp"; exit 1; fi
+  if ! (run_params_check "$1.tmp" "$1" new > /dev/null); then rm -f "$1.tmp"; exit 1; fi
   mv -f "$1.tmp" "$1"
 }
 dataset_runs() {  # the run folders of dataset $1 (empty: none yet)
@@ -388,25 +388,25 @@ park_blocks() {  # why the park keeps runs from starting here, in a line (nothin
 }
 run_params_check() {  # the params file $1 (named $2 in messages, where given) as the pinned code loads it: prints
   # train.num_threads; refuses precision `auto` (it resolves by the CPU, and long runs move between CPUs with and
-  # without native bfloat16), unless LONGRUN_ALLOW_AUTO=1 (runs started so before); LONGRUN_ALLOW_AUTO=new: $1 is
-  # about to be written as $2 (write_params), and auto is refused whatever the caller's LONGRUN_ALLOW_AUTO
-  PYTHONPATH="$dir/src" "$py" -P - "$1" "${2:-$1}" <<'PY' || exit 1
+  # without native bfloat16), unless LONGRUN_ALLOW_AUTO=1 (runs started so before); $3 = new: $1 is about to be
+  # written as $2 (write_params), and auto is refused whatever LONGRUN_ALLOW_AUTO says
+  PYTHONPATH="$dir/src" "$py" -P - "$1" "${2:-$1}" "${3:-}" <<'PY' || exit 1
 import os
 import sys
 from raptor.config import load_params
-path, name = sys.argv[1], sys.argv[2]
+path, name, new = sys.argv[1], sys.argv[2], sys.argv[3] == "new"
 try:
     p = load_params(path)
 except Exception as exc:
     sys.exit(f"longrun.sh: {name}: {type(exc).__name__}: {exc}")
 auto = [f"{k}.precision" for k in ("train", "titer") if getattr(getattr(p, k, None), "precision", None) == "auto"]
-allow = os.environ.get("LONGRUN_ALLOW_AUTO")
-why = (f"{name}: {', '.join(auto)} {'would be' if allow == 'new' else 'is'} auto, which resolves by the CPU (bfloat16 "
+allow = os.environ.get("LONGRUN_ALLOW_AUTO") == "1"
+why = (f"{name}: {', '.join(auto)} {'would be' if new else 'is'} auto, which resolves by the CPU (bfloat16 "
        "where it is native), and long runs move between machines")
-if auto and allow == "1":  # runs started so before the refusal existed
-    print(f"longrun.sh: warning: {why} (LONGRUN_ALLOW_AUTO=1)", file=sys.stderr)
-elif auto and allow == "new":
+if auto and new:
     sys.exit(f"longrun.sh: {why}: add --set " + " ".join(f"{k}=float32" for k in auto) + " (or bfloat16)")
+elif auto and allow:  # runs started so before the refusal existed
+    print(f"longrun.sh: warning: {why} (LONGRUN_ALLOW_AUTO=1)", file=sys.stderr)
 elif auto:
     sys.exit(f"longrun.sh: {why}: give --set " + " ".join(f"{k}=float32" for k in auto) + " (or bfloat16) to the first "
              "start, or to a start or queue with --dataset for a dataset with no runs yet (runs started with auto before "

@@ -1374,16 +1374,17 @@ def test_start_checks_the_pins_options_and_keeps_the_packages_it_started_with(tm
     assert "no such package on this machine" in r.stderr
 
 
-@pytest.mark.parametrize("allow", [False, True])
+@pytest.mark.parametrize("allow", [None, "1", "new"])
 def test_runs_started_with_precision_auto_resume_only_when_allowed(tmp_path, monkeypatch, allow):
     """A folder whose params say auto (runs started before the refusal): refused, the message naming
-    LONGRUN_ALLOW_AUTO=1, which lets them through with a warning."""
+    LONGRUN_ALLOW_AUTO=1, which lets them through with a warning. Another value is no value: refused as unset (the
+    script once told a params file about to be written by LONGRUN_ALLOW_AUTO=new, which a caller could also set)."""
     _standin_pin(tmp_path, precision="auto")
     if allow:
-        monkeypatch.setenv("LONGRUN_ALLOW_AUTO", "1")
+        monkeypatch.setenv("LONGRUN_ALLOW_AUTO", allow)
     r = _run("start", "titer:0", tmp_path=tmp_path)
     assert r.returncode == 1, r.stdout + r.stderr
-    if allow:
+    if allow == "1":
         assert "warning" in r.stderr and "(LONGRUN_ALLOW_AUTO=1)" in r.stderr
         assert "has no `raptor train --no-progress`" in r.stderr  # past the precision check, to the next one
     else:
