@@ -12,6 +12,7 @@
 #   queue, queue.failed, queue.lock  the runs to start later (`queue`), those that could not start, the lock
 #                one writer at a time holds
 #   superseded/DATE/  folders (runs, queue) set aside by `unpark` for the park's copies further along
+#   park-at.pid, park-at.log  the sleeper `park --at` armed (its pid; .id: its identity and time) and what it said
 #   runs/DS/VARIANT/seedS/  `raptor train` outputs (pretrain/, rl/), resumed from their checkpoints, then
 #                           eval/: `raptor evaluate` of rl/best.pt on test; train.log beside them
 #   runs/DS/ablation/pN/seedS/  the same for an arm of the pretraining-epochs ablation: RL-RAPTOR with N
@@ -66,6 +67,11 @@
 #                                   in RL: 62 MB; two ICEWS18 runs in RL: 191 MB; docs/deployment.md). Refused
 #                                   while it holds runs not restored here, or further along than here (they would
 #                                   be lost). Each copy is checked against the run's files
+#   scripts/longrun.sh park --at HH:MM  a safety net: `park` at the next HH:MM, local time (today's while it is still
+#                                   ahead, else tomorrow's), by a sleeper detached from the shell (it outlives it)
+#                                   whose output goes to park-at.log; says when, in how many seconds, and its pid
+#                                   (`status` names it too). Another --at replaces it, `park --at cancel` (or
+#                                   --cancel) cancels it; --plan only says when it would park
 #   scripts/longrun.sh unpark       put back the parked runs that .longruns/ has no folder of, or one less far
 #                                   along (tested, then pretraining epochs, then RL epochs: a folder left on a
 #                                   machine the runs moved on from; it and the queue here go to superseded/)
@@ -115,7 +121,7 @@ root=$PWD; self="$root/scripts/longrun.sh"  # $0 may be relative to the caller's
 dir="${LONGRUN_DIR:-$root/.longruns}"; dir=$(realpath -m -s "$dir")  # (relative: to the work tree, as before; absolute
 # from here on, since park checks its copies from inside the run folders)
 cmd="${1:-}"; [ $# -gt 0 ] && shift
-commit=HEAD; dataset=ICEWS14; dataset_given=0; sets=(); runs=(); threads=; plan=0; clear=0
+commit=HEAD; dataset=ICEWS14; dataset_given=0; sets=(); runs=(); threads=; plan=0; clear=0; at=
 while [ $# -gt 0 ]; do
   case "$1" in
     --commit) commit="$2"; shift 2 ;;
@@ -123,6 +129,10 @@ while [ $# -gt 0 ]; do
     --set) sets+=("$2"); shift 2 ;;
     --plan) plan=1; shift ;;
     --clear) clear=1; shift ;;
+    --at) at="${2:-}"; shift $(($# > 1 ? 2 : 1))
+      [ "$at" = cancel ] || [[ "$at" =~ ^([01]?[0-9]|2[0-3]):[0-5][0-9]$ ]] || {
+        echo "longrun.sh park --at '$at': expected HH:MM (a local time, 00:00 to 23:59) or cancel" >&2; exit 2; } ;;
+    --cancel) at=cancel; shift ;;
     --threads) threads="$2"; shift 2
       [[ "$threads" =~ ^[0-9]+$ ]] || { echo "longrun.sh: --threads '$threads': expected a number of threads (0 = all cores)" >&2; exit 2; }
       threads=$((10#$threads)) ;;
@@ -133,6 +143,8 @@ while [ $# -gt 0 ]; do
 done
 case "$cmd" in start|queue|resume|status|stop|rebalance|rescore|park|unpark|forget) ;; -h|--help|"") awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
   *) echo "longrun.sh: unknown command '$cmd' (start, queue, resume, status, stop, rebalance, rescore, park, unpark, forget)" >&2; exit 2 ;; esac
+
+[ -z "$at" ] || [ "$cmd" = park ] || { echo "longrun.sh $cmd: --at and --cancel are park's options" >&2; exit 2; }
 
 queue_file="$dir/queue"; cores=$(nproc); py="$root/.venv/bin/python"
 # the park of this folder: longruns-parked/ in the work tree for the default folder; beside the folder for another
@@ -443,6 +455,59 @@ stop_runs() {  # $1: who says it; $2 = kill: SIGKILL what SIGTERM did not end. S
   return 0
 }
 
+park_at_time() {  # "EPOCH SECONDS": the next local time $1 (HH:MM) after now (LONGRUN_NOW, epoch seconds, for the
+  # tests) and the seconds until then: today's if still ahead, else tomorrow's (the calendar's next day, never now
+  # minus a time of day: a sleep that went negative after midnight parked at once; a clock change is counted)
+  local now="${LONGRUN_NOW:-$(date +%s)}" day t
+  [[ "$now" =~ ^[0-9]+$ ]] || { echo "longrun.sh park --at: LONGRUN_NOW='$now' is not epoch seconds" >&2; return 2; }
+  day=$(date -d "@$now" +%F)
+  t=$(date -d "$day $1" +%s 2>/dev/null) || t=$now  # (a time a clock change skips today: tomorrow's)
+  if [ "$t" -le "$now" ]; then
+    day=$(date -d "@$(( $(date -d "$day 12:00" +%s) + 86400 ))" +%F)  # (noon + 24 h: the next day, clock change or not)
+    t=$(date -d "$day $1" +%s 2>/dev/null) || {
+      echo "longrun.sh park --at $1: no such local time on $day (a clock change skips it): give another" >&2; return 2; }
+  fi
+  echo "$t $((t - now))"
+}
+park_at_pid() {  # the pid of the sleeper `park --at` armed while it is alive (park-at.pid, its identity in
+  local pid b st t  # park-at.pid.id as for a run's job: boot id, start time; then the time it parks), else nothing
+  [ -f "$dir/park-at.pid" ] && [ -f "$dir/park-at.pid.id" ] || return 1
+  pid=$(cat "$dir/park-at.pid"); [[ "$pid" =~ ^[0-9]+$ ]] || return 1
+  read -r b st t < "$dir/park-at.pid.id" || true
+  [ "$b" = "$boot_id" ] && [ "$(proc_start "$pid")" = "$st" ] || return 1
+  echo "$pid $t"
+}
+park_at() {  # park --at HH:MM: a detached sleeper that parks then (replacing one armed before); --at cancel: none
+  local armed pid t delay when=""
+  [ "$at" = cancel ] || when=$(park_at_time "$at") || exit 2  # (before an armed one is replaced: none is lost for it)
+  if [ "$plan" = 1 ]; then  # only when it would park: nothing is armed, cancelled or written
+    [ "$at" != cancel ] || { echo "longrun.sh park --at cancel: takes no --plan" >&2; exit 2; }
+    read -r t delay <<< "$when"
+    echo "park --at $at: would park at $(date -d "@$t" '+%F %H:%M %Z'), in $delay s"; return 0
+  fi
+  mkdir -p "$dir"
+  exec 8>"$dir/park-at.lock"; flock 8  # (one `park --at` at a time: never two sleepers)
+  if armed=$(park_at_pid); then
+    read -r pid t <<< "$armed"
+    kill -TERM -- "-$pid" 2>/dev/null || true  # (its session: the shell and its sleep)
+    echo "park --at: $([ "$at" = cancel ] && echo cancelled || echo replaced) the park armed for" \
+         "$(date -d "@$t" '+%F %H:%M %Z') (pid $pid)"
+  elif [ "$at" = cancel ]; then echo "park --at: no park armed in $dir"; fi
+  rm -f "$dir/park-at.pid" "$dir/park-at.pid.id"
+  [ "$at" != cancel ] || return 0
+  read -r t delay <<< "$when"
+  # detached (its own session, SIGHUP ignored): it outlives the shell that armed it; it forgets its pid before it
+  # parks, so a cancel never kills a park under way
+  (LONGRUN_DIR="$dir" LONGRUN_PARK="$park" nohup setsid sh -c 'sleep "$1" && rm -f "$2" "$2.id" &&
+     echo "$(date "+%F %T %Z"): park --at: parking" && exec "$0" park' "$self" "$delay" "$dir/park-at.pid" \
+     >> "$dir/park-at.log" 2>&1 < /dev/null 8>&- 9>&- & echo $! > "$dir/park-at.pid")
+  pid=$(cat "$dir/park-at.pid")
+  echo "$boot_id $(proc_start "$pid" || echo '?') $t" > "$dir/park-at.pid.id"
+  echo "$(date "+%F %T %Z"): park --at $at: armed (pid $pid), parks at $(date -d "@$t" '+%F %H:%M %Z')" >> "$dir/park-at.log"
+  echo "park --at $at: parks at $(date -d "@$t" '+%F %H:%M %Z'), in $delay s (pid $pid; its output goes to" \
+       "$dir/park-at.log; \`scripts/longrun.sh park --at cancel\` cancels it)"
+}
+
 recover_park() {  # a park cut short between its two renames: the previous park put back where it was missing (under
   local old  # the lock only: a park in progress holds it between its renames, which this must never fall between)
   [ "$locked" = 1 ] || return 0
@@ -659,6 +724,8 @@ fi
 
 if [ "$cmd" = park ]; then
   [ ${#runs[@]} -eq 0 ] && [ ${#sets[@]} -eq 0 ] || { echo "longrun.sh park: takes no runs and no --set" >&2; exit 2; }
+  if [ -n "$at" ]; then park_at; exit 0; fi
+  [ "$plan" = 0 ] || { echo "longrun.sh park: --plan only with --at (a park has no plan: it parks)" >&2; exit 2; }
   [ -f "$dir/runs/COMMIT" ] || { echo "no long runs under $dir to park"; exit 0; }
   lock_queue  # no ending job's rebalance starts a queued run while the runs are stopped and copied
   check_park
@@ -763,6 +830,10 @@ if [ "$cmd" = status ]; then
   }
   if [ ! -d "$park" ] && park_cut; then
     echo "a park was cut short: $(compgen -G "$park.tmp-old-*" | head -n 1) holds the one before it (the next start, queue, resume, unpark, park or forget puts it back)"
+  fi
+  if armed=$(park_at_pid); then
+    read -r pid t <<< "$armed"
+    echo "a park is armed for $(date -d "@$t" '+%F %H:%M %Z') (pid $pid; \`park --at cancel\` cancels it)"
   fi
   waiting=(); behind=()  # parked runs with no folder here, or one less far along: what `resume` would restore
   while IFS=$'\t' read -r rel why; do

@@ -39,6 +39,10 @@ def _run(*args: str, tmp_path: Path) -> subprocess.CompletedProcess:
     (("queue", "--threads", "two", "pure_rl:1"), 2, "--threads 'two': expected a number"),
     (("queue", "--clear", "pure_rl:1"), 2, "queue --clear: takes no runs"),
     (("queue", "--threads", "08", "raptor:0:x"), 2, "expected VARIANT:SEED"),  # 08: a number, not octal
+    *((("park", "--at", t), 2, f"park --at '{t}': expected HH:MM") for t in ("24:00", "7", "07:60", "7:5", "ab:cd", "")),
+    (("park", "--at"), 2, "park --at '': expected HH:MM"),
+    (("start", "--at", "07:00", "raptor:0"), 2, "start: --at and --cancel are park's options"),
+    (("park", "--plan"), 2, "--plan only with --at"),
 ])
 def test_bad_commands_are_refused_and_create_nothing(tmp_path, args, code, message):
     r = _run(*args, tmp_path=tmp_path)
@@ -1404,3 +1408,85 @@ def test_a_lock_named_in_the_environment_is_not_taken_for_held(tmp_path, cmd):
         env = {**os.environ, "LONGRUN_DIR": str(lr), "LONGRUN_PARK": str(tmp_path / "parked"), "LONGRUN_LOCKED": "1"}
         with pytest.raises(subprocess.TimeoutExpired):
             subprocess.run(["bash", str(SCRIPT), *cmd], cwd=ROOT, env=env, capture_output=True, text=True, timeout=3)
+
+
+# --- park --at: a safety-net park at a time of day ---
+
+def test_park_at_parks_at_the_next_such_time_whether_today_or_tomorrow(tmp_path, monkeypatch):
+    """The delay is that of the next HH:MM after now: today's while ahead, else tomorrow's, always positive and under
+    a day (a hand-made `sleep $(( $(date -d 07:00 +%s) - $(date +%s) ))` went negative after midnight and parked at
+    once), a clock change counted; `--plan` arms nothing."""
+    import time
+
+    monkeypatch.setenv("TZ", "UTC")
+    monkeypatch.setenv("LONGRUN_NOW", str(1714564800 + 30))  # 2024-05-01 12:00:30 UTC
+    for at, day, delay in (("13:30", "2024-05-01", 5370), ("11:00", "2024-05-02", 82770), ("12:00", "2024-05-02", 86370),
+                           ("0:05", "2024-05-02", 43470)):
+        r = _run("park", "--at", at, "--plan", tmp_path=tmp_path)
+        assert r.returncode == 0, r.stderr
+        assert f"would park at {day} {at.zfill(5)} UTC, in {delay} s" in r.stdout, r.stdout
+        assert 0 < delay < 24 * 3600
+    # Central European time, the night it moves to summer time (02:00 -> 03:00): 23:00 to 07:00 is 7 h, not 8
+    monkeypatch.setenv("TZ", "CET-1CEST,M3.5.0,M10.5.0/3")
+    monkeypatch.setenv("LONGRUN_NOW", str(1711836000))  # 2024-03-30 23:00 CET (22:00 UTC)
+    r = _run("park", "--at", "07:00", "--plan", tmp_path=tmp_path)
+    assert r.returncode == 0 and "would park at 2024-03-31 07:00 CEST, in 25200 s" in r.stdout, r.stdout + r.stderr
+    monkeypatch.setenv("LONGRUN_NOW", "soon")
+    r = _run("park", "--at", "07:00", "--plan", tmp_path=tmp_path)
+    assert r.returncode == 2 and "LONGRUN_NOW='soon' is not epoch seconds" in r.stderr
+    assert not (tmp_path / "lr").exists()  # a plan writes nothing
+    assert time.time() > 1714564800  # (the real clock untouched: LONGRUN_NOW is read by this computation only)
+
+
+def _gone(pid: int) -> bool:
+    """No such process, or a zombie (reaped by whatever reaps orphans here, or not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+
+
+def test_park_at_arms_a_detached_sleeper_that_a_new_time_replaces_and_cancel_ends(tmp_path):
+    """`park --at` leaves a sleeper in its own session (it outlives the shell), its pid in park-at.pid, named by
+    `status`; another `park --at` replaces it, saying so; `park --at cancel` (or `--cancel`) ends it."""
+    import signal
+    import time
+
+    lr = tmp_path / "lr"
+    soon = time.strftime("%H:%M", time.localtime(time.time() + 3 * 3600))  # hours away: never fires in the test
+    pids = []
+    try:
+        r = _run("park", "--at", soon, tmp_path=tmp_path)
+        assert r.returncode == 0, r.stderr
+        pid = int((lr / "park-at.pid").read_text())
+        pids.append(pid)
+        assert f"park --at {soon}: parks at " in r.stdout and f"(pid {pid};" in r.stdout, r.stdout
+        assert 2 * 3600 < int(r.stdout.split(" s (pid")[0].rsplit(" ", 1)[1]) <= 3 * 3600
+        assert os.getsid(pid) == pid and not _gone(pid)  # its own session, alive
+        assert "park --at" in (lr / "park-at.log").read_text()
+        assert f"a park is armed for " in _run("status", tmp_path=tmp_path).stdout
+        r = _run("park", "--at", "03:00", tmp_path=tmp_path)
+        assert r.returncode == 0 and f"replaced the park armed for " in r.stdout and f"(pid {pid})" in r.stdout, r.stdout
+        new = int((lr / "park-at.pid").read_text())
+        pids.append(new)
+        deadline = time.monotonic() + 10
+        while not _gone(pid):
+            assert time.monotonic() < deadline, "the replaced sleeper lives on"
+            time.sleep(0.1)
+        assert not _gone(new)
+        r = _run("park", "--cancel", tmp_path=tmp_path)
+        assert r.returncode == 0 and f"cancelled the park armed for " in r.stdout and f"(pid {new})" in r.stdout, r.stdout
+        assert not (lr / "park-at.pid").exists() and not (lr / "park-at.pid.id").exists()
+        deadline = time.monotonic() + 10
+        while not _gone(new):
+            assert time.monotonic() < deadline, "the cancelled sleeper lives on"
+            time.sleep(0.1)
+        r = _run("park", "--at", "cancel", tmp_path=tmp_path)
+        assert r.returncode == 0 and "no park armed" in r.stdout
+        assert "armed" not in _run("status", tmp_path=tmp_path).stdout
+    finally:
+        for pid in pids:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
