@@ -13,6 +13,9 @@
 #                one writer at a time holds
 #   superseded/DATE/  folders (runs, queue) set aside by `unpark` for the park's copies further along
 #   park-at.pid, park-at.log  the sleeper `park --at` armed (its pid; .id: its identity and time) and what it said
+#   longrun.sh   a copy of this script, written by each `start` that starts a run (and `park --at`): the runs' jobs
+#                call it when they end (rebalance), and `park --at` parks with it, so checking out another commit in
+#                the work tree meanwhile does not change the script they run
 #   runs/DS/VARIANT/seedS/  `raptor train` outputs (pretrain/, rl/), resumed from their checkpoints, then
 #                           eval/: `raptor evaluate` of rl/best.pt on test; train.log beside them
 #   runs/DS/ablation/pN/seedS/  the same for an arm of the pretraining-epochs ablation: RL-RAPTOR with N
@@ -116,8 +119,11 @@
 # Example, the paper's budget in float32, two runs at once with one thread each:
 #   scripts/longrun.sh start --set train.precision=float32 --threads 1 raptor:0 pure_rl:0
 set -euo pipefail
-cd "$(dirname "$0")/.."
-root=$PWD; self="$root/scripts/longrun.sh"  # $0 may be relative to the caller's folder
+self="$(cd "$(dirname "$0")" && pwd)/$(basename "$0")"  # this script ($0 may be relative to the caller's folder)
+# the work tree: this one's, or for the copy of it in the long-runs folder that the jobs run (install_self), the one
+# its caller names (LONGRUN_ROOT)
+if [ "$(basename "$(dirname "$self")")" = scripts ]; then cd "$(dirname "$self")/.."; else cd "${LONGRUN_ROOT:-$(dirname "$self")/..}"; fi
+root=$PWD
 dir="${LONGRUN_DIR:-$root/.longruns}"; dir=$(realpath -m -s "$dir")  # (relative: to the work tree, as before; absolute
 # from here on, since park checks its copies from inside the run folders)
 cmd="${1:-}"; [ $# -gt 0 ] && shift
@@ -477,6 +483,14 @@ park_at_pid() {  # the pid of the sleeper `park --at` armed while it is alive (p
   [ "$b" = "$boot_id" ] && [ "$(proc_start "$pid")" = "$st" ] || return 1
   echo "$pid $t"
 }
+install_self() {  # this script, copied to $dir/longrun.sh for what runs later to call (the jobs' rebalance, park --at's
+  # park): a checkout of another commit in the work tree meanwhile must not change the script they run. Written beside
+  # it, then renamed, so a copy that bash is reading (it reads as it goes) keeps its old file
+  [ "$self" -ef "$dir/longrun.sh" ] && return 0  # (the copy itself: a rebalance's start, say)
+  cmp -s "$self" "$dir/longrun.sh" 2>/dev/null && return 0
+  { cp "$self" "$dir/longrun.sh.tmp-$$" && chmod +x "$dir/longrun.sh.tmp-$$" && mv -f "$dir/longrun.sh.tmp-$$" "$dir/longrun.sh"; } || {
+    rm -f "$dir/longrun.sh.tmp-$$"; echo "longrun.sh: could not copy $self to $dir/longrun.sh (above; nothing was started)" >&2; exit 1; }
+}
 park_at() {  # park --at HH:MM: a detached sleeper that parks then (replacing one armed before); --at cancel: none
   local armed pid t delay when=""
   [ "$at" = cancel ] || when=$(park_at_time "$at") || exit 2  # (before an armed one is replaced: none is lost for it)
@@ -496,10 +510,11 @@ park_at() {  # park --at HH:MM: a detached sleeper that parks then (replacing on
   rm -f "$dir/park-at.pid" "$dir/park-at.pid.id"
   [ "$at" != cancel ] || return 0
   read -r t delay <<< "$when"
+  install_self
   # detached (its own session, SIGHUP ignored): it outlives the shell that armed it; it forgets its pid before it
-  # parks, so a cancel never kills a park under way
-  (LONGRUN_DIR="$dir" LONGRUN_PARK="$park" nohup setsid sh -c 'sleep "$1" && rm -f "$2" "$2.id" &&
-     echo "$(date "+%F %T %Z"): park --at: parking" && exec "$0" park' "$self" "$delay" "$dir/park-at.pid" \
+  # parks, so a cancel never kills a park under way; it runs the copy of this script (install_self)
+  (LONGRUN_DIR="$dir" LONGRUN_PARK="$park" LONGRUN_ROOT="$root" nohup setsid sh -c 'sleep "$1" && rm -f "$2" "$2.id" &&
+     echo "$(date "+%F %T %Z"): park --at: parking" && exec "$0" park' "$dir/longrun.sh" "$delay" "$dir/park-at.pid" \
      >> "$dir/park-at.log" 2>&1 < /dev/null 8>&- 9>&- & echo $! > "$dir/park-at.pid")
   pid=$(cat "$dir/park-at.pid")
   echo "$boot_id $(proc_start "$pid" || echo '?') $t" > "$dir/park-at.pid.id"
@@ -1010,12 +1025,14 @@ for spec in "${runs[@]}"; do
   # tells a failed run from a stopped one: a stopped job never gets there) and give the freed cores to the queue's
   # next run or a run left alone (rebalance, also after a failure; `stop` ends the whole job): one background job.
   # (The run's parked copy stays until the next park replaces it with the tested run's records.)
+  # (The job's rebalance runs this script's copy in the long-runs folder, told the work tree: install_self.)
   echo "$run_threads" > "$out/threads"; rm -f "$out/exit" "$out/pid.id"
+  install_self
   (PYTHONPATH="$dir/src" nohup setsid nice -n 19 sh -c 'echo 19 > /proc/$$/autogroup 2>/dev/null || true; "$0" -P -m raptor.cli train --data "$1" --graph "$2" --out "$3" \
        --variant "$4" --seed "$5" --params "$6" $7 --no-progress && "$0" -P -m raptor.cli evaluate \
-       --model "$3/rl/best.pt" --data "$1" --graph "$2" --params "$6" --split test --out "$3/eval"; echo $? > "$3/exit"; LONGRUN_ENDING="$3" "$8" rebalance' \
+       --model "$3/rl/best.pt" --data "$1" --graph "$2" --params "$6" --split test --out "$3/eval"; echo $? > "$3/exit"; LONGRUN_ENDING="$3" LONGRUN_ROOT="$9" "$8" rebalance' \
      "$py" "$data/ingested" "$data/graph.npz" "$out" "$variant" "$seed" "$run_params" "${labels[*]+${labels[*]}} $extra" \
-     "$root/scripts/longrun.sh" >> "$out/train.log" 2>&1 9>&- & echo $! > "$out/pid")
+     "$dir/longrun.sh" "$root" >> "$out/train.log" 2>&1 9>&- & echo $! > "$out/pid")
   pid=$(cat "$out/pid")
   # the job's identity beside its pid (live_pid): a pid reused once the job has ended is not the job
   if st=$(proc_start "$pid"); then echo "$boot_id $st" > "$out/pid.id"; fi

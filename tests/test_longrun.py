@@ -1490,3 +1490,43 @@ def test_park_at_arms_a_detached_sleeper_that_a_new_time_replaces_and_cancel_end
                 os.killpg(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+
+def test_the_jobs_call_a_copy_of_the_script_in_the_long_runs_folder(tmp_path, monkeypatch):
+    """`start` copies the script into the long-runs folder (atomically) and a run's job, when it ends, calls that copy
+    for `rebalance`, telling it the work tree: another commit checked out in the work tree meanwhile does not change
+    the script the jobs run. (The pinned code here is a stand-in whose train waits for a file.)"""
+    import time
+
+    lr = _standin_pin(tmp_path, no_progress=True)
+    gate = tmp_path / "gate"
+    (lr / "src" / "raptor" / "cli.py").write_text(  # (waits after parse_args: `--help` does not)
+        "import argparse, os, time\np = argparse.ArgumentParser(prog='raptor')\nsub = p.add_subparsers()\n"
+        "t = sub.add_parser('train')\nfor o in ['--data', '--graph', '--out', '--variant', '--seed', '--params']: t.add_argument(o)\n"
+        "for o in ['--resume-only', '--no-progress']: t.add_argument(o, action='store_true')\n"
+        "e = sub.add_parser('evaluate')\nfor o in ['--model', '--data', '--graph', '--params', '--split', '--out']: e.add_argument(o)\n"
+        "p.parse_args()\nend = time.time() + 60\n"
+        "while not os.path.exists(os.environ['STANDIN_GATE']) and time.time() < end:\n    time.sleep(0.1)\n")
+    monkeypatch.setenv("STANDIN_GATE", str(gate))
+    run = lr / "runs" / "ICEWS14" / "titer" / "seed0"
+    try:
+        r = _run("start", "titer:0", tmp_path=tmp_path)
+        assert r.returncode == 0 and "titer seed 0: started" in r.stdout, r.stdout + r.stderr
+        copy = lr / "longrun.sh"
+        assert copy.read_bytes() == SCRIPT.read_bytes() and os.access(copy, os.X_OK)
+        assert not list(lr.glob("longrun.sh.tmp*"))
+        job = (run / "pid").read_text().strip()
+        args = Path(f"/proc/{job}/cmdline").read_bytes().split(b"\0")
+        assert str(copy).encode() in args and str(ROOT).encode() in args, args
+        assert str(SCRIPT).encode() not in args
+        gate.write_text("")
+        deadline = time.monotonic() + 60
+        while "rebalance:" not in (run / "train.log").read_text():
+            assert time.monotonic() < deadline, (run / "train.log").read_text()
+            time.sleep(0.2)
+        log = (run / "train.log").read_text()
+        # the copy, run from the long-runs folder, found the work tree (its .venv): it did the rebalance
+        assert (run / "exit").read_text().strip() == "0" and "rebalance: 0 runs alive, nothing to do" in log, log
+    finally:
+        gate.write_text("")
+        _kill_runs(run)
