@@ -17,7 +17,8 @@
 #                call it when they end (rebalance), and `park --at` parks with it, so checking out another commit in
 #                the work tree meanwhile does not change the script they run
 #   runs/DS/VARIANT/seedS/  `raptor train` outputs (pretrain/, rl/), resumed from their checkpoints, then
-#                           eval/: `raptor evaluate` of rl/best.pt on test; train.log beside them
+#                           eval/: `raptor evaluate` of rl/best.pt on test; train.log beside them, and run.id: the
+#                           folder's identity, random, written by the start that begins it (see unpark)
 #   runs/DS/ablation/pN/seedS/  the same for an arm of the pretraining-epochs ablation: RL-RAPTOR with N
 #                           pretraining epochs (raptor:S:pN); the results page reads the arms with the set's
 #                           Pure-RL runs as arm p0 and its RL-RAPTOR runs as the arm of their pretraining budget
@@ -77,7 +78,10 @@
 #                                   --cancel) cancels it; --plan only says when it would park
 #   scripts/longrun.sh unpark       put back the parked runs that .longruns/ has no folder of, or one less far
 #                                   along (tested, then pretraining epochs, then RL epochs: a folder left on a
-#                                   machine the runs moved on from; it and the queue here go to superseded/)
+#                                   machine the runs moved on from; it and the queue here go to superseded/), or
+#                                   one of another start of the run, whatever its progress (both have a run.id and
+#                                   they differ: a run forgotten and started anew, then parked; set aside the same;
+#                                   where either has none, made before run.id, progress alone decides)
 #                                   (`resume` does it first; with none, it does nothing): the park's list, commit,
 #                                   params and queue and every file of each run it restores checked against the
 #                                   sums (a file changed, missing or unlisted, or a park without its RUNS, is
@@ -549,7 +553,9 @@ check_park() {  # a park folder that exists must be whole at its top: RUNS, COMM
 }
 any_py() { if [ -x "$py" ]; then "$py" "$@"; else python3 "$@"; fi; }  # (json and yaml only: no .venv needed)
 parked_ahead() {  # the parked runs (as the park's RUNS lists them) that $dir has no folder of, or a folder less far
-  # along than the parked copy (left on a machine the runs have since moved on from): "REL<tab>WHY", one per line.
+  # along than the parked copy (left on a machine the runs have since moved on from), or a folder of another start of
+  # the run (both have a run.id, and they differ: the park's wins whatever its progress; a run forgotten and started
+  # anew, parked, and an older folder of it left on a machine): "REL<tab>WHY", one per line.
   # How far: tested, then the pretraining epochs, then the RL epochs (the rows of their history.json)
   [ -f "$park/RUNS" ] || return 0
   any_py - "$park" "$dir" <<'PY'
@@ -567,11 +573,19 @@ def progress(run):
     return ((run / "eval" / "metrics.json").is_file(), rows(run / "pretrain" / "history.json"), rows(run / "rl" / "history.json"))
 def words(p):
     return "tested" if p[0] else (f"pretraining epoch {p[1]}, " if p[1] else "") + f"RL epoch {p[2]}"
+def ident(run):  # the run.id the start that began it wrote (none: a folder made before run.id existed)
+    try:
+        return (run / "run.id").read_text().strip() or None
+    except OSError:
+        return None
 for rel in (park / "RUNS").read_text().splitlines():
     if not rel:
         continue
     if not (here / rel).exists():
         print(f"{rel}\tno folder here")
+    elif ident(park / rel) and ident(here / rel) and ident(park / rel) != ident(here / rel):
+        print(f"{rel}\there run.id {ident(here / rel)[:8]} at {words(progress(here / rel))}, parked run.id "
+              f"{ident(park / rel)[:8]} at {words(progress(park / rel))}: another start of the run, which replaces it")
     elif progress(park / rel) > progress(here / rel):
         print(f"{rel}\there at {words(progress(here / rel))}, parked at {words(progress(park / rel))}")
 PY
@@ -602,7 +616,8 @@ unpark() {  # the parked runs that $dir has no folder of, or one less far along,
   for rel in $behind; do
     echo "unpark: $(run_spec "$dir/$rel"): $(awk -F'\t' -v r="$rel" '$1 == r { print $2 }' <<< "$ahead")"
     ! live_pid "$dir/$rel" > /dev/null || {
-      echo "longrun.sh unpark: $(run_spec "$dir/$rel") is training here, behind its parked copy: \`scripts/longrun.sh stop\`," \
+      echo "longrun.sh unpark: $(run_spec "$dir/$rel") is training here, behind its parked copy (or another start of it):" \
+           "\`scripts/longrun.sh stop\`," \
            "then unpark (nothing was restored)" >&2; exit 1; }
   done
   # every file checked, none missing and none unlisted (a folder cut short in transit is refused whole)
@@ -856,7 +871,7 @@ if [ "$cmd" = status ]; then
     if [ "$why" = "no folder here" ]; then waiting+=("$(run_spec "$park/$rel")"); else behind+=("$(run_spec "$park/$rel") ($why)"); fi
   done <<< "$(parked_ahead)"
   [ ${#waiting[@]} -eq 0 ] || echo "parked in $park, not here yet (\`resume\` restores them): $(IFS=,; echo "${waiting[*]}" | sed 's/,/, /g')"
-  [ ${#behind[@]} -eq 0 ] || echo "parked in $park further along than here (\`resume\` restores them, the folders here set aside): $(IFS=';'; echo "${behind[*]}" | sed 's/;/; /g')"
+  [ ${#behind[@]} -eq 0 ] || echo "parked in $park further along than here, or started anew (\`resume\` restores them, the folders here set aside): $(IFS=';'; echo "${behind[*]}" | sed 's/;/; /g')"
   [ -d "$dir/runs" ] || { echo "no long runs under $dir"; show_queue; exit 0; }
   echo "source: $(git -C "$dir/src" rev-parse --short HEAD 2>/dev/null || echo '?') ($dir/src)"
   args=()  # (folder, state, threads) of every run; one python reads them all (raptor/runs/forecast.py)
@@ -1015,6 +1030,9 @@ for spec in "${runs[@]}"; do
   if [ "$variant" = raptor ]; then
     labels=(--labels "$data/labels")
   fi
+  # a run folder's identity: a random run.id, written when it is begun (no run.id, nothing trained: a first start,
+  # or a start anew after its folder was moved away), kept with it by park and unpark (parked_ahead)
+  fresh=0; [ -e "$out/run.id" ] || [ -e "$out/pretrain" ] || [ -e "$out/rl" ] || fresh=1
   mkdir -p "$out"
   if pid=$(live_pid "$out"); then echo "$name: already running (pid $pid)"; continue; fi
   if [ -f "$out/eval/metrics.json" ]; then echo "$name: finished and evaluated"; continue; fi
@@ -1027,6 +1045,9 @@ for spec in "${runs[@]}"; do
   # (The run's parked copy stays until the next park replaces it with the tested run's records.)
   # (The job's rebalance runs this script's copy in the long-runs folder, told the work tree: install_self.)
   echo "$run_threads" > "$out/threads"; rm -f "$out/exit" "$out/pid.id"
+  if [ "$fresh" = 1 ]; then
+    { printf '%s\n' "$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')" > "$out/run.id.tmp" && mv -f "$out/run.id.tmp" "$out/run.id"; } || exit 1
+  fi
   install_self
   (PYTHONPATH="$dir/src" nohup setsid nice -n 19 sh -c 'echo 19 > /proc/$$/autogroup 2>/dev/null || true; "$0" -P -m raptor.cli train --data "$1" --graph "$2" --out "$3" \
        --variant "$4" --seed "$5" --params "$6" $7 --no-progress && "$0" -P -m raptor.cli evaluate \

@@ -1516,6 +1516,8 @@ def test_the_jobs_call_a_copy_of_the_script_in_the_long_runs_folder(tmp_path, mo
         assert copy.read_bytes() == SCRIPT.read_bytes() and os.access(copy, os.X_OK)
         assert not list(lr.glob("longrun.sh.tmp*"))
         job = (run / "pid").read_text().strip()
+        ident = (run / "run.id").read_text()  # the folder's identity, written as its first start made it
+        assert len(ident) == 33 and int(ident, 16) and ident.endswith("\n"), ident
         args = Path(f"/proc/{job}/cmdline").read_bytes().split(b"\0")
         assert str(copy).encode() in args and str(ROOT).encode() in args, args
         assert str(SCRIPT).encode() not in args
@@ -1527,6 +1529,55 @@ def test_the_jobs_call_a_copy_of_the_script_in_the_long_runs_folder(tmp_path, mo
         log = (run / "train.log").read_text()
         # the copy, run from the long-runs folder, found the work tree (its .venv): it did the rebalance
         assert (run / "exit").read_text().strip() == "0" and "rebalance: 0 runs alive, nothing to do" in log, log
+        (run / "rl").mkdir()  # (trained, say): a start again keeps the folder's identity
+        r = _run("start", "titer:0", tmp_path=tmp_path)
+        assert r.returncode == 0 and (run / "run.id").read_text() == ident, r.stdout + r.stderr
     finally:
         gate.write_text("")
         _kill_runs(run)
+
+
+def test_a_run_started_anew_and_parked_replaces_an_older_start_left_behind(tmp_path):
+    """A run forgotten to start anew, restarted from epoch 0 and parked at epoch 5: a machine left behind with a folder
+    of the earlier start at epoch 100 must not keep it for being further along. Their run.id differ: the park's copy
+    wins whatever its progress (`status` says so, `park` and `start` refuse, `unpark` sets the folder here aside,
+    never deleting it). A folder without a run.id (made before it existed) is compared by progress as before."""
+    import shutil
+
+    lr, parked = _parkable(tmp_path), tmp_path / "parked"  # (lr/src: a link to this checkout, never a worktree to drop)
+    run = lr / "runs/ICEWS18/raptor/seed0"
+    _history(run, "rl", 5)
+    (run / "run.id").write_text("b2" * 16 + "\n")  # the start anew
+    assert _run_parked("park", tmp_path=tmp_path).returncode == 0
+    assert (parked / "runs/ICEWS18/raptor/seed0/run.id").read_text() == "b2" * 16 + "\n"
+    assert "  ./run.id\n" in (parked / "runs/ICEWS18/raptor/seed0/SHA256SUMS").read_text()  # checked as the run's files
+    parked_ck = (parked / "runs/ICEWS18/raptor/seed0/rl/checkpoint.pt").read_bytes()
+    # the machine left behind: the earlier start's folder, far further along
+    _history(run, "rl", 100)
+    (run / "rl" / "checkpoint.pt").write_bytes(b"the earlier start, here")
+    (run / "run.id").write_text("a1" * 16 + "\n")
+    out = _run_parked("status", tmp_path=tmp_path).stdout
+    assert "further along than here, or started anew" in out and "here run.id a1a1a1a1 at RL epoch 100, parked run.id " \
+        "b2b2b2b2 at RL epoch 5: another start of the run" in out, out
+    for cmd, code in ((("park",), 1), (("start", "--dataset", "ICEWS18", "pure_rl:4"), 3)):
+        r = _run_parked(*cmd, tmp_path=tmp_path)
+        assert r.returncode == code and "runs/ICEWS18/raptor/seed0: here run.id a1a1a1a1" in r.stderr, (cmd, r.stderr)
+    r = _run_parked("unpark", tmp_path=tmp_path)
+    assert r.returncode == 0 and "unpark: ICEWS18 raptor:0 restored" in r.stdout, r.stdout + r.stderr
+    assert (run / "rl" / "checkpoint.pt").read_bytes() == parked_ck and (run / "run.id").read_text() == "b2" * 16 + "\n"
+    aside = list((lr / "superseded").iterdir())
+    assert len(aside) == 1, aside
+    kept = aside[0] / "runs/ICEWS18/raptor/seed0"
+    assert (kept / "rl" / "checkpoint.pt").read_bytes() == b"the earlier start, here"
+    assert (kept / "run.id").read_text() == "a1" * 16 + "\n" and (kept / "rl" / "history.json").read_text().count("epoch") == 100
+    assert "nothing to restore" in _run_parked("unpark", tmp_path=tmp_path).stdout
+    # a folder here without a run.id: progress decides, as before run.id (further along here: it stays)
+    shutil.rmtree(lr / "superseded")
+    _history(run, "rl", 100)
+    (run / "run.id").unlink()
+    r = _run_parked("unpark", tmp_path=tmp_path)
+    assert r.returncode == 0 and "nothing to restore" in r.stdout, r.stdout + r.stderr
+    _history(run, "rl", 3)  # behind, no run.id here: the park's, by its progress
+    r = _run_parked("unpark", tmp_path=tmp_path)
+    assert r.returncode == 0 and "here at RL epoch 3, parked at RL epoch 5" in r.stdout, r.stdout + r.stderr
+    assert (run / "run.id").read_text() == "b2" * 16 + "\n"
