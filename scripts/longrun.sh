@@ -12,7 +12,8 @@
 #   queue, queue.failed, queue.lock  the runs to start later (`queue`), those that could not start, the lock
 #                one writer at a time holds
 #   superseded/DATE/  folders (runs, queue) set aside by `unpark` for the park's copies further along
-#   park-at.pid, park-at.log  the sleeper `park --at` armed (its pid; .id: its identity and time) and what it said
+#   park-at.pid, park-at.log, park-at.lock  the sleeper `park --at` armed (its pid; park-at.pid.id: its identity and
+#                the time it parks), what it said, and the lock one `park --at` at a time holds
 #   longrun.sh   a copy of this script, written by each `start` that starts a run (and `park --at`): the runs' jobs
 #                call it when they end (rebalance), and `park --at` parks with it, so checking out another commit in
 #                the work tree meanwhile does not change the script they run

@@ -1505,10 +1505,12 @@ def test_the_jobs_call_a_copy_of_the_script_in_the_long_runs_folder(tmp_path, mo
         "t = sub.add_parser('train')\nfor o in ['--data', '--graph', '--out', '--variant', '--seed', '--params']: t.add_argument(o)\n"
         "for o in ['--resume-only', '--no-progress']: t.add_argument(o, action='store_true')\n"
         "e = sub.add_parser('evaluate')\nfor o in ['--model', '--data', '--graph', '--params', '--split', '--out']: e.add_argument(o)\n"
-        "p.parse_args()\nend = time.time() + 60\n"
-        "while not os.path.exists(os.environ['STANDIN_GATE']) and time.time() < end:\n    time.sleep(0.1)\n")
+        "a = p.parse_args()\nend = time.time() + 60\n"
+        "while not os.path.exists(os.environ['STANDIN_GATE']) and time.time() < end:\n    time.sleep(0.1)\n"
+        "if getattr(a, 'split', None):  # evaluate: the run is tested\n"
+        "    os.makedirs(a.out, exist_ok=True)\n    open(os.path.join(a.out, 'metrics.json'), 'w').write('{}')\n")
     monkeypatch.setenv("STANDIN_GATE", str(gate))
-    run = lr / "runs" / "ICEWS14" / "titer" / "seed0"
+    run, queued = lr / "runs" / "ICEWS14" / "titer" / "seed0", lr / "runs" / "ICEWS14" / "titer" / "seed1"
     try:
         r = _run("start", "titer:0", tmp_path=tmp_path)
         assert r.returncode == 0 and "titer seed 0: started" in r.stdout, r.stdout + r.stderr
@@ -1521,20 +1523,32 @@ def test_the_jobs_call_a_copy_of_the_script_in_the_long_runs_folder(tmp_path, mo
         args = Path(f"/proc/{job}/cmdline").read_bytes().split(b"\0")
         assert str(copy).encode() in args and str(ROOT).encode() in args, args
         assert str(SCRIPT).encode() not in args
+        # a run queued with every core waits for this one; when its job ends, the copy's rebalance starts it (the copy
+        # calling itself for the start, told the work tree), and that run's job calls the copy in turn
+        r = _run("queue", "--threads", "0", "titer:1", tmp_path=tmp_path)
+        assert r.returncode == 0 and "queue: ICEWS14 titer:1 waits" in r.stdout, r.stdout + r.stderr
         gate.write_text("")
         deadline = time.monotonic() + 60
-        while "rebalance:" not in (run / "train.log").read_text():
+        while "rebalance:" not in (queued / "train.log").read_text() if (queued / "train.log").exists() else True:
             assert time.monotonic() < deadline, (run / "train.log").read_text()
             time.sleep(0.2)
         log = (run / "train.log").read_text()
         # the copy, run from the long-runs folder, found the work tree (its .venv): it did the rebalance
-        assert (run / "exit").read_text().strip() == "0" and "rebalance: 0 runs alive, nothing to do" in log, log
+        assert (run / "exit").read_text().strip() == "0" and "titer seed 1: started" in log, log
+        assert "rebalance: 0 runs alive, nothing to do" in (queued / "train.log").read_text()
+        assert (lr / "queue").read_text() == "" and (queued / "exit").read_text().strip() == "0"
+        while "titer/seed0: " not in (out := _run("status", tmp_path=tmp_path).stdout) or "running (pid" in \
+                next(x for x in out.splitlines() if "titer/seed0: " in x):  # (its job's shell ends after its rebalance)
+            assert time.monotonic() < deadline, out
+            time.sleep(0.2)
+        (run / "eval" / "metrics.json").unlink()
         (run / "rl").mkdir()  # (trained, say): a start again keeps the folder's identity
         r = _run("start", "titer:0", tmp_path=tmp_path)
-        assert r.returncode == 0 and (run / "run.id").read_text() == ident, r.stdout + r.stderr
+        assert r.returncode == 0 and "titer seed 0: started" in r.stdout, r.stdout + r.stderr
+        assert (run / "run.id").read_text() == ident
     finally:
         gate.write_text("")
-        _kill_runs(run)
+        _kill_runs(run, queued)
 
 
 def test_a_run_started_anew_and_parked_replaces_an_older_start_left_behind(tmp_path):
