@@ -70,8 +70,9 @@
 #                                   git-ignored: it travels with a work tree that is kept when the machine changes,
 #                                   as .longruns/ does not; where only commits travel, commit it (an ICEWS14 arm
 #                                   in RL: 62 MB; two ICEWS18 runs in RL: 191 MB; docs/deployment.md). Refused
-#                                   while it holds runs not restored here, or further along than here (they would
-#                                   be lost). Each copy is checked against the run's files
+#                                   while it holds runs not restored here, further along than here, or of another
+#                                   start of the run (run.id; see unpark): they would be lost. Each copy is
+#                                   checked against the run's files
 #   scripts/longrun.sh park --at HH:MM  a safety net: `park` at the next HH:MM, local time (today's while it is still
 #                                   ahead, else tomorrow's), by a sleeper detached from the shell (it outlives it)
 #                                   whose output goes to park-at.log; says when, in how many seconds, and its pid
