@@ -136,6 +136,8 @@ cmd="${1:-}"; [ $# -gt 0 ] && shift
 commit=HEAD; dataset=ICEWS14; dataset_given=0; sets=(); runs=(); threads=; plan=0; clear=0; at=
 while [ $# -gt 0 ]; do
   case "$1" in
+    --commit|--dataset|--set|--threads)  # (then the option's own case below)
+      [ $# -ge 2 ] || { echo "longrun.sh: $1 needs a value (see --help)" >&2; exit 2; } ;;&
     --commit) commit="$2"; shift 2 ;;
     --dataset) dataset="$2"; dataset_given=1; shift 2 ;;
     --set) sets+=("$2"); shift 2 ;;
@@ -157,6 +159,9 @@ case "$cmd" in start|queue|resume|status|stop|rebalance|rescore|park|unpark|forg
   *) echo "longrun.sh: unknown command '$cmd' (start, queue, resume, status, stop, rebalance, rescore, park, unpark, forget)" >&2; exit 2 ;; esac
 
 [ -z "$at" ] || [ "$cmd" = park ] || { echo "longrun.sh $cmd: --at and --cancel are park's options" >&2; exit 2; }
+[ "$plan" = 0 ] || [ "$cmd" = rebalance ] || [ "$cmd" = park ] || {
+  echo "longrun.sh $cmd: --plan is rebalance's and park --at's option (nothing was done)" >&2; exit 2; }
+[ "$clear" = 0 ] || [ "$cmd" = queue ] || { echo "longrun.sh $cmd: --clear is queue's option (nothing was done)" >&2; exit 2; }
 
 queue_file="$dir/queue"; cores=$(nproc); py="$root/.venv/bin/python"
 # the park of this folder: longruns-parked/ in the work tree for the default folder; beside the folder for another

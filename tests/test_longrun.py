@@ -43,6 +43,11 @@ def _run(*args: str, tmp_path: Path) -> subprocess.CompletedProcess:
     (("park", "--at"), 2, "park --at '': expected HH:MM"),
     (("start", "--at", "07:00", "raptor:0"), 2, "start: --at and --cancel are park's options"),
     (("park", "--plan"), 2, "--plan only with --at"),
+    (("start", "--plan", "raptor:0"), 2, "start: --plan is rebalance's and park --at's option"),
+    (("resume", "--plan"), 2, "resume: --plan is rebalance's"),
+    (("stop", "--clear"), 2, "stop: --clear is queue's option"),
+    *(((c, o), 2, f"{o} needs a value") for c, o in (("start", "--commit"), ("queue", "--dataset"), ("start", "--set"),
+                                                      ("queue", "--threads"))),
 ])
 def test_bad_commands_are_refused_and_create_nothing(tmp_path, args, code, message):
     r = _run(*args, tmp_path=tmp_path)
