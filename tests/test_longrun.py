@@ -19,6 +19,11 @@ SCRIPT = ROOT / "scripts" / "longrun.sh"
 RUN_DEADLINE_S = 1200
 
 
+def _cores() -> int:
+    """The cores the script sees (`nproc`: this process's affinity, not the machine's count)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 def _run(*args: str, tmp_path: Path) -> subprocess.CompletedProcess:
     # (never a LONGRUN_PARK of the caller's: the folder parks beside itself, lr-parked)
     env = {**{k: v for k, v in os.environ.items() if k != "LONGRUN_PARK"}, "LONGRUN_DIR": str(tmp_path / "lr")}
@@ -247,7 +252,7 @@ def test_rebalance_plans_to_give_all_cores_to_the_one_run_left(tmp_path):
         (b / "eval").mkdir()
         (b / "eval" / "metrics.json").write_text('{"mrr": 0.4}')  # b tested, its job still ending
         r = _run("rebalance", "--plan", tmp_path=tmp_path)
-        cores = os.cpu_count() if not hasattr(os, "sched_getaffinity") else len(os.sched_getaffinity(0))
+        cores = _cores()
         if cores > 1:
             assert f"restart ICEWS14 raptor:0 with {cores} threads (it has 1)" in r.stdout, r.stdout
         (a / "threads").write_text("0\n")  # 0 = all cores
@@ -369,7 +374,7 @@ def test_queue_waits_for_free_cores_and_skips_what_is_done(tmp_path):
         (busy / "threads").write_text("0\n")  # all cores
         r = _run("queue", "--threads", "1", "pure_rl:1", "raptor:2:p10", tmp_path=tmp_path)
         assert r.returncode == 0, r.stderr
-        cores = os.cpu_count() if not hasattr(os, "sched_getaffinity") else len(os.sched_getaffinity(0))
+        cores = _cores()
         assert f"queue: ICEWS14 pure_rl:1 waits ({cores} of {cores} cores held, it takes 1)" in r.stdout, r.stdout
         assert (lr / "queue").read_text() == "ICEWS14 pure_rl:1 1\nICEWS14 raptor:2:p10 1\n"
         out = _run("queue", "pure_rl:1", "titer:5", "titer:0", tmp_path=tmp_path).stdout
@@ -1280,7 +1285,7 @@ def test_a_park_that_blocks_starts_never_stops_a_run_nor_drains_the_queue(tmp_pa
         assert (lr / "queue").read_text() == "ICEWS18 pure_rl:0 1\nICEWS18 pure_rl:1 1\n"
         assert not (lr / "queue.failed").exists()
         (lr / "queue").unlink()
-        if (os.cpu_count() or 1) > 1:  # the lone run has fewer threads than the machine has cores
+        if _cores() > 1:  # the lone run has fewer threads than the machine has cores
             r = _run_parked("rebalance", "--plan", tmp_path=tmp_path)  # the plan says what rebalance would do
             assert r.returncode == 1 and "ICEWS18 raptor:0 left as it is" in r.stderr, r.stdout + r.stderr
             assert "restart" not in r.stdout
