@@ -47,8 +47,8 @@
 #                                   them to start; a dataset whose runs are all tested is left alone), then the
 #                                   queue's runs that the freed cores allow; a dataset whose runs cannot start is
 #                                   named (exit 1) and the others go on
-#   scripts/longrun.sh status       one line per run: epochs done, best validation MRR, running, stopped or
-#                                   failed (its job's exit status), and the
+#   scripts/longrun.sh status       one line per run: epochs done, best validation MRR, running, stopped,
+#                                   failed (its job's exit status) or tested (its test MRR), and the
 #                                   training time left at its recent pace (the test evaluation not included);
 #                                   then the queue, and when each queued run would start and end (runs/forecast.py)
 #   scripts/longrun.sh stop         SIGTERM to the runs' process groups, then wait until they have ended (each
@@ -886,6 +886,7 @@ if [ "$cmd" = status ]; then
     [ -d "$out" ] || continue
     if pid=$(live_pid "$out"); then alive="running (pid $pid)"
     elif [ -f "$out/exit" ] && [ "$(cat "$out/exit")" != 0 ]; then alive="failed (exit status $(cat "$out/exit"); see its train.log)"
+    elif [ -f "$out/eval/metrics.json" ]; then alive=tested  # (done: neither resume nor the queue restarts it)
     else alive=stopped; fi
     args+=("$out" "$alive" "$(cat "$out/threads" 2>/dev/null || echo 0)")
   done < <(run_dirs)

@@ -115,6 +115,14 @@ def test_finished_runs_are_measured_and_started_ones_timed_at_their_pace(folder)
 def test_status_lines_say_the_time_left_and_when_queued_runs_start(folder):
     finished = run_line(folder, folder.root / "runs/ICEWS14/raptor/seed0", "stopped", NOW)
     assert finished == "ICEWS14/raptor/seed0: pretraining 4 epochs, RL 10 epochs (finished), best val MRR 0.3090, stopped"
+    # tested: its test MRR from eval/metrics.json (unreadable metrics: "tested" alone, never an error)
+    (folder.root / "runs/ICEWS14/raptor/seed0/eval").mkdir()
+    metrics = folder.root / "runs/ICEWS14/raptor/seed0/eval/metrics.json"
+    metrics.write_text(json.dumps({"mrr": 0.29004}))
+    tested = run_line(folder, folder.root / "runs/ICEWS14/raptor/seed0", "tested", NOW)
+    assert tested.endswith("best val MRR 0.3090, tested (test MRR 0.2900)"), tested
+    metrics.write_text("{")
+    assert run_line(folder, folder.root / "runs/ICEWS14/raptor/seed0", "tested", NOW).endswith("0.3090, tested")
     out = _run(folder.root, "runs/ICEWS14/pure_rl/seed2", _history(6, 20.0, 5, 20.0))
     line = run_line(folder, out, "running (pid 7)", NOW)
     assert line.endswith("running (pid 7) | about 0 h 01 min of training left, ends about 23:01 UTC"), line

@@ -330,6 +330,9 @@ def test_status_forecasts_the_queue_after_the_runs_resume_would_restart(tmp_path
     lines = r.stdout.splitlines()
     assert "queued, in order: ICEWS14 pure_rl:2 (threads: 1)" in lines, r.stdout
     assert any("the 1 stopped runs counted as running" in x for x in lines), r.stdout
+    # the tested run says so, with its test MRR; the other is stopped (resume restarts it)
+    assert "ICEWS14/pure_rl/seed0: RL 10 epochs (finished), best val MRR 0.3000, tested (test MRR 0.4000)" in lines, r.stdout
+    assert any(x.startswith("ICEWS14/pure_rl/seed1: RL 6 epochs, best val MRR 0.3000, stopped") for x in lines), r.stdout
     line = next(x for x in lines if x.startswith("  ICEWS14 pure_rl:2: "))
     assert "starts in 0 h 01 min" in line and "ends in 0 h 06 min" in line, line
     assert lines[-1].startswith("  the queue ends in 0 h 06 min of running"), r.stdout

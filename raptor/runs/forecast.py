@@ -19,6 +19,7 @@ training (a minute or two: starts come early) and the faster pace of a run left 
 from __future__ import annotations
 
 import datetime
+import json
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
@@ -303,8 +304,8 @@ class Folder:
 
 
 def run_line(folder: Optional[Folder], out: Path, state: str, now: datetime.datetime) -> str:
-    """One run's status line: epochs trained, best validation MRR, ``state`` (``running (pid N)`` or
-    ``stopped``) and, until it has trained, the time left (and when a running one ends). ``folder``
+    """One run's status line: epochs trained, best validation MRR, ``state`` (``running (pid N)``,
+    ``stopped``, ``failed (...)``, or ``tested``: then its test MRR from ``eval/metrics.json``) and, until it has trained, the time left (and when a running one ends). ``folder``
     ``None`` (its params unreadable): no estimate."""
     pre_h, rl_h = _history(out / "pretrain"), _history(out / "rl")
     vals = [r["val_mrr"] for r in rl_h or [] if isinstance(r, dict) and r.get("val_mrr") is not None]
@@ -318,6 +319,11 @@ def run_line(folder: Optional[Folder], out: Path, state: str, now: datetime.date
         parts.append(f"pretraining {len(pre_h)} epochs,")
     parts.append(f"RL {len(rl_h or [])} epochs" + (" (finished)" if done else "") + ",")
     parts.append(f"best val MRR {max(vals):.4f}," if vals else "no validation yet,")
+    if state == "tested":  # (its test metrics written: the run is done, not stopped)
+        try:
+            state = f"tested (test MRR {float(json.loads((out / 'eval' / 'metrics.json').read_text())['mrr']):.4f})"
+        except (OSError, ValueError, KeyError, TypeError):
+            pass  # a status line, never an error: "tested" alone
     parts.append(state)
     if done or folder is None:
         return " ".join(parts)
