@@ -127,6 +127,18 @@ def test_significance_and_paper_layout(workspace, long_runs):
     assert sum("(paper)" in r["model"] for r in rows) == len(MAIN_TABLE)
 
 
+def test_one_seed_has_its_mrr_difference_but_no_t_test():
+    """One seed per system: no t-test over seeds, but the MRR difference is still the per-query mean
+    difference (hand-made significance, as `raptor results` writes it)."""
+    from types import SimpleNamespace
+
+    sig = {"baseline": "pure_rl", "comparisons": {"raptor": {"seed_level": {}, "per_query": {
+        "bootstrap": {"mean_diff": -0.0024, "ci_low": -0.0039, "ci_high": -0.0009}, "wilcoxon": {"p_two_sided": 3e-9}}}}}
+    rows = significance_rows([SimpleNamespace(name="long", dataset="ICEWS18", significance=sig)])
+    assert rows == [{"set": "long", "dataset": "ICEWS18", "comparison": "RL-RAPTOR vs Pure-RL", "MRR diff (points)": "-0.24",
+                     "per-query bootstrap 95% CI": "[-0.39, -0.09]", "Wilcoxon p (two-sided)": "3e-09"}]
+
+
 def test_one_row_per_set_lines_datasets_up(workspace, tmp_path):
     """Two datasets of one set (the quick pipeline on ICEWS14 and ICEWS18) share a row."""
     import shutil

@@ -617,6 +617,9 @@ def significance_rows(sets: Sequence[ResultSet]) -> list[dict[str, str]]:
                 row["MRR diff (points)"] = f"{100 * seed_mrr['mean_diff']:+.2f}"
                 row["t-test over seeds, p (one-sided)"] = f"{format_p(seed_mrr['p_one_sided'])} (n = {seed_mrr['n']})"
             pq = pair.get("per_query") or {}
+            if not seed_mrr and (pq.get("bootstrap") or {}).get("mean_diff") is not None:  # one seed: no t-test,
+                # but the difference itself is the per-query one (the mean of the paired reciprocal-rank differences)
+                row["MRR diff (points)"] = f"{100 * pq['bootstrap']['mean_diff']:+.2f}"
             if pq.get("bootstrap"):
                 b = pq["bootstrap"]
                 row["per-query bootstrap 95% CI"] = f"[{100 * b['ci_low']:+.2f}, {100 * b['ci_high']:+.2f}]"
