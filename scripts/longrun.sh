@@ -60,6 +60,12 @@
 #                                   under an evaluation-only reading (`raptor rescore`, docs/evaluation.md) into
 #                                   runs/DS/VARIANT/seedS/rescore/KEY=VALUE/, in the foreground, by this working
 #                                   tree's code (the pinned commit may predate the command); `raptor collect` keeps it
+#   scripts/longrun.sh rescore --sweep NAME [--dataset DS] [--threads N]  the runs of sweep NAME's evaluation-only arms
+#                                   (params that differ from its default arm's in eval.beam_size, eval.score_rule or
+#                                   eval.rank_last_expansions alone: not trained, `queue` refuses them): the default
+#                                   arm's tested runs re-scored under each such arm, test and validation splits, into
+#                                   runs/DS/sweeps/NAME/default/VARIANT/seedS/rescore/; `raptor collect --sweep NAME`
+#                                   records them as the arm's runs (docs/sweeps.md)
 #   scripts/longrun.sh park         stop the runs, then copy every run not yet tested, with its last checkpoints
 #                                   (a .prev only where its latest is missing), every tested run without them (its
 #                                   records and best model: the only copy that travels until `raptor collect` and a
@@ -133,12 +139,13 @@ root=$PWD
 dir="${LONGRUN_DIR:-$root/.longruns}"; dir=$(realpath -m -s "$dir")  # (relative: to the work tree, as before; absolute
 # from here on, since park checks its copies from inside the run folders)
 cmd="${1:-}"; [ $# -gt 0 ] && shift
-commit=HEAD; dataset=ICEWS14; dataset_given=0; sets=(); runs=(); threads=; plan=0; clear=0; at=
+commit=HEAD; dataset=ICEWS14; dataset_given=0; sets=(); runs=(); threads=; plan=0; clear=0; at=; sweep=
 while [ $# -gt 0 ]; do
   case "$1" in
-    --commit|--dataset|--set|--threads)  # (then the option's own case below)
+    --commit|--dataset|--set|--threads|--sweep)  # (then the option's own case below)
       [ $# -ge 2 ] || { echo "longrun.sh: $1 needs a value (see --help)" >&2; exit 2; } ;;&
     --commit) commit="$2"; shift 2 ;;
+    --sweep) sweep="$2"; shift 2 ;;
     --dataset) dataset="$2"; dataset_given=1; shift 2 ;;
     --set) sets+=("$2"); shift 2 ;;
     --plan) plan=1; shift ;;
@@ -162,6 +169,7 @@ case "$cmd" in start|queue|resume|status|stop|rebalance|rescore|park|unpark|forg
 [ "$plan" = 0 ] || [ "$cmd" = rebalance ] || [ "$cmd" = park ] || {
   echo "longrun.sh $cmd: --plan is rebalance's and park --at's option (nothing was done)" >&2; exit 2; }
 [ "$clear" = 0 ] || [ "$cmd" = queue ] || { echo "longrun.sh $cmd: --clear is queue's option (nothing was done)" >&2; exit 2; }
+[ -z "$sweep" ] || [ "$cmd" = rescore ] || { echo "longrun.sh $cmd: --sweep is rescore's option (nothing was done)" >&2; exit 2; }
 
 queue_file="$dir/queue"; cores=$(nproc); py="$root/.venv/bin/python"
 # the park of this folder: longruns-parked/ in the work tree for the default folder; beside the folder for another
@@ -389,6 +397,14 @@ variants = sweep.variants or tuple(p.train.variants)
 if variant not in variants or int(seed) not in p.train.seeds:
     sys.exit(f"longrun.sh: sweep {name} trains variants {', '.join(variants)} with seeds "
              f"{', '.join(map(str, p.train.seeds))}: not {variant} seed {seed}")
+try:  # (a pinned source before evaluation-only arms trains them, as it did)
+    from raptor.pipeline.sweep import evaluation_only_arms, load_sweep
+except ImportError:
+    evaluation_only_arms = None
+if evaluation_only_arms is not None and arm in evaluation_only_arms(load_sweep(params, name)[1]):
+    sys.exit(f"longrun.sh: arm {arm} of sweep {name} is evaluation-only (its params differ from the default arm's in "
+             "evaluation params alone): it trains nothing of its own; once the default arm's runs are tested, "
+             f"`scripts/longrun.sh rescore --sweep {name}` scores them under it")
 if get(variant).pretrained and labeling_settings(p) != labeling_settings(load_params(params)):
     sys.exit(f"longrun.sh: arm {arm} of sweep {name} changes the label tables' settings; the long runs of a dataset share "
              "one label table (run this arm with `raptor sweep`)")
@@ -840,18 +856,27 @@ fi
 
 if [ "$cmd" = rescore ]; then
   [ ${#runs[@]} -eq 0 ] || { echo "longrun.sh rescore: takes no runs (it re-scores every tested run under $dir/runs)" >&2; exit 2; }
-  [ ${#sets[@]} -gt 0 ] || { echo "longrun.sh rescore: give the reading with --set KEY=VALUE (e.g. --set eval.rank_last_expansions=true)" >&2; exit 2; }
+  if [ -n "$sweep" ]; then
+    [ ${#sets[@]} -eq 0 ] || { echo "longrun.sh rescore --sweep: takes no --set (the readings are the sweep's evaluation-only arms)" >&2; exit 2; }
+  else
+    [ ${#sets[@]} -gt 0 ] || { echo "longrun.sh rescore: give the reading with --set KEY=VALUE (e.g. --set eval.rank_last_expansions=true)" >&2; exit 2; }
+  fi
   [ "$commit" = HEAD ] || { echo "longrun.sh rescore: takes no --commit (it runs this working tree's code)" >&2; exit 2; }
   found=0
   for ds_dir in "$dir"/runs/*/; do
     [ -d "$ds_dir" ] || continue
     [ "$dataset_given" = 0 ] || [ "$(basename "$ds_dir")" = "$dataset" ] || continue
-    found=1; name="$(basename "$ds_dir")"
+    name="$(basename "$ds_dir")"
     args=(); for kv in "${sets[@]}"; do args+=(--set "$kv"); done
+    if [ -n "$sweep" ]; then  # (a dataset without the sweep's default arm's runs is not this sweep's)
+      [ -d "$ds_dir/sweeps/$sweep/default" ] || continue
+      args=(--sweep "$sweep")
+    fi
+    found=1
     nice -n 10 "$py" -m raptor.cli rescore "${ds_dir%/}" --data "$dir/data/$name/ingested" --graph "$dir/data/$name/graph.npz" \
-      --params "$(params_of "$name")" --threads "${threads:-1}" "${args[@]}"
+      --params "$(params_of "$name")" --threads "${threads:-1}" "${args[@]}" || exit 1
   done
-  [ "$found" = 1 ] || echo "no long runs under $dir to re-score"
+  [ "$found" = 1 ] || echo "no long runs under $dir to re-score${sweep:+ (of the default arm of sweep $sweep)}"
   exit 0
 fi
 # Relative paths in params (a dataset's raw_dir) are read from the repository root, as in the pipeline.

@@ -980,6 +980,17 @@ def test_a_sweep_arm_that_cannot_run_is_refused_when_queued(tmp_path, spec, mess
         assert r.returncode == 2 and "VARIANT:SEED:NAME/ARM for arm ARM of sweep NAME" in r.stderr, bad
 
 
+def test_an_evaluation_only_arm_is_refused_when_queued_and_pointed_at_rescore(tmp_path):
+    """An arm whose params differ from the default's in test-time evaluation params alone trains what the
+    default arm trains: its runs are the default arm's re-scored (`rescore --sweep`), not trained again."""
+    lr = _tiny_folder(tmp_path, {"ev": {"variants": ["pure_rl"], "grid": {"eval.rank_last_expansions": [True],
+                                                                          "rl.weight_decay": [1.0e-3]}}})
+    r = _run("queue", "--dataset", "TINY", "pure_rl:0:ev/eval.rank_last_expansions=true", tmp_path=tmp_path)
+    assert r.returncode == 1 and "arm eval.rank_last_expansions=true of sweep ev is evaluation-only" in r.stderr, r.stderr
+    assert "`scripts/longrun.sh rescore --sweep ev`" in r.stderr
+    assert not (lr / "queue").exists() and not (lr / "runs").exists() and not (lr / "sweeps").exists()
+
+
 @pytest.mark.slow
 def test_a_sweeps_arms_train_as_long_runs_and_are_recorded_as_the_sweep_records_them(tmp_path):
     """Two arms of a sweep (its default and a weight-decay arm) as long runs: each trains with the arm's params

@@ -287,3 +287,191 @@ def test_a_page_without_readings_has_no_readings_section(records, tmp_path):
         shutil.rmtree(d)
     text = write_results_page(discover(records, "long"), tmp_path / "results.md").read_text()
     assert "Evaluation-only readings" not in text
+
+
+# ------------------------------------------------------------------------------ a sweep's evaluation-only arms
+
+
+def test_an_arm_is_evaluation_only_when_test_time_eval_params_alone_differ_from_the_default():
+    from raptor.pipeline.sweep import evaluation_only
+
+    default = {"eval.beam_size": 100, "eval.rank_last_expansions": False, "eval.valid_every": 20, "rl.gamma": 0.95}
+    assert evaluation_only({**default, "eval.rank_last_expansions": True}, default) == {"eval.rank_last_expansions": True}
+    assert evaluation_only({**default, "eval.beam_size": 50, "eval.rank_last_expansions": True}, default) == {
+        "eval.beam_size": 50, "eval.rank_last_expansions": True}
+    # a param of training, or of validation's schedule (it picks the checkpoint): trained, not re-scored
+    assert evaluation_only({**default, "eval.rank_last_expansions": True, "rl.gamma": 0.9}, default) is None
+    assert evaluation_only({**default, "eval.valid_every": 5}, default) is None
+    assert evaluation_only(dict(default), default) is None  # the default itself
+    assert evaluation_only({**default, "extra.key": 1}, default) is None  # a key only one side has differs
+
+
+SWEEP = {"variants": ["pure_rl"], "grid": {"eval.rank_last_expansions": [True], "rl.gamma": [0.9]}}
+EV_ARM = "eval.rank_last_expansions=true"
+
+
+@pytest.fixture(scope="module")
+def sweep_runs(tmp_path_factory, one_torch_thread):
+    """A folder of long runs holding sweep `ev`'s default arm (Pure-RL seeds 0 and 1 trained and tested, as
+    scripts/longrun.sh lays them out and with the arm's params file it writes), the folder's params file
+    declaring the sweep: an evaluation-only arm and a trained one (rl.gamma, not run)."""
+    from raptor.config import load_params
+    from raptor.pipeline.sweep import write_arm_params
+
+    root = synthetic_dataset(tmp_path_factory.mktemp("rescore-sweep"), seed=3)
+    params_file = root / "params.yaml"
+    params_file.write_text(yaml.safe_dump({**PARAMS, "train": {**PARAMS["train"], "seeds": [0, 1]},
+                                           "sweeps": {"ev": SWEEP}}))
+    p = write_arm_params(params_file, "ev", "default", root / "sweeps/TINY/ev/default.yaml")
+    ctx = load_context(root / "data", root / "graph.npz", p)
+    for seed in (0, 1):
+        seed_dir = root / f"runs/TINY/sweeps/ev/default/pure_rl/seed{seed}"
+        summary = run_variant(ctx, "pure_rl", RunOptions(seed=seed, out_dir=seed_dir / "rl", progress=False))
+        evaluate_model(ctx, summary["model"], seed_dir / "eval")
+    assert load_params(root / "sweeps/TINY/ev/default.yaml") == p
+    return root, params_file
+
+
+def _copy(root: Path, tmp_path: Path) -> Path:
+    shutil.copytree(root / "runs", tmp_path / "runs")
+    return tmp_path / "runs"
+
+
+def test_a_sweeps_evaluation_only_arm_is_the_default_arms_runs_rescored_on_both_splits(sweep_runs, tmp_path):
+    from raptor.pipeline.local_sweep import collect_arm_runs
+    from raptor.pipeline.rescore import rescore_sweep
+    from raptor.pipeline.sweep import declared_records, load_sweep, plan_sweep
+    from raptor.reporting.sweep_page import verdict
+
+    root, params_file = sweep_runs
+    runs = _copy(root, tmp_path)
+    results = tmp_path / "results"
+    # before the re-score: the default arm's runs are recorded, the evaluation-only arm's wait for it
+    out = collect_arm_runs(runs, params_file, "ev", "TINY", results)
+    assert sorted(out["saved"]) == ["default-pure_rl-seed0", "default-pure_rl-seed1"]
+    assert sorted(out["unfinished"]) == [f"{EV_ARM}-pure_rl-seed0", f"{EV_ARM}-pure_rl-seed1"]
+
+    done = rescore_sweep(runs / "TINY", root / "data", root / "graph.npz", params_file, "ev")
+    assert [(r["arm"], Path(r["run"]).name, r["split"], r["status"]) for r in done] == [
+        (EV_ARM, "seed0", "test", "scored"), (EV_ARM, "seed0", "valid", "scored"),
+        (EV_ARM, "seed1", "test", "scored"), (EV_ARM, "seed1", "valid", "scored")]
+    seed0 = runs / "TINY/sweeps/ev/default/pure_rl/seed0"
+    # each split as `raptor evaluate` scores the best model with the arm's params; and under the default's own
+    # params the validation split gives back the run's best validation MRR: the two validation MRRs the verdict
+    # compares are of the same checkpoint, on the same queries
+    from raptor.config import load_params
+    default_ctx = load_context(root / "data", root / "graph.npz", load_params(root / "sweeps/TINY/ev/default.yaml"))
+    for split, folder in (("test", seed0 / "rescore" / EV_ARM), ("valid", seed0 / "rescore" / EV_ARM / "valid")):
+        by_hand = evaluate_model(load_context(root / "data", root / "graph.npz",
+                                              load_params(root / "sweeps/TINY/ev/default.yaml", READING)),
+                                 seed0 / "rl/best.pt", tmp_path / f"by-hand-{split}", split=split)
+        assert json.loads((folder / "metrics.json").read_text())["mrr"] == pytest.approx(by_hand["mrr"])
+        assert json.loads((folder / "reading.json").read_text())["split"] == split
+    own = evaluate_model(default_ctx, seed0 / "rl/best.pt", tmp_path / "own-valid", split="valid")
+    best_val = json.loads((seed0 / "rl/summary.json").read_text())["best_val_mrr"]
+    assert own["mrr"] == pytest.approx(best_val)
+
+    # a second call keeps both splits; the records: the default arm's run with the reading's evaluation
+    assert {r["status"] for r in rescore_sweep(runs / "TINY", root / "data", root / "graph.npz", params_file, "ev")} == {"kept"}
+    out = collect_arm_runs(runs, params_file, "ev", "TINY", results)
+    assert sorted(out["saved"]) == sorted(f"{a}-pure_rl-seed{s}" for a in ("default", EV_ARM) for s in (0, 1))
+    assert not out["unfinished"] and not out["undeclared"]
+    rec = results / "train" / EV_ARM / "pure_rl/seed0"
+    summary = json.loads((rec / "summary.json").read_text())
+    valid_mrr = json.loads((seed0 / "rescore" / EV_ARM / "valid/metrics.json").read_text())["mrr"]
+    assert summary["best_val_mrr"] == valid_mrr and summary["rescored"]["default_best_val_mrr"] == best_val
+    assert summary["rescored"]["arm"] == "default" and summary["rescored"]["overrides"] == READING
+    assert (rec / "run_config.json").read_bytes() == (seed0 / "rl/run_config.json").read_bytes()
+    ranks = pq.read_table(results / "eval" / EV_ARM / "pure_rl/seed0/ranks.parquet").column("rank").to_numpy()
+    np.testing.assert_array_equal(ranks, read_predictions(seed0 / "rescore" / EV_ARM / "predictions.parquet").rank)
+
+    # the sweep's own reading of the folder accepts them, and its table compares the arm with the default
+    sweep, params = load_sweep(params_file, "ev")
+    used, refused = declared_records(plan_sweep(sweep, params, "TINY", results, write=False), results)
+    assert sorted(used) == sorted(f"{a}-pure_rl-seed{s}" for a in ("default", EV_ARM) for s in (0, 1)) and not refused
+    table = json.loads((results / "results.json").read_text())
+    arm = next(a for a in table["arms"] if a["arm"] == EV_ARM)
+    default = next(a for a in table["arms"] if a["arm"] == "default")
+    valid_mrrs = [json.loads((runs / f"TINY/sweeps/ev/default/pure_rl/seed{s}/rescore" / EV_ARM / "valid/metrics.json")
+                             .read_text())["mrr"] for s in (0, 1)]
+    assert arm["best_val_mrr_mean"] == pytest.approx(np.mean(valid_mrrs)) and arm["vs_default"]["seeds"] == [0, 1]
+    # the test against the default pairs each query's reading rank with its default rank, both of the same model
+    diffs = []
+    for s in (0, 1):
+        run = runs / f"TINY/sweeps/ev/default/pure_rl/seed{s}"
+        r_arm = read_predictions(run / "rescore" / EV_ARM / "predictions.parquet").rank
+        r_def = read_predictions(run / "eval/predictions.parquet").rank
+        diffs.append(np.mean(1 / r_arm) - np.mean(1 / r_def))
+    assert arm["vs_default"]["mrr_diff"] == pytest.approx(np.mean(diffs)) and np.mean(diffs) >= 0
+    assert verdict(arm, default) in ("better", "worse", "no clear difference")  # judged, not left out
+    assert f"{EV_ARM}-pure_rl-seed0" not in table["missing"] and "rl.gamma=0.9-pure_rl-seed0" in table["missing"]
+
+    # a re-scored record in a trained arm's folder is not that arm's run
+    shutil.copytree(results / "train" / EV_ARM / "pure_rl/seed0", results / "train/rl.gamma=0.9/pure_rl/seed0")
+    shutil.copytree(results / "eval" / EV_ARM / "pure_rl/seed0", results / "eval/rl.gamma=0.9/pure_rl/seed0")
+    used, refused = declared_records(plan_sweep(sweep, params, "TINY", results, write=False), results)
+    assert "not evaluation-only" in refused["rl.gamma=0.9-pure_rl-seed0"]
+
+
+def test_an_evaluation_only_arms_reading_of_another_model_is_not_recorded(sweep_runs, tmp_path):
+    from raptor.pipeline.local_sweep import collect_arm_runs
+    from raptor.pipeline.rescore import rescore_sweep
+
+    root, params_file = sweep_runs
+    runs = _copy(root, tmp_path)
+    rescore_sweep(runs / "TINY", root / "data", root / "graph.npz", params_file, "ev")
+    valid = runs / "TINY/sweeps/ev/default/pure_rl/seed1/rescore" / EV_ARM / "valid/reading.json"
+    valid.write_text(json.dumps({**json.loads(valid.read_text()), "model_hash": "0" * 16}))  # the run trained on
+    shutil.rmtree(runs / "TINY/sweeps/ev/default/pure_rl/seed0/rescore" / EV_ARM / "valid")  # an interrupted score
+    out = collect_arm_runs(runs, params_file, "ev", "TINY", tmp_path / "results")
+    assert sorted(out["unfinished"]) == [f"{EV_ARM}-pure_rl-seed0", f"{EV_ARM}-pure_rl-seed1"]
+    assert not (tmp_path / "results/train" / EV_ARM).exists()
+    # scored again: the test split kept (same model), each validation split scored anew
+    again = rescore_sweep(runs / "TINY", root / "data", root / "graph.npz", params_file, "ev")
+    assert [(Path(r["run"]).name, r["split"], r["status"]) for r in again] == [
+        ("seed0", "test", "kept"), ("seed0", "valid", "scored"), ("seed1", "test", "kept"), ("seed1", "valid", "scored")]
+    assert len(collect_arm_runs(runs, params_file, "ev", "TINY", tmp_path / "results")["saved"]) == 4
+
+
+def test_rescore_sweep_refuses_a_sweep_without_evaluation_only_arms_or_runs(sweep_runs, tmp_path, capsys):
+    from raptor.pipeline.rescore import rescore_sweep
+
+    root, params_file = sweep_runs
+    other = tmp_path / "params.yaml"
+    other.write_text(yaml.safe_dump({**yaml.safe_load(params_file.read_text()),
+                                     "sweeps": {"ev": {**SWEEP, "grid": {"rl.gamma": [0.9]}}}}))
+    with pytest.raises(ConfigError, match="sweep ev has no evaluation-only arm"):
+        rescore_sweep(root / "runs/TINY", root / "data", root / "graph.npz", other, "ev")
+    with pytest.raises(FileNotFoundError, match="no long runs of sweep ev's arm default here"):
+        rescore_sweep(tmp_path, root / "data", root / "graph.npz", params_file, "ev")
+    args = ["rescore", str(root / "runs/TINY"), "--data", str(root / "data"), "--graph", str(root / "graph.npz"),
+            "--params", str(params_file)]
+    assert cli([*args, "--sweep", "ev", "--set", "eval.beam_size=2"]) != 0
+    assert "--sweep takes no --set" in capsys.readouterr().err
+    assert cli(args) != 0 and "no override given" in capsys.readouterr().err
+
+
+def test_longrun_rescore_sweep_scores_the_default_arms_runs_under_the_evaluation_only_arms(sweep_runs, tmp_path):
+    root, params_file = sweep_runs
+    lr = tmp_path / "lr"
+    shutil.copytree(root / "runs", lr / "runs")
+    shutil.copytree(root / "data", lr / "data/TINY/ingested")
+    shutil.copy(root / "graph.npz", lr / "data/TINY/graph.npz")
+    shutil.copy(params_file, lr / "params.yaml")
+    repo = Path(__file__).resolve().parents[1]
+    env = {**{k: v for k, v in os.environ.items() if k != "LONGRUN_PARK"}, "LONGRUN_DIR": str(lr)}
+
+    def longrun(*args):
+        return subprocess.run(["bash", str(repo / "scripts/longrun.sh"), *args], cwd=repo, env=env,
+                              capture_output=True, text=True, timeout=300)
+
+    r = longrun("rescore", "--sweep", "ev")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count(f"scored {EV_ARM} (test)") == 2 and r.stdout.count(f"scored {EV_ARM} (valid)") == 2, r.stdout
+    assert len(list(lr.glob(f"runs/TINY/sweeps/ev/default/pure_rl/seed*/rescore/{EV_ARM}/valid/reading.json"))) == 2
+    r = longrun("rescore", "--sweep", "ev", "--set", "eval.beam_size=2")
+    assert r.returncode == 2 and "takes no --set" in r.stderr
+    r = longrun("status", "--sweep", "ev")
+    assert r.returncode == 2 and "--sweep is rescore's option" in r.stderr
+    r = longrun("rescore", "--sweep", "nope")  # no such sweep's runs here: nothing to do, said
+    assert r.returncode == 0 and "no long runs under" in r.stdout and "sweep nope" in r.stdout, r.stdout + r.stderr

@@ -329,7 +329,7 @@ def test_collect_of_a_sweep_names_runs_not_yet_tested_and_runs_it_does_not_decla
     assert cli(["collect", str(runs), str(dest), "--sweep", "wd", "--params", str(tmp_path / "p.yaml"),
                 "--dataset", "T"]) == 0
     out = capsys.readouterr().out
-    assert "sweep wd on T: 0 run(s) recorded" in out and "not yet tested, left out: default-pure_rl-seed0" in out, out
+    assert "sweep wd on T: 0 run(s) recorded" in out and "left out: default-pure_rl-seed0" in out, out
     assert "left out: default/pure_rl/seed9, default/titer/seed0" in out, out
     assert json.loads((dest / "results.json").read_text())["missing"] == ["default-pure_rl-seed0",
                                                                           "rl.weight_decay=0.001-pure_rl-seed0"]

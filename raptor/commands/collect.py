@@ -46,7 +46,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"sweep {args.sweep} on {args.dataset[0]}: {len(out['saved'])} run(s) recorded in {out['results']}"
               + (f": {', '.join(out['saved'])}" if out["saved"] else ""))
         if out["unfinished"]:
-            print(f"not yet tested, left out: {', '.join(out['unfinished'])}")
+            print(f"not yet tested (an evaluation-only arm's: not yet re-scored, `raptor rescore --sweep "
+                  f"{args.sweep}`), left out: {', '.join(out['unfinished'])}")
         if out["undeclared"]:
             print(f"not runs of the sweep as declared (its variants and seeds), left out: {', '.join(out['undeclared'])}")
         return 0

@@ -169,13 +169,19 @@ def collect_arm_runs(runs_dir: str | Path, params_file: str | Path, name: str, d
     once tested. Checked before anything is written, each refusal a :class:`ValueError` naming what differs:
     a run whose fingerprint is not its arm's (another variant, seed, pretraining budget or param value) or that
     trained another number of RL epochs than its arm's; a ``results`` folder whose ``COMMIT`` names another
-    commit, or whose declaration (``params/ARM.json``) differs from this one's. Returns ``saved``,
+    commit, or whose declaration (``params/ARM.json``) differs from this one's. An evaluation-only arm's run
+    (:func:`raptor.pipeline.sweep.evaluation_only_arms`) is the default arm's run of its variant and seed,
+    re-scored under the arm's reading on both splits (:func:`raptor.pipeline.rescore.rescore_sweep`): recorded
+    once both readings are there for its present best model (:func:`raptor.reporting.records.save_rescored_record`),
+    ``unfinished`` until then. Returns ``saved``,
     ``unfinished`` and ``undeclared`` (runs the sweep does not list: not recorded) and ``results``."""
     import tempfile
 
     from raptor.config import flatten, params_to_dict
     from raptor.pipeline.experiment import effective_epochs
-    from raptor.reporting.records import save_record
+    from raptor.pipeline.rescore import finished_reading, reading_name
+    from raptor.pipeline.sweep import DEFAULT_ARM, evaluation_only_arms
+    from raptor.reporting.records import save_record, save_rescored_record
     from raptor.reporting.runs_reader import read_fingerprint, read_summary
 
     sweep, params = load_sweep(params_file, name)
@@ -184,21 +190,31 @@ def collect_arm_runs(runs_dir: str | Path, params_file: str | Path, name: str, d
     if not src.is_dir():
         raise FileNotFoundError(f"{src}: no long runs of sweep {name} on {dataset} here")
     plan = plan_sweep(sweep, params, dataset, results, write=False)
-    todo, unfinished, refused, listed = [], [], [], set()
+    rescored_arms = evaluation_only_arms(params)
+    todo, rescored, unfinished, refused, listed = [], [], [], [], set()
     for job in plan.train:
-        run = runs_dir / dataset / LONG_RUN_ARM.format(name=name, arm=job.arm, variant=job.variant) / f"seed{job.seed}"
-        listed.add(run)
+        trained_as = DEFAULT_ARM if job.arm in rescored_arms else job.arm
+        run = runs_dir / dataset / LONG_RUN_ARM.format(name=name, arm=trained_as, variant=job.variant) / f"seed{job.seed}"
+        listed.add(runs_dir / dataset / LONG_RUN_ARM.format(name=name, arm=job.arm, variant=job.variant) / f"seed{job.seed}")
         if not (run / "eval" / RunDir.METRICS).is_file():
             if run.is_dir():
                 unfinished.append(job.run_name)
             continue
-        p = params[job.arm]
+        p = params[trained_as]
         wrong = record_mismatch(read_fingerprint(run / "rl") or {}, job, flatten(params_to_dict(p)))
         epochs = (read_summary(run / "rl", lenient=True) or {}).get("rl_epochs")
         if epochs != effective_epochs(p, job.variant, job.pretrain_epochs):
             wrong.append(f"rl_epochs: {epochs!r}, arm {effective_epochs(p, job.variant, job.pretrain_epochs)!r}")
         if wrong:
             refused.append(f"{run}: " + "; ".join(wrong))
+        elif job.arm in rescored_arms:
+            overrides = rescored_arms[job.arm]
+            test, valid = (finished_reading(run, overrides, split) for split in ("test", "valid"))
+            if test is None or valid is None:
+                unfinished.append(job.run_name)  # not re-scored yet (or for an older best model)
+            else:
+                rescored.append((run, job, test, valid, {"arm": DEFAULT_ARM, "reading": reading_name(overrides),
+                                                          "overrides": overrides}))
         else:
             todo.append((run, job))
     undeclared = sorted(str(r.relative_to(src)) for r in src.glob("*/*/seed*") if r.is_dir() and r not in listed)
@@ -217,8 +233,11 @@ def collect_arm_runs(runs_dir: str | Path, params_file: str | Path, name: str, d
     plan = plan_sweep(sweep, params, dataset, results)  # the declaration, written into the results folder
     for run, job in todo:
         save_record(run / "rl", run / "eval", *job_dirs(plan, job))
+    for run, job, test, valid, about in rescored:
+        save_rescored_record(run / "rl", test, valid, *job_dirs(plan, job), about)
     if commit:
         atomic_write_text(results / "COMMIT", commit)
     write_results(plan)
-    return {"saved": [job.run_name for _, job in todo], "unfinished": unfinished, "undeclared": undeclared,
+    return {"saved": [job.run_name for _, job in todo] + [r[1].run_name for r in rescored],
+            "unfinished": unfinished, "undeclared": undeclared,
             "results": str(results)}

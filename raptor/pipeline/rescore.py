@@ -12,11 +12,14 @@ Layout, in a folder of long runs (``<dataset>/<variant>/seed<S>/`` with ``rl/`` 
     seed<S>/rescore/<reading>/metrics.json         test metrics, as eval/metrics.json
     seed<S>/rescore/<reading>/predictions.parquet  per-query candidates and ranks
     seed<S>/rescore/<reading>/reading.json         overrides, split, the model's content hash, the code's (written last)
+    seed<S>/rescore/<reading>/valid/...            the same on the validation split, where asked for
 
 ``<reading>`` is :func:`reading_name` of the overrides (``eval.rank_last_expansions=true``). A reading
 whose ``reading.json`` names another model hash (the run was trained further) is evaluated again.
-``raptor collect`` keeps them (ranks instead of predictions) and ``raptor results`` sets them beside the
-default evaluation of the same checkpoints.
+``raptor collect`` keeps the test readings (ranks instead of predictions) and ``raptor results`` sets them
+beside the default evaluation of the same checkpoints. The validation split is what a sweep's
+evaluation-only arm is judged by (:func:`rescore_sweep`; ``raptor collect --sweep`` makes the arm's records
+from both splits: docs/sweeps.md).
 """
 
 from __future__ import annotations
@@ -75,6 +78,44 @@ def _differences(run_params: Mapping[str, Any], params: Mapping[str, Any]) -> li
 
 #: What makes a reading's evaluation the one asked for (``reading.json`` also names the code that made it).
 _IDENTITY = ("overrides", "split", "model", "model_hash")
+#: The splits a reading is scored on: the test split (always, first), and the validation split on request.
+SPLITS = ("test", "valid")
+
+
+def reading_dir(seed_dir: str | Path, name: str, split: str = "test") -> Path:
+    """Where a run's reading ``name`` on ``split`` goes: ``seed<S>/rescore/<name>/`` for the test split (what
+    ``raptor collect`` and ``raptor results`` read), ``.../<name>/valid/`` for the validation split."""
+    if split not in SPLITS:
+        raise ValueError(f"split {split!r}: one of {', '.join(SPLITS)}")
+    d = Path(seed_dir) / RESCORE_DIR / name
+    return d if split == "test" else d / split
+
+
+def _identity(seed_dir: Path, overrides: Mapping[str, Any], split: str) -> dict[str, Any]:
+    return {"overrides": dict(overrides), "split": split, "model": "rl/best.pt",
+            "model_hash": content_hash(RunDir(seed_dir / "rl").best)}
+
+
+def finished_reading(seed_dir: str | Path, overrides: Mapping[str, Any], split: str = "test") -> Optional[Path]:
+    """The folder of run ``seed_dir``'s evaluation under ``overrides`` on ``split`` if it is whole (its
+    ``reading.json``, metrics and predictions) and of the run's present ``rl/best.pt``; else ``None``."""
+    seed_dir = Path(seed_dir)
+    target = reading_dir(seed_dir, reading_name(overrides), split)
+    done = read_json(target / READING_FILE, lenient=True) or {}
+    if not (RunDir(seed_dir / "rl").best.is_file() and RunDir(target).metrics.is_file()
+            and RunDir(target).predictions.is_file()):
+        return None
+    return target if {k: done.get(k) for k in _IDENTITY} == _identity(seed_dir, overrides, split) else None
+
+
+def _clear(target: Path) -> None:
+    """Remove an unfinished or outdated reading's files, not the folders of its other splits inside it."""
+    if not target.is_dir():
+        return
+    for f in target.iterdir():
+        if f.is_dir() and f.name in SPLITS:
+            continue
+        shutil.rmtree(f) if f.is_dir() else f.unlink()
 
 
 def _plan(runs_dir: Path, params_path: str | Path, base: Mapping[str, Any], inputs: Mapping[str, Any],
@@ -109,8 +150,9 @@ def _plan(runs_dir: Path, params_path: str | Path, base: Mapping[str, Any], inpu
 
 
 def rescore_runs(runs_dir: str | Path, data: str | Path, graph: str | Path, params_path: str | Path,
-                 overrides: Mapping[str, Any], num_threads: Optional[int] = None) -> list[dict[str, Any]]:
-    """Evaluate again on the test split, under ``overrides``, the best model of every tested run in
+                 overrides: Mapping[str, Any], num_threads: Optional[int] = None,
+                 splits: Sequence[str] = ("test",)) -> list[dict[str, Any]]:
+    """Evaluate again on the test split (and on the others of ``splits``: ``valid``), under ``overrides``, the best model of every tested run in
     ``runs_dir`` (one dataset's folder of long runs: ``<variant>/seed<S>/{rl,eval}``; the ablation's arms
     are not read), into ``seed<S>/rescore/<reading>/`` (module docstring). A run not yet tested (no
     ``eval/metrics.json``), or whose test predates its ``rl/best.pt`` (it trained on since), is skipped: the
@@ -124,8 +166,13 @@ def rescore_runs(runs_dir: str | Path, data: str | Path, graph: str | Path, para
     evaluation folder is written as ``raptor evaluate`` writes it, its :data:`READING_FILE` last, so an
     interrupted re-score leaves a folder that is neither read nor kept.
 
-    Returns one ``{"run", "status" ("scored" | "kept" | "skipped: why"), "reading", "metrics"}`` per run
-    (no ``reading`` and ``metrics`` for a skipped one)."""
+    Returns one ``{"run", "split", "status" ("scored" | "kept" | "skipped: why"), "reading", "metrics"}`` per
+    run and split, the test split first (one row without ``split``, ``reading`` and ``metrics`` for a skipped
+    run)."""
+    unknown = [s for s in splits if s not in SPLITS]
+    if unknown:
+        raise ValueError(f"split {', '.join(map(repr, unknown))}: one of {', '.join(SPLITS)}")
+    splits = ["test", *(s for s in SPLITS if s != "test" and s in splits)]
     runs_dir = Path(runs_dir)
     if not runs_dir.is_dir():
         raise FileNotFoundError(f"runs folder not found: {runs_dir}")
@@ -140,19 +187,52 @@ def rescore_runs(runs_dir: str | Path, data: str | Path, graph: str | Path, para
     todo, out = _plan(runs_dir, params_path, base, ctx.input_hashes(), data, graph)
     code = code_hash(["raptor.pipeline.rescore"])
     for seed_dir in todo:
-        model, target = RunDir(seed_dir / "rl").best, seed_dir / RESCORE_DIR / name
-        reading = {"overrides": dict(overrides), "split": "test", "model": "rl/best.pt",
-                   "model_hash": content_hash(model)}
-        done = read_json(target / READING_FILE, lenient=True) or {}
-        if ({k: done.get(k) for k in _IDENTITY} == reading and RunDir(target).metrics.is_file()
-                and RunDir(target).predictions.is_file()):
-            out.append({"run": str(seed_dir), "reading": name, "status": "kept",
-                        "metrics": read_json(RunDir(target).metrics)})
-            continue
-        if target.exists():
-            shutil.rmtree(target)
-        log.info("re-scoring %s (%s)", seed_dir, name)
-        metrics = evaluate_model(ctx, model, target, split="test", num_threads=num_threads)
-        atomic_write_json(target / READING_FILE, {**reading, "code": code})
-        out.append({"run": str(seed_dir), "reading": name, "status": "scored", "metrics": metrics})
+        for split in splits:
+            kept = finished_reading(seed_dir, overrides, split)
+            if kept is not None:
+                out.append({"run": str(seed_dir), "split": split, "reading": name, "status": "kept",
+                            "metrics": read_json(RunDir(kept).metrics)})
+                continue
+            target = reading_dir(seed_dir, name, split)
+            (target / READING_FILE).unlink(missing_ok=True)  # not a reading until it is whole again
+            _clear(target)
+            log.info("re-scoring %s (%s, %s split)", seed_dir, name, split)
+            metrics = evaluate_model(ctx, RunDir(seed_dir / "rl").best, target, split=split, num_threads=num_threads)
+            atomic_write_json(target / READING_FILE, {**_identity(seed_dir, overrides, split), "code": code})
+            out.append({"run": str(seed_dir), "split": split, "reading": name, "status": "scored", "metrics": metrics})
     return sorted(out, key=lambda r: r["run"])
+
+
+def rescore_sweep(runs_dir: str | Path, data: str | Path, graph: str | Path, params_file: str | Path, name: str,
+                  num_threads: Optional[int] = None) -> list[dict[str, Any]]:
+    """The runs of sweep ``name``'s evaluation-only arms (:func:`raptor.pipeline.sweep.evaluation_only_arms`:
+    an arm whose params differ from the default arm's in test-time evaluation params alone): the default arm's
+    tested long runs (``runs_dir``: one dataset's folder of long runs, the arm's runs under
+    ``sweeps/<name>/default/``) evaluated again under each such arm's overrides, on the test and the validation
+    split (:func:`rescore_runs`), with the default arm's params as sweep ``name`` of ``params_file`` (the folder's
+    params file) resolves them. Training such an arm would train the default arm again; ``raptor collect --sweep``
+    makes its records from these. Returns :func:`rescore_runs`' rows, each with its ``arm``.
+    :class:`ConfigError` when the sweep has no evaluation-only arm, :class:`FileNotFoundError` when no default
+    arm's run is here."""
+    import tempfile
+
+    from raptor.pipeline.sweep import DEFAULT_ARM, LONG_RUN_ARM, arm_run_params, evaluation_only_arms, load_sweep
+
+    _, params = load_sweep(params_file, name)
+    arms = evaluation_only_arms(params)
+    if not arms:
+        raise ConfigError(f"{params_file}: sweep {name} has no evaluation-only arm (one whose params differ from "
+                          f"arm {DEFAULT_ARM}'s in {', '.join(TEST_TIME_EVAL_KEYS)} alone): nothing to re-score")
+    default_runs = Path(runs_dir) / LONG_RUN_ARM.format(name=name, arm=DEFAULT_ARM, variant="").rstrip("/")
+    if not default_runs.is_dir():
+        raise FileNotFoundError(f"{default_runs}: no long runs of sweep {name}'s arm {DEFAULT_ARM} here "
+                                "(its tested runs are what an evaluation-only arm re-scores)")
+    text, _, _ = arm_run_params(params_file, name, DEFAULT_ARM)
+    out: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        default_params = Path(tmp) / f"{DEFAULT_ARM}.yaml"
+        default_params.write_text(text)
+        for arm, overrides in arms.items():
+            out += [{**r, "arm": arm} for r in rescore_runs(default_runs, data, graph, default_params, overrides,
+                                                            num_threads=num_threads, splits=SPLITS)]
+    return out

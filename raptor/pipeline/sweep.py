@@ -56,7 +56,8 @@ from pathlib import Path
 from typing import Any, Mapping, Optional
 
 from raptor.agents import variants as variant_registry
-from raptor.config import (SWEEPS_KEY, ConfigError, Params, check_not_stage_graph, flatten, local_overrides,
+from raptor.config import (SWEEPS_KEY, TEST_TIME_EVAL_KEYS, ConfigError, Params, check_not_stage_graph, flatten,
+                           local_overrides,
                      params_from_dict, params_to_dict, read_yaml, result_params)
 from raptor.constants import seed_dir
 from raptor.runs.rundir import RunDir
@@ -450,24 +451,38 @@ def declared_records(plan: Plan, results: str | Path) -> tuple[dict[str, dict[st
     Returns ``({run name: summary}, {run name: why its record is not used})``; a run without a complete
     record is in neither. A record is not used when the results folder lacks its arm's declaration, or
     its fingerprint names another variant, seed or pretraining budget than the job, or a param value other
-    than the declaration's."""
-    from raptor.reporting.records import read_record
+    than the declaration's. The record of an evaluation-only arm's run made by re-scoring
+    (:func:`raptor.reporting.records.save_rescored_record`) holds the default arm's fingerprint: it is checked
+    against the default arm's declaration, and only where the two declarations make the arm evaluation-only
+    (:func:`evaluation_only`)."""
+    from raptor.reporting.records import RESCORED, read_record
 
     used: dict[str, dict[str, Any]] = {}
     refused: dict[str, str] = {}
     declared: dict[str, Optional[dict[str, Any]]] = {}
+
+    def declaration(arm: str) -> Optional[dict[str, Any]]:
+        if arm not in declared:
+            path = Path(results) / "params" / f"{arm}.json"
+            declared[arm] = flatten(json.loads(path.read_text())) if path.is_file() else None
+        return declared[arm]
+
     for job in plan.train:
         complete = read_record(*job_dirs(plan, job, results))
         if complete is None:
             continue
         fingerprint, summary = complete
-        if job.arm not in declared:
-            path = Path(results) / "params" / f"{job.arm}.json"
-            declared[job.arm] = flatten(json.loads(path.read_text())) if path.is_file() else None
-        flat = declared[job.arm]
+        flat = declaration(job.arm)
         if flat is None:
             refused[job.run_name] = f"{Path(results) / 'params' / (job.arm + '.json')} missing (the arm's declaration)"
             continue
+        if summary.get(RESCORED):  # the default arm's run, scored under this arm's reading
+            default = declaration(DEFAULT_ARM)
+            if default is None or evaluation_only(flat, default) is None:
+                refused[job.run_name] = (f"a re-scored record, and arm {job.arm} is not evaluation-only against "
+                                         f"{Path(results) / 'params' / (DEFAULT_ARM + '.json')}")
+                continue
+            flat = default
         wrong = record_mismatch(fingerprint, job, flat)
         if wrong:
             refused[job.run_name] = "record of another run (" + "; ".join(wrong) + ")"
@@ -484,6 +499,28 @@ def record_mismatch(fingerprint: Mapping[str, Any], job: TrainJob, declared: Map
              if fingerprint.get(k) != v]
     return wrong + [f"{k}: {v!r}, declared {declared.get(k, '(absent)')!r}"
                     for k, v in sorted((fingerprint.get("params") or {}).items()) if declared.get(k, KeyError) != v]
+
+
+def evaluation_only(arm: Mapping[str, Any], default: Mapping[str, Any]) -> Optional[dict[str, Any]]:
+    """The overrides of an evaluation-only arm, ``{key: the arm's value}``, where an arm's flattened params
+    (``arm``) differ from the default arm's (``default``) in evaluation params that act at test time
+    (:data:`raptor.config.TEST_TIME_EVAL_KEYS`) and nothing else; ``None`` for an arm that trains otherwise,
+    or is the default. Such an arm trains what the default arm trains: its runs are the default arm's
+    checkpoints evaluated again under these params (:mod:`raptor.pipeline.rescore`, docs/sweeps.md)."""
+    differ = sorted(k for k in set(arm) | set(default) if arm.get(k, KeyError) != default.get(k, KeyError))
+    if not differ or not set(differ) <= set(TEST_TIME_EVAL_KEYS):
+        return None
+    return {k: arm[k] for k in differ}
+
+
+def evaluation_only_arms(params: Mapping[str, Params]) -> dict[str, dict[str, Any]]:
+    """``{arm: overrides}`` of a sweep's evaluation-only arms (:func:`evaluation_only` against the arm
+    :data:`DEFAULT_ARM`, given the arms' params as :func:`load_sweep` returns them); ``{}`` without a default arm."""
+    if DEFAULT_ARM not in params:
+        return {}
+    default = flatten(params_to_dict(params[DEFAULT_ARM]))
+    found = {name: evaluation_only(flatten(params_to_dict(p)), default) for name, p in params.items()}
+    return {name: o for name, o in found.items() if o is not None}
 
 
 def save_job_record(plan: Plan, job: TrainJob, results: str | Path) -> None:

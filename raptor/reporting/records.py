@@ -25,7 +25,7 @@ from typing import Any, Mapping, Optional
 
 import pyarrow.parquet as pq
 
-from raptor.common.io import atomic_path, atomic_write_bytes
+from raptor.common.io import atomic_path, atomic_write_bytes, atomic_write_json
 from raptor.reporting.runs_reader import (RANK_COLUMNS, RANKS_FILE, ranks_source, read_fingerprint, read_json,
                                           read_summary)
 from raptor.runs.rundir import RunDir
@@ -60,6 +60,41 @@ def save_record(train_dir: str | Path, eval_dir: str | Path, record_train: str |
         write_ranks(ranks, re_ / RANKS_FILE)
     for f in TRAIN_FILES + (RunDir.CONFIG,):  # the fingerprint last: it marks the record complete
         atomic_write_bytes(rt / f, (train_dir / f).read_bytes())
+
+
+#: The key in a re-scored record's ``summary.json`` (:func:`save_rescored_record`) saying whose run it is.
+RESCORED = "rescored"
+
+
+def save_rescored_record(train_dir: str | Path, test_dir: str | Path, valid_dir: str | Path,
+                         record_train: str | Path, record_eval: str | Path, about: Mapping[str, Any]) -> None:
+    """The record of a run of an evaluation-only sweep arm: the run trained in ``train_dir`` (another arm's),
+    its best model evaluated again under the arm's reading on the test split into ``test_dir`` and on the
+    validation split into ``valid_dir`` (:mod:`raptor.pipeline.rescore`). The record holds the run's
+    fingerprint and history, the reading's test metrics and ranks, and the run's summary with the reading's
+    validation MRR as ``best_val_mrr`` (the checkpoint the run's own validation picked, scored under the
+    reading: what the sweep's verdict compares with the run's own best validation MRR, kept as
+    ``rescored.default_best_val_mrr``) and ``about`` (where it comes from) under :data:`RESCORED`. Written as
+    :func:`save_record` writes, the fingerprint last; :class:`FileNotFoundError` naming a missing file."""
+    train_dir, rt, re_ = Path(train_dir), Path(record_train), Path(record_eval)
+    test_dir, valid_dir = Path(test_dir), Path(valid_dir)
+    needed = [train_dir / f for f in TRAIN_FILES + (RunDir.CONFIG,)] + [test_dir / f for f in EVAL_FILES] + \
+             [valid_dir / RunDir.METRICS]
+    for f in needed:
+        if not f.is_file():
+            raise FileNotFoundError(f"{f} missing: no re-scored record to save")
+    summary = read_summary(train_dir)
+    valid = read_json(valid_dir / RunDir.METRICS)
+    summary = {**summary, "best_val_mrr": valid["mrr"],
+               RESCORED: {**about, "default_best_val_mrr": summary.get("best_val_mrr"),
+                          "valid_metrics": {k: valid.get(k) for k in ("mrr", "hits@1", "hits@3", "hits@10")}}}
+    (rt / RunDir.CONFIG).unlink(missing_ok=True)  # the old record is unusable from here on
+    for f in EVAL_FILES:
+        atomic_write_bytes(re_ / f, (test_dir / f).read_bytes())
+    write_ranks(ranks_source(test_dir), re_ / RANKS_FILE)
+    atomic_write_json(rt / RunDir.SUMMARY, summary)
+    atomic_write_bytes(rt / RunDir.HISTORY, (train_dir / RunDir.HISTORY).read_bytes())
+    atomic_write_bytes(rt / RunDir.CONFIG, (train_dir / RunDir.CONFIG).read_bytes())
 
 
 def valid_record(record_train: str | Path, record_eval: str | Path, fingerprint: Mapping[str, Any],
