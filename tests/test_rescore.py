@@ -164,16 +164,26 @@ def test_rescore_cli_names_a_bad_key_in_one_line(runs, capsys):
     assert code != 0 and "eval.valid_every: not an evaluation param" in err
 
 
-def test_longrun_rescore_scores_every_tested_run_of_the_long_runs_folder(runs, tmp_path):
-    root, params_file = runs
-    lr = tmp_path / "lr"
+def _long_runs_folder(root: Path, params_file: Path, lr: Path):
+    """``longrun(*args)``: scripts/longrun.sh on a long-runs folder ``lr`` made of the fixture's runs, data,
+    graph and params file (the layout the script keeps)."""
     shutil.copytree(root / "runs", lr / "runs")
     shutil.copytree(root / "data", lr / "data/TINY/ingested")
     shutil.copy(root / "graph.npz", lr / "data/TINY/graph.npz")
     shutil.copy(params_file, lr / "params.yaml")
     repo = Path(__file__).resolve().parents[1]
-    r = subprocess.run(["bash", str(repo / "scripts/longrun.sh"), "rescore", "--set", "eval.rank_last_expansions=true"],
-                       cwd=repo, env={**{k: v for k, v in os.environ.items() if k != "LONGRUN_PARK"}, "LONGRUN_DIR": str(lr)}, capture_output=True, text=True, timeout=300)
+    env = {**{k: v for k, v in os.environ.items() if k != "LONGRUN_PARK"}, "LONGRUN_DIR": str(lr)}
+
+    def longrun(*args):
+        return subprocess.run(["bash", str(repo / "scripts/longrun.sh"), *args], cwd=repo, env=env,
+                              capture_output=True, text=True, timeout=300)
+    return longrun
+
+
+def test_longrun_rescore_scores_every_tested_run_of_the_long_runs_folder(runs, tmp_path):
+    root, params_file = runs
+    lr = tmp_path / "lr"
+    r = _long_runs_folder(root, params_file, lr)("rescore", "--set", "eval.rank_last_expansions=true")
     assert r.returncode == 0, r.stderr
     assert r.stdout.count("scored eval.rank_last_expansions=true") == 2
     assert sorted(p.parent.parent.parent.name for p in lr.glob("runs/TINY/pure_rl/seed*/rescore/*/reading.json")) == \
@@ -454,17 +464,7 @@ def test_rescore_sweep_refuses_a_sweep_without_evaluation_only_arms_or_runs(swee
 def test_longrun_rescore_sweep_scores_the_default_arms_runs_under_the_evaluation_only_arms(sweep_runs, tmp_path):
     root, params_file = sweep_runs
     lr = tmp_path / "lr"
-    shutil.copytree(root / "runs", lr / "runs")
-    shutil.copytree(root / "data", lr / "data/TINY/ingested")
-    shutil.copy(root / "graph.npz", lr / "data/TINY/graph.npz")
-    shutil.copy(params_file, lr / "params.yaml")
-    repo = Path(__file__).resolve().parents[1]
-    env = {**{k: v for k, v in os.environ.items() if k != "LONGRUN_PARK"}, "LONGRUN_DIR": str(lr)}
-
-    def longrun(*args):
-        return subprocess.run(["bash", str(repo / "scripts/longrun.sh"), *args], cwd=repo, env=env,
-                              capture_output=True, text=True, timeout=300)
-
+    longrun = _long_runs_folder(root, params_file, lr)
     r = longrun("rescore", "--sweep", "ev")
     assert r.returncode == 0, r.stderr
     assert r.stdout.count(f"scored {EV_ARM} (test)") == 2 and r.stdout.count(f"scored {EV_ARM} (valid)") == 2, r.stdout
