@@ -114,10 +114,27 @@ def test_rescore_writes_the_readings_evaluation_of_each_evaluated_run_and_keeps_
     (work / "pure_rl/seed1/rescore" / name / "reading.json").write_text(
         json.dumps({**reading, "model_hash": "0" * 16}))
     assert [r["status"] for r in _rescore(root, params_file, runs_dir=work)][:2] == ["kept", "scored"]
-    # a run trained on after its test: the default evaluation is of another model, so no reading beside it
+    # file times say nothing (a park, a change of machine writes every file anew): a best model newer than
+    # its test is still the model tested
     best = work / "pure_rl/seed0/rl/best.pt"
     os.utime(best, (best.stat().st_atime, (work / "pure_rl/seed0/eval/metrics.json").stat().st_mtime + 10))
-    assert _rescore(root, params_file, runs_dir=work)[0]["status"] == "skipped: its test evaluation predates rl/best.pt"
+    assert _rescore(root, params_file, runs_dir=work)[0]["status"] == "kept"
+    # a run trained on after its test: the default evaluation is of another model, so no reading beside it
+    original = best.read_bytes()
+    shutil.copy(work / "pure_rl/seed1/rl/best.pt", best)
+    assert _rescore(root, params_file, runs_dir=work)[0]["status"] == \
+        "skipped: its test evaluation is not of rl/best.pt (it names another model_sha256)"
+    # an evaluation from before metrics named the model: told by its ranks of the first test queries
+    metrics_file = work / "pure_rl/seed0/eval/metrics.json"
+    metrics_file.write_text(json.dumps({k: v for k, v in json.loads(metrics_file.read_text()).items()
+                                        if k != "model_sha256"}))
+    status = _rescore(root, params_file, runs_dir=work)[0]["status"]
+    assert status.startswith("skipped: its test evaluation is not of rl/best.pt (it names no model hash, and the "
+                             "model ranks ") and "under 95%" in status, status
+    best.write_bytes(original)
+    assert _rescore(root, params_file, runs_dir=work)[0]["status"] == "kept"
+    (work / "pure_rl/seed0/eval/predictions.parquet").unlink()
+    assert "has no per-query ranks to compare with" in _rescore(root, params_file, runs_dir=work)[0]["status"]
 
 
 def test_an_interrupted_reading_is_neither_read_nor_kept(runs, tmp_path):

@@ -275,6 +275,28 @@ def _env_params(params: Params, meta: dict[str, Any], model_path: Path) -> dict[
     return env
 
 
+def _search(ctx: Context, model_path: Path, queries: np.ndarray, split: str, device: torch.device):
+    """``(BeamResult, ranks, meta, agent, precision)`` of the saved model on ``queries`` of ``split``."""
+    policy, meta = load_model(model_path, device=device, ctx=ctx)
+    policy.eval()
+    agent = get_agent(agent_of(meta))
+    precision = agent.precision(ctx.params, device)
+    with agent.test_time(ctx, policy, meta, split):  # e.g. TITer's inductive mean on the test split
+        res, ranks = agent.rank(ctx, policy, queries, precision, device)
+    return res, ranks, meta, agent, precision
+
+
+def model_ranks(ctx: Context, model_path: str | Path, split: str, limit: int,
+                num_threads: Optional[int] = None) -> np.ndarray:
+    """float64 ``[limit]``: the time-aware filtered ranks of the first ``limit`` queries of ``split`` (both
+    directions, in :meth:`~raptor.runs.context.Context.queries` order) as :func:`evaluate_model` ranks them,
+    nothing written: what shows which model an evaluation was of."""
+    device = resolve_device(ctx.params.train.device)
+    configure_runtime(ctx.params.train.num_threads if num_threads is None else num_threads,
+                      ctx.params.train.deterministic and device.type == "cuda")
+    return _search(ctx, Path(model_path), ctx.queries(split)[:limit], split, device)[1]
+
+
 def evaluate_model(
     ctx: Context,
     model_path: str | Path,
@@ -293,14 +315,9 @@ def evaluate_model(
         raise FileNotFoundError(f"model not found: {model_path} (train it first)")
     check_writable(out_dir, folder=True)  # now, not after minutes of beam search
     model_sha256 = sha256_file(model_path)  # the model evaluated, read before it is loaded
-    policy, meta = load_model(model_path, device=device, ctx=ctx)
-    policy.eval()
     queries = ctx.queries(split)
     started = time.perf_counter()
-    agent = get_agent(agent_of(meta))
-    precision = agent.precision(p, device)
-    with agent.test_time(ctx, policy, meta, split):  # e.g. TITer's inductive mean on the test split
-        res, ranks = agent.rank(ctx, policy, queries, precision, device)
+    res, ranks, meta, agent, precision = _search(ctx, model_path, queries, split, device)
     seconds = time.perf_counter() - started
     metrics = evaluation_metrics(ranks, queries[:, 1], ctx.dataset.num_relations)
     metrics["split"] = split

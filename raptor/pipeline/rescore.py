@@ -24,11 +24,13 @@ from both splits: docs/sweeps.md).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import shutil
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
+import numpy as np
 import yaml
 
 from raptor.agents import variants as variant_registry
@@ -118,8 +120,39 @@ def _clear(target: Path) -> None:
         shutil.rmtree(f) if f.is_dir() else f.unlink()
 
 
+#: Test queries scored again to tell which model an evaluation naming no model hash was of (evaluations made
+#: before ``metrics.json`` recorded ``model_sha256``): the first this many, and the share of them whose rank
+#: must come back. File times cannot tell: a park, or a change of machine, writes every file anew.
+SAMPLE_QUERIES, SAMPLE_AGREEMENT = 512, 0.95
+
+
+def _tested_another_model(seed_dir: Path, default_ctx) -> str:
+    """Why ``seed_dir``'s test evaluation is not of its present ``rl/best.pt`` (``""`` when it is): the model
+    hash the evaluation recorded; for an evaluation that recorded none, the ranks of :data:`SAMPLE_QUERIES`
+    test queries scored again with the runs' own params (``default_ctx``) against its predictions (at least
+    :data:`SAMPLE_AGREEMENT` of them the same: a thread count other than the test's may move a near tie)."""
+    from raptor.common.io import sha256_file
+    from raptor.pipeline.experiment import model_ranks
+    from raptor.reporting.runs_reader import ranks_source, read_ranks
+
+    model, eval_dir = RunDir(seed_dir / "rl").best, seed_dir / "eval"
+    recorded = (read_json(RunDir(eval_dir).metrics) or {}).get("model_sha256")
+    if recorded:
+        return "" if recorded == sha256_file(model) else "it names another model_sha256"
+    try:
+        _, ranks = read_ranks(ranks_source(eval_dir))
+    except FileNotFoundError:
+        return "it names no model hash, and has no per-query ranks to compare with"
+    n = min(SAMPLE_QUERIES, len(ranks))
+    same = float(np.mean(model_ranks(default_ctx, model, "test", n, num_threads=1) == ranks[:n])) if n else 0.0
+    if same < SAMPLE_AGREEMENT:
+        return (f"it names no model hash, and the model ranks {same:.0%} of the first {n} test queries as it "
+                f"recorded, under {SAMPLE_AGREEMENT:.0%}")
+    return ""
+
+
 def _plan(runs_dir: Path, params_path: str | Path, base: Mapping[str, Any], inputs: Mapping[str, Any],
-          data: str | Path, graph: str | Path) -> tuple[list[Path], list[dict[str, Any]]]:
+          data: str | Path, graph: str | Path, default_ctx) -> tuple[list[Path], list[dict[str, Any]]]:
     """``(seed folders to re-score, skipped runs)``: every run checked before any is scored, so a refusal
     leaves nothing half done. :class:`ConfigError` / :class:`ValueError` naming the run (module docstring)."""
     todo, skipped = [], []
@@ -131,9 +164,9 @@ def _plan(runs_dir: Path, params_path: str | Path, base: Mapping[str, Any], inpu
             if not (model.is_file() and default_eval.is_file()):
                 skipped.append({"run": str(seed_dir), "status": "skipped: not tested yet"})
                 continue
-            if default_eval.stat().st_mtime < model.stat().st_mtime:
-                # the run trained on (or was restarted) after its test: the default evaluation is of another model
-                skipped.append({"run": str(seed_dir), "status": "skipped: its test evaluation predates rl/best.pt"})
+            other = _tested_another_model(seed_dir, default_ctx)
+            if other:  # the run trained on (or was restarted) after its test: the default evaluation is of another model
+                skipped.append({"run": str(seed_dir), "status": f"skipped: its test evaluation is not of rl/best.pt ({other})"})
                 continue
             fingerprint = read_fingerprint(seed_dir / "rl") or read_fingerprint(seed_dir)
             if not fingerprint:
@@ -152,12 +185,13 @@ def _plan(runs_dir: Path, params_path: str | Path, base: Mapping[str, Any], inpu
 def rescore_runs(runs_dir: str | Path, data: str | Path, graph: str | Path, params_path: str | Path,
                  overrides: Mapping[str, Any], num_threads: Optional[int] = None,
                  splits: Sequence[str] = ("test",)) -> list[dict[str, Any]]:
-    """Evaluate again on the test split (and on the others of ``splits``: ``valid``), under ``overrides``, the best model of every tested run in
-    ``runs_dir`` (one dataset's folder of long runs: ``<variant>/seed<S>/{rl,eval}``; the ablation's arms
-    are not read), into ``seed<S>/rescore/<reading>/`` (module docstring). A run not yet tested (no
-    ``eval/metrics.json``), or whose test predates its ``rl/best.pt`` (it trained on since), is skipped: the
-    reading would not be of the checkpoint the default evaluation tested. A reading already there for the
-    same model is kept.
+    """Evaluate again on the test split (and on the others of ``splits``: ``valid``), under ``overrides``, the
+    best model of every tested run in ``runs_dir`` (one dataset's folder of long runs:
+    ``<variant>/seed<S>/{rl,eval}``; the ablation's arms are not read), into ``seed<S>/rescore/<reading>/``
+    (module docstring). A run not yet tested (no ``eval/metrics.json``), or whose test is not of its present
+    ``rl/best.pt`` (it trained on since: by the model hash the test recorded, else by
+    :data:`SAMPLE_QUERIES` of its ranks), is skipped: the reading would not be of the checkpoint the default
+    evaluation tested. A reading already there for the same model is kept.
 
     ``params_path`` must be the params the runs trained with (their fingerprints' params; params a later
     commit added are not compared): :class:`ConfigError` naming the run and the keys otherwise, or when an
@@ -184,7 +218,8 @@ def rescore_runs(runs_dir: str | Path, data: str | Path, graph: str | Path, para
                           "has (the default evaluation, not a reading)")
     params = load_params(params_path, dict(overrides))
     ctx = load_context(data, graph, params)
-    todo, out = _plan(runs_dir, params_path, base, ctx.input_hashes(), data, graph)
+    default_ctx = dataclasses.replace(ctx, params=load_params(params_path))  # (the same data, graph and filter)
+    todo, out = _plan(runs_dir, params_path, base, ctx.input_hashes(), data, graph, default_ctx)
     code = code_hash(["raptor.pipeline.rescore"])
     for seed_dir in todo:
         for split in splits:
