@@ -50,7 +50,8 @@
 #   scripts/longrun.sh status       one line per run: epochs done, best validation MRR, running, stopped,
 #                                   failed (its job's exit status) or tested (its test MRR), and the
 #                                   training time left at its recent pace (the test evaluation not included);
-#                                   then the queue, and when each queued run would start and end (runs/forecast.py)
+#                                   then the queue, and when each queued run would start and end (runs/forecast.py);
+#                                   last, the other folders of long runs beside this one (.longruns, .longruns-*)
 #   scripts/longrun.sh stop         SIGTERM to the runs' process groups, then wait until they have ended (each
 #                                   resumes from its last checkpoint); a group still alive after LONGRUN_STOP_WAIT
 #                                   seconds (default 300) makes it exit 1 naming its pid (park SIGKILLs it: a
@@ -217,19 +218,23 @@ proc_start() {  # when process $1 started (clock ticks since boot: field 22 of /
   local s; s=$(cat "/proc/$1/stat" 2>/dev/null) || return 1; s=${s##*) }
   set -- $s; [ -n "${20:-}" ] && echo "${20}"
 }
+same_process() {  # whether pid $1 is still the process identity file $2 names (boot id, start time, then anything:
+  # pids wrap within hours, and a pid file outlives its process); prints the rest of $2's line. With $3 = group, a
+  # pid no longer alive passes (a leader gone while its group lives keeps the group's id from reuse)
+  local b st rest now
+  read -r b st rest < "$2" || true
+  [ "$b" = "$boot_id" ] || return 1
+  if now=$(proc_start "$1"); then [ "$now" = "$st" ] || return 1; else [ "${3:-}" = group ] || return 1; fi
+  echo "$rest"
+}
 live_pid() {  # the pid of run folder $1's job while it is alive, else nothing (status 1): its process group exists
-  # (or the job itself, in the moment before its setsid) and, where `start` recorded the job's identity (pid.id: boot
-  # id, start time), that pid is still the job: pids wrap within hours, and a pid file outlives its job
-  local pid b st now
+  # (or the job itself, in the moment before its setsid) and, where `start` recorded the job's identity (pid.id),
+  # that pid is still the job (same_process)
+  local pid
   [ -f "$1/pid" ] || return 1
   pid=$(cat "$1/pid"); [[ "$pid" =~ ^[0-9]+$ ]] || return 1
   kill -0 -- "-$pid" 2>/dev/null || kill -0 "$pid" 2>/dev/null || return 1
-  if [ -f "$1/pid.id" ]; then
-    read -r b st < "$1/pid.id" || true
-    [ "$b" = "$boot_id" ] || return 1
-    # (a leader gone while its group lives keeps the group's id from reuse: then the group is the job's)
-    if now=$(proc_start "$pid"); then [ "$now" = "$st" ] || return 1; fi
-  fi
+  [ ! -f "$1/pid.id" ] || same_process "$pid" "$1/pid.id" group > /dev/null || return 1
   echo "$pid"
 }
 alive_runs() {  # one line per run alive and not yet tested: its folder (a tested run is done, even while its job ends;
@@ -502,12 +507,11 @@ park_at_time() {  # "EPOCH SECONDS": the next local time $1 (HH:MM) after now (L
   fi
   echo "$t $((t - now))"
 }
-park_at_pid() {  # the pid of the sleeper `park --at` armed while it is alive (park-at.pid, its identity in
-  local pid b st t  # park-at.pid.id as for a run's job: boot id, start time; then the time it parks), else nothing
+park_at_pid() {  # "PID TIME" of the sleeper `park --at` armed while it is alive (park-at.pid; its identity in
+  local pid t  # park-at.pid.id as for a run's job, then the time it parks: same_process), else nothing
   [ -f "$dir/park-at.pid" ] && [ -f "$dir/park-at.pid.id" ] || return 1
   pid=$(cat "$dir/park-at.pid"); [[ "$pid" =~ ^[0-9]+$ ]] || return 1
-  read -r b st t < "$dir/park-at.pid.id" || true
-  [ "$b" = "$boot_id" ] && [ "$(proc_start "$pid")" = "$st" ] || return 1
+  t=$(same_process "$pid" "$dir/park-at.pid.id") || return 1
   echo "$pid $t"
 }
 install_self() {  # this script, copied to $dir/longrun.sh for what runs later to call (the jobs' rebalance, park --at's
@@ -950,6 +954,12 @@ if folder and queued:
     except Exception as exc:
         print(f"queue forecast: none ({type(exc).__name__}: {exc})")
 PY
+  others=()  # folders of long runs beside this one (two pins at once: docs/sweeps.md), each with its own status
+  for f in "$(dirname "$dir")"/.longruns "$(dirname "$dir")"/.longruns-*/; do
+    f=$(realpath -m -s "${f%/}"); [[ "$f" == *-parked ]] && continue  # (a park: `resume` restores it)
+    [ -d "$f/runs" ] && [ "$f" != "$dir" ] && others+=("$(basename "$f")")
+  done
+  [ ${#others[@]} -eq 0 ] || echo "other long-runs folders here: ${others[*]} (LONGRUN_DIR=$(dirname "$dir")/NAME scripts/longrun.sh status)"
   exit 0
 fi
 

@@ -4,6 +4,7 @@ exercised by hand: a tiny budget trained, resumed and tested, docs/deployment.md
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -978,6 +979,24 @@ def test_a_sweep_arm_that_cannot_run_is_refused_when_queued(tmp_path, spec, mess
     for bad in ("pure_rl:0:wd/", "pure_rl:0:/default", "pure_rl:0:a/b/c", "pure_rl:0:wd/x y"):
         r = _run("queue", "--dataset", "TINY", bad, tmp_path=tmp_path)
         assert r.returncode == 2 and "VARIANT:SEED:NAME/ARM for arm ARM of sweep NAME" in r.stderr, bad
+
+
+def test_status_names_the_other_folders_of_long_runs_beside_its_own(tmp_path):
+    """Two pins at once (a campaign's and a sweep's) live in two folders, each with its own status: each names
+    the other (not a park, not a folder without runs)."""
+    env = {**{k: v for k, v in os.environ.items() if k != "LONGRUN_PARK"}}
+    for name in (".longruns", ".longruns-sweep", ".longruns-sweep-parked"):
+        (tmp_path / name / "runs").mkdir(parents=True)
+    (tmp_path / ".longruns-empty").mkdir()
+
+    def status(name):
+        return subprocess.run(["bash", str(SCRIPT), "status"], cwd=ROOT, env={**env, "LONGRUN_DIR": str(tmp_path / name)},
+                              capture_output=True, text=True, timeout=60)
+    r = status(".longruns")
+    assert r.returncode == 0 and f"other long-runs folders here: .longruns-sweep (LONGRUN_DIR={tmp_path}/NAME" in r.stdout, r.stdout + r.stderr
+    assert "other long-runs folders here: .longruns (" in status(".longruns-sweep").stdout
+    shutil.rmtree(tmp_path / ".longruns-sweep")
+    assert "other long-runs folders" not in status(".longruns").stdout
 
 
 def test_an_evaluation_only_arm_is_refused_when_queued_and_pointed_at_rescore(tmp_path):
