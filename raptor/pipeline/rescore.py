@@ -126,7 +126,7 @@ def _clear(target: Path) -> None:
 SAMPLE_QUERIES, SAMPLE_AGREEMENT = 512, 0.95
 
 
-def _tested_another_model(seed_dir: Path, default_ctx) -> str:
+def _tested_another_model(seed_dir: Path, default_ctx, num_threads: Optional[int] = None) -> str:
     """Why ``seed_dir``'s test evaluation is not of its present ``rl/best.pt`` (``""`` when it is): the model
     hash the evaluation recorded; for an evaluation that recorded none, the ranks of :data:`SAMPLE_QUERIES`
     test queries scored again with the runs' own params (``default_ctx``) against its predictions (at least
@@ -144,7 +144,7 @@ def _tested_another_model(seed_dir: Path, default_ctx) -> str:
     except FileNotFoundError:
         return "it names no model hash, and has no per-query ranks to compare with"
     n = min(SAMPLE_QUERIES, len(ranks))
-    same = float(np.mean(model_ranks(default_ctx, model, "test", n, num_threads=1) == ranks[:n])) if n else 0.0
+    same = float(np.mean(model_ranks(default_ctx, model, "test", n, num_threads=num_threads) == ranks[:n])) if n else 0.0
     if same < SAMPLE_AGREEMENT:
         return (f"it names no model hash, and the model ranks {same:.0%} of the first {n} test queries as it "
                 f"recorded, under {SAMPLE_AGREEMENT:.0%}")
@@ -152,7 +152,8 @@ def _tested_another_model(seed_dir: Path, default_ctx) -> str:
 
 
 def _plan(runs_dir: Path, params_path: str | Path, base: Mapping[str, Any], inputs: Mapping[str, Any],
-          data: str | Path, graph: str | Path, default_ctx) -> tuple[list[Path], list[dict[str, Any]]]:
+          data: str | Path, graph: str | Path, default_ctx,
+          num_threads: Optional[int] = None) -> tuple[list[Path], list[dict[str, Any]]]:
     """``(seed folders to re-score, skipped runs)``: every run checked before any is scored, so a refusal
     leaves nothing half done. :class:`ConfigError` / :class:`ValueError` naming the run (module docstring)."""
     todo, skipped = [], []
@@ -164,10 +165,6 @@ def _plan(runs_dir: Path, params_path: str | Path, base: Mapping[str, Any], inpu
             if not (model.is_file() and default_eval.is_file()):
                 skipped.append({"run": str(seed_dir), "status": "skipped: not tested yet"})
                 continue
-            other = _tested_another_model(seed_dir, default_ctx)
-            if other:  # the run trained on (or was restarted) after its test: the default evaluation is of another model
-                skipped.append({"run": str(seed_dir), "status": f"skipped: its test evaluation is not of rl/best.pt ({other})"})
-                continue
             fingerprint = read_fingerprint(seed_dir / "rl") or read_fingerprint(seed_dir)
             if not fingerprint:
                 raise ValueError(f"{seed_dir}: no run_config.json (in rl/ or beside it): cannot tell what it trained with")
@@ -178,6 +175,10 @@ def _plan(runs_dir: Path, params_path: str | Path, base: Mapping[str, Any], inpu
             for key, path in (("data", data), ("graph", graph)):
                 if fingerprint.get("inputs", {}).get(key) != inputs[key]:
                     raise ValueError(f"{seed_dir}: trained on other {key} than {path}")
+            other = _tested_another_model(seed_dir, default_ctx, num_threads)
+            if other:  # the run trained on (or was restarted) after its test: the default evaluation is of another model
+                skipped.append({"run": str(seed_dir), "status": f"skipped: its test evaluation is not of rl/best.pt ({other})"})
+                continue
             todo.append(seed_dir)
     return todo, skipped
 
@@ -219,7 +220,7 @@ def rescore_runs(runs_dir: str | Path, data: str | Path, graph: str | Path, para
     params = load_params(params_path, dict(overrides))
     ctx = load_context(data, graph, params)
     default_ctx = dataclasses.replace(ctx, params=load_params(params_path))  # (the same data, graph and filter)
-    todo, out = _plan(runs_dir, params_path, base, ctx.input_hashes(), data, graph, default_ctx)
+    todo, out = _plan(runs_dir, params_path, base, ctx.input_hashes(), data, graph, default_ctx, num_threads)
     code = code_hash(["raptor.pipeline.rescore"])
     for seed_dir in todo:
         for split in splits:
