@@ -57,8 +57,7 @@ from typing import Any, Mapping, Optional
 
 from raptor.agents import variants as variant_registry
 from raptor.config import (SWEEPS_KEY, TEST_TIME_EVAL_KEYS, ConfigError, Params, check_not_stage_graph, flatten,
-                           local_overrides,
-                     params_from_dict, params_to_dict, read_yaml, result_params)
+                           local_overrides, params_from_dict, params_to_dict, read_yaml, result_params)
 from raptor.constants import seed_dir
 from raptor.runs.rundir import RunDir
 from raptor.common.io import atomic_write_json, atomic_write_text
