@@ -43,9 +43,10 @@ def write_ranks(predictions: str | Path, out: str | Path) -> Path:
 
 
 def save_record(train_dir: str | Path, eval_dir: str | Path, record_train: str | Path,
-                record_eval: str | Path) -> None:
+                record_eval: str | Path, summary: Optional[Mapping[str, Any]] = None) -> None:
     """Copy the record of the run in ``train_dir`` (evaluated into ``eval_dir``) to ``record_train``
-    and ``record_eval``, replacing any record there. Raises :class:`FileNotFoundError` naming the
+    and ``record_eval``, replacing any record there (``summary``: written instead of the run's
+    ``summary.json``). Raises :class:`FileNotFoundError` naming the
     file if the run has not finished or was not evaluated (and then leaves no usable record)."""
     train_dir, eval_dir, rt, re_ = Path(train_dir), Path(eval_dir), Path(record_train), Path(record_eval)
     needed = [train_dir / f for f in TRAIN_FILES + (RunDir.CONFIG,)] + [eval_dir / f for f in EVAL_FILES]
@@ -59,7 +60,10 @@ def save_record(train_dir: str | Path, eval_dir: str | Path, record_train: str |
     if ranks.resolve() != (re_ / RANKS_FILE).resolve():
         write_ranks(ranks, re_ / RANKS_FILE)
     for f in TRAIN_FILES + (RunDir.CONFIG,):  # the fingerprint last: it marks the record complete
-        atomic_write_bytes(rt / f, (train_dir / f).read_bytes())
+        if f == RunDir.SUMMARY and summary is not None:
+            atomic_write_json(rt / f, dict(summary))
+        else:
+            atomic_write_bytes(rt / f, (train_dir / f).read_bytes())
 
 
 #: The key in a re-scored record's ``summary.json`` (:func:`save_rescored_record`) saying whose run it is.
@@ -76,11 +80,8 @@ def save_rescored_record(train_dir: str | Path, test_dir: str | Path, valid_dir:
     reading: what the sweep's verdict compares with the run's own best validation MRR, kept as
     ``rescored.default_best_val_mrr``) and ``about`` (where it comes from) under :data:`RESCORED`. Written as
     :func:`save_record` writes, the fingerprint last; :class:`FileNotFoundError` naming a missing file."""
-    train_dir, rt, re_ = Path(train_dir), Path(record_train), Path(record_eval)
-    test_dir, valid_dir = Path(test_dir), Path(valid_dir)
-    needed = [train_dir / f for f in TRAIN_FILES + (RunDir.CONFIG,)] + [test_dir / f for f in EVAL_FILES] + \
-             [valid_dir / RunDir.METRICS]
-    for f in needed:
+    train_dir, valid_dir = Path(train_dir), Path(valid_dir)
+    for f in (train_dir / RunDir.SUMMARY, valid_dir / RunDir.METRICS):
         if not f.is_file():
             raise FileNotFoundError(f"{f} missing: no re-scored record to save")
     summary = read_summary(train_dir)
@@ -88,13 +89,7 @@ def save_rescored_record(train_dir: str | Path, test_dir: str | Path, valid_dir:
     summary = {**summary, "best_val_mrr": valid["mrr"],
                RESCORED: {**about, "default_best_val_mrr": summary.get("best_val_mrr"),
                           "valid_metrics": {k: valid.get(k) for k in ("mrr", "hits@1", "hits@3", "hits@10")}}}
-    (rt / RunDir.CONFIG).unlink(missing_ok=True)  # the old record is unusable from here on
-    for f in EVAL_FILES:
-        atomic_write_bytes(re_ / f, (test_dir / f).read_bytes())
-    write_ranks(ranks_source(test_dir), re_ / RANKS_FILE)
-    atomic_write_json(rt / RunDir.SUMMARY, summary)
-    atomic_write_bytes(rt / RunDir.HISTORY, (train_dir / RunDir.HISTORY).read_bytes())
-    atomic_write_bytes(rt / RunDir.CONFIG, (train_dir / RunDir.CONFIG).read_bytes())
+    save_record(train_dir, test_dir, record_train, record_eval, summary=summary)
 
 
 def valid_record(record_train: str | Path, record_eval: str | Path, fingerprint: Mapping[str, Any],
