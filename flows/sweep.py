@@ -1,8 +1,8 @@
 """``python -m flows sweep NAME``: a sweep of params.yaml (:mod:`raptor.pipeline.sweep`) as one Prefect flow.
 
 labels (one per distinct labeling setting) -> pretraining (per distinct setting x seed, mapped) ->
-runs (arm x variant x seed, mapped: training, test evaluation, the run's record) -> results table and
-figure. Every (arm, variant, seed) is an MLflow run of the experiment ``raptor/<dataset>/sweep-<name>``,
+runs (arm x variant x seed, mapped: training, test evaluation, the run's record) -> runs of evaluation-only
+arms (the default arm's runs re-scored under the arm's evaluation params, mapped) -> results table and figure. Every (arm, variant, seed) is an MLflow run of the experiment ``raptor/<dataset>/sweep-<name>``,
 tagged with its arm and logging its full params (the overrides among them), under one parent run
 that holds the results table; so the comparison is one MLflow view.
 
@@ -24,13 +24,14 @@ from prefect.artifacts import create_markdown_artifact
 
 from raptor.config import load_resolved
 from raptor.pipeline.stages import stage_output
-from raptor.pipeline.sweep import (Plan, declared_records, job_dirs, load_sweep, plan_sweep, recorded_runs, results_dir,
-                                   sweep_dir)
+from raptor.pipeline.sweep import (Plan, declared_records, job_dirs, load_sweep, plan_sweep, recorded_runs, rescored_jobs,
+                                   results_dir, sweep_dir)
 from raptor.reporting.sweep_page import write_results
 from tasks import tracking
-from tasks.jobs import EvaluateJob, LabelJob, PretrainJob, RecordJob, SweepRunJob, TrainJob
+from tasks.jobs import EvaluateJob, LabelJob, PretrainJob, RecordJob, SweepRescoreJob, SweepRunJob, TrainJob
 from tasks.label import label_task
-from tasks.train import context, log_record_task, pretrain_run_task, sweep_run_task, threads_per_run
+from tasks.train import (context, log_record_task, pretrain_run_task, sweep_rescore_task, sweep_run_task,
+                         threads_per_run)
 
 from .runners import map_jobs, task_runner
 from .stages import artifact_key, experiment_name, publish_runs
@@ -144,15 +145,22 @@ def sweep_flow(name: str, dataset: str, source: str = "params.yaml", local: Opti
                  runner=runner(), name="sweep-pretrain")
         hashes = context(plan.params_files[plan.train[0].arm], inputs["data"], inputs["graph"]).input_hashes()
         recorded = recorded_runs(plan, arm_params, hashes, results)
-        todo = [j for j in plan.train if j.run_name not in recorded]
+        rescored = rescored_jobs(plan, arm_params)  # evaluation-only arms: the default arm's runs, re-scored
+        todo = [j for j in plan.train if j.run_name not in recorded and j.run_name not in rescored]
+        again = [j for j in plan.train if j.run_name not in recorded and j.run_name in rescored]
         trained = dict(zip([j.run_name for j in todo], map_jobs(
             sweep_run_task, [run_job(j, parent.run_id) for j in todo], first.train.parallel_runs,
             runner=runner(), name="sweep-runs")))
+        map_jobs(sweep_rescore_task, [SweepRescoreJob(plan, j, *rescored[j.run_name], inputs["data"], inputs["graph"],
+                                                      results, threads) for j in again],
+                 first.train.parallel_runs, runner=runner(), name="sweep-rescores")
         for j in plan.train:
-            if j.run_name in recorded:
+            if j.run_name in recorded or j in again:
                 log_record_task(_record_job(plan, j, results, j.params_path, exp, parent.run_id))
+        names = {j.run_name for j in again}
+        rescored_now = {k: v for k, v in recorded_runs(plan, arm_params, hashes, results).items() if k in names}
         table = write_results(plan, results)
         _log_table(parent, table, results)
-    _publish(plan, exp, results, {**recorded, **trained})
+    _publish(plan, exp, results, {**recorded, **rescored_now, **trained})
     return {"out": plan.out_dir, "results": str(results), "arms": [a["arm"] + "/" + a["variant"] for a in table["arms"]],
             "recorded": sorted(recorded), "missing": table["missing"]}

@@ -802,8 +802,11 @@ if [ "$cmd" = park ]; then
     rel="${out#"$dir"/}"; mkdir -p "$tmp/$rel"; skip=(! -name pid ! -name pid.id ! -name '*.prev' ! -name '*.tmp*'); what=""
     # a tested run (the only copy of its records until `raptor collect` and a commit) goes without what training
     # resumes from: its test, histories, summaries, configs and best model (which rescore reads)
-    # (predictions.parquet stays: `raptor collect` makes the record's ranks from it)
-    if [ -f "$out/eval/metrics.json" ]; then skip+=(! -name 'checkpoint.pt*' ! -name final.pt ! -path './pretrain/*.pt'); what="tested, "; fi
+    # (eval/predictions.parquet stays: `raptor collect` makes the record's ranks from it; a re-score's predictions,
+    # hundreds of MB on ICEWS18, stay behind where its ranks.parquet lies beside them, which collect reads instead)
+    if [ -f "$out/eval/metrics.json" ]; then skip+=(! -name 'checkpoint.pt*' ! -name final.pt ! -path './pretrain/*.pt'); what="tested, "
+      while IFS= read -r -d '' f; do skip+=(! -path "./${f#./}/predictions.parquet"); done < <(cd "$out" && find ./rescore -name ranks.parquet -printf '%h\0' 2>/dev/null)
+    fi
     (cd "$out" && find . -type f "${skip[@]}" -print0 | tar cf - --null -T -) | (cd "$tmp/$rel" && tar xf -)
     # a .prev whose latest file is missing goes too (code before 2026-11-29 moved the latest aside for a moment
     # while writing the next: a run stopped then has only its .prev to resume from)

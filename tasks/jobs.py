@@ -167,3 +167,22 @@ class SweepRunJob:
     @property
     def run_name(self) -> str:
         return self.train.run_name
+
+
+@dataclass(frozen=True)
+class SweepRescoreJob:
+    """One run of a sweep's evaluation-only arm: ``default`` (the default arm's job of ``plan``) re-scored as
+    ``planned`` under ``overrides``, its record saved to ``results`` (:func:`raptor.pipeline.sweep.rescore_job`)."""
+
+    plan: Any
+    planned: Any
+    default: Any
+    overrides: Mapping[str, Any]
+    data: str
+    graph: str
+    results: str
+    num_threads: Optional[int] = None
+
+    @property
+    def run_name(self) -> str:
+        return self.planned.run_name

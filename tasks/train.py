@@ -30,13 +30,13 @@ from raptor.agents.actor_critic.pretrain import pretrain_run
 from raptor.agents.actor_critic.pretrain_seeds import pretrain_runs
 from raptor.runs.rundir import RunDir
 from raptor.evaluation.stats import summarize
-from raptor.pipeline.sweep import save_job_record
+from raptor.pipeline.sweep import rescore_job, save_job_record
 from raptor.config import load_resolved
 
 from . import tracking
 from .lazy import NO_CACHE, in_prefect_run, task
-from .jobs import (EvaluateJob, PretrainGroup, PretrainJob, RecordJob, ResultRunJob, SweepRunJob, TrainGroup,
-                   TrainJob)
+from .jobs import (EvaluateJob, PretrainGroup, PretrainJob, RecordJob, ResultRunJob, SweepRescoreJob, SweepRunJob,
+                   TrainGroup, TrainJob)
 
 RUN_FILE = "mlflow_run.json"
 #: Where a training run's best checkpoint is in its MLflow artifacts (``checkpoint/best.pt``).
@@ -470,6 +470,14 @@ def sweep_run_task(job: SweepRunJob) -> dict:
     evaluate_run_task(job.evaluate)
     save_job_record(job.plan, job.planned, job.results)
     return summary
+
+
+@task(name="sweep-rescore", cache_policy=NO_CACHE, task_run_name="{job.run_name}")
+def sweep_rescore_task(job: SweepRescoreJob) -> dict:
+    """One run of a sweep's evaluation-only arm: the default arm's run re-scored on both splits, its record
+    saved (:func:`raptor.pipeline.sweep.rescore_job`); :func:`log_record_task` logs it from the record."""
+    return rescore_job(job.plan, job.planned, job.default, job.overrides, job.data, job.graph, job.results,
+                       job.num_threads)
 
 
 @task(name="log-record", cache_policy=NO_CACHE, task_run_name="{job.run_name}")

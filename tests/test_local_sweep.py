@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,8 @@ PARAMS = {
                      "arms": {"wide": {"model.mlp_hidden_dim": 16}},  # its own pretraining
                      "grid": {"rl.gamma": [0.9]}}},                   # shares the default's pretraining
 }
+PARAMS["sweeps"]["e"] = {"base": SMALL, "variants": ["pure_rl"],  # an evaluation-only arm beside the default
+                         "arms": {"default": {}, "last": {"eval.rank_last_expansions": True}}}
 RUNS = {f"{arm}-{v}-seed0" for arm in ("default", "wide", "rl.gamma=0.9") for v in ("pure_rl", "raptor")}
 
 
@@ -130,3 +133,63 @@ def test_a_failing_run_is_named_and_the_others_still_run(data, tmp_path, monkeyp
     assert "1 of 2 run jobs failed:\n  default-pure_rl-seed0: RuntimeError: disk full" in capsys.readouterr().err
     assert _recorded(tmp_path / "results") == {"default-raptor-seed0"}
     assert not (tmp_path / "results/results.json").exists()  # no table from a failed sweep
+
+
+def test_an_evaluation_only_arm_is_the_default_runs_model_re_scored_not_trained(data, tmp_path, monkeypatch, capsys):
+    from raptor.config import load_resolved
+    from raptor.pipeline.experiment import evaluate_model
+    from raptor.runs.context import load_context
+
+    trained, real = [], local_sweep.train_job
+
+    def counted(plan, job, *args):
+        trained.append(job.run_name)
+        return real(plan, job, *args)
+
+    monkeypatch.setattr(local_sweep, "train_job", counted)
+
+    def sweep(*extra: str) -> int:
+        return cli.main(["sweep", "e", "--dataset", "T", "--data", str(data / "data"), "--graph",
+                         str(data / "graph.npz"), "--params", str(data / "params.yaml"), "--local",
+                         str(tmp_path / "none.yaml"), "--out", str(tmp_path / "work"), "--results",
+                         str(tmp_path / "results"), "--no-progress", *extra])
+
+    # the arm alone: the default run it re-scores trains first, once
+    assert sweep("--arms", "last") == 0
+    assert trained == ["default-pure_rl-seed0"]
+    work, results = tmp_path / "work", tmp_path / "results"
+    assert not (work / "train/last").exists()  # nothing trained for the arm
+    rec, default = results / "train/last/pure_rl/seed0", results / "train/default/pure_rl/seed0"
+    assert (rec / "run_config.json").read_bytes() == (default / "run_config.json").read_bytes()
+    assert (rec / "history.json").read_bytes() == (default / "history.json").read_bytes()
+    summary, default_summary = (json.loads((d / "summary.json").read_text()) for d in (rec, default))
+    assert summary["rescored"]["overrides"] == {"eval.rank_last_expansions": True}
+    assert summary["rescored"]["default_best_val_mrr"] == default_summary["best_val_mrr"]
+    # its test and validation: the default run's model evaluated with the arm's params
+    ctx = load_context(data / "data", data / "graph.npz", load_resolved(work / "params/last.json"))
+    model = work / "train/default/pure_rl/seed0/best.pt"
+    test = evaluate_model(ctx, model, tmp_path / "check-test", split="test")
+    valid = evaluate_model(ctx, model, tmp_path / "check-valid", split="valid")
+    assert json.loads((results / "eval/last/pure_rl/seed0/metrics.json").read_text())["mrr"] == test["mrr"]
+    assert summary["best_val_mrr"] == valid["mrr"]
+    table = json.loads((results / "results.json").read_text())
+    assert table["missing"] == [] and {r["arm"] for r in table["runs"]} == {"default", "last"}
+
+    # again: both runs are recorded, so nothing trains or re-scores
+    monkeypatch.setattr(local_sweep, "train_job", lambda *a: pytest.fail("trained a recorded run"))
+    monkeypatch.setattr(local_sweep, "rescore_job", lambda *a: pytest.fail("re-scored a recorded run"))
+    capsys.readouterr()
+    assert sweep() == 0
+    assert "2 run(s) already recorded" in capsys.readouterr().out
+    monkeypatch.undo()
+
+    # the arm's record gone, and the default run's folder (its record stays, but keeps no model): one clear error
+    for d in (results / "train/last", results / "eval/last"):
+        shutil.rmtree(d)
+    shutil.rmtree(work / "train/default")
+    capsys.readouterr()
+    assert sweep() == 1
+    err = capsys.readouterr().err
+    assert "1 of 1 re-score jobs failed:\n  last-pure_rl-seed0: FileNotFoundError" in err
+    assert "move default-pure_rl-seed0's record out of it to train the run here again" in err
+    assert not rec.exists()

@@ -610,6 +610,17 @@ def _parkable(tmp_path: Path) -> Path:
         (tested / "rl" / name).write_bytes(os.urandom(64))
     (tested / "eval" / "predictions.parquet").write_bytes(b"whence raptor collect makes the ranks")
     (tested / "rl" / "history.json").write_text('[{"epoch": 0}]')
+    # two re-scores of it: one with its ranks beside its predictions (on both splits), one from before ranks were
+    for reading, files in (("eval.beam_size=8", ("ranks.parquet", "valid/ranks.parquet")), ("eval.beam_size=4", ())):
+        for split in ("", "valid/"):
+            if split and not files:
+                continue
+            d = tested / "rescore" / reading / split
+            d.mkdir(parents=True, exist_ok=True)
+            for name in ("metrics.json", "reading.json", "predictions.parquet"):
+                (d / name).write_bytes(os.urandom(32))
+        for name in files:
+            (tested / "rescore" / reading / name).write_bytes(os.urandom(16))
     return lr
 
 
@@ -688,6 +699,11 @@ def test_park_keeps_what_resumes_and_unpark_puts_it_back(tmp_path):
         "runs/ICEWS14/titer/seed0/SHA256SUMS", "runs/ICEWS14/titer/seed0/eval/metrics.json",
         "runs/ICEWS14/titer/seed0/eval/predictions.parquet",
         "runs/ICEWS14/titer/seed0/rl/best.pt", "runs/ICEWS14/titer/seed0/rl/history.json",
+        # a re-score's predictions stay behind where its ranks lie beside them (raptor collect reads either)
+        *(f"runs/ICEWS14/titer/seed0/rescore/eval.beam_size=8/{split}{f}" for split in ("", "valid/")
+          for f in ("metrics.json", "reading.json", "ranks.parquet")),
+        *(f"runs/ICEWS14/titer/seed0/rescore/eval.beam_size=4/{f}" for f in
+          ("metrics.json", "reading.json", "predictions.parquet")),
         *(f"runs/ICEWS14/ablation/p50/seed0/{f}" for f in
           ("SHA256SUMS", "pretrain/checkpoint.pt", "pretrain/history.json", "train.log")),
         *(f"runs/ICEWS18/raptor/seed0/{f}" for f in ("SHA256SUMS", "rl/checkpoint.pt", "rl/history.json", "train.log"))])

@@ -571,7 +571,9 @@ def test_sweep_trains_every_arm_into_one_mlflow_comparison(project):
     original = (proj / "params.yaml").read_text()
     try:
         changed = yaml.safe_load(original)
-        changed["sweeps"]["t"]["arms"] = {"combined": {"rl.gamma": 0.9, "rl.entropy_decay": 1.0}}
+        # with an evaluation-only arm, which trains nothing: the default arm's runs re-scored under it
+        changed["sweeps"]["t"]["arms"] = {"combined": {"rl.gamma": 0.9, "rl.entropy_decay": 1.0},
+                                          "last": {"eval.rank_last_expansions": True}}
         (proj / "params.yaml").write_text(yaml.safe_dump(changed, sort_keys=False))
         _run([sys.executable, "-m", "flows", "sweep", "t", "--dataset", "SYNTH"], proj, env)
         after = {p: p.stat().st_mtime_ns for p in (out / "train").rglob("best.pt")}
@@ -580,16 +582,26 @@ def test_sweep_trains_every_arm_into_one_mlflow_comparison(project):
             ("combined", "pure_rl"), ("combined", "raptor")]
         assert len(list((out / "pretrain").iterdir())) == 1
         res = json.loads((results / "results.json").read_text())
-        assert {(a["arm"], a["variant"]) for a in res["arms"]} == expected | {("combined", "pure_rl"),
-                                                                               ("combined", "raptor")}
+        added = {("combined", "pure_rl"), ("combined", "raptor"), ("last", "pure_rl"), ("last", "raptor")}
+        assert {(a["arm"], a["variant"]) for a in res["arms"]} == expected | added
         assert res["missing"] == []
+        for v in ("pure_rl", "raptor"):
+            assert (out / f"eval/last/{v}/seed0/valid/metrics.json").is_file()
+            default_summary = json.loads((results / f"train/default/{v}/seed0/summary.json").read_text())
+            summary = json.loads((results / f"train/last/{v}/seed0/summary.json").read_text())
+            assert summary["rescored"]["overrides"] == {"eval.rank_last_expansions": True}
+            assert summary["rescored"]["default_best_val_mrr"] == default_summary["best_val_mrr"]
+        last = [r for r in children().values() if r.data.tags["arm"] == "last"]
+        assert sorted(r.data.tags["variant"] for r in last) == ["pure_rl", "raptor"]
+        assert all(r.data.params["eval.rank_last_expansions"] == "True" and "from_record" in r.data.tags for r in last)
     finally:
         (proj / "params.yaml").write_text(original)
 
     # the run folders gone (a fresh clone, a cleaned work tree): the records stand for their runs,
     # which are neither trained nor tested again (pretraining, deterministic, is); the tables are the same
     def test_mrrs(table):
-        return {(r["arm"], r["variant"], r["seed"]): r["test_mrr"] for r in table["runs"] if r["arm"] != "combined"}
+        return {(r["arm"], r["variant"], r["seed"]): r["test_mrr"] for r in table["runs"]
+                if r["arm"] not in ("combined", "last")}
 
     before = test_mrrs(json.loads((results / "results.json").read_text()))
     shutil.rmtree(out)

@@ -109,8 +109,22 @@ def test_rescore_writes_the_readings_evaluation_of_each_evaluated_run_and_keeps_
     n_reading = np.diff(read_predictions(reading_dir / "predictions.parquet").cand_offsets)
     assert (n_reading >= n_default).all() and n_reading.sum() > n_default.sum()
 
+    # its ranks beside its predictions: what a park keeps of it (the predictions are hundreds of MB on ICEWS18)
+    np.testing.assert_array_equal(pq.read_table(reading_dir / "ranks.parquet").column("rank").to_numpy(),
+                                  read_predictions(reading_dir / "predictions.parquet").rank)
+
     # a second call keeps it; a reading of another model (another hash) is scored again
     assert [r["status"] for r in _rescore(root, params_file, runs_dir=work)][:2] == ["kept", "kept"]
+    # kept with its ranks alone (parked without its predictions), and a reading from before the ranks were
+    # written beside it gets them
+    ranks = (reading_dir / "ranks.parquet").read_bytes()
+    (reading_dir / "predictions.parquet").unlink()
+    other = work / "pure_rl/seed1/rescore" / name
+    (other / "ranks.parquet").unlink()
+    assert [r["status"] for r in _rescore(root, params_file, runs_dir=work)][:2] == ["kept", "kept"]
+    assert (reading_dir / "ranks.parquet").read_bytes() == ranks and not (reading_dir / "predictions.parquet").exists()
+    np.testing.assert_array_equal(pq.read_table(other / "ranks.parquet").column("rank").to_numpy(),
+                                  read_predictions(other / "predictions.parquet").rank)
     (work / "pure_rl/seed1/rescore" / name / "reading.json").write_text(
         json.dumps({**reading, "model_hash": "0" * 16}))
     assert [r["status"] for r in _rescore(root, params_file, runs_dir=work)][:2] == ["kept", "scored"]

@@ -2,7 +2,8 @@
 
 The same jobs as the Prefect flow (``python -m flows sweep``), in the same order: label tables, then
 pretraining (per distinct setting x seed), then runs (arm x variant x seed: training, test evaluation,
-the run's record into the results folder). No MLflow, no Prefect: what a machine without them needs (a
+the run's record into the results folder), then the runs of evaluation-only arms (the default arm's
+runs re-scored under each such arm's evaluation params, on the test and validation splits: :func:`rescore_job`). No MLflow, no Prefect: what a machine without them needs (a
 GPU box, a batch node). A run whose record in the results folder matches what it would train is
 skipped, as in the flow; the flow later logs such records to MLflow (``tasks.train.log_record_task``).
 
@@ -25,7 +26,8 @@ from typing import Any, Callable, Iterable, Optional, Sequence
 from raptor.common.io import atomic_write_text
 from raptor.config import load_resolved
 from raptor.pipeline.sweep import (LONG_RUN_ARM, Plan, PretrainJob, TrainJob, job_dirs, load_sweep, plan_sweep,
-                                   record_mismatch, recorded_runs, save_job_record)
+                                   record_mismatch, recorded_runs, rescore_job, rescored_jobs,
+                                   save_job_record)
 from raptor.reporting.sweep_page import write_results
 from raptor.runs.rundir import RunDir, RunOptions
 
@@ -104,14 +106,19 @@ def _map(fn: Callable, calls: Sequence[tuple], names: Sequence[str], jobs: int, 
     return out
 
 
-def select(plan: Plan, arms: Optional[Iterable[str]]) -> tuple[list[TrainJob], list[PretrainJob], list]:
-    """The training jobs of ``arms`` (all with ``None``) and the pretraining and label jobs they need."""
+def select(plan: Plan, arms: Optional[Iterable[str]],
+           rescored: Optional[dict[str, tuple[TrainJob, dict]]] = None) -> tuple[list[TrainJob], list[PretrainJob], list]:
+    """The jobs of ``arms`` (all with ``None``) and the pretraining and label jobs they need; an
+    evaluation-only arm's job (``rescored``: :func:`raptor.pipeline.sweep.rescored_jobs`) needs the default
+    arm's job it re-scores, which comes first."""
     known = [a.name for a in plan.sweep.arms]
     wanted = known if arms is None else list(arms)
     unknown = [a for a in wanted if a not in known]
     if unknown:
         raise ValueError(f"unknown arm(s) {', '.join(unknown)} (sweep arms: {', '.join(known)})")
-    train = [j for j in plan.train if j.arm in wanted]
+    chosen = [j for j in plan.train if j.arm in wanted]
+    needs = {(rescored or {})[j.run_name][0].run_name for j in chosen if j.run_name in (rescored or {})}
+    train = [j for j in plan.train if j in chosen or j.run_name in needs]
     needed = {Path(j.init_model).parent for j in train if j.init_model}  # snapshots lie in their run's folder
     pre = [p for p in plan.pretrain if Path(p.out_dir) in needed]
     labels = [l for l in plan.labels if l.out_dir in {p.labels_dir for p in pre}]
@@ -138,21 +145,32 @@ def run_plan(plan: Plan, data_dir: str, graph_path: str, results: str, *, arms: 
 
     jobs, num_threads, progress, log = options.jobs, options.num_threads, options.progress, options.log
 
-    train, pre, labels = select(plan, arms)
+    params = {arm: load_resolved(path) for arm, path in plan.params_files.items()}
+    rescored = rescored_jobs(plan, params)
+    train, pre, labels = select(plan, arms, rescored)
     for job in labels:  # labeling uses every core itself
         p = load_resolved(job.params_path)
         label_dataset(data_dir, job.out_dir, max_path_length=p.env.max_path_length, config=p.labeling,
                       graph_path=graph_path, show_progress=progress)
     _map(pretrain_job, [(j, data_dir, graph_path, num_threads) for j in pre],
          [f"{j.key[:12]}-seed{j.seed}" for j in pre], jobs, "pretraining", log, progress)
-    params = {arm: load_resolved(path) for arm, path in plan.params_files.items()}
     hashes = _context(plan.params_files[train[0].arm], data_dir, graph_path).input_hashes() if train else {}
     recorded = recorded_runs(plan, params, hashes, results) if train else {}
-    todo = [j for j in train if j.run_name not in recorded]
+    todo = [j for j in train if j.run_name not in recorded and j.run_name not in rescored]
+    again = [j for j in train if j.run_name not in recorded and j.run_name in rescored]
     if recorded:
         log(f"{len(recorded)} run(s) already recorded in {results}: not trained again")
-    _map(train_job, [(plan, j, data_dir, graph_path, results, num_threads) for j in todo],
-         [j.run_name for j in todo], jobs, "run", log, progress)
+    failed = []
+    for fn, what, calls, names in (  # the re-scores after every training run, even where one failed
+            (train_job, "run", [(plan, j, data_dir, graph_path, results, num_threads) for j in todo], todo),
+            (rescore_job, "re-score", [(plan, j, *rescored[j.run_name], data_dir, graph_path, results, num_threads)
+                                       for j in again], again)):
+        try:
+            _map(fn, calls, [j.run_name for j in names], jobs, what, log, progress)
+        except JobsFailed as exc:
+            failed.append(str(exc))
+    if failed:
+        raise JobsFailed("\n".join(failed))
     return write_results(plan, results)
 
 

@@ -11,6 +11,8 @@ Layout, in a folder of long runs (``<dataset>/<variant>/seed<S>/`` with ``rl/`` 
 
     seed<S>/rescore/<reading>/metrics.json         test metrics, as eval/metrics.json
     seed<S>/rescore/<reading>/predictions.parquet  per-query candidates and ranks
+    seed<S>/rescore/<reading>/ranks.parquet        per-query ranks alone (what `scripts/longrun.sh park` keeps of a
+                                                   tested run's reading: its predictions are hundreds of MB on ICEWS18)
     seed<S>/rescore/<reading>/reading.json         overrides, split, the model's content hash, the code's (written last)
     seed<S>/rescore/<reading>/valid/...            the same on the validation split, where asked for
 
@@ -38,7 +40,9 @@ from raptor.common.io import atomic_write_json
 from raptor.common.provenance import code_hash, content_hash
 from raptor.config import ConfigError, TEST_TIME_EVAL_KEYS, load_params, result_params
 from raptor.pipeline.experiment import evaluate_model, load_context
-from raptor.reporting.runs_reader import READING_FILE, RESCORE_DIR, read_fingerprint, read_json, seed_dirs
+from raptor.reporting.records import write_ranks
+from raptor.reporting.runs_reader import (RANKS_FILE, READING_FILE, RESCORE_DIR, read_fingerprint, read_json,
+                                          seed_dirs)
 from raptor.runs.rundir import RunDir
 
 log = logging.getLogger("raptor")
@@ -100,12 +104,12 @@ def _identity(seed_dir: Path, overrides: Mapping[str, Any], split: str) -> dict[
 
 def finished_reading(seed_dir: str | Path, overrides: Mapping[str, Any], split: str = "test") -> Optional[Path]:
     """The folder of run ``seed_dir``'s evaluation under ``overrides`` on ``split`` if it is whole (its
-    ``reading.json``, metrics and predictions) and of the run's present ``rl/best.pt``; else ``None``."""
+    ``reading.json``, metrics, and predictions or ranks) and of the run's present ``rl/best.pt``; else ``None``."""
     seed_dir = Path(seed_dir)
     target = reading_dir(seed_dir, reading_name(overrides), split)
     done = read_json(target / READING_FILE, lenient=True) or {}
     if not (RunDir(seed_dir / "rl").best.is_file() and RunDir(target).metrics.is_file()
-            and RunDir(target).predictions.is_file()):
+            and (RunDir(target).predictions.is_file() or (target / RANKS_FILE).is_file())):
         return None
     return target if {k: done.get(k) for k in _IDENTITY} == _identity(seed_dir, overrides, split) else None
 
@@ -226,6 +230,8 @@ def rescore_runs(runs_dir: str | Path, data: str | Path, graph: str | Path, para
         for split in splits:
             kept = finished_reading(seed_dir, overrides, split)
             if kept is not None:
+                if not (kept / RANKS_FILE).is_file():  # a reading made before its ranks were written beside it
+                    write_ranks(RunDir(kept).predictions, kept / RANKS_FILE)
                 out.append({"run": str(seed_dir), "split": split, "reading": name, "status": "kept",
                             "metrics": read_json(RunDir(kept).metrics)})
                 continue
@@ -234,6 +240,7 @@ def rescore_runs(runs_dir: str | Path, data: str | Path, graph: str | Path, para
             _clear(target)
             log.info("re-scoring %s (%s, %s split)", seed_dir, name, split)
             metrics = evaluate_model(ctx, RunDir(seed_dir / "rl").best, target, split=split, num_threads=num_threads)
+            write_ranks(RunDir(target).predictions, target / RANKS_FILE)  # what a park keeps (module docstring)
             atomic_write_json(target / READING_FILE, {**_identity(seed_dir, overrides, split), "code": code})
             out.append({"run": str(seed_dir), "split": split, "reading": name, "status": "scored", "metrics": metrics})
     return sorted(out, key=lambda r: r["run"])

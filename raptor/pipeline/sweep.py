@@ -424,14 +424,24 @@ def expected_fingerprint(params: Params, job: TrainJob, input_hashes: Mapping[st
 def recorded_runs(plan: Plan, params: Mapping[str, Params], input_hashes: Mapping[str, Optional[str]],
                   results: str | Path) -> dict[str, dict[str, Any]]:
     """``{run name: summary}`` of the training jobs whose record in ``results`` is of the very run the
-    job would train (:func:`raptor.reporting.records.valid_record`): those need no training nor evaluation."""
+    job would train (:func:`raptor.reporting.records.valid_record`): those need no training nor evaluation.
+    A job of an evaluation-only arm (:func:`rescored_jobs`) counts when its record is the default arm's run
+    re-scored under the arm's overrides (:func:`valid_rescored_record`)."""
     from raptor.pipeline.experiment import effective_epochs
     from raptor.reporting.records import valid_record
 
     out = {}
+    rescored = rescored_jobs(plan, params)
     for job in plan.train:
         if job.init_model is not None and not Path(job.init_model).is_file():
             continue  # its pretraining has not run: the job cannot be matched (nor trained) yet
+        if job.run_name in rescored:  # an evaluation-only arm's run: the default arm's, re-scored
+            default_job, overrides = rescored[job.run_name]
+            summary = valid_rescored_record(plan, job, default_job, overrides, params[DEFAULT_ARM], input_hashes,
+                                            results)
+            if summary is not None:
+                out[job.run_name] = summary
+            continue
         p = params[job.arm]
         rec_train, rec_eval = job_dirs(plan, job, results)
         summary = valid_record(rec_train, rec_eval, expected_fingerprint(p, job, input_hashes),
@@ -520,6 +530,61 @@ def evaluation_only_arms(params: Mapping[str, Params]) -> dict[str, dict[str, An
     default = flatten(params_to_dict(params[DEFAULT_ARM]))
     found = {name: evaluation_only(flatten(params_to_dict(p)), default) for name, p in params.items()}
     return {name: o for name, o in found.items() if o is not None}
+
+
+def rescored_jobs(plan: Plan, params: Mapping[str, Params]) -> dict[str, tuple[TrainJob, dict[str, Any]]]:
+    """``{run name: (the default arm's job, overrides)}`` of ``plan``'s jobs of evaluation-only arms
+    (:func:`evaluation_only_arms` over the arms' ``params``): each is the default arm's run of the same variant
+    and seed, re-scored under the arm's overrides (:func:`rescore_job`), not trained."""
+    arms = evaluation_only_arms(params)
+    default = {(j.variant, j.seed): j for j in plan.train if j.arm == DEFAULT_ARM}
+    return {j.run_name: (default[(j.variant, j.seed)], arms[j.arm]) for j in plan.train
+            if j.arm in arms and (j.variant, j.seed) in default}
+
+
+def valid_rescored_record(plan: Plan, job: TrainJob, default_job: TrainJob, overrides: Mapping[str, Any],
+                          default_params: Params, input_hashes: Mapping[str, Optional[str]],
+                          results: str | Path) -> Optional[dict[str, Any]]:
+    """The summary of ``job``'s record in ``results`` if it is the re-scored record
+    (:func:`raptor.reporting.records.save_rescored_record`) of the very run ``default_job`` would train
+    (``default_params``: the default arm's), under ``overrides``; else ``None``."""
+    from raptor.pipeline.experiment import effective_epochs
+    from raptor.reporting.records import RESCORED, valid_record
+
+    summary = valid_record(*job_dirs(plan, job, results), expected_fingerprint(default_params, default_job, input_hashes),
+                           effective_epochs(default_params, default_job.variant, default_job.pretrain_epochs))
+    about = (summary or {}).get(RESCORED) or {}
+    return summary if about.get("arm") == DEFAULT_ARM and about.get("overrides") == dict(overrides) else None
+
+
+def rescore_job(plan: Plan, job: TrainJob, default_job: TrainJob, overrides: Mapping[str, Any], data_dir: str | Path,
+                graph_path: str | Path, results: str | Path, num_threads: Optional[int] = None) -> dict[str, Any]:
+    """One run of an evaluation-only arm (:func:`rescored_jobs`): the best model of the
+    default arm's run of the same variant and seed (``default_job``, trained in this sweep folder) evaluated
+    under the arm's params (``job.params_path``: the default's with ``overrides``) on the test split, into
+    ``job.eval_dir``, and on the validation split, into its ``valid/``; then the arm's record
+    (:func:`raptor.reporting.records.save_rescored_record`). :class:`FileNotFoundError` naming the default
+    run when its model is not here (its record may be, from an earlier sweep whose run folders are gone)."""
+    from raptor.config import load_resolved
+    from raptor.pipeline.experiment import evaluate_model
+    from raptor.pipeline.rescore import reading_name
+    from raptor.reporting.records import save_rescored_record
+    from raptor.runs.context import load_context
+
+    train_dir, _ = job_dirs(plan, default_job)
+    if not RunDir(train_dir).summary.is_file() or not RunDir(train_dir).best.is_file():
+        raise FileNotFoundError(f"{train_dir}: no finished run here, and {job.run_name} is that run "
+                                f"({default_job.run_name}) re-scored under {reading_name(overrides)}; a record in "
+                                f"{results} keeps no model: move {default_job.run_name}'s record out of it to train "
+                                "the run here again")
+    ctx = load_context(data_dir, graph_path, load_resolved(job.params_path))
+    model = RunDir(train_dir).finished_best()
+    test_dir, valid_dir = Path(job.eval_dir), Path(job.eval_dir) / "valid"
+    metrics = evaluate_model(ctx, model, test_dir, split="test", num_threads=num_threads)
+    evaluate_model(ctx, model, valid_dir, split="valid", num_threads=num_threads)
+    save_rescored_record(train_dir, test_dir, valid_dir, *job_dirs(plan, job, results),
+                         {"arm": DEFAULT_ARM, "reading": reading_name(overrides), "overrides": dict(overrides)})
+    return {"test_mrr": metrics.get("mrr")}
 
 
 def save_job_record(plan: Plan, job: TrainJob, results: str | Path) -> None:
