@@ -132,7 +132,7 @@ def test_status_lines_say_the_time_left_and_when_queued_runs_start(folder):
     assert lines[1] == "  ICEWS14 pure_rl:3: starts in 0 h 00 min (about 23:00 UTC), ends in 0 h 02 min (about 23:02 UTC)"
     assert lines[2] == "  ICEWS14 raptor:1:p2: starts in 0 h 01 min (about 23:01 UTC), ends in 0 h 05 min (about 23:05 UTC)"
     # titer:0 is not measured: it starts when pure_rl:3 ends (150 s), its end unknown, so no end of the queue
-    assert lines[3].startswith("  ICEWS14 titer:0: starts in 0 h 02 min") and "no finished run of its variant on ICEWS14 here" in lines[3]
+    assert lines[3].startswith("  ICEWS14 titer:0: starts in 0 h 02 min") and "no finished or recorded run of its variant on ICEWS14" in lines[3]
     assert len(lines) == 4
     lines = queue_lines(folder, [], [("ICEWS14", "pure_rl:3", 0)] * 30, NOW)  # 30 x 150 s = 75 min: past midnight
     assert lines[-1] == "  the queue ends in 1 h 15 min of running (about Sat 00:15 UTC if nothing stops it; a stop adds its length)"
@@ -186,7 +186,7 @@ def test_what_cannot_be_timed_is_said_not_raised(folder):
     # an unknown variant or a bad spec in the queue: no time, and the runs behind it no start
     lines = queue_lines(folder, [], [("ICEWS14", "nope:0", 0), ("ICEWS14", "bad", 1), ("ICEWS14", "pure_rl:4", 1)], NOW)
     assert lines[1] == "  ICEWS14 nope:0: starts in 0 h 00 min (about 23:00 UTC), its time not measured " \
-                       "(no finished run of its variant on ICEWS14 here)"
+                       "(no finished or recorded run of its variant on ICEWS14)"
     assert lines[2].endswith("start not timed (it waits for runs not yet timed)") and len(lines) == 4
 
 
@@ -243,6 +243,28 @@ def test_a_sweep_arms_run_is_timed_by_its_arms_params(folder):
     assert folder.expected(queued) == 1000.0  # the sweep's finished arms before the campaign's runs
     _run(folder.root, "runs/ICEWS14/sweeps/wd/fast/pure_rl/seed1", _history(4, 1.0), finished=True)
     assert folder.expected(queued) == 4.0  # its own arm's first
+
+
+def test_a_variant_the_folder_has_not_finished_is_timed_by_its_sources_records_of_the_same_budget(folder):
+    """No finished TITer-150 run in the folder: its time comes from the runs recorded in the pinned source's
+    results/ (``raptor collect`` sets, dated or not) that trained the same RL budget; the folder's own finished
+    runs, once there, come first."""
+    from raptor.runs.forecast import RECORDS
+
+    spec = Spec("ICEWS14", "titer", 3)
+    assert folder.expected(spec) is None
+    records = folder.root / RECORDS
+    for rel, seconds, epochs in (("paper-ICEWS14/2026-11-27/ICEWS14/titer/seed0", 30.0, 10),
+                                 ("paper-ICEWS14/2026-11-28/ICEWS14/titer/seed1", 50.0, 10),
+                                 ("quick-ICEWS14/ICEWS14/titer/seed0", 1.0, 4),         # another budget
+                                 ("paper-ICEWS18/2026-11-29/ICEWS18/titer/seed0", 1.0, 10)):  # another dataset
+        out = _run(records, rel, _history(epochs, seconds, 5, 20.0))
+        (out / "rl" / "summary.json").write_text(json.dumps({"rl_epochs": epochs}))
+    assert folder.expected(spec) == (10 * 30.0 + 40.0 + 10 * 50.0 + 40.0) / 2  # the median of the two
+    line = queue_lines(folder, [], [("ICEWS14", "titer:3", 1)], NOW)[1]
+    assert line.endswith("ends in 0 h 07 min (about 23:07 UTC)"), line
+    _run(folder.root, "runs/ICEWS14/titer/seed0", _history(10, 2.0, 5, 20.0), finished=True)
+    assert folder.expected(spec) == 10 * 2.0 + 40.0
 
 
 @pytest.mark.parametrize("rel, spec", [

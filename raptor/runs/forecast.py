@@ -11,7 +11,8 @@ validation round, its ``val_seconds``.
 
 A queued run's expected time is measured, not modelled: the median over the folder's finished runs of
 the same variant and dataset of their RL time (training and validation), plus their pretraining time
-per epoch times the epochs it pretrains. Not counted, so the estimates err both ways: the test after
+per epoch times the epochs it pretrains; where the folder has finished none, the runs of the same budget
+recorded in its pinned source's ``results/`` (:data:`RECORDS`; other machines, other sessions: a guide). Not counted, so the estimates err both ways: the test after
 training (a minute or two: starts come early) and the faster pace of a run left alone
 (``longrun.sh rebalance`` gives it every core: ends come late).
 """
@@ -35,6 +36,10 @@ DATASET_PARAMS = "params-{dataset}.yaml"
 #: The params file of a sweep arm's runs in a long-runs folder (``longrun.sh`` writes it when it starts one:
 #: :func:`raptor.pipeline.sweep.write_arm_params` of the dataset's params).
 ARM_PARAMS = "sweeps/{dataset}/{sweep}/{arm}.yaml"
+
+#: Where a long-runs folder's pinned source keeps the tracked records of runs (``raptor collect`` sets:
+#: ``results/<set>[/<date>]/<dataset>/<variant>/seed<S>/``), which time a variant the folder has not finished.
+RECORDS = "src/results"
 
 #: One RL epoch's validation schedule, as :func:`raptor.runs.loop.remaining_seconds` reads it.
 Schedule = tuple[int, int, tuple[int, int]]  # (rl_epochs, valid_every, (valid_every_early, valid_early_epochs))
@@ -285,7 +290,19 @@ class Folder:
             done = [m for m in map(measured, sorted(runs)) if m is not None]
             if done:
                 return done
-        return []
+        return self.recorded(spec)
+
+    def recorded(self, spec: Spec) -> list[Measured]:
+        """The measured times of the runs of the spec's dataset and variant recorded in the folder's pinned
+        source (:data:`RECORDS`: ``raptor collect``'s sets, in a long-runs folder's own layout) that trained
+        the spec's RL budget: a guide from other machines and sessions where the folder has finished no run of
+        the variant yet (a new folder of a sweep)."""
+        base = self.root / RECORDS
+        runs = sorted(base.glob(f"*/{spec.dataset}/{spec.variant}/seed*")) + \
+            sorted(base.glob(f"*/*/{spec.dataset}/{spec.variant}/seed*"))
+        budget = self.rl_epochs(spec)
+        return [m for out in runs if (runs_reader.read_summary(out / "rl", lenient=True) or {}).get("rl_epochs") == budget
+                and (m := measured(out)) is not None]
 
     def expected(self, spec: Spec) -> Optional[float]:
         """A queued run's expected time (:func:`expected_seconds`), under its own params (:meth:`of_run`)."""
@@ -364,7 +381,8 @@ def queue_lines(folder: Folder, alive: Sequence[tuple[Path, int]], queued: Seque
 
     slots = forecast([(left(out), t) for out, t in alive],
                      [(_expected(folder, ds, spec), t) for ds, spec, t in queued], folder.cores)
-    lines = ["queue forecast (each queued run's time: the median of this folder's finished runs of its variant; "
+    lines = ["queue forecast (each queued run's time: the median of this folder's finished runs of its variant, "
+             "else of its source's recorded runs of the same budget; "
              "not counted: the test after training, a lone run's faster pace"
              + (f"; the {stopped} stopped runs counted as running, as `resume` restarts them first" if stopped else "")
              + "):"]
@@ -375,7 +393,7 @@ def queue_lines(folder: Folder, alive: Sequence[tuple[Path, int]], queued: Seque
         start, end = slot
         text = f"  {ds} {spec}: starts in {_duration(start)} (about {_clock(now, start)})"
         text += f", ends in {_duration(end)} (about {_clock(now, end)})" if end is not None else \
-            f", its time not measured (no finished run of its variant on {ds} here)"
+            f", its time not measured (no finished or recorded run of its variant on {ds})"
         lines.append(text)
     ends = [slot[1] if slot is not None else None for slot in slots]
     if all(e is not None for e in ends):
