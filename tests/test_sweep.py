@@ -173,10 +173,30 @@ def test_results_mean_std_and_delta_against_the_default(tmp_path):
     assert gamma["note"] == "paper: 0.95" and default["note"] == ""
     assert "| rl.gamma=0.9 | `rl.gamma: 0.9` | paper: 0.95 | raptor | 1 | 40 + 4 | 41.00 ± 0.00 | 40.00 ± 0.00 |" in md
     assert "+8.00" in md and "Missing (not yet trained or evaluated): rl.gamma=0.9-raptor-seed1" in md
+    # Hits@10, the Hits@1 gap to the paper (none for this dataset), the validation peak (best_epoch 2: RL epoch 3)
+    assert "| 80.00 ± 0.00 |  | 3 | +8.00 |" in md, md
     assert (Path(plan.out_dir) / "results.png").stat().st_size > 1000
     rows = (Path(plan.out_dir) / "results.csv").read_text().splitlines()
     assert rows[0].startswith("arm,variant,seed") and len(rows) == 4
     assert results_markdown(collect_results(plan)) == md
+
+
+def test_the_table_says_the_hits1_gap_to_the_paper_and_where_validation_peaked():
+    from raptor.reporting.sweep_page import paper_gap, peak_epochs
+
+    arm = {"arm": "a", "variant": "raptor", "test_hits@1_mean": 0.30}
+    assert paper_gap(arm, "ICEWS14") == "-4.37"  # RL-RAPTOR's Table 1 Hits@1 on ICEWS14: 34.37
+    assert paper_gap({**arm, "variant": "titer"}, "ICEWS18", "hits@1") == "+8.38"  # TITer-150: 21.62
+    assert paper_gap(arm, "SYNTH") == ""  # no paper number
+    runs = [{"arm": "a", "variant": "raptor", "seed": 1, "best_epoch": 9},
+            {"arm": "a", "variant": "raptor", "seed": 0, "best_epoch": 2},
+            {"arm": "b", "variant": "raptor", "seed": 0, "best_epoch": 5},
+            {"arm": "b", "variant": "raptor", "seed": 1, "best_epoch": 5},
+            {"arm": "c", "variant": "raptor", "seed": 0}]
+    results = {"runs": runs}
+    assert peak_epochs(results, arm) == "3/10"  # RL epochs from 1, in seed order
+    assert peak_epochs(results, {"arm": "b", "variant": "raptor"}) == "6"
+    assert peak_epochs(results, {"arm": "c", "variant": "raptor"}) == "?"
 
 
 def test_results_test_each_arm_against_the_default_per_query_and_over_seeds(tmp_path):

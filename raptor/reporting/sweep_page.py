@@ -24,6 +24,7 @@ from raptor.config import flatten
 from raptor.constants import METRIC_KEYS
 from raptor.evaluation.stats import json_safe, summarize
 from raptor.pipeline.sweep import DEFAULT_ARM, Plan, job_dirs, value_name
+from raptor.reporting.paper import MAIN_TABLE
 from raptor.reporting.records import copy_tree_files
 from raptor.reporting.report import csv_text, plot_curve_panels, plot_curves, significance
 from raptor.reporting.runs_reader import read_history, read_json, read_metrics, read_summary, recorded_commit
@@ -169,15 +170,35 @@ def combination_markdown(results: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def paper_gap(arm: Mapping[str, Any], dataset: str, metric: str = "hits@1") -> str:
+    """The arm's mean test ``metric`` minus the paper's (Table 1, :data:`raptor.reporting.paper.MAIN_TABLE`) for
+    its variant's system on ``dataset``, in points (``""`` where the paper has none)."""
+    paper = MAIN_TABLE.get(variant_registry.get(arm["variant"]).label, {}).get(dataset)
+    if paper is None or arm.get(f"test_{metric}_mean") is None:
+        return ""
+    return f"{100 * arm[f'test_{metric}_mean'] - paper[METRIC_KEYS.index(metric)]:+.2f}"
+
+
+def peak_epochs(results: Mapping[str, Any], arm: Mapping[str, Any]) -> str:
+    """Where validation peaked in the arm's runs: the RL epoch (from 1) of each seed's best validation MRR,
+    whose checkpoint was tested, in seed order (``/``-separated; one value where all agree; ``?`` for a run
+    whose summary names none). A re-scored arm's runs are the default arm's: their checkpoints' epochs."""
+    epochs = [r.get("best_epoch") for r in sorted(results["runs"], key=lambda r: r["seed"])
+              if (r["arm"], r["variant"]) == (arm["arm"], arm["variant"])]
+    text = ["?" if e is None else str(int(e) + 1) for e in epochs]
+    return text[0] if len(set(text)) == 1 else "/".join(text)
+
+
 def results_markdown(results: Mapping[str, Any]) -> str:
-    """The per-arm table (percent, mean ± sample std over seeds), with each arm's test MRR against the
+    """The per-arm table (percent, mean ± sample std over seeds), with the Hits@1 gap to the paper
+    (:func:`paper_gap`), where validation peaked (:func:`peak_epochs`), each arm's test MRR against the
     default arm's (:func:`_vs_default`: t-test over seeds, per-query bootstrap CI and Wilcoxon, p two-sided)
     and the :func:`verdict`."""
     notes = any(a.get("note") for a in results["arms"])
     head = ("| arm | overrides | " + ("note | " if notes else "") + "variant | seeds | epochs | val MRR | test MRR "
-            "| Hits@1 | Hits@3 | Hits@10 | Δ test MRR | t-test p (seeds) | per-query 95% CI of Δ | Wilcoxon p "
-            "| verdict |\n"
-            "|---|---|" + ("---|" if notes else "") + "---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+            "| Hits@1 | Hits@3 | Hits@10 | Hits@1 vs paper | val peak at RL epoch | Δ test MRR | t-test p (seeds) "
+            "| per-query 95% CI of Δ | Wilcoxon p | verdict |\n"
+            "|---|---|" + ("---|" if notes else "") + "---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
     defaults = {a["variant"]: a for a in results["arms"] if a["arm"] == DEFAULT_ARM}
     rows = []
     for a in results["arms"]:
@@ -190,6 +211,7 @@ def results_markdown(results: Mapping[str, Any]) -> str:
         rows.append(f"| {a['arm']} | {over} | {note}{a['variant']} | {len(a['seeds'])} | {a.get('epochs', '')} | "
                     f"{_pct(a['best_val_mrr_mean'], a['best_val_mrr_std'])} | "
                     + " | ".join(_pct(a[f'test_{m}_mean'], a[f'test_{m}_std']) for m in METRIC_KEYS)
+                    + f" | {paper_gap(a, results['dataset'])} | {peak_epochs(results, a)}"
                     + f" | {delta} | {tests} | {verdict(a, defaults.get(a['variant']))} |")
     tail = f"\nMissing (not yet trained or evaluated): {', '.join(results['missing'])}\n" if results["missing"] else ""
     return head + "\n".join(rows) + "\n" + tail
