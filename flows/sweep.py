@@ -151,8 +151,8 @@ def sweep_flow(name: str, dataset: str, source: str = "params.yaml", local: Opti
         trained = dict(zip([j.run_name for j in todo], map_jobs(
             sweep_run_task, [run_job(j, parent.run_id) for j in todo], first.train.parallel_runs,
             runner=runner(), name="sweep-runs")))
-        map_jobs(sweep_rescore_task, [SweepRescoreJob(plan, j, *rescored[j.run_name], inputs["data"], inputs["graph"],
-                                                      results, threads) for j in again],
+        map_jobs(sweep_rescore_task, [SweepRescoreJob(plan, j, inputs["data"], inputs["graph"], results, threads)
+                                      for j in again],
                  first.train.parallel_runs, runner=runner(), name="sweep-rescores")
         for j in plan.train:
             if j.run_name in recorded or j in again:

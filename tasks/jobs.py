@@ -171,13 +171,11 @@ class SweepRunJob:
 
 @dataclass(frozen=True)
 class SweepRescoreJob:
-    """One run of a sweep's evaluation-only arm: ``default`` (the default arm's job of ``plan``) re-scored as
-    ``planned`` under ``overrides``, its record saved to ``results`` (:func:`raptor.pipeline.sweep.rescore_job`)."""
+    """One run of a sweep's evaluation-only arm, ``planned`` (a job of ``plan``): the default arm's run
+    re-scored under the arm's params, its record saved to ``results`` (:func:`raptor.pipeline.rescore.rescore_job`)."""
 
     plan: Any
     planned: Any
-    default: Any
-    overrides: Mapping[str, Any]
     data: str
     graph: str
     results: str

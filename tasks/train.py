@@ -30,7 +30,8 @@ from raptor.agents.actor_critic.pretrain import pretrain_run
 from raptor.agents.actor_critic.pretrain_seeds import pretrain_runs
 from raptor.runs.rundir import RunDir
 from raptor.evaluation.stats import summarize
-from raptor.pipeline.sweep import rescore_job, save_job_record
+from raptor.pipeline.rescore import rescore_job
+from raptor.pipeline.sweep import save_job_record
 from raptor.config import load_resolved
 
 from . import tracking
@@ -475,9 +476,8 @@ def sweep_run_task(job: SweepRunJob) -> dict:
 @task(name="sweep-rescore", cache_policy=NO_CACHE, task_run_name="{job.run_name}")
 def sweep_rescore_task(job: SweepRescoreJob) -> dict:
     """One run of a sweep's evaluation-only arm: the default arm's run re-scored on both splits, its record
-    saved (:func:`raptor.pipeline.sweep.rescore_job`); :func:`log_record_task` logs it from the record."""
-    return rescore_job(job.plan, job.planned, job.default, job.overrides, job.data, job.graph, job.results,
-                       job.num_threads)
+    saved (:func:`raptor.pipeline.rescore.rescore_job`); :func:`log_record_task` logs it from the record."""
+    return rescore_job(job.plan, job.planned, job.data, job.graph, job.results, job.num_threads)
 
 
 @task(name="log-record", cache_policy=NO_CACHE, task_run_name="{job.run_name}")

@@ -174,6 +174,13 @@ def test_an_evaluation_only_arm_is_the_default_runs_model_re_scored_not_trained(
     assert summary["best_val_mrr"] == valid["mrr"]
     table = json.loads((results / "results.json").read_text())
     assert table["missing"] == [] and {r["arm"] for r in table["runs"]} == {"default", "last"}
+    from raptor.pipeline.rescore import rescore_job
+    from raptor.pipeline.sweep import load_sweep, plan_sweep
+
+    sweep_, params_ = load_sweep(data / "params.yaml", "e")
+    plan = plan_sweep(sweep_, params_, "T", work, write=False)
+    with pytest.raises(ValueError, match="default-pure_rl-seed0: not a run of an evaluation-only arm of sweep e"):
+        rescore_job(plan, plan.train[0], data / "data", data / "graph.npz", results)
 
     # again: both runs are recorded, so nothing trains or re-scores
     monkeypatch.setattr(local_sweep, "train_job", lambda *a: pytest.fail("trained a recorded run"))

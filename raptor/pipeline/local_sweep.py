@@ -3,7 +3,8 @@
 The same jobs as the Prefect flow (``python -m flows sweep``), in the same order: label tables, then
 pretraining (per distinct setting x seed), then runs (arm x variant x seed: training, test evaluation,
 the run's record into the results folder), then the runs of evaluation-only arms (the default arm's
-runs re-scored under each such arm's evaluation params, on the test and validation splits: :func:`rescore_job`). No MLflow, no Prefect: what a machine without them needs (a
+runs re-scored under each such arm's evaluation params, on the test and validation splits:
+:func:`raptor.pipeline.rescore.rescore_job`). No MLflow, no Prefect: what a machine without them needs (a
 GPU box, a batch node). A run whose record in the results folder matches what it would train is
 skipped, as in the flow; the flow later logs such records to MLflow (``tasks.train.log_record_task``).
 
@@ -26,8 +27,8 @@ from typing import Any, Callable, Iterable, Optional, Sequence
 from raptor.common.io import atomic_write_text
 from raptor.config import load_resolved
 from raptor.pipeline.sweep import (LONG_RUN_ARM, Plan, PretrainJob, TrainJob, job_dirs, load_sweep, plan_sweep,
-                                   record_mismatch, recorded_runs, rescore_job, rescored_jobs,
-                                   save_job_record)
+                                   record_mismatch, recorded_runs, rescored_jobs, save_job_record)
+from raptor.pipeline.rescore import rescore_job
 from raptor.reporting.sweep_page import write_results
 from raptor.runs.rundir import RunDir, RunOptions
 
@@ -163,8 +164,7 @@ def run_plan(plan: Plan, data_dir: str, graph_path: str, results: str, *, arms: 
     failed = []
     for fn, what, calls, names in (  # the re-scores after every training run, even where one failed
             (train_job, "run", [(plan, j, data_dir, graph_path, results, num_threads) for j in todo], todo),
-            (rescore_job, "re-score", [(plan, j, *rescored[j.run_name], data_dir, graph_path, results, num_threads)
-                                       for j in again], again)):
+            (rescore_job, "re-score", [(plan, j, data_dir, graph_path, results, num_threads) for j in again], again)):
         try:
             _map(fn, calls, [j.run_name for j in names], jobs, what, log, progress)
         except JobsFailed as exc:

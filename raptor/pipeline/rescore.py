@@ -21,7 +21,8 @@ whose ``reading.json`` names another model hash (the run was trained further) is
 ``raptor collect`` keeps the test readings (ranks instead of predictions) and ``raptor results`` sets them
 beside the default evaluation of the same checkpoints. The validation split is what a sweep's
 evaluation-only arm is judged by (:func:`rescore_sweep`; ``raptor collect --sweep`` makes the arm's records
-from both splits: docs/sweeps.md).
+from both splits: docs/sweeps.md). In a sweep's own folder (``raptor sweep``, the Prefect flow) such an arm's
+run is :func:`rescore_job`: the default arm's run re-scored there, its record saved at once.
 """
 
 from __future__ import annotations
@@ -279,3 +280,37 @@ def rescore_sweep(runs_dir: str | Path, data: str | Path, graph: str | Path, par
             out += [{**r, "arm": arm} for r in rescore_runs(default_runs, data, graph, default_params, overrides,
                                                             num_threads=num_threads, splits=SPLITS)]
     return out
+
+
+def rescore_job(plan, job, data_dir: str | Path, graph_path: str | Path, results: str | Path,
+                num_threads: Optional[int] = None) -> dict[str, Any]:
+    """One run of a sweep's evaluation-only arm (``job`` of ``plan``:
+    :func:`raptor.pipeline.sweep.rescored_jobs`): the best model of the default arm's run of the same variant
+    and seed (trained in the sweep folder) evaluated under the arm's params (``job.params_path``: the default's
+    with the arm's overrides) on the test split, into ``job.eval_dir``, and on the validation split, into its
+    ``valid/``; then the arm's record in ``results`` (:func:`raptor.reporting.records.save_rescored_record`).
+    :class:`ValueError` for a job of another arm; :class:`FileNotFoundError` naming the default run when its
+    model is not here (its record may be, from an earlier sweep whose run folders are gone)."""
+    from raptor.config import load_resolved
+    from raptor.pipeline.sweep import DEFAULT_ARM, job_dirs, rescored_jobs
+    from raptor.reporting.records import save_rescored_record
+
+    pairs = rescored_jobs(plan, {arm: load_resolved(path) for arm, path in plan.params_files.items()})
+    if job.run_name not in pairs:
+        raise ValueError(f"{job.run_name}: not a run of an evaluation-only arm of sweep {plan.sweep.name} "
+                         "(one whose params differ from the default arm's in test-time evaluation params alone)")
+    default_job, overrides = pairs[job.run_name]
+    train_dir, _ = job_dirs(plan, default_job)
+    if not RunDir(train_dir).summary.is_file() or not RunDir(train_dir).best.is_file():
+        raise FileNotFoundError(f"{train_dir}: no finished run here, and {job.run_name} is that run "
+                                f"({default_job.run_name}) re-scored under {reading_name(overrides)}; a record in "
+                                f"{results} keeps no model: move {default_job.run_name}'s record out of it to train "
+                                "the run here again")
+    ctx = load_context(data_dir, graph_path, load_resolved(job.params_path))
+    model = RunDir(train_dir).finished_best()
+    test_dir, valid_dir = Path(job.eval_dir), Path(job.eval_dir) / "valid"
+    metrics = evaluate_model(ctx, model, test_dir, split="test", num_threads=num_threads)
+    evaluate_model(ctx, model, valid_dir, split="valid", num_threads=num_threads)
+    save_rescored_record(train_dir, test_dir, valid_dir, *job_dirs(plan, job, results),
+                         {"arm": DEFAULT_ARM, "reading": reading_name(overrides), "overrides": dict(overrides)})
+    return {"test_mrr": metrics.get("mrr")}

@@ -535,7 +535,7 @@ def evaluation_only_arms(params: Mapping[str, Params]) -> dict[str, dict[str, An
 def rescored_jobs(plan: Plan, params: Mapping[str, Params]) -> dict[str, tuple[TrainJob, dict[str, Any]]]:
     """``{run name: (the default arm's job, overrides)}`` of ``plan``'s jobs of evaluation-only arms
     (:func:`evaluation_only_arms` over the arms' ``params``): each is the default arm's run of the same variant
-    and seed, re-scored under the arm's overrides (:func:`rescore_job`), not trained."""
+    and seed, re-scored under the arm's overrides (:func:`raptor.pipeline.rescore.rescore_job`), not trained."""
     arms = evaluation_only_arms(params)
     default = {(j.variant, j.seed): j for j in plan.train if j.arm == DEFAULT_ARM}
     return {j.run_name: (default[(j.variant, j.seed)], arms[j.arm]) for j in plan.train
@@ -555,36 +555,6 @@ def valid_rescored_record(plan: Plan, job: TrainJob, default_job: TrainJob, over
                            effective_epochs(default_params, default_job.variant, default_job.pretrain_epochs))
     about = (summary or {}).get(RESCORED) or {}
     return summary if about.get("arm") == DEFAULT_ARM and about.get("overrides") == dict(overrides) else None
-
-
-def rescore_job(plan: Plan, job: TrainJob, default_job: TrainJob, overrides: Mapping[str, Any], data_dir: str | Path,
-                graph_path: str | Path, results: str | Path, num_threads: Optional[int] = None) -> dict[str, Any]:
-    """One run of an evaluation-only arm (:func:`rescored_jobs`): the best model of the
-    default arm's run of the same variant and seed (``default_job``, trained in this sweep folder) evaluated
-    under the arm's params (``job.params_path``: the default's with ``overrides``) on the test split, into
-    ``job.eval_dir``, and on the validation split, into its ``valid/``; then the arm's record
-    (:func:`raptor.reporting.records.save_rescored_record`). :class:`FileNotFoundError` naming the default
-    run when its model is not here (its record may be, from an earlier sweep whose run folders are gone)."""
-    from raptor.config import load_resolved
-    from raptor.pipeline.experiment import evaluate_model
-    from raptor.pipeline.rescore import reading_name
-    from raptor.reporting.records import save_rescored_record
-    from raptor.runs.context import load_context
-
-    train_dir, _ = job_dirs(plan, default_job)
-    if not RunDir(train_dir).summary.is_file() or not RunDir(train_dir).best.is_file():
-        raise FileNotFoundError(f"{train_dir}: no finished run here, and {job.run_name} is that run "
-                                f"({default_job.run_name}) re-scored under {reading_name(overrides)}; a record in "
-                                f"{results} keeps no model: move {default_job.run_name}'s record out of it to train "
-                                "the run here again")
-    ctx = load_context(data_dir, graph_path, load_resolved(job.params_path))
-    model = RunDir(train_dir).finished_best()
-    test_dir, valid_dir = Path(job.eval_dir), Path(job.eval_dir) / "valid"
-    metrics = evaluate_model(ctx, model, test_dir, split="test", num_threads=num_threads)
-    evaluate_model(ctx, model, valid_dir, split="valid", num_threads=num_threads)
-    save_rescored_record(train_dir, test_dir, valid_dir, *job_dirs(plan, job, results),
-                         {"arm": DEFAULT_ARM, "reading": reading_name(overrides), "overrides": dict(overrides)})
-    return {"test_mrr": metrics.get("mrr")}
 
 
 def save_job_record(plan: Plan, job: TrainJob, results: str | Path) -> None:
