@@ -927,10 +927,13 @@ if [ "$cmd" = status ]; then
 import datetime, signal, sys
 signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `status | head`: end quietly, no traceback
 from pathlib import Path
-from raptor.runs.forecast import Folder, queue_lines, run_line
+import re
+from raptor.runs.forecast import Folder, job_cores, queue_lines, run_line
 root, params, cores, queue_file = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3]), Path(sys.argv[4])
 queue_text = sys.argv[5]
 runs = [(Path(o), s, int(t) if t.isdigit() else 0) for o, s, t in zip(*[iter(sys.argv[6:])] * 3)]
+# the cores the folder's jobs may use (their affinity, which `rebalance` counts), not this process's
+cores = job_cores([int(m.group(1)) for _, s, _ in runs if (m := re.match(r"running \(pid (\d+)\)", s))], cores)
 now = datetime.datetime.now(datetime.timezone.utc)
 try:
     folder = Folder.load(root, params, cores)

@@ -282,3 +282,24 @@ def test_a_run_folder_is_read_from_its_place_under_runs_whatever_the_names_aroun
     assert spec.folder(base) == base / rel
     if root != "runs/ablation":  # without the folder, the nearest `runs` above: ambiguous only for that one
         assert Spec.of_folder(base / rel) == spec
+
+
+def test_a_folders_cores_are_its_running_jobs_affinity(tmp_path):
+    """A folder started under ``taskset -c 0`` trains on one core whatever the process asking has: the
+    forecast counts the running jobs' CPU affinity (the largest), the asker's count when none can be read."""
+    import os
+    import subprocess
+
+    from raptor.runs.forecast import job_cores
+
+    assert job_cores([], 7) == 7
+    assert job_cores([2 ** 22 + 12345], 7) == 7  # no such process
+    assert job_cores([os.getpid()], 7) == len(os.sched_getaffinity(0))
+    one = {min(os.sched_getaffinity(0))}  # as `taskset -c N` leaves a job (set before it runs)
+    pinned = subprocess.Popen(["sleep", "30"], preexec_fn=lambda: os.sched_setaffinity(0, one))
+    try:
+        assert job_cores([pinned.pid], 7) == 1
+        assert job_cores([pinned.pid, os.getpid()], 7) == len(os.sched_getaffinity(0))
+    finally:
+        pinned.kill()
+        pinned.wait()

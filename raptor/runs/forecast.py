@@ -221,6 +221,21 @@ def forecast(alive: Sequence[tuple[Optional[float], int]], queued: Sequence[tupl
     return out
 
 
+def job_cores(pids: Sequence[int], default: int) -> int:
+    """How many cores a folder's runs may use, as its jobs see it: the most CPUs in the affinity of any of
+    ``pids`` (the running jobs: a folder started under ``taskset -c 1`` has one, whatever the process asking
+    has), ``default`` (the asker's ``nproc``) when none of them can be read (gone, or not this machine's)."""
+    import os
+
+    found = []
+    for pid in pids:
+        try:
+            found.append(len(os.sched_getaffinity(pid)))
+        except (OSError, AttributeError):  # an ended process; a platform without affinities
+            continue
+    return max(found) if found else default
+
+
 def _duration(seconds: float) -> str:
     return f"{int(seconds // 3600)} h {int(seconds % 3600 // 60):02d} min"
 
