@@ -2,7 +2,8 @@
 
 labels (one per distinct labeling setting) -> pretraining (per distinct setting x seed, mapped) ->
 runs (arm x variant x seed, mapped: training, test evaluation, the run's record) -> runs of evaluation-only
-arms (the default arm's runs re-scored under the arm's evaluation params, mapped) -> results table and figure. Every (arm, variant, seed) is an MLflow run of the experiment ``raptor/<dataset>/sweep-<name>``,
+arms (the default arm's runs re-scored under the arm's evaluation params, mapped) -> results table and
+figure. Every (arm, variant, seed) is an MLflow run of the experiment ``raptor/<dataset>/sweep-<name>``,
 tagged with its arm and logging its full params (the overrides among them), under one parent run
 that holds the results table; so the comparison is one MLflow view.
 

@@ -117,8 +117,9 @@ def select(plan: Plan, arms: Optional[Iterable[str]],
     unknown = [a for a in wanted if a not in known]
     if unknown:
         raise ValueError(f"unknown arm(s) {', '.join(unknown)} (sweep arms: {', '.join(known)})")
+    rescored = rescored or {}
     chosen = [j for j in plan.train if j.arm in wanted]
-    needs = {(rescored or {})[j.run_name][0].run_name for j in chosen if j.run_name in (rescored or {})}
+    needs = {rescored[j.run_name][0].run_name for j in chosen if j.run_name in rescored}
     train = [j for j in plan.train if j in chosen or j.run_name in needs]
     needed = {Path(j.init_model).parent for j in train if j.init_model}  # snapshots lie in their run's folder
     pre = [p for p in plan.pretrain if Path(p.out_dir) in needed]
