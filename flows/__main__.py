@@ -113,12 +113,9 @@ def main(argv: list[str] | None = None, prog: str = "python -m flows") -> int:
 
         try:
             if args.dvc:
-                import shlex
+                from raptor.pipeline.sweep import dvc_script, load_sweep
 
-                from raptor.pipeline.sweep import dvc_commands, load_sweep
-
-                for cmd in dvc_commands(load_sweep(args.params, args.name, args.local)[0]):
-                    print(shlex.join(cmd))
+                print("\n".join(dvc_script(*load_sweep(args.params, args.name, args.local))))
                 return 0
             if args.list:
                 result = _list_sweep(args)

@@ -348,6 +348,34 @@ def test_dvc_experiments_of_a_sweep_resolve_to_the_arms_params(tmp_path, name):
         assert params_to_dict(load_params(exp)) == params_to_dict(params[arm.name]), arm.name
 
 
+def test_dvc_script_marks_the_evaluation_only_arms(tmp_path):
+    """`flows sweep --dvc`'s lines: every arm's command as :func:`dvc_commands` gives it, an evaluation-only
+    arm's (test-time eval params alone) after one shell comment naming its overrides; no other comment."""
+    import shlex
+
+    from raptor.pipeline.sweep import dvc_commands, dvc_script
+
+    raw = {**RAW, "sweeps": {"e": {"arms": {"both": {"eval.beam_size": 20, "rl.gamma": 0.9}},
+                                   "grid": {"eval.rank_last_expansions": [True], "rl.gamma": [0.9]}}}}
+    source = tmp_path / "params.yaml"
+    source.write_text(yaml.safe_dump(raw))
+    sweep, params = load_sweep(source, "e")
+    lines = dvc_script(sweep, params)
+    comments = [i for i, line in enumerate(lines) if line.startswith("#")]
+    commands = [shlex.split(line) for line in lines if not line.startswith("#")]
+    assert commands == dvc_commands(sweep)
+    assert len(comments) == 1 and lines[comments[0] + 1].split()[5] == "e-eval.rank_last_expansions=true"
+    assert "arm eval.rank_last_expansions=true: evaluation-only (eval.rank_last_expansions=True)" in lines[comments[0]]
+    # why it trains again: every fine-tuning stage of dvc.yaml depends on the test-time eval params
+    from raptor.config import TEST_TIME_EVAL_KEYS
+    from raptor.pipeline.stages import expand_params, main_stages
+
+    finetune = [st for st in main_stages(["pure_rl", "raptor", "titer"]) if st.kind == "finetune"]
+    assert len(finetune) == 3
+    for st in finetune:
+        assert set(TEST_TIME_EVAL_KEYS) <= set(expand_params(st.params, params[DEFAULT_ARM])), st.name
+
+
 def test_a_record_stands_for_the_run_it_was_saved_from_only(tmp_path):
     """:func:`recorded_runs`: a job whose record in the results folder has the job's own fingerprint
     and epoch budget needs no training; another input, params or budget, or no record: it trains."""

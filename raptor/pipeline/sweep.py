@@ -260,6 +260,25 @@ def dvc_commands(sweep: Sweep, queue: bool = True) -> list[list[str]]:
     return out
 
 
+def dvc_script(sweep: Sweep, params: Mapping[str, Params], queue: bool = True) -> list[str]:
+    """:func:`dvc_commands` as shell lines (``| sh`` runs them), each evaluation-only arm's command
+    (:func:`evaluation_only_arms` over the arms' ``params``) after a comment saying how it differs from the
+    Prefect sweep's: as a DVC experiment the arm trains again, and its validation picks its own checkpoint under
+    the arm's params (``eval.*`` is a param of the fine-tuning stage, whose validation uses it), where
+    ``raptor sweep`` and the flow re-score the default arm's checkpoints (:mod:`raptor.pipeline.rescore`)."""
+    import shlex
+
+    eval_only = evaluation_only_arms(params)
+    lines = []
+    for arm, cmd in zip(sweep.arms, dvc_commands(sweep, queue)):
+        if arm.name in eval_only:
+            keys = ", ".join(f"{k}={v!r}" for k, v in sorted(eval_only[arm.name].items()))
+            lines.append(f"# arm {arm.name}: evaluation-only ({keys}); this experiment trains again and validates "
+                         f"under the arm's params; `raptor sweep` re-scores the {DEFAULT_ARM} arm's checkpoints instead")
+        lines.append(shlex.join(cmd))
+    return lines
+
+
 # ---------------------------------------------------------------------------------------------
 # Plan
 # ---------------------------------------------------------------------------------------------
