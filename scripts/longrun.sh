@@ -928,12 +928,14 @@ import datetime, signal, sys
 signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `status | head`: end quietly, no traceback
 from pathlib import Path
 import re
-from raptor.runs.forecast import Folder, job_cores, queue_lines, run_line
+from raptor.runs.forecast import Folder, job_cores, queue_lines, run_line, started_cores
 root, params, cores, queue_file = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3]), Path(sys.argv[4])
 queue_text = sys.argv[5]
 runs = [(Path(o), s, int(t) if t.isdigit() else 0) for o, s, t in zip(*[iter(sys.argv[6:])] * 3)]
 # the cores the folder's jobs may use (their affinity, which `rebalance` counts), not this process's
-cores = job_cores([int(m.group(1)) for _, s, _ in runs if (m := re.match(r"running \(pid (\d+)\)", s))], cores)
+# (a stopped folder: the cores its last start saw, so one resumed under `taskset -c 1` is timed on one)
+cores = job_cores([int(m.group(1)) for _, s, _ in runs if (m := re.match(r"running \(pid (\d+)\)", s))],
+                  started_cores(root, cores))
 now = datetime.datetime.now(datetime.timezone.utc)
 try:
     folder = Folder.load(root, params, cores)
@@ -1094,6 +1096,7 @@ for spec in "${runs[@]}"; do
   # (The run's parked copy stays until the next park replaces it with the tested run's records.)
   # (The job's rebalance runs this script's copy in the long-runs folder, told the work tree: install_self.)
   echo "$run_threads" > "$out/threads"; rm -f "$out/exit" "$out/pid.id"
+  echo "$cores" > "$dir/cores.tmp" && mv -f "$dir/cores.tmp" "$dir/cores"  # what a stopped folder's status counts
   if [ "$fresh" = 1 ]; then
     { printf '%s\n' "$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')" > "$out/run.id.tmp" && mv -f "$out/run.id.tmp" "$out/run.id"; } || exit 1
   fi

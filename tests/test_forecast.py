@@ -303,3 +303,13 @@ def test_a_folders_cores_are_its_running_jobs_affinity(tmp_path):
     finally:
         pinned.kill()
         pinned.wait()
+
+
+def test_started_cores_reads_the_folders_count_or_falls_back(tmp_path):
+    """A stopped folder's cores: what its last start wrote, a positive count, else the asker's."""
+    from raptor.runs.forecast import STARTED_CORES_FILE, started_cores
+
+    assert started_cores(tmp_path, 7) == 7                       # no start wrote one
+    for text, expected in (("1\n", 1), ("16", 16), ("0", 7), ("two", 7), ("", 7), ("-1", 7)):
+        (tmp_path / STARTED_CORES_FILE).write_text(text)
+        assert started_cores(tmp_path, 7) == expected, text

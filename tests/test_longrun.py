@@ -339,6 +339,40 @@ def test_status_forecasts_the_queue_after_the_runs_resume_would_restart(tmp_path
     assert lines[-1].startswith("  the queue ends in 0 h 06 min of running"), r.stdout
 
 
+@pytest.mark.parametrize("started", ["1", "2"])
+def test_a_stopped_folders_forecast_counts_the_cores_its_last_start_saw(tmp_path, started):
+    """A stopped folder (no job to read an affinity from) is timed on the cores its last start saw (``cores``,
+    written by the start: one under ``taskset -c 1``), not the asker's: two queued one-thread runs of 260 s
+    after the stopped one's 110 s run one after the other on one core, side by side on two."""
+    import json
+
+    lr = tmp_path / "lr"
+    lr.mkdir()
+    (lr / "params.yaml").write_text("rl: {epochs: 10}\neval: {valid_every: 5}\n")
+    history = [{"epoch": e, "seconds": 20.0} for e in range(10)]
+    for e in (4, 9):
+        history[e].update(val_mrr=0.3, val_seconds=30.0)
+    done = lr / "runs" / "ICEWS14" / "pure_rl" / "seed0"
+    (done / "rl").mkdir(parents=True)
+    (done / "rl" / "history.json").write_text(json.dumps(history))
+    (done / "rl" / "summary.json").write_text("{}")
+    (done / "eval").mkdir()
+    (done / "eval" / "metrics.json").write_text('{"mrr": 0.4}')
+    stopped = lr / "runs" / "ICEWS14" / "pure_rl" / "seed1"
+    (stopped / "rl").mkdir(parents=True)
+    (stopped / "rl" / "history.json").write_text(json.dumps(history[:6]))
+    (stopped / "threads").write_text("0\n")
+    (lr / "queue").write_text("ICEWS14 pure_rl:2 1\nICEWS14 pure_rl:3 1\n")
+    (lr / "cores").write_text(started + "\n")
+    r = _run("status", tmp_path=tmp_path)
+    assert r.returncode == 0, r.stderr
+    line = next(x for x in r.stdout.splitlines() if x.startswith("  ICEWS14 pure_rl:3: "))
+    if started == "1":
+        assert "starts in 0 h 06 min" in line and "ends in 0 h 10 min" in line, r.stdout
+    else:
+        assert "starts in 0 h 01 min" in line and "ends in 0 h 06 min" in line, r.stdout
+
+
 def _kill_runs(*runs: Path) -> None:
     """End the background jobs of these run folders, if any is still going (a test's cleanup)."""
     import signal
@@ -863,6 +897,7 @@ def test_a_parked_run_continues_on_another_machine(tmp_path):
     try:
         r = _run_parked("start", "--dataset", "TINY", "--threads", "1", "pure_rl:0", tmp_path=tmp_path)
         assert r.returncode == 0, r.stderr
+        assert (lr / "cores").read_text() == f"{_cores()}\n"  # what the start saw: a stopped folder's status counts it
         deadline = time.monotonic() + RUN_DEADLINE_S
         while not (out / "rl" / "history.json").exists():  # (written after the epoch's checkpoint)
             assert time.monotonic() < deadline, (out / "train.log").read_text()[-2000:]

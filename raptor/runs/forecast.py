@@ -224,7 +224,8 @@ def forecast(alive: Sequence[tuple[Optional[float], int]], queued: Sequence[tupl
 def job_cores(pids: Sequence[int], default: int) -> int:
     """How many cores a folder's runs may use, as its jobs see it: the most CPUs in the affinity of any of
     ``pids`` (the running jobs: a folder started under ``taskset -c 1`` has one, whatever the process asking
-    has), ``default`` (the asker's ``nproc``) when none of them can be read (gone, or not this machine's)."""
+    has), ``default`` when none of them can be read (gone, or not this machine's): :func:`started_cores` for a
+    stopped folder."""
     import os
 
     found = []
@@ -234,6 +235,21 @@ def job_cores(pids: Sequence[int], default: int) -> int:
         except (OSError, AttributeError):  # an ended process; a platform without affinities
             continue
     return max(found) if found else default
+
+
+#: A long-runs folder's file holding the cores its last job start saw (``nproc`` of ``longrun.sh start``/``resume``:
+#: one under ``taskset -c 1``), what a stopped folder's forecast counts.
+STARTED_CORES_FILE = "cores"
+
+
+def started_cores(root: Path, default: int) -> int:
+    """The cores the folder ``root``'s last job start saw (:data:`STARTED_CORES_FILE`), ``default`` (the
+    asker's ``nproc``) where no start wrote one or what it holds is not a positive count."""
+    try:
+        text = (Path(root) / STARTED_CORES_FILE).read_text().strip()
+    except OSError:
+        return default
+    return int(text) if text.isdigit() and int(text) > 0 else default
 
 
 def _duration(seconds: float) -> str:
