@@ -303,10 +303,9 @@ def test_status_estimates_the_training_left_at_the_recent_pace(tmp_path):
     assert "pretraining 2 epochs" in line and "pretraining about 3 min left, RL not yet timed" in line, out
 
 
-def test_status_forecasts_the_queue_after_the_runs_resume_would_restart(tmp_path):
-    """A finished Pure-RL run (10 epochs of 20 s + two 30 s rounds = 260 s) times the queued one; the stopped,
-    untested run (6 of 10 epochs: 4 x 20 s + a 30 s round = 110 s left) holds every core (threads 0) until
-    `resume` would have trained it, so the queued run starts in 1 min 50 s and ends in 6 min 10 s."""
+def _tested_and_stopped(tmp_path: Path) -> Path:
+    """A folder ``lr`` of two Pure-RL runs (10 epochs of 20 s, validation rounds of 30 s at epochs 4 and 9):
+    seed 0 tested (260 s), seed 1 stopped after 6 epochs (110 s left) on every core (threads 0)."""
     import json
 
     lr = tmp_path / "lr"
@@ -325,6 +324,14 @@ def test_status_forecasts_the_queue_after_the_runs_resume_would_restart(tmp_path
     (stopped / "rl").mkdir(parents=True)
     (stopped / "rl" / "history.json").write_text(json.dumps(history[:6]))
     (stopped / "threads").write_text("0\n")
+    return lr
+
+
+def test_status_forecasts_the_queue_after_the_runs_resume_would_restart(tmp_path):
+    """A finished Pure-RL run (10 epochs of 20 s + two 30 s rounds = 260 s) times the queued one; the stopped,
+    untested run (6 of 10 epochs: 4 x 20 s + a 30 s round = 110 s left) holds every core (threads 0) until
+    `resume` would have trained it, so the queued run starts in 1 min 50 s and ends in 6 min 10 s."""
+    lr = _tested_and_stopped(tmp_path)
     (lr / "queue").write_text("ICEWS14 pure_rl:2 1\n")
     r = _run("status", tmp_path=tmp_path)
     assert r.returncode == 0, r.stderr
@@ -344,24 +351,7 @@ def test_a_stopped_folders_forecast_counts_the_cores_its_last_start_saw(tmp_path
     """A stopped folder (no job to read an affinity from) is timed on the cores its last start saw (``cores``,
     written by the start: one under ``taskset -c 1``), not the asker's: two queued one-thread runs of 260 s
     after the stopped one's 110 s run one after the other on one core, side by side on two."""
-    import json
-
-    lr = tmp_path / "lr"
-    lr.mkdir()
-    (lr / "params.yaml").write_text("rl: {epochs: 10}\neval: {valid_every: 5}\n")
-    history = [{"epoch": e, "seconds": 20.0} for e in range(10)]
-    for e in (4, 9):
-        history[e].update(val_mrr=0.3, val_seconds=30.0)
-    done = lr / "runs" / "ICEWS14" / "pure_rl" / "seed0"
-    (done / "rl").mkdir(parents=True)
-    (done / "rl" / "history.json").write_text(json.dumps(history))
-    (done / "rl" / "summary.json").write_text("{}")
-    (done / "eval").mkdir()
-    (done / "eval" / "metrics.json").write_text('{"mrr": 0.4}')
-    stopped = lr / "runs" / "ICEWS14" / "pure_rl" / "seed1"
-    (stopped / "rl").mkdir(parents=True)
-    (stopped / "rl" / "history.json").write_text(json.dumps(history[:6]))
-    (stopped / "threads").write_text("0\n")
+    lr = _tested_and_stopped(tmp_path)
     (lr / "queue").write_text("ICEWS14 pure_rl:2 1\nICEWS14 pure_rl:3 1\n")
     (lr / "cores").write_text(started + "\n")
     r = _run("status", tmp_path=tmp_path)
