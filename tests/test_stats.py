@@ -116,6 +116,25 @@ class TestPairedSeedTTest:
         neg = paired_seed_ttest([0.25, 0.5, 0.75], [0.5, 0.75, 1.0])
         assert neg.t_statistic == -math.inf and neg.p_one_sided == 1.0
 
+    def test_differences_equal_to_rounding_are_constant_and_warn_nothing(self):
+        """0.1 + 0.2 - 0.2 and 0.3 - 0.2 differ in their last bits: no variation between seeds, so the
+        constant cases' answers (scipy would warn of precision loss and give a t of rounding noise)."""
+        import warnings
+
+        a, b = [0.1 + 0.2, 0.3, 0.7], [0.2, 0.2, 0.6]
+        d = np.subtract(a, b)
+        assert d.max() != d.min()  # the premise: not exactly constant
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            r = paired_seed_ttest(a, b)
+            z = paired_seed_ttest([0.1 + 0.2, 0.5], [0.3, 0.5])  # 5.6e-17 and 0: zero to rounding
+        assert r.t_statistic == math.inf and r.p_one_sided == 0.0 and r.sd_diff == 0.0
+        assert r.ci_low == r.ci_high == pytest.approx(0.1, abs=1e-15) and "rounding" in r.note
+        assert z.t_statistic == 0.0 and z.p_two_sided == 1.0 and z.mean_diff == 0.0
+        # a real spread, however small against the values, is still tested
+        small = paired_seed_ttest([0.5 + 1e-9, 0.5 + 3e-9, 0.5 + 2e-9], [0.5, 0.5, 0.5])
+        assert math.isfinite(small.t_statistic) and 0 < small.p_two_sided < 1
+
     def test_seed_level_tests_over_metrics(self):
         runs_a = {s: {"mrr": 0.5 + 0.01 * s, "hits@1": 0.4 + 0.02 * s, "hits@3": 0.6, "hits@10": 0.7 + 0.01 * (s % 2)} for s in range(5)}
         runs_b = {s: {"mrr": 0.45 + 0.012 * s, "hits@1": 0.38 + 0.01 * s, "hits@3": 0.6, "hits@10": 0.69} for s in range(5)}

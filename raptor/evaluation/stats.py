@@ -141,6 +141,11 @@ def _pair_by_seed(a, b) -> tuple[list, np.ndarray, np.ndarray]:
     return seeds, va, vb
 
 
+#: Differences of seed metrics whose spread is within this many float64 ulps of the values' magnitude are constant
+#: (:func:`paired_seed_ttest`): rounding, not variation between seeds.
+ROUNDING_ULPS = 16
+
+
 def paired_seed_ttest(
     a,
     b,
@@ -172,17 +177,21 @@ def paired_seed_ttest(
     se = sd / math.sqrt(n)
     df = n - 1
     note = None
-    # an exactly constant difference: scipy gives nan (all zero) or inf with a precision warning
-    if np.all(d == d[0]):
+    # a constant difference: scipy gives nan (all zero) or inf, or for differences that agree to the last bits of
+    # the values (0.1 + 0.2 - 0.2 against 0.3 - 0.2) a "precision loss" warning and a t of rounding noise. Spread
+    # within a few ulps of the values is no evidence either way: such differences count as constant.
+    tol = ROUNDING_ULPS * np.finfo(np.float64).eps * float(max(np.abs(va).max(), np.abs(vb).max()))
+    if float(d.max() - d.min()) <= tol:
         sd, se = 0.0, 0.0
-        if mean_d == 0.0:
+        if abs(mean_d) <= tol:
+            mean_d = 0.0
             t, p_two, p_one, dz = 0.0, 1.0, 1.0, 0.0
-            note = "all seed differences are zero: no evidence of a difference (t=0, p=1 by definition)"
+            note = "all seed differences are zero (to rounding): no evidence of a difference (t=0, p=1 by definition)"
         else:
             sign = 1.0 if mean_d > 0 else -1.0
             t, dz = sign * math.inf, sign * math.inf
             p_two, p_one = 0.0, (0.0 if mean_d > 0 else 1.0)
-            note = "constant non-zero seed difference: zero variance, t and d_z are infinite"
+            note = "constant non-zero seed difference (to rounding): zero variance, t and d_z are infinite"
         lo = hi = mean_d
     else:
         two = sps.ttest_rel(va, vb, alternative="two-sided")
