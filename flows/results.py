@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Optional, Sequence
 
-from raptor.evaluation.stats import summarize
+from raptor.evaluation.summary import summarize
 from raptor.reporting.results import ResultSet, parse_sources
 from tasks import tracking
 from tasks.jobs import ResultRunJob

@@ -201,7 +201,7 @@ def artifact_key(name: str) -> str:
 def evaluate_flow(dataset: str, params: str, inputs: dict, outputs: dict, variant: str,
                   split: str = "test") -> dict:
     """Beam-search evaluation of every seed of a variant; writes the variant's mean/std metrics."""
-    from raptor.evaluation.stats import summarize
+    from raptor.evaluation.summary import summarize
     from tasks.train import evaluate_run_task, parent_of, threads_per_run
 
     p = load_resolved(params)

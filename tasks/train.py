@@ -29,7 +29,7 @@ from raptor.common.io import atomic_write_json
 from raptor.agents.actor_critic.pretrain import pretrain_run
 from raptor.agents.actor_critic.pretrain_seeds import pretrain_runs
 from raptor.runs.rundir import RunDir
-from raptor.evaluation.stats import summarize
+from raptor.evaluation.summary import summarize
 from raptor.pipeline.rescore import rescore_job
 from raptor.pipeline.sweep import save_job_record
 from raptor.config import load_resolved
@@ -175,7 +175,7 @@ PARENT_FILE = "mlflow_parent.json"
 
 
 def seed_aggregates(per_seed: list[dict], keys: tuple[str, ...]) -> dict[str, float]:
-    """``{key}_mean`` and ``{key}_std`` over the seeds (:func:`raptor.evaluation.stats.summarize`) of the keys
+    """``{key}_mean`` and ``{key}_std`` over the seeds (:func:`raptor.evaluation.summary.summarize`) of the keys
     every seed has a number for, for a stage's parent MLflow run."""
     keys = tuple(k for k in keys if all(isinstance(r.get(k), (int, float)) for r in per_seed))
     summary = summarize(dict(enumerate(per_seed)), keys)

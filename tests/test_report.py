@@ -8,7 +8,7 @@ from raptor.common.io import atomic_write_json
 from raptor.evaluation.ranking import evaluation_metrics, write_metrics, write_predictions
 from raptor.reporting.report import compare_variants, epochs_to_reward, significance, write_report
 from raptor.reporting.runs_reader import seed_metrics
-from raptor.evaluation.stats import summarize
+from raptor.evaluation.summary import summarize
 from raptor.constants import METRIC_KEYS
 
 R = 3

@@ -142,6 +142,17 @@ def test_labeling_reaches_label_and_pretraining_but_not_pure_rl(module):
     assert {name for name, s in doc.items() if "raptor/labeling/stage.py" in s.get("do", s)["deps"]} == {"label"}
 
 
+def test_the_significance_tests_reach_evaluation_and_reports_but_no_training():
+    """An edit in the t-tests and bootstraps (raptor/evaluation/stats.py) re-runs the stages that test and report,
+    never training: the fine-tuning stages' seed aggregates come from raptor/evaluation/summary.py."""
+    doc = yaml.safe_load(stages.dvc_yaml(Params()))["stages"]
+    deps = {name: s.get("do", s)["deps"] for name, s in doc.items()}
+    finetune = [n for n in deps if n.startswith("finetune-")]
+    assert finetune and all("raptor/evaluation/summary.py" in deps[n] for n in finetune)
+    with_stats = {n for n, d in deps.items() if "raptor/evaluation/stats.py" in d}
+    assert with_stats and not with_stats & {*finetune, "pretrain", "label", "graph", "ingest"}, with_stats
+
+
 def test_stage_params_are_resolved_values_of_the_declared_keys(tmp_path):
     src = tmp_path / "params.yaml"
     src.write_text(yaml.safe_dump({"datasets": {"D": {"raw_dir": "raw"}},
@@ -275,7 +286,7 @@ def test_layers_import_downwards_only():
 LAYERS: list[tuple[str, set[str]]] = [
     ("base utilities", {"raptor", "constants", "common", "common.io", "common.progress", "common.provenance",
                         "common.runtime", "common.resources", "pipeline", "pipeline.runenv", "pipeline.projectlock",
-                        "reporting", "reporting.paper", "evaluation", "evaluation.stats", "agents.sampling",
+                        "reporting", "reporting.paper", "evaluation", "evaluation.stats", "evaluation.summary", "agents.sampling",
                         "data.names"}),
     ("params, registries, files", {"agents", "agents.variants", "data", "data.registry", "config", "runs",
                                    "runs.checkpoints", "runs.rundir", "reporting.runs_reader", "reporting.records"}),

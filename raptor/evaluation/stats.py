@@ -550,13 +550,3 @@ __all__ = [
     "seed_level_tests",
     "wilcoxon_signed_rank",
 ]
-
-
-def summarize(per_seed: Mapping[int, Mapping[str, Any]], metrics: Sequence[str]) -> dict:
-    """Mean and sample standard deviation (ddof=1; 0 for one seed) over seeds of each of ``metrics``:
-    ``{"seeds": sorted seeds, "n": count, metric: {"mean": m, "std": s}}`` in the metrics' own units."""
-    out: dict[str, Any] = {"seeds": sorted(per_seed), "n": len(per_seed)}
-    for m in metrics:
-        v = np.array([float(per_seed[s][m]) for s in sorted(per_seed)])
-        out[m] = {"mean": float(v.mean()), "std": float(v.std(ddof=1)) if len(v) > 1 else 0.0}
-    return out

@@ -153,7 +153,7 @@ def main_stages(variants: Sequence[str]) -> list[Stage]:
         agent = v.params + (() if "rl" in v.params or not agent_impl.iterates else ("rl.epochs",))
         stages.append(Stage(
             f"finetune-{v.name}", f"{v.label}: {v.training} for every seed",
-            f"raptor.pipeline.experiment,{code},raptor.evaluation.stats",  # stats: the parent run's seed aggregates
+            f"raptor.pipeline.experiment,{code},raptor.evaluation.summary",  # the parent run's seed aggregates
             inputs=inputs, outputs={"out": _runs(f"{v.name}/train")}, params=run_params + agent + ("eval",) + extra,
             kind="finetune", variant=v.name, persist=("out",)))
         stages.append(Stage(

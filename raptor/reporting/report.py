@@ -20,7 +20,8 @@ from raptor.agents import variants
 from raptor.constants import METRIC_KEYS
 from raptor.reporting.paper import MAIN_TABLE, METRICS, REWARD_THRESHOLD
 from raptor.reporting.runs_reader import evaluated_seeds, histories, read_summary, require_seeds, seed_dirs, seed_metrics, seed_ranks
-from raptor.evaluation.stats import format_probability, per_query_tests, rounded, seed_level_tests, summarize
+from raptor.evaluation.stats import format_probability, per_query_tests, rounded, seed_level_tests
+from raptor.evaluation.summary import summarize
 
 
 # ------------------------------------------------------------------------------------------ summaries

@@ -22,7 +22,8 @@ from raptor.agents import variants as variant_registry
 from raptor.common.io import atomic_path, atomic_write_json, atomic_write_text
 from raptor.config import flatten
 from raptor.constants import METRIC_KEYS
-from raptor.evaluation.stats import json_safe, summarize
+from raptor.evaluation.stats import json_safe
+from raptor.evaluation.summary import summarize
 from raptor.pipeline.sweep import DEFAULT_ARM, Plan, job_dirs, value_name
 from raptor.reporting.paper import MAIN_TABLE
 from raptor.reporting.records import copy_tree_files
