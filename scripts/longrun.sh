@@ -923,22 +923,22 @@ if [ "$cmd" = status ]; then
     args+=("$out" "$alive" "$(cat "$out/threads" 2>/dev/null || echo 0)")
   done < <(run_dirs)
   # (if python fails, the lines it printed stand and the queue is listed after them)
-  "$py" - "$dir" "$dir/params.yaml" "$cores" "$queue_file" "$(show_queue)" ${args[@]+"${args[@]}"} <<'PY' || show_queue
+  "$py" - "$dir" "$dir/params.yaml" "$cores" "$queue_file" "$(show_queue)" "$root" ${args[@]+"${args[@]}"} <<'PY' || show_queue
 import datetime, signal, sys
 signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `status | head`: end quietly, no traceback
 from pathlib import Path
 import re
 from raptor.runs.forecast import Folder, job_cores, queue_lines, run_line, started_cores
 root, params, cores, queue_file = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3]), Path(sys.argv[4])
-queue_text = sys.argv[5]
-runs = [(Path(o), s, int(t) if t.isdigit() else 0) for o, s, t in zip(*[iter(sys.argv[6:])] * 3)]
+queue_text, checkout = sys.argv[5], Path(sys.argv[6])
+runs = [(Path(o), s, int(t) if t.isdigit() else 0) for o, s, t in zip(*[iter(sys.argv[7:])] * 3)]
 # the cores the folder's jobs may use (their affinity, which `rebalance` counts), not this process's
 # (a stopped folder: the cores its last start saw, so one resumed under `taskset -c 1` is timed on one)
 cores = job_cores([int(m.group(1)) for _, s, _ in runs if (m := re.match(r"running \(pid (\d+)\)", s))],
                   started_cores(root, cores))
 now = datetime.datetime.now(datetime.timezone.utc)
 try:
-    folder = Folder.load(root, params, cores)
+    folder = Folder.load(root, params, cores, records=[checkout / "results"])
 except Exception as exc:  # status lines, never an error: say why there are no estimates
     print(f"(no estimates: {params}: {type(exc).__name__}: {exc})")
     folder = None

@@ -267,6 +267,30 @@ def test_a_variant_the_folder_has_not_finished_is_timed_by_its_sources_records_o
     assert folder.expected(spec) == 10 * 2.0 + 40.0
 
 
+def test_records_collected_after_the_pin_time_what_the_source_has_not_recorded(folder, tmp_path):
+    """The pinned source predates the records of its own campaign's runs (collected and committed later): the
+    checkout's results/ (``longrun.sh status`` passes it) times them, after the source's; an ablation arm
+    counts RL-RAPTOR's RL time plus its own pretraining epochs at their pace."""
+    import dataclasses
+    from raptor.runs.forecast import RECORDS
+
+    spec = Spec("ICEWS18", "raptor", 0, 10)  # raptor:0:p10 on a dataset the folder has not run
+    checkout = tmp_path / "checkout" / "results"
+    out = _run(checkout, "paper-ICEWS18/2026-11-29/ICEWS18/raptor/seed0", _history(10, 50.0, 5, 20.0), _history(4, 8.0))
+    (out / "rl" / "summary.json").write_text(json.dumps({"rl_epochs": 10}))
+    assert folder.expected(spec) is None  # the source's records only
+    with_checkout = dataclasses.replace(folder, records=(checkout,))
+    assert with_checkout.expected(spec) == 10 * 50.0 + 40.0 + 10 * 8.0
+    # through a dataset's own params file the extra records stay (of_dataset / of_run load it again)
+    (folder.root / "params-ICEWS18.yaml").write_text("rl:\n  epochs: 10\neval:\n  valid_every: 5\n")
+    assert with_checkout.of_dataset("ICEWS18").records == (checkout,)
+    assert with_checkout.of_dataset("ICEWS18").expected(spec) == 10 * 50.0 + 40.0 + 10 * 8.0
+    # the pinned source's records, where it has some, come first
+    src = _run(folder.root / RECORDS, "p/ICEWS18/raptor/seed1", _history(10, 5.0, 5, 20.0), _history(4, 1.0))
+    (src / "rl" / "summary.json").write_text(json.dumps({"rl_epochs": 10}))
+    assert with_checkout.expected(spec) == 10 * 5.0 + 40.0 + 10 * 1.0
+
+
 @pytest.mark.parametrize("rel, spec", [
     ("runs/ICEWS14/pure_rl/seed0", Spec("ICEWS14", "pure_rl", 0)),
     ("runs/ICEWS14/ablation/p10/seed1", Spec("ICEWS14", "raptor", 1, 10)),

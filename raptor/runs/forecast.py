@@ -12,7 +12,9 @@ validation round, its ``val_seconds``.
 A queued run's expected time is measured, not modelled: the median over the folder's finished runs of
 the same variant and dataset of their RL time (training and validation), plus their pretraining time
 per epoch times the epochs it pretrains; where the folder has finished none, the runs of the same budget
-recorded in its pinned source's ``results/`` (:data:`RECORDS`; other machines, other sessions: a guide). Not counted, so the estimates err both ways: the test after
+recorded in its pinned source's ``results/`` (:data:`RECORDS`), then in the checkout's that asks
+(``longrun.sh status`` passes its own ``results/``: runs collected after the pin; other machines, other
+sessions: a guide). Not counted, so the estimates err both ways: the test after
 training (a minute or two: starts come early) and the faster pace of a run left alone
 (``longrun.sh rebalance`` gives it every core: ends come late).
 """
@@ -271,20 +273,22 @@ class Folder:
     pretrain_epochs: int
     cores: int
     equal_total_epochs: bool = False
+    #: Further ``results/`` folders of tracked records, read after the pinned source's (:meth:`recorded`).
+    records: tuple[Path, ...] = ()
 
     @classmethod
-    def load(cls, root: Path, params_file: Path, cores: int) -> "Folder":
+    def load(cls, root: Path, params_file: Path, cores: int, records: Sequence[Path] = ()) -> "Folder":
         from raptor.config import load_params
         p = load_params(params_file)
         return cls(root, (p.rl.epochs, p.eval.valid_every, (p.eval.valid_every_early, p.eval.valid_early_epochs)),
-                   p.pretrain.epochs, cores, p.train.equal_total_epochs)
+                   p.pretrain.epochs, cores, p.train.equal_total_epochs, tuple(Path(r) for r in records))
 
     def of_dataset(self, dataset: str) -> "Folder":
         """The folder as the runs of ``dataset`` see it: with their own params file
         (:data:`DATASET_PARAMS`, which ``longrun.sh`` writes for a ``--set`` given with ``--dataset``)
         where there is one, else this folder's."""
         own = self.root / DATASET_PARAMS.format(dataset=dataset)
-        return Folder.load(self.root, own, self.cores) if own.is_file() else self
+        return Folder.load(self.root, own, self.cores, self.records) if own.is_file() else self
 
     def of_run(self, spec: Spec) -> "Folder":
         """The folder as the run ``spec`` sees it: a sweep arm's run with its arm's params file
@@ -292,7 +296,7 @@ class Folder:
         if spec.sweep is not None:
             own = self.root / ARM_PARAMS.format(dataset=spec.dataset, sweep=spec.sweep, arm=spec.arm)
             if own.is_file():
-                return Folder.load(self.root, own, self.cores)
+                return Folder.load(self.root, own, self.cores, self.records)
         return self.of_dataset(spec.dataset)
 
     def pretrains(self, spec: Spec) -> int:
@@ -327,13 +331,19 @@ class Folder:
         """The measured times of the runs of the spec's dataset and variant recorded in the folder's pinned
         source (:data:`RECORDS`: ``raptor collect``'s sets, in a long-runs folder's own layout) that trained
         the spec's RL budget: a guide from other machines and sessions where the folder has finished no run of
-        the variant yet (a new folder of a sweep)."""
-        base = self.root / RECORDS
-        runs = sorted(base.glob(f"*/{spec.dataset}/{spec.variant}/seed*")) + \
-            sorted(base.glob(f"*/*/{spec.dataset}/{spec.variant}/seed*"))
+        the variant yet (a new folder of a sweep). Where the source has none, those of the first of
+        :attr:`records` that has some (the checkout's ``results/``: runs collected after the pin, which time
+        the ablation's arms of a campaign whose RL-RAPTOR runs were collected)."""
         budget = self.rl_epochs(spec)
-        return [m for out in runs if (runs_reader.read_summary(out / "rl", lenient=True) or {}).get("rl_epochs") == budget
-                and (m := measured(out)) is not None]
+        for base in (self.root / RECORDS, *self.records):
+            runs = sorted(base.glob(f"*/{spec.dataset}/{spec.variant}/seed*")) + \
+                sorted(base.glob(f"*/*/{spec.dataset}/{spec.variant}/seed*"))
+            done = [m for out in runs
+                    if (runs_reader.read_summary(out / "rl", lenient=True) or {}).get("rl_epochs") == budget
+                    and (m := measured(out)) is not None]
+            if done:
+                return done
+        return []
 
     def expected(self, spec: Spec) -> Optional[float]:
         """A queued run's expected time (:func:`expected_seconds`), under its own params (:meth:`of_run`)."""
@@ -413,7 +423,7 @@ def queue_lines(folder: Folder, alive: Sequence[tuple[Path, int]], queued: Seque
     slots = forecast([(left(out), t) for out, t in alive],
                      [(_expected(folder, ds, spec), t) for ds, spec, t in queued], folder.cores)
     lines = ["queue forecast (each queued run's time: the median of this folder's finished runs of its variant, "
-             "else of its source's recorded runs of the same budget; "
+             "else of the runs of the same budget recorded in its source's results/, else in this checkout's; "
              "not counted: the test after training, a lone run's faster pace"
              + (f"; the {stopped} stopped runs counted as running, as `resume` restarts them first" if stopped else "")
              + "):"]
