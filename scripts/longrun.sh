@@ -38,7 +38,9 @@
 #   scripts/longrun.sh queue [--dataset DS] [--threads N] VARIANT:SEED... [raptor:SEED:pN]... [VARIANT:SEED:NAME/ARM]...
 #                                   runs to start later, in this order, each with N threads (default 1; 0 = all
 #                                   cores): the next one starts as soon as the alive runs leave it its cores (at
-#                                   once if they do, and whenever a run ends: tested, or failed), so a campaign
+#                                   once if they do, and whenever a run ends: tested, or failed; the alive runs of
+#                                   the other long-runs folders beside this one count on the CPUs they share with
+#                                   this process), so a campaign
 #                                   runs unattended; one thread count per queue; a run that cannot start goes to
 #                                   queue.failed; `queue` alone lists it, `queue --clear` empties it. Takes
 #                                   --commit and --set as `start` does, for a queue made before any start
@@ -254,6 +256,42 @@ cores_held() {  # the cores the alive runs hold: their threads (0 = all cores)
   done <<< "$(alive_runs)"
   echo "$sum"
 }
+cpu_set() {  # the CPUs of an affinity list ("0-3,6", as /proc/PID/status's Cpus_allowed_list), one per line
+  local part parts
+  IFS=, read -r -a parts <<< "$1"
+  for part in ${parts[@]+"${parts[@]}"}; do
+    if [[ "$part" =~ ^([0-9]+)-([0-9]+)$ ]]; then seq "${BASH_REMATCH[1]}" "${BASH_REMATCH[2]}"
+    elif [[ "$part" =~ ^[0-9]+$ ]]; then echo "$part"; fi
+  done
+}
+proc_cpus() {  # the CPUs process $1 may run on, one per line (nothing where /proc cannot tell)
+  local l; l=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' "/proc/$1/status" 2>/dev/null) || return 0
+  cpu_set "$l"
+}
+others_held() {  # the cores of this process's CPUs that the alive runs of the other long-runs folders beside this
+  # one hold (two pins at once, e.g. a campaign's and a sweep's): a run counts its threads (0 = all), at most as many
+  # as its job's CPUs (the union over its process group: `taskset` may have moved them) share with this process's.
+  # Each folder's `queue` and `rebalance` count only their own runs otherwise, and one started from a shell that sees
+  # every core would take the core the other folder's run is on
+  local f out pid t n mine sum=0
+  mine=$(proc_cpus $$ | LC_ALL=C sort -u)
+  [ -n "$mine" ] || { echo 0; return 0; }
+  for f in "$(dirname "$dir")"/.longruns "$(dirname "$dir")"/.longruns-*/; do
+    f=$(realpath -m -s "${f%/}"); [[ "$f" == *-parked ]] && continue  # (a park holds no live runs)
+    [ -d "$f/runs" ] && [ "$f" != "$dir" ] || continue
+    while read -r out; do
+      [ -n "$out" ] || continue
+      pid=$(cat "$out/pid")
+      n=$( { for p in $(pgrep -g "$pid" 2>/dev/null || true) "$pid"; do proc_cpus "$p"; done; } | LC_ALL=C sort -u |
+           LC_ALL=C comm -12 - <(echo "$mine") | wc -l)
+      t=$(cat "$out/threads" 2>/dev/null || echo 0); [[ "$t" =~ ^[0-9]+$ ]] || t=0
+      { [ "$t" = 0 ] || [ "$t" -gt "$n" ]; } && t=$n
+      sum=$((sum + t))
+    done <<< "$(dir=$f; LONGRUN_ENDING=; alive_runs)"
+  done
+  [ "$sum" -gt "$cores" ] && sum=$cores
+  echo "$sum"
+}
 # LONGRUN_LOCKED=PID: the caller (fill, rebalance: PID, this process's parent) holds the lock for this `start`; never
 # passed on to the jobs, and taken from no other process (a job's environment may carry an older version's value)
 locked=0
@@ -265,7 +303,7 @@ lock_queue() {  # one writer of the queue at a time (two runs may finish togethe
 }
 unlock_queue() { [ "$locked" = 1 ] && { exec 9>&-; locked=0; }; return 0; }
 fill() {  # start the queue's runs in order, while the alive runs leave each its cores; $1 = 1: only say what
-  local ds spec t need held why rc  # would start. A run that fails to start goes to queue.failed, not back in the queue;
+  local ds spec t need held others why rc  # would start. A run that fails to start goes to queue.failed, not back in the queue;
   # while the park holds runs to restore here, nothing starts and the queue stays as it is
   [ -s "$queue_file" ] || return 0
   why=$(park_blocks)
@@ -277,9 +315,9 @@ fill() {  # start the queue's runs in order, while the alive runs leave each its
       head -n 1 "$queue_file" >> "$queue_file.failed"; sed -i 1d "$queue_file"; continue
     fi
     need=$t; { [ "$need" = 0 ] || [ "$need" -gt "$cores" ]; } && need=$cores
-    held=$(cores_held)
+    others=$(others_held); held=$(( $(cores_held) + others ))
     if [ $((held + need)) -gt "$cores" ]; then
-      echo "queue: $ds $spec waits ($held of $cores cores held, it takes $need)"; return 0
+      echo "queue: $ds $spec waits ($held of $cores cores held$( [ "$others" = 0 ] || echo ", $others by another long-runs folder's runs"), it takes $need)"; return 0
     fi
     if [ "${1:-0}" = 1 ]; then echo "queue: would start $ds $spec, threads: $t"; return 0; fi
     rc=0; LONGRUN_LOCKED=$$ "$self" start --dataset "$ds" --threads "$t" "$spec" 9>&- || rc=$?
@@ -979,14 +1017,19 @@ if [ "$cmd" = rebalance ]; then
   out="${alive[0]}"; read -r ds spec <<< "$(run_spec "$out")"
   t=$(cat "$out/threads" 2>/dev/null || echo 0)
   if [ "$t" = 0 ] || [ "$t" -ge "$cores" ]; then echo "rebalance: $ds $spec has all $cores cores"; exit 0; fi
+  others=$(others_held)  # cores another long-runs folder's runs are on are not this run's to take
+  if [ "$t" -ge $((cores - others)) ]; then
+    echo "rebalance: $ds $spec has the $t of $cores cores that another long-runs folder's runs leave free"; exit 0
+  fi
   why=$(park_blocks)  # (before the run is stopped: a start refused after it would leave it stopped)
   if [ -n "$why" ]; then echo "rebalance: $ds $spec left as it is: $why" >&2; exit 1; fi
-  echo "rebalance: restart $ds $spec with $cores threads (it has $t)"
+  free=$((cores - others)); rthreads=0; [ "$free" -lt "$cores" ] && rthreads=$free  # (0: all cores)
+  echo "rebalance: restart $ds $spec with $free threads (it has $t)"
   [ "$plan" = 1 ] && exit 0
   pid=$(cat "$out/pid"); kill -TERM -- "-$pid" 2>/dev/null || true
   for _ in $(seq 600); do kill -0 -- "-$pid" 2>/dev/null || break; sleep 0.5; done
   if kill -0 -- "-$pid" 2>/dev/null; then echo "rebalance: pid $pid did not stop in 300 s; left as it is" >&2; exit 1; fi
-  LONGRUN_LOCKED=$$ "$self" start --dataset "$ds" --threads 0 "$spec" 9>&-  # not exec: the lock is held until the run exists
+  LONGRUN_LOCKED=$$ "$self" start --dataset "$ds" --threads "$rthreads" "$spec" 9>&-  # not exec: the lock is held until the run exists
   exit $?
 fi
 

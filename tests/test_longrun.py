@@ -435,6 +435,72 @@ def test_queue_waits_for_free_cores_and_skips_what_is_done(tmp_path):
         os.killpg(job.pid, signal.SIGKILL)
 
 
+def test_the_runs_of_another_long_runs_folder_hold_the_cores_they_are_on(tmp_path):
+    """Two pins at once (a campaign's folder and a sweep's, side by side): a folder's `queue` and `rebalance` count
+    the other folder's alive runs on the CPUs this process may use (their threads, at most the CPUs their job
+    shares with it), so a queue filled from a shell that sees every core waits rather than take the core the other
+    folder's run is on, a one-run folder is not given that core by rebalance, and a folder kept to other CPUs
+    (`taskset`) is not held back by it."""
+    import signal
+
+    cpus = sorted(os.sched_getaffinity(0))
+    lr = _pinned(tmp_path)
+    other = tmp_path / ".longruns-other" / "runs" / "ICEWS14" / "titer" / "seed0"
+    other.mkdir(parents=True)
+    job, child = session_with_child(other)
+    own_job = None
+    try:
+        (other / "pid").write_text(f"{job.pid}\n")
+        (other / "threads").write_text("0\n")  # all the cores it may use
+        (lr / "queue").write_text("ICEWS14 pure_rl:1 1\n")
+        n = len(cpus)
+        r = _run("rebalance", "--plan", tmp_path=tmp_path)
+        assert f"queue: ICEWS14 pure_rl:1 waits ({n} of {n} cores held, {n} by another long-runs folder's runs, " \
+               "it takes 1)" in r.stdout, r.stdout + r.stderr
+        # a tested run of the other folder holds nothing (its job is ending)
+        (other / "eval").mkdir()
+        (other / "eval" / "metrics.json").write_text('{"mrr": 0.4}')
+        assert "queue: would start ICEWS14 pure_rl:1" in _run("rebalance", "--plan", tmp_path=tmp_path).stdout
+        (other / "eval" / "metrics.json").unlink()
+        if n < 2:
+            return  # the rest keeps the two folders on different CPUs
+        for pid in (job.pid, child):  # the other folder's run kept to the first CPU, as `taskset -c 0` does
+            os.sched_setaffinity(pid, {cpus[0]})
+        env = {**{k: v for k, v in os.environ.items() if k != "LONGRUN_PARK"}, "LONGRUN_DIR": str(lr)}
+
+        def plan(*on: int) -> str:
+            r = subprocess.run(["bash", str(SCRIPT), "rebalance", "--plan"], cwd=ROOT, env=env, capture_output=True,
+                               text=True, timeout=60, preexec_fn=lambda: os.sched_setaffinity(0, set(on)))
+            return r.stdout + r.stderr
+        assert "queue: would start ICEWS14 pure_rl:1" in plan(*cpus[1:])  # a folder kept to the other CPUs
+        assert "would start ICEWS14 pure_rl:1" in plan(*cpus)  # every CPU: the other folder's run holds one
+        if n == 2:
+            # a run of this folder alive on one thread holds the other core: the queue waits
+            own = lr / "runs" / "ICEWS14" / "pure_rl" / "seed0"
+            own.mkdir(parents=True)
+            own_job, _ = session_with_child(own)
+            (own / "pid").write_text(f"{own_job.pid}\n")
+            (own / "threads").write_text("1\n")
+            out = plan(*cpus)
+            assert "waits (2 of 2 cores held, 1 by another long-runs folder's runs, it takes 1)" in out, out
+            # no queue: rebalance leaves the run the one core the other folder's run leaves free
+            (lr / "queue").unlink()
+            out = plan(*cpus)
+            assert "rebalance: ICEWS14 pure_rl:0 has the 1 of 2 cores that another long-runs folder's runs leave " \
+                   "free" in out, out
+            os.killpg(job.pid, signal.SIGKILL)  # the other folder's run ends: its core is free again
+            job.wait(timeout=10)
+            wait_gone(child, "the other folder's job")
+            assert "rebalance: restart ICEWS14 pure_rl:0 with 2 threads (it has 1)" in plan(*cpus)
+    finally:
+        for j in (job, own_job):
+            if j is not None:
+                try:
+                    os.killpg(j.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+
+
 def test_a_queued_run_that_cannot_start_does_not_block_the_queue(tmp_path):
     """Runs whose start fails (an unknown dataset) and a line `queue` did not write are moved to
     queue.failed, each named, and the queue goes on; `status` names them, even with no runs folder."""
