@@ -268,13 +268,13 @@ proc_cpus() {  # the CPUs process $1 may run on, one per line (nothing where /pr
   local l; l=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' "/proc/$1/status" 2>/dev/null) || return 0
   cpu_set "$l"
 }
-others_held() {  # the cores of this process's CPUs that the alive runs of the other long-runs folders beside this
-  # one hold (two pins at once, e.g. a campaign's and a sweep's): a run counts its threads (0 = all), at most as many
-  # as its job's CPUs (the union over its process group: `taskset` may have moved them) share with this process's.
-  # Each folder's `queue` and `rebalance` count only their own runs otherwise, and one started from a shell that sees
-  # every core would take the core the other folder's run is on
+others_held() {  # the cores of this process's CPUs (of process $1's, where given) that the alive runs of the other
+  # long-runs folders beside this one hold (two pins at once, e.g. a campaign's and a sweep's): a run counts its threads
+  # (0 = all), at most as many as its job's CPUs (the union over its process group: `taskset` may have moved them)
+  # share with this process's. Each folder's `queue` and `rebalance` count only their own runs otherwise, and one
+  # started from a shell that sees every core would take the core the other folder's run is on
   local f out pid t n mine sum=0
-  mine=$(proc_cpus $$ | LC_ALL=C sort -u)
+  mine=$(proc_cpus "${1:-$$}" | LC_ALL=C sort -u)
   [ -n "$mine" ] || { echo 0; return 0; }
   for f in "$(dirname "$dir")"/.longruns "$(dirname "$dir")"/.longruns-*/; do
     f=$(realpath -m -s "${f%/}"); [[ "$f" == *-parked ]] && continue  # (a park holds no live runs)
@@ -960,7 +960,10 @@ if [ "$cmd" = status ]; then
     else alive=stopped; fi
     args+=("$out" "$alive" "$(cat "$out/threads" 2>/dev/null || echo 0)")
   done < <(run_dirs)
+  # the cores another folder's runs hold among those of this folder's running job (of this process, when none runs)
+  ref=$$; for out in $(alive_runs); do ref=$(cat "$out/pid"); break; done
   # (if python fails, the lines it printed stand and the queue is listed after them)
+  LONGRUN_OTHERS_HELD=$(others_held "$ref") \
   "$py" - "$dir" "$dir/params.yaml" "$cores" "$queue_file" "$(show_queue)" "$root" ${args[@]+"${args[@]}"} <<'PY' || show_queue
 import datetime, signal, sys
 signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `status | head`: end quietly, no traceback
@@ -974,6 +977,12 @@ runs = [(Path(o), s, int(t) if t.isdigit() else 0) for o, s, t in zip(*[iter(sys
 # (a stopped folder: the cores its last start saw, so one resumed under `taskset -c 1` is timed on one)
 cores = job_cores([int(m.group(1)) for _, s, _ in runs if (m := re.match(r"running \(pid (\d+)\)", s))],
                   started_cores(root, cores))
+import os
+others = int(os.environ.get("LONGRUN_OTHERS_HELD", "0") or 0)  # held by another long-runs folder's runs
+if others and cores > 1:
+    print(f"(another long-runs folder's runs hold {min(others, cores)} of the {cores} cores this folder's runs "
+          f"may use: the forecast counts {max(1, cores - others)})")
+    cores = max(1, cores - others)
 now = datetime.datetime.now(datetime.timezone.utc)
 try:
     folder = Folder.load(root, params, cores, records=[checkout / "results"])

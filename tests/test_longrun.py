@@ -483,6 +483,8 @@ def test_the_runs_of_another_long_runs_folder_hold_the_cores_they_are_on(tmp_pat
             (own / "threads").write_text("1\n")
             out = plan(*cpus)
             assert "waits (2 of 2 cores held, 1 by another long-runs folder's runs, it takes 1)" in out, out
+            out = _run("status", tmp_path=tmp_path).stdout  # the forecast, on the cores its running job has left
+            assert "runs hold 1 of the 2 cores this folder's runs may use: the forecast counts 1)" in out, out
             # no queue: rebalance leaves the run the one core the other folder's run leaves free
             (lr / "queue").unlink()
             out = plan(*cpus)
