@@ -197,6 +197,16 @@ def test_stopped_runs_are_counted_as_resume_restarts_them(folder):
     assert lines[1].startswith("  ICEWS14 pure_rl:3: starts in 0 h 01 min (about 23:01 UTC)")
 
 
+def test_a_queued_run_that_is_also_a_stopped_or_running_one_is_timed_once(folder):
+    """A run both in the queue and stopped (a queue made again after the run had started) trains once: `resume`
+    restarts it, and the queue's line finds it alive and passes it by."""
+    out = _run(folder.root, "runs/ICEWS14/pure_rl/seed2", _history(6, 20.0, 5, 20.0))  # 100 s left
+    lines = queue_lines(folder, [(out, 1)], [("ICEWS14", "pure_rl:2", 1), ("ICEWS14", "pure_rl:3", 1)], NOW, stopped=1)
+    assert [l for l in lines if "pure_rl:2" in l] == [], lines
+    assert lines[1].startswith("  ICEWS14 pure_rl:3: starts in 0 h 00 min"), lines  # the second core is free
+    assert queue_lines(folder, [(out, 1)], [("ICEWS14", "pure_rl:2", 1)], NOW) == []
+
+
 def test_a_dataset_with_its_own_params_is_timed_by_them(folder):
     """`longrun.sh` gives a dataset its own params file (``--dataset DS --set ...``): its runs' RL budget
     and pretraining epochs are that file's; the other datasets keep the folder's."""

@@ -412,6 +412,15 @@ def queue_lines(folder: Folder, alive: Sequence[tuple[Path, int]], queued: Seque
     """When the queued runs (``(dataset, spec, threads)`` in queue order) would start and end, after
     the ``alive`` runs (``(folder, threads)``, the ``stopped`` of them counted as ``resume`` would
     restart them, before the queue) at their recent pace: :func:`forecast`."""
+    def folder_of(ds: str, spec: str) -> Optional[Path]:
+        try:
+            return Spec.parse(ds, spec).folder(folder.root)
+        except ValueError:
+            return None
+    # a queued run that is one of the alive or stopped runs is started by nothing later (`queue` and `resume` find
+    # it alive and pass it by): it is not timed twice
+    held = {Path(out) for out, _ in alive}
+    queued = [q for q in queued if folder_of(q[0], q[1]) not in held]
     if not queued:
         return []
     def left(out: Path) -> Optional[float]:
