@@ -48,6 +48,7 @@ LIBRARY_MODULES: list[str] = [
     "raptor.commands.rescore",
     "raptor.commands.collect",
     "raptor.commands.results",
+    "raptor.commands.pages",
     "raptor.commands.explain",
     "raptor.commands.ui",
 ]
