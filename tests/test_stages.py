@@ -286,7 +286,7 @@ def test_layers_import_downwards_only():
 LAYERS: list[tuple[str, set[str]]] = [
     ("base utilities", {"raptor", "constants", "common", "common.io", "common.progress", "common.provenance",
                         "common.runtime", "common.resources", "pipeline", "pipeline.runenv", "pipeline.projectlock",
-                        "reporting", "reporting.paper", "evaluation", "evaluation.stats", "evaluation.summary", "agents.sampling",
+                        "reporting", "reporting.pages", "reporting.paper", "evaluation", "evaluation.stats", "evaluation.summary", "agents.sampling",
                         "data.names"}),
     ("params, registries, files", {"agents", "agents.variants", "data", "data.registry", "config", "runs",
                                    "runs.checkpoints", "runs.rundir", "reporting.runs_reader", "reporting.records"}),
