@@ -116,7 +116,10 @@
 #                                   with nothing queued, when exactly one run is alive and it has fewer threads
 #                                   than the machine has cores: stop it and start it again on all cores (it
 #                                   resumes from its last checkpoint); --plan only says what it would do. The job
-#                                   of a run that ends (tested or failed) calls it, so freed cores are not left idle.
+#                                   of a run that ends (tested or failed) calls it, so freed cores are not left idle:
+#                                   what this folder's queue leaves of them goes to the queues of the other
+#                                   long-runs folders beside it (their runs are not restarted). Cores are counted on
+#                                   the CPUs the caller may use: a run kept to others (`taskset`) holds none of them
 #
 # Runs start in the background with nohup, each in its own session at the lowest CPU priority (nice 19,
 # and its scheduler autogroup too, so work started from a shell is not slowed), one job per VARIANT:SEED:
@@ -247,15 +250,6 @@ alive_runs() {  # one line per run alive and not yet tested: its folder (a teste
   done < <(run_dirs)
   return 0
 }
-cores_held() {  # the cores the alive runs hold: their threads (0 = all cores)
-  local out t sum=0
-  while read -r out; do
-    [ -n "$out" ] || continue
-    t=$(cat "$out/threads" 2>/dev/null || echo 0); { [ "$t" = 0 ] || [ "$t" -gt "$cores" ]; } && t=$cores
-    sum=$((sum + t))
-  done <<< "$(alive_runs)"
-  echo "$sum"
-}
 cpu_set() {  # the CPUs of an affinity list ("0-3,6", as /proc/PID/status's Cpus_allowed_list), one per line
   local part parts
   IFS=, read -r -a parts <<< "$1"
@@ -264,33 +258,67 @@ cpu_set() {  # the CPUs of an affinity list ("0-3,6", as /proc/PID/status's Cpus
     elif [[ "$part" =~ ^[0-9]+$ ]]; then echo "$part"; fi
   done
 }
-proc_cpus() {  # the CPUs process $1 may run on, one per line (nothing where /proc cannot tell)
+proc_cpus() {  # the CPUs process $1 may run on, one per line, sorted (nothing where /proc cannot tell)
   local l; l=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' "/proc/$1/status" 2>/dev/null) || return 0
-  cpu_set "$l"
+  cpu_set "$l" | LC_ALL=C sort -u
+}
+run_held() {  # the cores alive run folder $1 holds among the CPUs $2 (one per line, sorted): its threads (0 = all), at
+  # most as many as its job's CPUs share with them (the union over its process group: `taskset` may have moved them);
+  # $2 empty (/proc cannot tell): its threads, at most this process's cores
+  local pid t n=$cores
+  t=$(cat "$1/threads" 2>/dev/null || echo 0); [[ "$t" =~ ^[0-9]+$ ]] || t=0
+  if [ -n "$2" ]; then
+    pid=$(cat "$1/pid")
+    n=$( { for p in $(pgrep -g "$pid" 2>/dev/null || true) "$pid"; do proc_cpus "$p"; done; } | LC_ALL=C sort -u |
+         LC_ALL=C comm -12 - <(echo "$2") | wc -l)
+  fi
+  { [ "$t" = 0 ] || [ "$t" -gt "$n" ]; } && t=$n
+  echo "$t"
+}
+cores_held() {  # the cores of this process's CPUs that this folder's alive runs hold (run_held): a run kept to other
+  # CPUs (`taskset`) leaves this process's to the queue
+  local out mine sum=0
+  mine=$(proc_cpus $$)
+  while read -r out; do
+    [ -n "$out" ] && sum=$((sum + $(run_held "$out" "$mine")))
+  done <<< "$(alive_runs)"
+  echo "$sum"
+}
+sibling_folders() {  # the other long-runs folders beside this one (two pins at once, e.g. a campaign's and a sweep's),
+  local f  # one per line: .longruns and .longruns-* with a runs/ folder, not parks
+  for f in "$(dirname "$dir")"/.longruns "$(dirname "$dir")"/.longruns-*/; do
+    f=$(realpath -m -s "${f%/}"); [[ "$f" == *-parked ]] && continue  # (a park: `resume` restores it)
+    [ -d "$f/runs" ] && [ "$f" != "$dir" ] && echo "$f"
+  done
+  return 0
 }
 others_held() {  # the cores of this process's CPUs (of process $1's, where given) that the alive runs of the other
-  # long-runs folders beside this one hold (two pins at once, e.g. a campaign's and a sweep's): a run counts its threads
-  # (0 = all), at most as many as its job's CPUs (the union over its process group: `taskset` may have moved them)
-  # share with this process's. Each folder's `queue` and `rebalance` count only their own runs otherwise, and one
-  # started from a shell that sees every core would take the core the other folder's run is on
-  local f out pid t n mine sum=0
-  mine=$(proc_cpus "${1:-$$}" | LC_ALL=C sort -u)
+  # long-runs folders beside this one hold (run_held). Each folder's `queue` and `rebalance` would count only their own
+  # runs otherwise, and one started from a shell that sees every core would take the core the other folder's run is on
+  local f out mine sum=0
+  mine=$(proc_cpus "${1:-$$}")
   [ -n "$mine" ] || { echo 0; return 0; }
-  for f in "$(dirname "$dir")"/.longruns "$(dirname "$dir")"/.longruns-*/; do
-    f=$(realpath -m -s "${f%/}"); [[ "$f" == *-parked ]] && continue  # (a park holds no live runs)
-    [ -d "$f/runs" ] && [ "$f" != "$dir" ] || continue
+  while read -r f; do
+    [ -n "$f" ] || continue
     while read -r out; do
-      [ -n "$out" ] || continue
-      pid=$(cat "$out/pid")
-      n=$( { for p in $(pgrep -g "$pid" 2>/dev/null || true) "$pid"; do proc_cpus "$p"; done; } | LC_ALL=C sort -u |
-           LC_ALL=C comm -12 - <(echo "$mine") | wc -l)
-      t=$(cat "$out/threads" 2>/dev/null || echo 0); [[ "$t" =~ ^[0-9]+$ ]] || t=0
-      { [ "$t" = 0 ] || [ "$t" -gt "$n" ]; } && t=$n
-      sum=$((sum + t))
-    done <<< "$(dir=$f; LONGRUN_ENDING=; alive_runs)"
-  done
+      [ -n "$out" ] && sum=$((sum + $(run_held "$out" "$mine")))
+    done <<< "$(dir=$f; alive_runs)"  # (not the ending run whose job offers its cores: LONGRUN_ENDING)
+  done <<< "$(sibling_folders)"
   [ "$sum" -gt "$cores" ] && sum=$cores
   echo "$sum"
+}
+fill_others() {  # the cores a run of this folder freed as it ended, offered to the queues of the other long-runs folders
+  # beside it (each filled by its own lock, in this job's CPUs, never restarting their runs: LONGRUN_FILL_ONLY; the
+# ending run, LONGRUN_ENDING, holds no core there either);
+  # $1 = 1: only say what each would start
+  local f
+  while read -r f; do
+    [ -n "$f" ] && [ -s "$f/queue" ] || continue
+    echo "rebalance: the queue of $f (another long-runs folder here):"
+    env -u LONGRUN_PARK LONGRUN_DIR="$f" LONGRUN_ROOT="$root" LONGRUN_FILL_ONLY=1 \
+      bash "$self" rebalance $( [ "${1:-0}" = 1 ] && echo --plan ) 9>&- || true
+  done <<< "$(sibling_folders)"
+  return 0
 }
 # LONGRUN_LOCKED=PID: the caller (fill, rebalance: PID, this process's parent) holds the lock for this `start`; never
 # passed on to the jobs, and taken from no other process (a job's environment may carry an older version's value)
@@ -1010,17 +1038,18 @@ if folder and queued:
         print(f"queue forecast: none ({type(exc).__name__}: {exc})")
 PY
   others=()  # folders of long runs beside this one (two pins at once: docs/sweeps.md), each with its own status
-  for f in "$(dirname "$dir")"/.longruns "$(dirname "$dir")"/.longruns-*/; do
-    f=$(realpath -m -s "${f%/}"); [[ "$f" == *-parked ]] && continue  # (a park: `resume` restores it)
-    [ -d "$f/runs" ] && [ "$f" != "$dir" ] && others+=("$(basename "$f")")
-  done
+  while read -r f; do [ -n "$f" ] && others+=("$(basename "$f")"); done <<< "$(sibling_folders)"
   [ ${#others[@]} -eq 0 ] || echo "other long-runs folders here: ${others[*]} (LONGRUN_DIR=$(dirname "$dir")/NAME scripts/longrun.sh status)"
   exit 0
 fi
 
 if [ "$cmd" = rebalance ]; then
+  # a run's ending job calls it: once this folder has taken what it can of the freed cores, the other folders' queues
+  # are offered the rest
+  if [ -n "${LONGRUN_ENDING:-}" ] && [ -z "${LONGRUN_FILL_ONLY:-}" ]; then trap 'unlock_queue; fill_others "$plan"' EXIT; fi
   lock_queue
   if [ -s "$queue_file" ]; then fill "$plan"; exit $?; fi  # a queued run takes the freed cores
+  [ -z "${LONGRUN_FILL_ONLY:-}" ] || exit 0  # (another folder's ending run: its queue only, no restart of a run here)
   alive=(); while read -r out; do [ -n "$out" ] && alive+=("$out"); done <<< "$(alive_runs)"
   if [ ${#alive[@]} -ne 1 ]; then echo "rebalance: ${#alive[@]} runs alive, nothing to do"; exit 0; fi
   out="${alive[0]}"; read -r ds spec <<< "$(run_spec "$out")"

@@ -503,6 +503,67 @@ def test_the_runs_of_another_long_runs_folder_hold_the_cores_they_are_on(tmp_pat
                     pass
 
 
+def test_an_ending_run_offers_its_cores_to_the_other_folders_queues(tmp_path):
+    """The job of a run that ends calls `rebalance` in its own folder; once that folder's queue has taken what it
+    can, the queues of the other long-runs folders beside it are offered the freed cores (each under its own lock,
+    never restarting their runs), and the ending run holds no core there. A plain `rebalance` leaves them alone;
+    a run kept to other CPUs than the asker's leaves the asker's to the queue."""
+    import signal
+
+    cpus = sorted(os.sched_getaffinity(0))
+    lr = _pinned(tmp_path)
+    ending = lr / "runs" / "ICEWS14" / "titer" / "seed0"
+    ending.mkdir(parents=True)
+    other = tmp_path / ".longruns-b"
+    (other / "runs").mkdir(parents=True)
+    (other / "src").symlink_to(ROOT)
+    (other / "params.yaml").write_text("rl: {epochs: 1}\n")
+    (other / "queue").write_text("ICEWS14 pure_rl:1 1\n")
+    lone = other / "runs" / "ICEWS14" / "raptor" / "seed0"
+    lone.mkdir(parents=True)
+    jobs = []
+    try:
+        for out, threads in ((ending, 0), (lone, 1)):
+            job, _ = session_with_child(out)
+            jobs.append(job)
+            (out / "pid").write_text(f"{job.pid}\n")
+            (out / "threads").write_text(f"{threads}\n")
+        env = {**{k: v for k, v in os.environ.items() if k != "LONGRUN_PARK"}, "LONGRUN_DIR": str(lr)}
+        n = len(cpus)
+
+        def rebalance(ending_run=None, on=None) -> str:
+            e = {**env, **({"LONGRUN_ENDING": str(ending_run)} if ending_run else {})}
+            r = subprocess.run(["bash", str(SCRIPT), "rebalance", "--plan"], cwd=ROOT, env=e, capture_output=True,
+                               text=True, timeout=60, preexec_fn=(lambda: os.sched_setaffinity(0, set(on))) if on else None)
+            return r.stdout + r.stderr
+        out = rebalance()  # not an ending run's: the other folder is left alone
+        assert f"rebalance: ICEWS14 titer:0 has all {n} cores" in out and ".longruns-b" not in out, out
+        out = rebalance(ending)
+        assert f"rebalance: the queue of {other} (another long-runs folder here):" in out, out
+        if n == 1:  # the other folder's own run holds the one core
+            assert "queue: ICEWS14 pure_rl:1 waits (1 of 1 cores held, it takes 1)" in out, out
+        else:  # the ending run's cores are free: the other folder's queue would take one
+            assert "queue: would start ICEWS14 pure_rl:1, threads: 1" in out, out
+        (other / "queue").unlink()  # no queue there: its lone run is not restarted on the freed cores
+        out = rebalance(ending)
+        assert "restart" not in out and ".longruns-b" not in out, out
+        if n >= 2:  # the other folder's run kept to the first CPU leaves the others to a queue asked from there
+            (other / "queue").write_text("ICEWS14 pure_rl:1 1\n")
+            for pid in [jobs[1].pid, *map(int, subprocess.run(["pgrep", "-g", str(jobs[1].pid)], capture_output=True,
+                                                              text=True).stdout.split())]:
+                os.sched_setaffinity(pid, {cpus[0]})
+            e = {**env, "LONGRUN_DIR": str(other)}
+            r = subprocess.run(["bash", str(SCRIPT), "rebalance", "--plan"], cwd=ROOT, env=e, capture_output=True,
+                               text=True, timeout=60, preexec_fn=lambda: os.sched_setaffinity(0, set(cpus[1:])))
+            assert "queue: would start ICEWS14 pure_rl:1, threads: 1" in r.stdout, r.stdout + r.stderr
+    finally:
+        for job in jobs:
+            try:
+                os.killpg(job.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
 def test_a_queued_run_that_cannot_start_does_not_block_the_queue(tmp_path):
     """Runs whose start fails (an unknown dataset) and a line `queue` did not write are moved to
     queue.failed, each named, and the queue goes on; `status` names them, even with no runs folder."""
