@@ -285,10 +285,10 @@ cores_held() {  # the cores of this process's CPUs that this folder's alive runs
   echo "$sum"
 }
 sibling_folders() {  # the other long-runs folders beside this one (two pins at once, e.g. a campaign's and a sweep's),
-  local f  # one per line: .longruns and .longruns-* with a runs/ folder, not parks
+  local f  # one per line: .longruns and .longruns-* with a runs/ folder or a queue (none started yet), not parks
   for f in "$(dirname "$dir")"/.longruns "$(dirname "$dir")"/.longruns-*/; do
     f=$(realpath -m -s "${f%/}"); [[ "$f" == *-parked ]] && continue  # (a park: `resume` restores it)
-    [ -d "$f/runs" ] && [ "$f" != "$dir" ] && echo "$f"
+    { [ -d "$f/runs" ] || [ -s "$f/queue" ]; } && [ "$f" != "$dir" ] && echo "$f"
   done
   return 0
 }

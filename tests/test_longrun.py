@@ -538,8 +538,16 @@ def test_an_ending_run_offers_its_cores_to_the_other_folders_queues(tmp_path):
             return r.stdout + r.stderr
         out = rebalance()  # not an ending run's: the other folder is left alone
         assert f"rebalance: ICEWS14 titer:0 has all {n} cores" in out and ".longruns-b" not in out, out
+        queued_only = tmp_path / ".longruns-c"  # a folder whose runs are all queued (its runs/ made by the first start)
+        queued_only.mkdir()
+        (queued_only / "src").symlink_to(ROOT)
+        (queued_only / "params.yaml").write_text("rl: {epochs: 1}\n")
+        (queued_only / "queue").write_text("ICEWS05-15 pure_rl:0 1\n")
         out = rebalance(ending)
         assert f"rebalance: the queue of {other} (another long-runs folder here):" in out, out
+        assert f"rebalance: the queue of {queued_only} (another long-runs folder here):" in out, out
+        assert "ICEWS05-15 pure_rl:0" in out, out
+        shutil.rmtree(queued_only)
         if n == 1:  # the other folder's own run holds the one core
             assert "queue: ICEWS14 pure_rl:1 waits (1 of 1 cores held, it takes 1)" in out, out
         else:  # the ending run's cores are free: the other folder's queue would take one
