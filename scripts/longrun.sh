@@ -309,7 +309,7 @@ others_held() {  # the cores of this process's CPUs (of process $1's, where give
 }
 fill_others() {  # the cores a run of this folder freed as it ended, offered to the queues of the other long-runs folders
   # beside it (each filled by its own lock, in this job's CPUs, never restarting their runs: LONGRUN_FILL_ONLY; the
-# ending run, LONGRUN_ENDING, holds no core there either);
+  # ending run, LONGRUN_ENDING, holds no core there either);
   # $1 = 1: only say what each would start
   local f
   while read -r f; do
