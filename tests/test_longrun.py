@@ -31,6 +31,28 @@ def _run(*args: str, tmp_path: Path) -> subprocess.CompletedProcess:
     return subprocess.run(["bash", str(SCRIPT), *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
 
 
+def _plan(folder: Path, on=None, **env: str) -> str:
+    """`rebalance --plan` of long-runs folder ``folder`` (stdout and stderr), on the CPUs ``on`` (default: this
+    process's), with ``env`` added (say LONGRUN_ENDING)."""
+    e = {**{k: v for k, v in os.environ.items() if k != "LONGRUN_PARK"}, "LONGRUN_DIR": str(folder), **env}
+    r = subprocess.run(["bash", str(SCRIPT), "rebalance", "--plan"], cwd=ROOT, env=e, capture_output=True, text=True,
+                       timeout=60, preexec_fn=(lambda: os.sched_setaffinity(0, set(on))) if on else None)
+    return r.stdout + r.stderr
+
+
+def _kill_jobs(jobs) -> None:
+    """SIGKILL the process groups of ``jobs`` (Popen leaders; None and those gone already are passed by)."""
+    import signal
+
+    for job in jobs:
+        if job is None:
+            continue
+        try:
+            os.killpg(job.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
 @pytest.mark.parametrize("args, code, message", [
     (("bogus",), 2, "unknown command 'bogus'"),
     (("start",), 2, "name at least one VARIANT:SEED"),
@@ -466,12 +488,9 @@ def test_the_runs_of_another_long_runs_folder_hold_the_cores_they_are_on(tmp_pat
             return  # the rest keeps the two folders on different CPUs
         for pid in (job.pid, child):  # the other folder's run kept to the first CPU, as `taskset -c 0` does
             os.sched_setaffinity(pid, {cpus[0]})
-        env = {**{k: v for k, v in os.environ.items() if k != "LONGRUN_PARK"}, "LONGRUN_DIR": str(lr)}
 
         def plan(*on: int) -> str:
-            r = subprocess.run(["bash", str(SCRIPT), "rebalance", "--plan"], cwd=ROOT, env=env, capture_output=True,
-                               text=True, timeout=60, preexec_fn=lambda: os.sched_setaffinity(0, set(on)))
-            return r.stdout + r.stderr
+            return _plan(lr, on)
         assert "queue: would start ICEWS14 pure_rl:1" in plan(*cpus[1:])  # a folder kept to the other CPUs
         assert "would start ICEWS14 pure_rl:1" in plan(*cpus)  # every CPU: the other folder's run holds one
         if n == 2:
@@ -495,12 +514,7 @@ def test_the_runs_of_another_long_runs_folder_hold_the_cores_they_are_on(tmp_pat
             wait_gone(child, "the other folder's job")
             assert "rebalance: restart ICEWS14 pure_rl:0 with 2 threads (it has 1)" in plan(*cpus)
     finally:
-        for j in (job, own_job):
-            if j is not None:
-                try:
-                    os.killpg(j.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+        _kill_jobs([job, own_job])
 
 
 def test_an_ending_run_offers_its_cores_to_the_other_folders_queues(tmp_path):
@@ -508,7 +522,6 @@ def test_an_ending_run_offers_its_cores_to_the_other_folders_queues(tmp_path):
     can, the queues of the other long-runs folders beside it are offered the freed cores (each under its own lock,
     never restarting their runs), and the ending run holds no core there. A plain `rebalance` leaves them alone;
     a run kept to other CPUs than the asker's leaves the asker's to the queue."""
-    import signal
 
     cpus = sorted(os.sched_getaffinity(0))
     lr = _pinned(tmp_path)
@@ -528,14 +541,10 @@ def test_an_ending_run_offers_its_cores_to_the_other_folders_queues(tmp_path):
             jobs.append(job)
             (out / "pid").write_text(f"{job.pid}\n")
             (out / "threads").write_text(f"{threads}\n")
-        env = {**{k: v for k, v in os.environ.items() if k != "LONGRUN_PARK"}, "LONGRUN_DIR": str(lr)}
         n = len(cpus)
 
-        def rebalance(ending_run=None, on=None) -> str:
-            e = {**env, **({"LONGRUN_ENDING": str(ending_run)} if ending_run else {})}
-            r = subprocess.run(["bash", str(SCRIPT), "rebalance", "--plan"], cwd=ROOT, env=e, capture_output=True,
-                               text=True, timeout=60, preexec_fn=(lambda: os.sched_setaffinity(0, set(on))) if on else None)
-            return r.stdout + r.stderr
+        def rebalance(ending_run=None) -> str:
+            return _plan(lr, **({"LONGRUN_ENDING": str(ending_run)} if ending_run else {}))
         out = rebalance()  # not an ending run's: the other folder is left alone
         assert f"rebalance: ICEWS14 titer:0 has all {n} cores" in out and ".longruns-b" not in out, out
         queued_only = tmp_path / ".longruns-c"  # a folder whose runs are all queued (its runs/ made by the first start)
@@ -560,16 +569,10 @@ def test_an_ending_run_offers_its_cores_to_the_other_folders_queues(tmp_path):
             for pid in [jobs[1].pid, *map(int, subprocess.run(["pgrep", "-g", str(jobs[1].pid)], capture_output=True,
                                                               text=True).stdout.split())]:
                 os.sched_setaffinity(pid, {cpus[0]})
-            e = {**env, "LONGRUN_DIR": str(other)}
-            r = subprocess.run(["bash", str(SCRIPT), "rebalance", "--plan"], cwd=ROOT, env=e, capture_output=True,
-                               text=True, timeout=60, preexec_fn=lambda: os.sched_setaffinity(0, set(cpus[1:])))
-            assert "queue: would start ICEWS14 pure_rl:1, threads: 1" in r.stdout, r.stdout + r.stderr
+            out = _plan(other, cpus[1:])
+            assert "queue: would start ICEWS14 pure_rl:1, threads: 1" in out, out
     finally:
-        for job in jobs:
-            try:
-                os.killpg(job.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        _kill_jobs(jobs)
 
 
 def test_a_queued_run_that_cannot_start_does_not_block_the_queue(tmp_path):
