@@ -81,7 +81,8 @@
 #                                   in RL: 62 MB; two ICEWS18 runs in RL: 191 MB; docs/deployment.md). Refused
 #                                   while it holds runs not restored here, further along than here, or of another
 #                                   start of the run (run.id; see unpark): they would be lost. Each copy is
-#                                   checked against the run's files
+#                                   checked against the run's files. A folder of queued runs none of which has
+#                                   started parks its pin, params and queue alone (see unpark)
 #   scripts/longrun.sh park --at HH:MM  a safety net: `park` at the next HH:MM, local time (today's while it is still
 #                                   ahead, else tomorrow's), by a sleeper detached from the shell (it outlives it)
 #                                   whose output goes to park-at.log; says when, in how many seconds, and its pid
@@ -93,7 +94,9 @@
 #                                   one of another start of the run, whatever its progress (both have a run.id and
 #                                   they differ: a run forgotten and started anew, then parked; set aside the same;
 #                                   where either has none, made before run.id, progress alone decides)
-#                                   (`resume` does it first; with none, it does nothing): the park's list, commit,
+#                                   (`resume` does it first; with none, it does nothing), and a parked queue of
+#                                   runs none of which had started where this folder has no source (a new
+#                                   machine; `start` and `queue` refuse until then): the park's list, commit,
 #                                   params and queue and every file of each run it restores checked against the
 #                                   sums (a file changed, missing or unlisted, or a park without its RUNS, is
 #                                   refused, nothing restored; `park` refuses such a folder too), the source pinned
@@ -486,9 +489,15 @@ PY
 refuse_while_parked() {  # $1: the command. Runs parked and not restored here (a new machine), or restored less far
   # along than the park (a machine left behind): a start now would pin anew or train them again from an older
   # checkpoint, and the next park would replace the parked copies
-  local ahead
+  local ahead queued
   check_park
-  ahead=$(parked_ahead)
+  ahead=$(parked_ahead); queued=$(queue_ahead)
+  if [ -z "$ahead" ] && [ -n "$queued" ]; then
+    echo "longrun.sh $1: $park holds a queue not restored here ($queued), pinned at" \
+         "$(cut -c1-7 "$park/runs/COMMIT"): \`scripts/longrun.sh resume\` restores and starts it (\`unpark\` restores" \
+         "only). Nothing was started" >&2
+    exit 3
+  fi
   [ -n "$ahead" ] || return 0
   echo "longrun.sh $1: $park holds runs not restored here:" >&2; sed 's/^/  /; s/\t/: /' <<< "$ahead" >&2
   echo "\`scripts/longrun.sh resume\` restores and continues them (\`unpark\` restores only); to start one of them anew," \
@@ -499,7 +508,9 @@ park_blocks() {  # why the park keeps runs from starting here, in a line (nothin
   local ahead
   if ! (check_park) > /dev/null 2>&1; then echo "$park fails its checks (\`scripts/longrun.sh unpark\` says why)"; return 0; fi
   ahead=$(parked_ahead)
-  [ -z "$ahead" ] || echo "$park holds runs not restored here ($(cut -f1 <<< "$ahead" | paste -sd, -)): \`scripts/longrun.sh resume\`"
+  [ -z "$ahead" ] || { echo "$park holds runs not restored here ($(cut -f1 <<< "$ahead" | paste -sd, -)): \`scripts/longrun.sh resume\`"; return 0; }
+  ahead=$(queue_ahead)
+  [ -z "$ahead" ] || echo "$park holds a queue not restored here ($ahead): \`scripts/longrun.sh resume\`"
   return 0
 }
 run_params_check() {  # the params file $1 (named $2 in messages, where given) as the pinned code loads it: prints
@@ -683,6 +694,12 @@ for rel in (park / "RUNS").read_text().splitlines():
         print(f"{rel}\there at {words(progress(here / rel))}, parked at {words(progress(park / rel))}")
 PY
 }
+queue_ahead() {  # the park's queue, where this folder is not pinned here (a folder of queued runs none of which had
+  # started when it was parked, on a new machine): "N runs (DS SPEC, ...)"; nothing where the park has no queue or
+  # this folder has its source (its own queue stands, cleared or not)
+  [ -s "$park/queue" ] && [ ! -e "$dir/src" ] || return 0
+  echo "$(wc -l < "$park/queue") runs ($(awk '{ printf "%s%s %s", (NR > 1 ? ", " : ""), $1, $2 }' "$park/queue"))"
+}
 same_params() {  # params files $1 and $2 the same but for train.num_threads (a no-effect key that `start --threads`
   # rewrites, adding an overrides block where there was none)
   any_py - "$1" "$2" <<'PY'
@@ -701,10 +718,11 @@ PY
 }
 unpark() {  # the parked runs that $dir has no folder of, or one less far along, back into it (see `unpark` in the
   recover_park; [ -d "$park" ] || return 0  # header); says what it did
-  local ahead restore behind rel f pinned bad listed kept aside="" n=0
+  local ahead restore behind rel f pinned bad listed kept queued aside="" n=0
   check_park
-  ahead=$(parked_ahead)
-  [ -n "$ahead" ] || { echo "unpark: every run parked in $park has a folder here, as far along; nothing to restore"; return 0; }
+  ahead=$(parked_ahead); queued=$(queue_ahead)
+  [ -n "$ahead" ] || [ -n "$queued" ] || {
+    echo "unpark: every run parked in $park has a folder here, as far along; nothing to restore"; return 0; }
   restore=$(cut -f1 <<< "$ahead"); behind=$(awk -F'\t' '$2 != "no folder here" { print $1 }' <<< "$ahead")
   for rel in $behind; do
     echo "unpark: $(run_spec "$dir/$rel"): $(awk -F'\t' -v r="$rel" '$1 == r { print $2 }' <<< "$ahead")"
@@ -768,6 +786,7 @@ unpark() {  # the parked runs that $dir has no folder of, or one less far along,
     n=$((n + 1)); echo "unpark: $(run_spec "$dir/$rel") restored"
   done
   echo "unpark: $n runs restored from $park"
+  [ -z "$queued" ] || echo "unpark: the queue of a folder none of whose runs had started, $queued, restored from $park"
 }
 
 if [ "$cmd" = queue ]; then
@@ -849,7 +868,10 @@ if [ "$cmd" = park ]; then
   [ ${#runs[@]} -eq 0 ] && [ ${#sets[@]} -eq 0 ] || { echo "longrun.sh park: takes no runs and no --set" >&2; exit 2; }
   if [ -n "$at" ]; then park_at; exit 0; fi
   [ "$plan" = 0 ] || { echo "longrun.sh park: --plan only with --at (a park has no plan: it parks)" >&2; exit 2; }
-  [ -f "$dir/runs/COMMIT" ] || { echo "no long runs under $dir to park"; exit 0; }
+  # (a folder of queued runs none of which has started has no runs/COMMIT: its pin, params and queue travel alone)
+  if [ -f "$dir/runs/COMMIT" ]; then pinned=$(cat "$dir/runs/COMMIT")
+  elif [ -s "$queue_file" ] && pinned=$(git -C "$dir/src" rev-parse HEAD 2>/dev/null); then :
+  else echo "no long runs under $dir to park"; exit 0; fi
   lock_queue  # no ending job's rebalance starts a queued run while the runs are stopped and copied
   check_park
   ahead=$(parked_ahead)
@@ -860,7 +882,7 @@ if [ "$cmd" = park ]; then
   rm -rf "$park".tmp-[0-9]*  # what a park killed midway left (git-ignored: *.tmp-*; a tmp-old-* is recover_park's)
   tmp="$park.tmp-$$"; mkdir -p "$tmp/runs"
   trap 'rm -rf "$tmp"' EXIT  # a half-written park is never left to be trusted
-  cp "$dir/runs/COMMIT" "$tmp/runs/"
+  echo "$pinned" > "$tmp/runs/COMMIT"
   for f in "$dir"/params*.yaml "$queue_file" "$queue_file.failed" "$dir/venv.txt"; do [ -f "$f" ] && cp "$f" "$tmp/"; done
   n=0; : > "$tmp/RUNS"
   while IFS= read -r out; do
@@ -976,6 +998,8 @@ if [ "$cmd" = status ]; then
     if [ "$why" = "no folder here" ]; then waiting+=("$(run_spec "$park/$rel")"); else behind+=("$(run_spec "$park/$rel") ($why)"); fi
   done <<< "$(parked_ahead)"
   [ ${#waiting[@]} -eq 0 ] || echo "parked in $park, not here yet (\`resume\` restores them): $(IFS=,; echo "${waiting[*]}" | sed 's/,/, /g')"
+  queued=$(queue_ahead)
+  [ -z "$queued" ] || echo "parked in $park, not here yet (\`resume\` restores and starts it): the queue of a folder none of whose runs had started, $queued"
   [ ${#behind[@]} -eq 0 ] || echo "parked in $park further along than here, or started anew (\`resume\` restores them, the folders here set aside): $(IFS=';'; echo "${behind[*]}" | sed 's/;/; /g')"
   [ -d "$dir/runs" ] || { echo "no long runs under $dir"; show_queue; exit 0; }
   echo "source: $(git -C "$dir/src" rev-parse --short HEAD 2>/dev/null || echo '?') ($dir/src)"

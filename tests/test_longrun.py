@@ -921,6 +921,51 @@ def test_park_keeps_what_resumes_and_unpark_puts_it_back(tmp_path):
         _drop_worktree(lr / "src")
 
 
+def test_a_folder_of_queued_runs_none_started_parks_and_resumes_its_queue(tmp_path):
+    """A folder whose runs are all queued, none started (no runs/ yet: waiting for a core), parks its pin, params
+    and queue; on a new machine `status` names the queue, `start` and `queue` refuse (they would pin the work tree
+    anew), and `unpark` pins the parked commit and restores params and queue byte for byte; back here, the queue
+    cleared by hand stays cleared (it is not the park's to restore while the folder is pinned)."""
+    import shutil
+
+    lr, parked = tmp_path / "lr", tmp_path / "parked"
+    lr.mkdir()
+    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "--quiet", str(lr / "src"), "HEAD~1"],
+                   check=True, capture_output=True)
+    pinned = subprocess.run(["git", "-C", str(lr / "src"), "rev-parse", "HEAD"], capture_output=True, text=True,
+                            check=True).stdout.strip()
+    try:
+        (lr / "params.yaml").write_text("rl: {epochs: 1}\n")
+        (lr / "queue").write_text("ICEWS05-15 pure_rl:0 1\nICEWS05-15 titer:0 1\n")
+        r = _run_parked("park", tmp_path=tmp_path)
+        assert r.returncode == 0 and "park: 0 runs in" in r.stdout, r.stdout + r.stderr
+        assert (parked / "runs" / "COMMIT").read_text() == pinned + "\n" and (parked / "RUNS").read_text() == ""
+        assert not (lr / "runs").exists()  # park wrote nothing here
+        _drop_worktree(lr / "src")
+        shutil.rmtree(lr)  # a new machine
+        out = _run_parked("status", tmp_path=tmp_path).stdout
+        assert "not here yet (`resume` restores and starts it): the queue of a folder none of whose runs had " \
+               "started, 2 runs (ICEWS05-15 pure_rl:0, ICEWS05-15 titer:0)" in out, out
+        for cmd in (("start", "pure_rl:3"), ("queue", "pure_rl:3")):
+            r = _run_parked(*cmd, tmp_path=tmp_path)
+            assert r.returncode == 3 and f"holds a queue not restored here (2 runs" in r.stderr, r.stdout + r.stderr
+            assert f"pinned at {pinned[:7]}" in r.stderr and not (lr / "src").exists() and not (lr / "queue").exists()
+        r = _run_parked("unpark", tmp_path=tmp_path)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert f"unpark: pinned {pinned[:7]}" in r.stdout and "2 runs (ICEWS05-15 pure_rl:0, ICEWS05-15 titer:0), " \
+               "restored from" in r.stdout, r.stdout
+        assert subprocess.run(["git", "-C", str(lr / "src"), "rev-parse", "HEAD"], capture_output=True,
+                              text=True).stdout.strip() == pinned
+        for f in ("params.yaml", "queue"):
+            assert (lr / f).read_bytes() == (parked / f).read_bytes(), f
+        (lr / "queue").unlink()
+        r = _run_parked("unpark", tmp_path=tmp_path)
+        assert r.returncode == 0 and "nothing to restore" in r.stdout and not (lr / "queue").exists(), r.stdout
+        assert "holds a queue" not in _run_parked("status", tmp_path=tmp_path).stdout
+    finally:
+        _drop_worktree(lr / "src")
+
+
 @pytest.mark.parametrize("damage, message", [
     ("checkpoint", "files differ from their SHA256SUMS"),
     ("run sums", "has no SHA256SUMS"),
