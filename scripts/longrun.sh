@@ -915,7 +915,12 @@ if [ "$cmd" = park ]; then
   old="$park.tmp-old-$$"  # (the earlier park, moved aside for the moment of the swap; git-ignored too)
   if [ -d "$park" ]; then mv "$park" "$old"; fi
   mv -T "$tmp" "$park"; trap - EXIT; rm -rf "$old"  # (-T: never into a folder of that name, whatever put one there)
-  echo "park: $n runs in $park ($(du -sh "$park" | cut -f1)); \`scripts/longrun.sh resume\` continues them on any machine with this repository"
+  if [ "$n" = 0 ] && [ -s "$park/queue" ]; then  # (a folder of queued runs none of which has started)
+    echo "park: no run started yet; the queue ($(wc -l < "$park/queue") runs), the pin and the params in $park" \
+         "($(du -sh "$park" | cut -f1)); \`scripts/longrun.sh resume\` starts them on any machine with this repository"
+  else
+    echo "park: $n runs in $park ($(du -sh "$park" | cut -f1)); \`scripts/longrun.sh resume\` continues them on any machine with this repository"
+  fi
   exit 0
 fi
 

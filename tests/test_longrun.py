@@ -938,7 +938,7 @@ def test_a_folder_of_queued_runs_none_started_parks_and_resumes_its_queue(tmp_pa
         (lr / "params.yaml").write_text("rl: {epochs: 1}\n")
         (lr / "queue").write_text("ICEWS05-15 pure_rl:0 1\nICEWS05-15 titer:0 1\n")
         r = _run_parked("park", tmp_path=tmp_path)
-        assert r.returncode == 0 and "park: 0 runs in" in r.stdout, r.stdout + r.stderr
+        assert r.returncode == 0 and "park: no run started yet; the queue (2 runs)" in r.stdout, r.stdout + r.stderr
         assert (parked / "runs" / "COMMIT").read_text() == pinned + "\n" and (parked / "RUNS").read_text() == ""
         assert not (lr / "runs").exists()  # park wrote nothing here
         _drop_worktree(lr / "src")
