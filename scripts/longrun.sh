@@ -694,10 +694,11 @@ for rel in (park / "RUNS").read_text().splitlines():
         print(f"{rel}\there at {words(progress(here / rel))}, parked at {words(progress(park / rel))}")
 PY
 }
-queue_ahead() {  # the park's queue, where this folder is not pinned here (a folder of queued runs none of which had
-  # started when it was parked, on a new machine): "N runs (DS SPEC, ...)"; nothing where the park has no queue or
-  # this folder has its source (its own queue stands, cleared or not)
-  [ -s "$park/queue" ] && [ ! -e "$dir/src" ] || return 0
+queue_ahead() {  # the park's queue, where the park holds no runs and this folder is not pinned here (a folder of
+  # queued runs none of which had started when it was parked, on a new machine): "N runs (DS SPEC, ...)"; nothing
+  # where the park has runs (its queue comes back with them), no queue, or this folder has its source (its own queue
+  # stands, cleared or not)
+  [ -s "$park/queue" ] && [ ! -s "$park/RUNS" ] && [ ! -e "$dir/src" ] || return 0
   echo "$(wc -l < "$park/queue") runs ($(awk '{ printf "%s%s %s", (NR > 1 ? ", " : ""), $1, $2 }' "$park/queue"))"
 }
 same_params() {  # params files $1 and $2 the same but for train.num_threads (a no-effect key that `start --threads`

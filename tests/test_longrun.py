@@ -879,6 +879,7 @@ def test_park_keeps_what_resumes_and_unpark_puts_it_back(tmp_path):
     shutil.rmtree(lr)  # another machine: the ignored folder is gone, the parked one came along
     out = _run_parked("status", tmp_path=tmp_path).stdout
     assert "not here yet (`resume` restores them): ICEWS14 titer:0, ICEWS18 raptor:0, ICEWS14 raptor:0:p50" in out, out
+    assert "the queue of a folder none of whose runs had started" not in out  # (it comes back with the runs)
     (tmp_path / "lr" / "runs").mkdir(parents=True)
     (tmp_path / "lr" / "runs" / "COMMIT").write_text(head + "\n")
     r = _run_parked("park", tmp_path=tmp_path)  # parking here now would drop the runs not yet restored
