@@ -1037,10 +1037,12 @@ cores = job_cores([int(m.group(1)) for _, s, _ in runs if (m := re.match(r"runni
                   started_cores(root, cores))
 import os
 others = int(os.environ.get("LONGRUN_OTHERS_HELD", "0") or 0)  # held by another long-runs folder's runs
-if others and cores > 1:
-    print(f"(another long-runs folder's runs hold {min(others, cores)} of the {cores} cores this folder's runs "
-          f"may use: the forecast counts {max(1, cores - others)})")
-    cores = max(1, cores - others)
+# every core held by them: the queue starts only as their runs end, which this folder's forecast cannot time
+blocked = others >= cores
+if others and not blocked:
+    print(f"(another long-runs folder's runs hold {others} of the {cores} cores this folder's runs "
+          f"may use: the forecast counts {cores - others})")
+    cores -= others
 now = datetime.datetime.now(datetime.timezone.utc)
 try:
     folder = Folder.load(root, params, cores, records=[checkout / "results"])
@@ -1060,7 +1062,10 @@ if queue_file.exists():
 # the runs not yet tested hold their cores: the running ones, and the stopped ones that `resume` restarts
 # before it fills the queue
 waiting = [(o, s, t) for o, s, t in runs if not (o / "eval" / "metrics.json").exists()]
-if folder and queued:
+if queued and blocked:
+    print(f"queue forecast: none while the other long-runs folders' runs hold all {cores} cores this folder's runs "
+          "may use: the queue starts as they end (their `status` times them)")
+elif folder and queued:
     try:
         print("\n".join(queue_lines(folder, [(o, t) for o, _, t in waiting], queued, now,
                                     stopped=sum(1 for _, s, _ in waiting if not s.startswith("running")))))

@@ -479,6 +479,10 @@ def test_the_runs_of_another_long_runs_folder_hold_the_cores_they_are_on(tmp_pat
         r = _run("rebalance", "--plan", tmp_path=tmp_path)
         assert f"queue: ICEWS14 pure_rl:1 waits ({n} of {n} cores held, {n} by another long-runs folder's runs, " \
                "it takes 1)" in r.stdout, r.stdout + r.stderr
+        (lr / "runs").mkdir()  # (a folder with runs/, as after a start or an unpark: status forecasts its queue)
+        out = _run("status", tmp_path=tmp_path).stdout  # no start time while the other folder holds every core
+        assert f"queue forecast: none while the other long-runs folders' runs hold all {n} cores" in out, out
+        assert "starts in" not in out, out
         # a tested run of the other folder holds nothing (its job is ending)
         (other / "eval").mkdir()
         (other / "eval" / "metrics.json").write_text('{"mrr": 0.4}')
