@@ -786,8 +786,8 @@ unpark() {  # the parked runs that $dir has no folder of, or one less far along,
     mv "$f" "$dir/$rel"
     n=$((n + 1)); echo "unpark: $(run_spec "$dir/$rel") restored"
   done
-  echo "unpark: $n runs restored from $park"
-  [ -z "$queued" ] || echo "unpark: the queue of a folder none of whose runs had started, $queued, restored from $park"
+  if [ -z "$queued" ]; then echo "unpark: $n runs restored from $park"
+  else echo "unpark: the queue of a folder none of whose runs had started, $queued, restored from $park"; fi
 }
 
 if [ "$cmd" = queue ]; then
