@@ -492,7 +492,7 @@ refuse_while_parked() {  # $1: the command. Runs parked and not restored here (a
   local ahead queued
   check_park
   ahead=$(parked_ahead); queued=$(queue_ahead)
-  if [ -z "$ahead" ] && [ -n "$queued" ]; then
+  if [ -n "$queued" ]; then  # (a park with a queue of its own holds no runs: queue_ahead)
     echo "longrun.sh $1: $park holds a queue not restored here ($queued), pinned at" \
          "$(cut -c1-7 "$park/runs/COMMIT"): \`scripts/longrun.sh resume\` restores and starts it (\`unpark\` restores" \
          "only). Nothing was started" >&2
@@ -508,8 +508,8 @@ park_blocks() {  # why the park keeps runs from starting here, in a line (nothin
   local ahead
   if ! (check_park) > /dev/null 2>&1; then echo "$park fails its checks (\`scripts/longrun.sh unpark\` says why)"; return 0; fi
   ahead=$(parked_ahead)
-  [ -z "$ahead" ] || { echo "$park holds runs not restored here ($(cut -f1 <<< "$ahead" | paste -sd, -)): \`scripts/longrun.sh resume\`"; return 0; }
-  ahead=$(queue_ahead)
+  [ -z "$ahead" ] || echo "$park holds runs not restored here ($(cut -f1 <<< "$ahead" | paste -sd, -)): \`scripts/longrun.sh resume\`"
+  ahead=$(queue_ahead)  # (never both: a park with a queue of its own holds no runs)
   [ -z "$ahead" ] || echo "$park holds a queue not restored here ($ahead): \`scripts/longrun.sh resume\`"
   return 0
 }
