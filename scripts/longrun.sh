@@ -493,7 +493,7 @@ refuse_while_parked() {  # $1: the command. Runs parked and not restored here (a
   check_park
   ahead=$(parked_ahead); queued=$(queue_ahead)
   if [ -n "$queued" ]; then  # (a park with a queue of its own holds no runs: queue_ahead)
-    echo "longrun.sh $1: $park holds a queue not restored here ($queued), pinned at" \
+    echo "longrun.sh $1: $park holds a queue not restored here, $queued, pinned at" \
          "$(cut -c1-7 "$park/runs/COMMIT"): \`scripts/longrun.sh resume\` restores and starts it (\`unpark\` restores" \
          "only). Nothing was started" >&2
     exit 3
@@ -510,7 +510,7 @@ park_blocks() {  # why the park keeps runs from starting here, in a line (nothin
   ahead=$(parked_ahead)
   [ -z "$ahead" ] || echo "$park holds runs not restored here ($(cut -f1 <<< "$ahead" | paste -sd, -)): \`scripts/longrun.sh resume\`"
   ahead=$(queue_ahead)  # (never both: a park with a queue of its own holds no runs)
-  [ -z "$ahead" ] || echo "$park holds a queue not restored here ($ahead): \`scripts/longrun.sh resume\`"
+  [ -z "$ahead" ] || echo "$park holds a queue not restored here, $ahead: \`scripts/longrun.sh resume\`"
   return 0
 }
 run_params_check() {  # the params file $1 (named $2 in messages, where given) as the pinned code loads it: prints

@@ -953,7 +953,8 @@ def test_a_folder_of_queued_runs_none_started_parks_and_resumes_its_queue(tmp_pa
                "started, 2 runs (ICEWS05-15 pure_rl:0, ICEWS05-15 titer:0)" in out, out
         for cmd in (("start", "pure_rl:3"), ("queue", "pure_rl:3")):
             r = _run_parked(*cmd, tmp_path=tmp_path)
-            assert r.returncode == 3 and f"holds a queue not restored here (2 runs" in r.stderr, r.stdout + r.stderr
+            assert r.returncode == 3 and "holds a queue not restored here, 2 runs (ICEWS05-15 pure_rl:0, " \
+                "ICEWS05-15 titer:0), pinned at" in r.stderr, r.stdout + r.stderr
             assert f"pinned at {pinned[:7]}" in r.stderr and not (lr / "src").exists() and not (lr / "queue").exists()
         r = _run_parked("unpark", tmp_path=tmp_path)
         assert r.returncode == 0, r.stdout + r.stderr
