@@ -924,9 +924,10 @@ def _find_key(node: Any, rest: str) -> Optional[int]:
     return None
 
 
-def load_resolved(path: str | Path) -> Params:
+def load_resolved(path: str | Path, overrides: Optional[dict[str, Any]] = None) -> Params:
     """The :class:`Params` of a resolved params file (JSON of :func:`params_to_dict`, written by
-    the ``params`` stage, :func:`raptor.pipeline.stages.resolve_params`): no profile is applied again."""
+    the ``params`` stage, :func:`raptor.pipeline.stages.resolve_params`): no profile is applied again;
+    ``overrides`` (dotted keys, ``{"eval.beam_size": 50}``) on top."""
     import json
 
     path = Path(path)
@@ -940,6 +941,9 @@ def load_resolved(path: str | Path) -> Params:
             f"params.yaml, run `raptor params --params {path.name} --out build/params.json` and pass build/params.json"
         ) from None
     try:
+        if overrides and isinstance(raw, dict):
+            for dotted, value in overrides.items():
+                _set_dotted(raw, dotted, value, "override")
         params = _build(Params, raw, "")
         _cross_checks(params)
     except (ValueError, ConfigError) as exc:

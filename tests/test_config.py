@@ -277,6 +277,21 @@ def test_resolved_params_given_a_yaml_file_say_what_it_expects(tmp_path):
     assert _one_line_error(lambda: load_resolved(f)).startswith(f"{f}: not a resolved params file")
 
 
+def test_resolved_params_take_overrides_without_applying_the_profile_again(tmp_path):
+    from raptor.config import load_resolved
+    from raptor.pipeline.stages import resolve_params
+
+    src, local, out = tmp_path / "params.yaml", tmp_path / "params.local.yaml", tmp_path / "build/params.json"
+    src.write_text("profile: quick\nprofiles:\n  quick:\n    rl.epochs: 15\n")
+    local.write_text("rl:\n  epochs: 3\n")  # the local file wins over the profile
+    resolve_params(src, local, out)
+    assert load_resolved(out).rl.epochs == 3
+    p = load_resolved(out, {"eval.rank_last_expansions": True, "eval.beam_size": 7})
+    assert (p.rl.epochs, p.eval.beam_size, p.eval.rank_last_expansions) == (3, 7, True)
+    message = _one_line_error(lambda: load_resolved(out, {"eval.beam_size": 0}))
+    assert message.startswith(f"{out}: eval.beam_size"), message
+
+
 def test_titer_inherited_choices_are_validated_and_default_to_todays_behaviour():
     """Issue 39: what TITer's code does and the paper does not state, one key each; the defaults keep
     this project's behaviour (no weight decay, no clipping, Xavier, decay per epoch, beam entities)."""

@@ -221,6 +221,67 @@ def test_longrun_rescore_scores_every_tested_run_of_the_long_runs_folder(runs, t
         ["seed0", "seed1"]
 
 
+def _workspace(root: Path, params_file: Path, ws: Path) -> Path:
+    """A pipeline workspace made of the fixture's runs: ``runs/TINY/pure_rl/train/seed<S>/`` (the finetune stage's
+    output: the run's training folder as it is) and ``.../eval/seed<S>/`` (the evaluate stage's), and the resolved
+    params file the stages read; returns its ``runs/TINY``."""
+    from raptor.pipeline.stages import resolve_params
+
+    for seed_dir in sorted((root / "runs/TINY/pure_rl").glob("seed*")):
+        shutil.copytree(seed_dir / "rl", ws / "runs/TINY/pure_rl/train" / seed_dir.name)
+        if (seed_dir / "eval").is_dir():
+            shutil.copytree(seed_dir / "eval", ws / "runs/TINY/pure_rl/eval" / seed_dir.name)
+    resolve_params(params_file, ws / "params.local.yaml", ws / "build/params.json")
+    return ws / "runs/TINY"
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {str(f.relative_to(folder)): f.read_bytes() for f in sorted(folder.rglob("*")) if f.is_file()}
+
+
+def test_rescore_reads_a_pipeline_workspace_and_writes_beside_its_stage_outputs(runs, tmp_path, capsys):
+    root, params_file = runs
+    ws = tmp_path / "ws"
+    work = _workspace(root, params_file, ws)
+    resolved = ws / "build/params.json"
+    stage_outputs = {d: _files(work / "pure_rl" / d) for d in ("train", "eval")}
+    done = rescore_runs(work, root / "data", root / "graph.npz", resolved, READING)
+    assert [(Path(r["run"]).name, r["status"]) for r in done] == [
+        ("seed0", "scored"), ("seed1", "scored"), ("seed2", "skipped: not tested yet")]
+    # the stages' outputs (DVC's to replace and to check) are left as they were
+    assert {d: _files(work / "pure_rl" / d) for d in ("train", "eval")} == stage_outputs
+    name = "eval.rank_last_expansions=true"
+    reading_dir = work / "pure_rl/rescore/seed0" / name
+    ctx = load_context(root / "data", root / "graph.npz", params_from_dict(PARAMS, READING))
+    by_hand = evaluate_model(ctx, work / "pure_rl/train/seed0/best.pt", tmp_path / "by-hand")
+    assert json.loads((reading_dir / "metrics.json").read_text())["mrr"] == pytest.approx(by_hand["mrr"])
+    np.testing.assert_array_equal(pq.read_table(reading_dir / "ranks.parquet").column("rank").to_numpy(),
+                                  read_predictions(tmp_path / "by-hand/predictions.parquet").rank)
+    about = json.loads((reading_dir / "reading.json").read_text())
+    assert about["model"] == "train/seed0/best.pt" and about["overrides"] == READING
+    assert not (work / "pure_rl/rescore/seed2").exists()
+
+    # the CLI with the workspace's resolved params keeps both
+    assert cli(["rescore", str(work), "--data", str(root / "data"), "--graph", str(root / "graph.npz"),
+                "--params", str(resolved), "--set", f"{name}"]) == 0
+    assert capsys.readouterr().out.count(f"kept {name} (test)") == 2
+
+    # the results page's reader finds the readings, collect keeps them, the page made from the copy is the same
+    seeds = discover(ws)[0].runs["pure_rl"]
+    assert {s: sorted(r.readings) for s, r in seeds.items()} == {0: [name], 1: [name], 2: []}
+    collect(ws, tmp_path / "kept")
+    kept = tmp_path / "kept/runs/TINY/pure_rl/rescore/seed0" / name
+    assert (kept / "reading.json").is_file() and (kept / "ranks.parquet").is_file()
+    assert reading_rows(discover(tmp_path / "kept", "ws")) == reading_rows(discover(ws, "ws")) != []
+    # a dvc repro that trained and tested seed 0 again (another model): its old reading is not set beside it
+    metrics = work / "pure_rl/eval/seed0/metrics.json"
+    metrics.write_text(json.dumps({**json.loads(metrics.read_text()), "model_sha256": "0" * 64}))
+    assert sorted(discover(ws)[0].runs["pure_rl"][0].readings) == []
+    assert sorted(discover(ws)[0].runs["pure_rl"][1].readings) == [name]
+    assert rescore_runs(work, root / "data", root / "graph.npz", resolved, READING)[0]["status"] == \
+        "skipped: its test evaluation is not of train/seed0/best.pt (it names another model_sha256)"
+
+
 # ------------------------------------------------------------------------------ collect and the page
 
 

@@ -7,10 +7,12 @@ import argparse
 NAME = "rescore"
 #: One line for `raptor --help`.
 SHORT = "evaluate finished runs' best models again under other evaluation params (an evaluation-only reading)"
-HELP = ("Evaluate again, on the test split, the best-validation model (rl/best.pt) of every tested run in a "
-        "dataset's folder of long runs (<variant>/seed<S>/, as scripts/longrun.sh lays them out), with the "
+HELP = ("Evaluate again, on the test split, the best-validation model (best.pt) of every tested run in a "
+        "dataset's folder of long runs (<variant>/seed<S>/, as scripts/longrun.sh lays them out) or in a pipeline "
+        "workspace's runs/<dataset>/ (<variant>/train/seed<S>/ and <variant>/eval/seed<S>/), with the "
         "runs' own params and the --set overrides: an evaluation-only reading, measured on the same checkpoints "
-        "without training again. Each goes to seed<S>/rescore/<reading>/ (metrics.json, predictions.parquet, "
+        "without training again. Each goes to seed<S>/rescore/<reading>/ (in a workspace to "
+        "<variant>/rescore/seed<S>/<reading>/, beside the stages' DVC outputs; metrics.json, predictions.parquet, "
         "reading.json); `raptor collect` keeps it and `raptor results` sets it beside the default evaluation. "
         "A reading already scored for the same model is kept. --valid scores the validation split too "
         "(into rescore/<reading>/valid/). --sweep NAME re-scores, instead, the tested runs of sweep NAME's default "
@@ -18,15 +20,19 @@ HELP = ("Evaluate again, on the test split, the best-validation model (rl/best.p
         "from the default's in eval.beam_size, eval.score_rule or eval.rank_last_expansions alone), on both "
         "splits, with --params the folder's params file: `raptor collect --sweep NAME` records them as that arm's "
         "runs (docs/sweeps.md). "
-        "Example: raptor rescore .longruns/runs/ICEWS14 --data .longruns/data/ICEWS14/ingested "
-        "--graph .longruns/data/ICEWS14/graph.npz --params .longruns/params.yaml --set eval.rank_last_expansions=true")
+        "Examples: raptor rescore .longruns/runs/ICEWS14 --data .longruns/data/ICEWS14/ingested "
+        "--graph .longruns/data/ICEWS14/graph.npz --params .longruns/params.yaml --set eval.rank_last_expansions=true; "
+        "after `scripts/run.sh`: raptor rescore runs/ICEWS14 --data data/ICEWS14/ingested --graph data/ICEWS14/graph.npz "
+        "--params build/params.json --set eval.rank_last_expansions=true")
 
 
 def register(p: argparse.ArgumentParser) -> None:
-    p.add_argument("runs", help="one dataset's folder of long runs (e.g. .longruns/runs/ICEWS14)")
+    p.add_argument("runs", help="one dataset's folder of long runs (e.g. .longruns/runs/ICEWS14) or a pipeline "
+                                "workspace's (runs/ICEWS14)")
     p.add_argument("--data", required=True, help="the ingested dataset folder the runs trained on")
     p.add_argument("--graph", required=True, help="the graph file the runs trained on")
-    p.add_argument("--params", required=True, help="the params file the runs trained with (e.g. .longruns/params.yaml)")
+    p.add_argument("--params", required=True, help="the params file the runs trained with (e.g. .longruns/params.yaml; "
+                                                   "a workspace's resolved build/params.json)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="an evaluation param of the reading (repeatable; required without --sweep): eval.beam_size, "
                         "eval.score_rule or eval.rank_last_expansions")

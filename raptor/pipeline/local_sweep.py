@@ -201,7 +201,7 @@ def collect_arm_runs(runs_dir: str | Path, params_file: str | Path, name: str, d
     from raptor.pipeline.rescore import finished_reading, reading_name
     from raptor.pipeline.sweep import DEFAULT_ARM, evaluation_only_arms
     from raptor.reporting.records import save_record, save_rescored_record
-    from raptor.reporting.runs_reader import read_fingerprint, read_summary
+    from raptor.reporting.runs_reader import RunFolders, read_fingerprint, read_summary
 
     sweep, params = load_sweep(params_file, name)
     runs_dir, results = Path(runs_dir), Path(results)
@@ -228,7 +228,7 @@ def collect_arm_runs(runs_dir: str | Path, params_file: str | Path, name: str, d
             refused.append(f"{run}: " + "; ".join(wrong))
         elif job.arm in rescored_arms:
             overrides = rescored_arms[job.arm]
-            test, valid = (finished_reading(run, overrides, split) for split in ("test", "valid"))
+            test, valid = (finished_reading(RunFolders.long_run(run), overrides, split) for split in ("test", "valid"))
             if test is None or valid is None:
                 unfinished.append(job.run_name)  # not re-scored yet (or for an older best model)
             else:

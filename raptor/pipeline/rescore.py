@@ -16,6 +16,10 @@ Layout, in a folder of long runs (``<dataset>/<variant>/seed<S>/`` with ``rl/`` 
     seed<S>/rescore/<reading>/reading.json         overrides, split, the model's content hash, the code's (written last)
     seed<S>/rescore/<reading>/valid/...            the same on the validation split, where asked for
 
+In a pipeline workspace's ``runs/<dataset>/`` (``<variant>/train/seed<S>/`` and ``<variant>/eval/seed<S>/``, the
+finetune and evaluate stages' outputs) the same files go to ``<variant>/rescore/seed<S>/<reading>/``: beside the
+stages' DVC outputs, not in them (:class:`raptor.reporting.runs_reader.RunFolders`).
+
 ``<reading>`` is :func:`reading_name` of the overrides (``eval.rank_last_expansions=true``). A reading
 whose ``reading.json`` names another model hash (the run was trained further) is evaluated again.
 ``raptor collect`` keeps the test readings (ranks instead of predictions) and ``raptor results`` sets them
@@ -39,11 +43,11 @@ import yaml
 from raptor.agents import variants as variant_registry
 from raptor.common.io import atomic_write_json
 from raptor.common.provenance import code_hash, content_hash
-from raptor.config import ConfigError, TEST_TIME_EVAL_KEYS, load_params, result_params
+from raptor.config import ConfigError, TEST_TIME_EVAL_KEYS, load_params, load_resolved, result_params
 from raptor.pipeline.experiment import evaluate_model, load_context
 from raptor.reporting.records import write_ranks
-from raptor.reporting.runs_reader import (RANKS_FILE, READING_FILE, RESCORE_DIR, read_fingerprint, read_json,
-                                          seed_dirs)
+from raptor.reporting.runs_reader import (RANKS_FILE, READING_FILE, RunFolders, read_fingerprint, read_json,
+                                          variant_runs)
 from raptor.runs.rundir import RunDir
 
 log = logging.getLogger("raptor")
@@ -78,6 +82,14 @@ def reading_name(overrides: Mapping[str, Any]) -> str:
     return ",".join(f"{k}={text(v)}" for k, v in sorted(overrides.items()))
 
 
+def _load(params_path: str | Path, overrides: Optional[Mapping[str, Any]] = None):
+    """A params YAML file, or a resolved params file (JSON, no profile applied again: a workspace's
+    ``build/params.json``), with ``overrides`` on top."""
+    if Path(params_path).suffix == ".json":
+        return load_resolved(params_path, dict(overrides or {}))
+    return load_params(params_path, dict(overrides or {}))
+
+
 def _differences(run_params: Mapping[str, Any], params: Mapping[str, Any]) -> list[str]:
     return [f"{k}: run {v!r}, params file {params[k]!r}" if k in params else f"{k}: run {v!r}, params file (absent)"
             for k, v in sorted(run_params.items()) if k not in params or params[k] != v]
@@ -89,30 +101,28 @@ _IDENTITY = ("overrides", "split", "model", "model_hash")
 SPLITS = ("test", "valid")
 
 
-def reading_dir(seed_dir: str | Path, name: str, split: str = "test") -> Path:
-    """Where a run's reading ``name`` on ``split`` goes: ``seed<S>/rescore/<name>/`` for the test split (what
+def reading_dir(run: RunFolders, name: str, split: str = "test") -> Path:
+    """Where a run's reading ``name`` on ``split`` goes: ``<run.readings>/<name>/`` for the test split (what
     ``raptor collect`` and ``raptor results`` read), ``.../<name>/valid/`` for the validation split."""
     if split not in SPLITS:
         raise ValueError(f"split {split!r}: one of {', '.join(SPLITS)}")
-    d = Path(seed_dir) / RESCORE_DIR / name
+    d = run.readings / name
     return d if split == "test" else d / split
 
 
-def _identity(seed_dir: Path, overrides: Mapping[str, Any], split: str) -> dict[str, Any]:
-    return {"overrides": dict(overrides), "split": split, "model": "rl/best.pt",
-            "model_hash": content_hash(RunDir(seed_dir / "rl").best)}
+def _identity(run: RunFolders, overrides: Mapping[str, Any], split: str) -> dict[str, Any]:
+    return {"overrides": dict(overrides), "split": split, "model": run.model_name, "model_hash": content_hash(run.best)}
 
 
-def finished_reading(seed_dir: str | Path, overrides: Mapping[str, Any], split: str = "test") -> Optional[Path]:
-    """The folder of run ``seed_dir``'s evaluation under ``overrides`` on ``split`` if it is whole (its
-    ``reading.json``, metrics, and predictions or ranks) and of the run's present ``rl/best.pt``; else ``None``."""
-    seed_dir = Path(seed_dir)
-    target = reading_dir(seed_dir, reading_name(overrides), split)
+def finished_reading(run: RunFolders, overrides: Mapping[str, Any], split: str = "test") -> Optional[Path]:
+    """The folder of ``run``'s evaluation under ``overrides`` on ``split`` if it is whole (its ``reading.json``,
+    metrics, and predictions or ranks) and of the run's present ``best.pt``; else ``None``."""
+    target = reading_dir(run, reading_name(overrides), split)
     done = read_json(target / READING_FILE, lenient=True) or {}
-    if not (RunDir(seed_dir / "rl").best.is_file() and RunDir(target).metrics.is_file()
+    if not (run.best.is_file() and RunDir(target).metrics.is_file()
             and (RunDir(target).predictions.is_file() or (target / RANKS_FILE).is_file())):
         return None
-    return target if {k: done.get(k) for k in _IDENTITY} == _identity(seed_dir, overrides, split) else None
+    return target if {k: done.get(k) for k in _IDENTITY} == _identity(run, overrides, split) else None
 
 
 def _clear(target: Path) -> None:
@@ -131,8 +141,8 @@ def _clear(target: Path) -> None:
 SAMPLE_QUERIES, SAMPLE_AGREEMENT = 512, 0.95
 
 
-def _tested_another_model(seed_dir: Path, default_ctx, num_threads: Optional[int] = None) -> str:
-    """Why ``seed_dir``'s test evaluation is not of its present ``rl/best.pt`` (``""`` when it is): the model
+def _tested_another_model(run: RunFolders, default_ctx, num_threads: Optional[int] = None) -> str:
+    """Why ``run``'s test evaluation is not of its present ``best.pt`` (``""`` when it is): the model
     hash the evaluation recorded; for an evaluation that recorded none, the ranks of :data:`SAMPLE_QUERIES`
     test queries scored again with the runs' own params (``default_ctx``) against its predictions (at least
     :data:`SAMPLE_AGREEMENT` of them the same: a thread count other than the test's may move a near tie)."""
@@ -140,7 +150,7 @@ def _tested_another_model(seed_dir: Path, default_ctx, num_threads: Optional[int
     from raptor.pipeline.experiment import model_ranks
     from raptor.reporting.runs_reader import ranks_source, read_ranks
 
-    model, eval_dir = RunDir(seed_dir / "rl").best, seed_dir / "eval"
+    model, eval_dir = run.best, run.eval
     recorded = (read_json(RunDir(eval_dir).metrics) or {}).get("model_sha256")
     if recorded:
         return "" if recorded == sha256_file(model) else "it names another model_sha256"
@@ -158,33 +168,34 @@ def _tested_another_model(seed_dir: Path, default_ctx, num_threads: Optional[int
 
 def _plan(runs_dir: Path, params_path: str | Path, base: Mapping[str, Any], inputs: Mapping[str, Any],
           data: str | Path, graph: str | Path, default_ctx,
-          num_threads: Optional[int] = None) -> tuple[list[Path], list[dict[str, Any]]]:
-    """``(seed folders to re-score, skipped runs)``: every run checked before any is scored, so a refusal
-    leaves nothing half done. :class:`ConfigError` / :class:`ValueError` naming the run (module docstring)."""
+          num_threads: Optional[int] = None) -> tuple[list[RunFolders], list[dict[str, Any]]]:
+    """``(runs to re-score, skipped runs)``: every run checked before any is scored, so a refusal leaves
+    nothing half done. :class:`ConfigError` / :class:`ValueError` naming the run (module docstring)."""
     todo, skipped = [], []
     for v in variant_registry.VARIANTS:
         if not (runs_dir / v).is_dir():
             continue
-        for seed_dir in seed_dirs(runs_dir / v).values():
-            model, default_eval = RunDir(seed_dir / "rl").best, RunDir(seed_dir / "eval").metrics
-            if not (model.is_file() and default_eval.is_file()):
-                skipped.append({"run": str(seed_dir), "status": "skipped: not tested yet"})
+        for run in variant_runs(runs_dir / v).values():
+            if not (run.best.is_file() and RunDir(run.eval).metrics.is_file()):
+                skipped.append({"run": str(run), "status": "skipped: not tested yet"})
                 continue
-            fingerprint = read_fingerprint(seed_dir / "rl") or read_fingerprint(seed_dir)
+            fingerprint = read_fingerprint(run.train) or read_fingerprint(run.train.parent)
             if not fingerprint:
-                raise ValueError(f"{seed_dir}: no run_config.json (in rl/ or beside it): cannot tell what it trained with")
+                raise ValueError(f"{run}: no run_config.json (in {run.train.name}/ or beside it): cannot tell what it "
+                                 "trained with")
             diffs = _differences(fingerprint.get("params", {}), base)
             if diffs:
-                raise ConfigError(f"{seed_dir}: {params_path} is not the params this run trained with "
+                raise ConfigError(f"{run}: {params_path} is not the params this run trained with "
                                   f"({'; '.join(diffs)})")
             for key, path in (("data", data), ("graph", graph)):
                 if fingerprint.get("inputs", {}).get(key) != inputs[key]:
-                    raise ValueError(f"{seed_dir}: trained on other {key} than {path}")
-            other = _tested_another_model(seed_dir, default_ctx, num_threads)
+                    raise ValueError(f"{run}: trained on other {key} than {path}")
+            other = _tested_another_model(run, default_ctx, num_threads)
             if other:  # the run trained on (or was restarted) after its test: the default evaluation is of another model
-                skipped.append({"run": str(seed_dir), "status": f"skipped: its test evaluation is not of rl/best.pt ({other})"})
+                skipped.append({"run": str(run), "status": f"skipped: its test evaluation is not of "
+                                                           f"{run.model_name} ({other})"})
                 continue
-            todo.append(seed_dir)
+            todo.append(run)
     return todo, skipped
 
 
@@ -192,15 +203,16 @@ def rescore_runs(runs_dir: str | Path, data: str | Path, graph: str | Path, para
                  overrides: Mapping[str, Any], num_threads: Optional[int] = None,
                  splits: Sequence[str] = ("test",)) -> list[dict[str, Any]]:
     """Evaluate again on the test split (and on the others of ``splits``: ``valid``), under ``overrides``, the
-    best model of every tested run in ``runs_dir`` (one dataset's folder of long runs:
-    ``<variant>/seed<S>/{rl,eval}``; the ablation's arms are not read), into ``seed<S>/rescore/<reading>/``
-    (module docstring). A run not yet tested (no ``eval/metrics.json``), or whose test is not of its present
+    best model of every tested run in ``runs_dir`` (one dataset's folder of long runs,
+    ``<variant>/seed<S>/{rl,eval}``, or a pipeline workspace's ``runs/<dataset>/``; the ablation's arms are not
+    read), into the run's readings folder (module docstring). A run not yet tested (no ``eval/metrics.json``), or whose test is not of its present
     ``rl/best.pt`` (it trained on since: by the model hash the test recorded, else by
     :data:`SAMPLE_QUERIES` of its ranks), is skipped: the reading would not be of the checkpoint the default
     evaluation tested. A reading already there for the same model is kept.
 
     ``params_path`` must be the params the runs trained with (their fingerprints' params; params a later
-    commit added are not compared): :class:`ConfigError` naming the run and the keys otherwise, or when an
+    commit added are not compared): a params YAML file, or a resolved one (JSON: a workspace's
+    ``build/params.json``, read with :func:`raptor.config.load_resolved`): :class:`ConfigError` naming the run and the keys otherwise, or when an
     override leaves its param as it is (no reading); :class:`ValueError` when ``data`` or ``graph`` is not
     what the run trained on, or the run has no fingerprint. Every run is checked before any is scored. The
     evaluation folder is written as ``raptor evaluate`` writes it, its :data:`READING_FILE` last, so an
@@ -217,33 +229,33 @@ def rescore_runs(runs_dir: str | Path, data: str | Path, graph: str | Path, para
     if not runs_dir.is_dir():
         raise FileNotFoundError(f"runs folder not found: {runs_dir}")
     name = reading_name(overrides)
-    base = result_params(load_params(params_path))
+    base = result_params(_load(params_path))
     same = [k for k, v in overrides.items() if base.get(k) == v]
     if same:
         raise ConfigError(f"{', '.join(f'{k}={overrides[k]!r}' for k in same)}: the value {params_path} already "
                           "has (the default evaluation, not a reading)")
-    params = load_params(params_path, dict(overrides))
+    params = _load(params_path, dict(overrides))
     ctx = load_context(data, graph, params)
-    default_ctx = dataclasses.replace(ctx, params=load_params(params_path))  # (the same data, graph and filter)
+    default_ctx = dataclasses.replace(ctx, params=_load(params_path))  # (the same data, graph and filter)
     todo, out = _plan(runs_dir, params_path, base, ctx.input_hashes(), data, graph, default_ctx, num_threads)
     code = code_hash(["raptor.pipeline.rescore"])
-    for seed_dir in todo:
+    for run in todo:
         for split in splits:
-            kept = finished_reading(seed_dir, overrides, split)
+            kept = finished_reading(run, overrides, split)
             if kept is not None:
                 if not (kept / RANKS_FILE).is_file():  # a reading made before its ranks were written beside it
                     write_ranks(RunDir(kept).predictions, kept / RANKS_FILE)
-                out.append({"run": str(seed_dir), "split": split, "reading": name, "status": "kept",
+                out.append({"run": str(run), "split": split, "reading": name, "status": "kept",
                             "metrics": read_json(RunDir(kept).metrics)})
                 continue
-            target = reading_dir(seed_dir, name, split)
+            target = reading_dir(run, name, split)
             (target / READING_FILE).unlink(missing_ok=True)  # not a reading until it is whole again
             _clear(target)
-            log.info("re-scoring %s (%s, %s split)", seed_dir, name, split)
-            metrics = evaluate_model(ctx, RunDir(seed_dir / "rl").best, target, split=split, num_threads=num_threads)
+            log.info("re-scoring %s (%s, %s split)", run, name, split)
+            metrics = evaluate_model(ctx, run.best, target, split=split, num_threads=num_threads)
             write_ranks(RunDir(target).predictions, target / RANKS_FILE)  # what a park keeps (module docstring)
-            atomic_write_json(target / READING_FILE, {**_identity(seed_dir, overrides, split), "code": code})
-            out.append({"run": str(seed_dir), "split": split, "reading": name, "status": "scored", "metrics": metrics})
+            atomic_write_json(target / READING_FILE, {**_identity(run, overrides, split), "code": code})
+            out.append({"run": str(run), "split": split, "reading": name, "status": "scored", "metrics": metrics})
     return sorted(out, key=lambda r: r["run"])
 
 

@@ -45,7 +45,7 @@ from raptor.constants import METRIC_KEYS, arm_folder
 from raptor.common.io import atomic_write_bytes, atomic_write_text
 from raptor.reporting.records import write_ranks
 from raptor.reporting.runs_reader import (COMMIT_FILE, PREDICTIONS_FILE, RANKS_FILE, READING_FILE, ranks_source,
-                                          read_fingerprint, read_history, read_ranks, read_readings,
+                                          read_fingerprint, read_history, read_ranks, read_readings, RunFolders,
                                           read_json, read_metrics, read_summary, recorded_commit, seed_dirs)
 from raptor.runs.loop import phase_seconds
 from raptor.runs.rundir import RunDir
@@ -141,11 +141,12 @@ def _model_meta(train_dir: Path) -> dict[str, Any]:
     return {}
 
 
-def read_seed_run(seed: int, train_dir: Path, eval_dir: Path) -> Optional[SeedRun]:
+def read_seed_run(seed: int, train_dir: Path, eval_dir: Path, readings_dir: Optional[Path] = None) -> Optional[SeedRun]:
     """The run in ``train_dir``, evaluated into ``eval_dir`` (``None`` if it has no history yet), from
     :mod:`raptor.reporting.runs_reader`: its history, its fingerprint's params (``run_config.json`` of
     ``train_dir``, else of its parent: the seed folder of a ``raptor train --out`` run), its summary (or,
-    while it trains, its model's meta: :func:`_model_meta`) and its test metrics."""
+    while it trains, its model's meta: :func:`_model_meta`), its test metrics and the readings in
+    ``readings_dir`` of the model those metrics are of (:func:`raptor.reporting.runs_reader.read_readings`)."""
     history = read_history(train_dir)
     if not history:
         return None
@@ -163,7 +164,8 @@ def read_seed_run(seed: int, train_dir: Path, eval_dir: Path) -> Optional[SeedRu
     return SeedRun(seed=seed, history=history, params=params, budget=budget, pretrain_epochs=int(pre or 0),
                    precision=str(precision), finished=summary is not None,
                    stopped_early=bool(summary and summary.get("stopped_early")), metrics=metrics,
-                   inputs=config.get("inputs", {}), eval_dir=eval_dir, readings=read_readings(train_dir.parent))
+                   inputs=config.get("inputs", {}), eval_dir=eval_dir,
+                   readings=read_readings(readings_dir, (metrics or {}).get("model_sha256")) if readings_dir else {})
 
 
 def _commit(folder: Path, full: bool = False) -> Optional[str]:
@@ -265,7 +267,7 @@ def read_run_ablation(ds_dir: Path, runs: Mapping[str, Mapping[int, SeedRun]]) -
     out: dict[int, dict[int, SeedRun]] = {}
     for arm in sorted(a for p in arms_dir.iterdir() if p.is_dir() and (a := _arm_of(p.name)) is not None):
         seeds = {seed: run for seed in seed_dirs(arms_dir / arm_folder(arm))
-                 if (run := read_seed_run(seed, *_run_paths(arms_dir, arm_folder(arm), seed, False))) is not None}
+                 if (run := read_seed_run(seed, *_run_paths(arms_dir, arm_folder(arm), seed, False)[:2])) is not None}
         if seeds:
             out[arm] = seeds
     if not out:
@@ -282,11 +284,11 @@ def read_run_ablation(ds_dir: Path, runs: Mapping[str, Mapping[int, SeedRun]]) -
     return {arm: dict(sorted(seeds.items())) for arm, seeds in sorted(out.items())}
 
 
-def _run_paths(ds_dir: Path, variant: str, seed: int, pipeline: bool) -> tuple[Path, Path]:
-    """``(training folder, evaluation folder)`` of one seed in either layout (module docstring)."""
-    if pipeline:
-        return ds_dir / variant / "train" / f"seed{seed}", ds_dir / variant / "eval" / f"seed{seed}"
-    return ds_dir / variant / f"seed{seed}" / "rl", ds_dir / variant / f"seed{seed}" / "eval"
+def _run_paths(ds_dir: Path, variant: str, seed: int, pipeline: bool) -> tuple[Path, Path, Path]:
+    """``(training folder, evaluation folder, readings folder)`` of one seed in either layout
+    (:class:`raptor.reporting.runs_reader.RunFolders`)."""
+    run = RunFolders.of(ds_dir / variant, seed, pipeline)
+    return run.train, run.eval, run.readings
 
 
 #: What the page reads of a training folder (and, for a run of the second layout, of its seed folder).
@@ -332,7 +334,7 @@ def collect(src: str | Path, dest: str | Path, unfinished: bool = False,
     for rs in sets:
         for v, seeds in rs.runs.items():
             for seed in seeds:
-                train_dir, eval_dir = _run_paths(root / rs.dataset, v, seed, pipeline)
+                train_dir, eval_dir, _ = _run_paths(root / rs.dataset, v, seed, pipeline)
                 files += [train_dir / f for f in RUN_FILES] + [train_dir.parent / RunDir.CONFIG,
                                                                RunDir(eval_dir).metrics]
                 if not pipeline:
@@ -344,7 +346,7 @@ def collect(src: str | Path, dest: str | Path, unfinished: bool = False,
                 if pipeline:
                     train_dir, eval_dir = _arm_paths(src, rs.dataset, arm, seed)
                 else:  # a run of the set standing for an arm (no such folder) is collected with the set's runs
-                    train_dir, eval_dir = _run_paths(root / rs.dataset / RUN_ABLATION, arm_folder(arm), seed, False)
+                    train_dir, eval_dir, _ = _run_paths(root / rs.dataset / RUN_ABLATION, arm_folder(arm), seed, False)
                     files.append(train_dir.parent / RunDir.CONFIG)
                     files += [train_dir.parent / "pretrain" / f for f in PRETRAIN_FILES]
                 files += [train_dir / f for f in RUN_FILES] + [RunDir(eval_dir).metrics]

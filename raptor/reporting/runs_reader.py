@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
@@ -38,12 +39,75 @@ RANKS_FILE = "ranks.parquet"
 RANK_COLUMNS = ("subject", "relation", "object", "time", "rank")
 #: A result folder's file naming the commit that trained its runs (``raptor collect`` writes it).
 COMMIT_FILE = "COMMIT"
-#: A run's folder of re-scored evaluations (``raptor rescore``): ``<seed folder>/rescore/<reading>/``, each an
-#: evaluation folder of the run's ``best.pt`` under other evaluation params, with a :data:`READING_FILE`.
+#: A run's folder of re-scored evaluations (``raptor rescore``; :class:`RunFolders` says where it is in each
+#: layout), holding ``<reading>/``, each an evaluation folder of the run's ``best.pt`` under other evaluation
+#: params, with a :data:`READING_FILE`.
 RESCORE_DIR = "rescore"
 #: A re-scored evaluation's description (``overrides``, ``split``, ``model_hash``), written last: a folder
 #: without it is unfinished and is not read.
 READING_FILE = "reading.json"
+
+
+# ------------------------------------------------------------------------------------------ layouts
+
+
+@dataclass(frozen=True)
+class RunFolders:
+    """Where one run's files are, in either layout of a dataset's runs:
+
+    * a folder of long runs (``raptor train --out``, ``scripts/longrun.sh``): ``<variant>/seed<S>/`` holding
+      ``rl/`` (training), ``eval/`` (test evaluation) and ``rescore/`` (re-scored evaluations);
+    * a pipeline workspace's ``runs/<dataset>/`` (the finetune and evaluate stages' outputs):
+      ``<variant>/train/seed<S>/``, ``<variant>/eval/seed<S>/``, and ``<variant>/rescore/seed<S>/``, outside
+      the stages' DVC outputs (which ``dvc repro`` replaces whole, and ``dvc status`` would report as changed).
+    """
+
+    seed: int
+    train: Path  # best.pt, history.json, summary.json, run_config.json
+    eval: Path  # metrics.json, predictions.parquet (or a record's ranks.parquet)
+    readings: Path  # <reading>/ per re-scored evaluation
+    #: The best model's name in a reading's description (``reading.json``): relative to the seed folder of a
+    #: long run (``rl/best.pt``), to the variant's folder in a workspace (``train/seed0/best.pt``).
+    model_name: str
+
+    @classmethod
+    def of(cls, variant_dir: str | Path, seed: int, pipeline: bool) -> "RunFolders":
+        v = Path(variant_dir)
+        if pipeline:
+            s = f"seed{seed}"
+            return cls(seed, v / "train" / s, v / "eval" / s, v / RESCORE_DIR / s, f"train/{s}/{RunDir.BEST}")
+        d = v / f"seed{seed}"
+        return cls(seed, d / "rl", d / "eval", d / RESCORE_DIR, f"rl/{RunDir.BEST}")
+
+    @classmethod
+    def long_run(cls, seed_dir: str | Path) -> "RunFolders":
+        """The run of a long run's seed folder (``.../<variant>/seed<S>``)."""
+        seed_dir = Path(seed_dir)
+        m = SEED_DIR.match(seed_dir.name)
+        if m is None:
+            raise ValueError(f"{seed_dir}: not a seed<S> folder")
+        return cls.of(seed_dir.parent, int(m.group(1)), pipeline=False)
+
+    @property
+    def best(self) -> Path:
+        return RunDir(self.train).best
+
+    def __str__(self) -> str:  # what messages name the run by
+        return str(self.train.parent if self.train.name == "rl" else self.train)
+
+
+def is_pipeline_variant(variant_dir: str | Path) -> bool:
+    """Whether a variant's folder of runs is a pipeline workspace's (``train/`` and ``eval/`` with the seeds in
+    them) rather than a folder of long runs (``seed<S>/`` in it)."""
+    return (Path(variant_dir) / "train").is_dir()
+
+
+def variant_runs(variant_dir: str | Path) -> dict[int, RunFolders]:
+    """``{seed: folders}`` of one variant's trained runs in either layout (:class:`RunFolders`), by seed;
+    :class:`FileNotFoundError` if ``variant_dir`` is not a folder."""
+    pipeline = is_pipeline_variant(variant_dir)
+    seeds = seed_dirs(Path(variant_dir) / "train" if pipeline else variant_dir)
+    return {seed: RunFolders.of(variant_dir, seed, pipeline) for seed in seeds}
 
 
 # ------------------------------------------------------------------------------------------ one file
@@ -121,15 +185,25 @@ def ranks_source(eval_dir: str | Path) -> Path:
     raise FileNotFoundError(f"{d}: neither {PREDICTIONS_FILE} nor {RANKS_FILE} (the evaluation did not finish)")
 
 
-def read_readings(seed_dir: str | Path, lenient: bool = False) -> dict[str, Path]:
-    """``{reading name: evaluation folder}`` of a run's finished re-scored evaluations
-    (``<seed_dir>/rescore/<name>/`` with its :data:`READING_FILE` and ``metrics.json``), by name; empty when
-    there are none."""
-    root = Path(seed_dir) / RESCORE_DIR
+def read_readings(readings_dir: str | Path, model_sha256: Optional[str] = None,
+                  lenient: bool = False) -> dict[str, Path]:
+    """``{reading name: evaluation folder}`` of a run's finished re-scored evaluations (``<readings_dir>/<name>/``
+    with its :data:`READING_FILE` and ``metrics.json``; ``readings_dir``: :attr:`RunFolders.readings`), by name;
+    empty when there are none. With ``model_sha256`` (the model the run's default test evaluation names), a
+    reading of another model (the run trained again since it was scored) is left out: it would be set beside
+    an evaluation of a model it is not of."""
+    root = Path(readings_dir)
     if not root.is_dir():
         return {}
-    return {d.name: d for d in sorted(root.iterdir())
-            if d.is_dir() and read_json(d / READING_FILE, lenient) is not None and read_metrics(d, lenient) is not None}
+    out = {}
+    for d in sorted(root.iterdir()):
+        about = read_json(d / READING_FILE, lenient) if d.is_dir() else None
+        if about is None or read_metrics(d, lenient) is None:
+            continue
+        if model_sha256 and isinstance(about, dict) and about.get("model_hash") not in (None, model_sha256):
+            continue
+        out[d.name] = d
+    return out
 
 
 def read_ranks(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
