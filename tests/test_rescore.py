@@ -261,6 +261,12 @@ def test_rescore_reads_a_pipeline_workspace_and_writes_beside_its_stage_outputs(
     assert about["model"] == "train/seed0/best.pt" and about["overrides"] == READING
     assert not (work / "pure_rl/rescore/seed2").exists()
 
+    # the params file the workspace's params stage resolved, not the one it resolved it from
+    (ws / "params.yaml").write_text(yaml.safe_dump({**PARAMS, "rl": {**PARAMS["rl"], "gamma": 0.5}}))
+    with pytest.raises(ConfigError, match=r"seed0: .*not the params this run trained with \(rl.gamma: run 0.95, "
+                                          r"params file 0.5\); a workspace's runs trained with its resolved "
+                                          r"build/params.json"):
+        rescore_runs(work, root / "data", root / "graph.npz", ws / "params.yaml", READING)
     # the CLI with the workspace's resolved params keeps both
     assert cli(["rescore", str(work), "--data", str(root / "data"), "--graph", str(root / "graph.npz"),
                 "--params", str(resolved), "--set", f"{name}"]) == 0

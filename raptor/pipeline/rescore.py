@@ -46,8 +46,8 @@ from raptor.common.provenance import code_hash, content_hash
 from raptor.config import ConfigError, TEST_TIME_EVAL_KEYS, load_params, load_resolved, result_params
 from raptor.pipeline.experiment import evaluate_model, load_context
 from raptor.reporting.records import write_ranks
-from raptor.reporting.runs_reader import (RANKS_FILE, READING_FILE, RunFolders, read_fingerprint, read_json,
-                                          variant_runs)
+from raptor.reporting.runs_reader import (RANKS_FILE, READING_FILE, RunFolders, is_pipeline_variant,
+                                          read_fingerprint, read_json, variant_runs)
 from raptor.runs.rundir import RunDir
 
 log = logging.getLogger("raptor")
@@ -185,8 +185,11 @@ def _plan(runs_dir: Path, params_path: str | Path, base: Mapping[str, Any], inpu
                                  "trained with")
             diffs = _differences(fingerprint.get("params", {}), base)
             if diffs:
+                hint = ("; a workspace's runs trained with its resolved build/params.json, profile and "
+                        "params.local.yaml applied: pass that" if is_pipeline_variant(runs_dir / v)
+                        and Path(params_path).suffix != ".json" else "")
                 raise ConfigError(f"{run}: {params_path} is not the params this run trained with "
-                                  f"({'; '.join(diffs)})")
+                                  f"({'; '.join(diffs)}){hint}")
             for key, path in (("data", data), ("graph", graph)):
                 if fingerprint.get("inputs", {}).get(key) != inputs[key]:
                     raise ValueError(f"{run}: trained on other {key} than {path}")
