@@ -3,8 +3,8 @@ float32 run slowed 4x once denormals appeared). Usage: python benchmarks/check_d
 (paths below: the choices sweep of 2026-11-25 in .pipelines/sweep-choices)."""
 import sys, time, numpy as np, torch
 from raptor.config import load_resolved
-from raptor.pipeline.experiment import load_context
-from raptor.runs.checkpoints import load_model
+from raptor.runs.context import load_context
+from raptor.agents.base import load_model
 from raptor.agents.actor_critic.rl import actor_critic_loss, make_optimizer
 from raptor.agents.rollout import rollout
 torch.set_num_threads(1)
